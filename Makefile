@@ -1,0 +1,36 @@
+# Two entry points that work on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: setup demo demo-stdio test lint typecheck bench docs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup          ## the server against the built-in simulated cluster (HTTP, prints an Inspector command)
+	$(BIN)/proxmox-ops-mcp demo
+
+demo-stdio: setup    ## same, over stdio for desktop clients
+	$(BIN)/proxmox-ops-mcp demo --stdio
+
+lint: setup
+	$(BIN)/ruff check src tests scripts bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+test: setup lint typecheck  ## lint, type-check and run the whole suite
+	$(BIN)/python -m pytest
+
+bench: setup
+	for f in bench/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,3 @@
+from pvesim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""Cluster-wide read endpoints: version, status, resources, tasks, backup jobs, replication."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from pvesim.api import render
+from pvesim.api.registry import Call, b, route
+from pvesim.state import Cluster, Guest
+
+
+@route("GET", "/version")
+def version(call: Call) -> dict[str, Any]:
+    c = call.cluster
+    return {"version": c.version, "release": c.release, "repoid": "0fcd7879", "console": "xtermjs"}
+
+
+@route("GET", "/cluster/status")
+def cluster_status(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    rows: list[dict[str, Any]] = [{"type": "cluster", "id": "cluster", "name": c.name, "nodes": len(c.nodes),
+                                   "quorate": b(c.quorate), "version": 7 + len(c.nodes)}]
+    local = next(iter(c.nodes))
+    rows.extend({"type": "node", "id": f"node/{n.name}", "name": n.name, "nodeid": n.nodeid, "ip": n.ip,
+                 "online": b(n.online), "local": b(n.name == local), "level": n.level} for n in c.nodes.values())
+    return rows
+
+
+@route("GET", "/cluster/resources")
+def cluster_resources(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    want = call.params.get("type")
+    rows: list[dict[str, Any]] = []
+    if want in (None, "node"):
+        rows += [render.node_resource(c, n) for n in c.nodes.values() if call.can(f"/nodes/{n.name}", "Sys.Audit")]
+    if want in (None, "vm"):
+        rows += [render.guest_resource(c, g) for g in sorted(c.guests.values(), key=lambda g: g.vmid)
+                 if call.can(f"/vms/{g.vmid}", "VM.Audit")]
+    if want in (None, "storage"):
+        for n in c.nodes.values():
+            for s in c.storages.values():
+                if s.available_on(n.name) and (call.can(f"/storage/{s.storage}", "Datastore.Audit")
+                                               or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")):
+                    rows.append(render.storage_resource(c, s, n.name))
+    return rows
+
+
+@route("GET", "/cluster/tasks")
+def cluster_tasks(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    visible = [t for t in c.tasks if t.user == call.user or call.can(f"/nodes/{t.node}", "Sys.Audit")]
+    visible.sort(key=lambda t: (t.running, t.starttime), reverse=True)
+    return [render.task_row(t) for t in visible[:1000]]
+
+
+@route("GET", "/cluster/options")
+def cluster_options(call: Call) -> dict[str, Any]:
+    opts = {k: v for k, v in call.cluster.options.items() if not k.startswith("task_")}
+    return opts
+
+
+def _job_vmids(job: dict[str, Any]) -> set[int] | None:
+    if job.get("vmid"):
+        return {int(v) for v in str(job["vmid"]).split(",") if v}
+    return None
+
+
+def covering_jobs(c: Cluster, g: Guest) -> list[dict[str, Any]]:
+    """Backup jobs that include the guest (enabled or not), as PVE's VZDump::get_included_guests."""
+    out = []
+    for job in c.backup_jobs:
+        if job.get("node") and job["node"] != g.node:
+            continue
+        ids = _job_vmids(job)
+        if ids is not None:
+            if g.vmid in ids:
+                out.append(job)
+        elif int(job.get("all", 0)):
+            excluded = {int(v) for v in str(job.get("exclude", "")).split(",") if v}
+            if g.vmid not in excluded:
+                out.append(job)
+    return out
+
+
+def _next_run(schedule: str, now: float) -> int:
+    m = re.fullmatch(r"(?:[a-z.,]+\s+)?(\d{1,2}):(\d{2})", schedule.strip())
+    base = dt.datetime.fromtimestamp(now, tz=dt.UTC)
+    if m:
+        run = base.replace(hour=int(m.group(1)), minute=int(m.group(2)), second=0, microsecond=0)
+        if run.timestamp() <= now:
+            run += dt.timedelta(days=1)
+        return int(run.timestamp())
+    return int(now) + 3600
+
+
+@route("GET", "/cluster/backup")
+def backup_jobs(call: Call) -> list[dict[str, Any]]:
+    now = call.cluster.clock.now()
+    out = []
+    for job in call.cluster.backup_jobs:
+        row = dict(job)
+        row.setdefault("type", "vzdump")
+        if isinstance(row.get("prune-backups"), str):  # stored as in jobs.cfg, returned as an object
+            row["prune-backups"] = {k: int(v) for k, v in
+                                    (kv.split("=", 1) for kv in row["prune-backups"].split(",") if "=" in kv)}
+        if int(row.get("enabled", 1)) and row.get("schedule"):
+            row["next-run"] = _next_run(str(row["schedule"]), now)
+        out.append(row)
+    return out
+
+
+@route("GET", "/cluster/backup-info/not-backed-up")
+def not_backed_up(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    rows = []
+    for g in sorted(c.guests.values(), key=lambda g: g.vmid):
+        if g.template or not call.can(f"/vms/{g.vmid}", "VM.Audit"):
+            continue
+        if not covering_jobs(c, g):
+            rows.append({"vmid": g.vmid, "type": g.type, "name": g.name})
+    return rows
+
+
+def replication_config_row(job: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": job.id, "type": "local", "guest": job.guest, "jobnum": job.jobnum,
+                           "target": job.target, "schedule": job.schedule}
+    if job.disable:
+        row["disable"] = 1
+    if job.remove_job:
+        row["remove_job"] = job.remove_job
+    if job.rate:
+        row["rate"] = job.rate
+    if job.comment:
+        row["comment"] = job.comment
+    return row
+
+
+@route("GET", "/cluster/replication")
+def replication(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    rows = []
+    for job in sorted(c.replication.values(), key=lambda j: j.id):
+        if call.can(f"/vms/{job.guest}", "VM.Audit"):
+            row = replication_config_row(job)
+            guest = c.guests.get(job.guest)
+            if guest:
+                row["source"] = guest.node
+            rows.append(row)
+    return rows
+
+
+@route("GET", "/storage")
+def storage_config(call: Call) -> list[dict[str, Any]]:
+    rows = []
+    for s in sorted(call.cluster.storages.values(), key=lambda s: s.storage):
+        if not (call.can(f"/storage/{s.storage}", "Datastore.Audit")
+                or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")):
+            continue
+        row: dict[str, Any] = {"storage": s.storage, "type": s.type, "content": ",".join(sorted(s.content)),
+                               "digest": render.digest_of(sorted(call.cluster.storages))}
+        if s.shared and s.type in ("dir", "lvm", "lvmthin", "zfspool"):
+            row["shared"] = 1
+        if s.nodes is not None:
+            row["nodes"] = ",".join(s.nodes)
+        if s.disable:
+            row["disable"] = 1
+        row.update(s.options)
+        rows.append(row)
+    return rows
+
+
+@route("GET", "/nodes")
+def nodes(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    rows = []
+    for n in c.nodes.values():
+        row: dict[str, Any] = {"node": n.name, "id": f"node/{n.name}", "type": "node",
+                               "status": "online" if n.online else "offline", "level": n.level,
+                               "ssl_fingerprint": n.certificates[1]["fingerprint"] if len(n.certificates) > 1 else ""}
+        if n.online and call.can(f"/nodes/{n.name}", "Sys.Audit"):
+            row.update({"cpu": n.cpu_usage, "maxcpu": n.cpus, "mem": c.node_mem_used(n.name),
+                        "maxmem": n.memory_total, "uptime": n.uptime, "disk": n.rootfs_used,
+                        "maxdisk": n.rootfs_total})
+        rows.append(row)
+    return rows

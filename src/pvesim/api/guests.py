@@ -1,0 +1,595 @@
+"""Guest endpoints (qemu and lxc): lists, config, status, power, snapshots, migration, vzdump."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from pvesim import migration, pveconfig
+from pvesim.api import render
+from pvesim.api.registry import ApiError, Call, b, route
+from pvesim.state import Cluster, Guest, Snapshot, Task, Volume
+from pvesim.tasks import start_task
+
+KIND = {"qemu": "VM", "lxc": "CT"}
+PREFIX = {"qemu": "qm", "lxc": "vz"}
+
+
+def _ha_managed(c: Cluster, g: Guest) -> bool:
+    res = c.ha_resource_for(g)
+    return res is not None and res.state != "ignored"
+
+
+def _check_lock(g: Guest) -> None:
+    if g.lock:
+        raise ApiError(500, f"{KIND[g.type]} is locked ({g.lock})")
+
+
+# ---------------------------------------------------------------- lists and reads
+
+
+def _list(call: Call, gtype: str) -> list[dict[str, Any]]:
+    c = call.cluster
+    rows = []
+    for g in sorted(c.guests.values(), key=lambda g: g.vmid):
+        if g.node != call.params["node"] or g.type != gtype or not call.can(f"/vms/{g.vmid}", "VM.Audit"):
+            continue
+        row = render.guest_runtime(c, g)
+        if gtype == "lxc":
+            row["vmid"] = str(g.vmid)  # real PVE returns the CT vmid as a string here
+            row["type"] = "lxc"
+        rows.append(row)
+    return rows
+
+
+@route("GET", "/nodes/{node}/qemu")
+def qemu_list(call: Call) -> list[dict[str, Any]]:
+    return _list(call, "qemu")
+
+
+@route("GET", "/nodes/{node}/lxc")
+def lxc_list(call: Call) -> list[dict[str, Any]]:
+    return _list(call, "lxc")
+
+
+def _typed_config(call: Call, config: dict[str, str]) -> dict[str, Any]:
+    types = {k: v.get("type") for k, v in (call.spec.returns.get("properties") or {}).items()}
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        t = types.get(key) or types.get(re.sub(r"\d+$", "[n]", key))
+        if t in ("integer", "boolean"):
+            out[key] = int(value)
+        elif t == "number":
+            out[key] = float(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _config(call: Call, gtype: str) -> dict[str, Any]:
+    g = call.guest(gtype)
+    if "snapshot" in call.params:
+        snap = g.snapshots.get(call.params["snapshot"])
+        if snap is None:
+            raise ApiError(500, f"snapshot '{call.params['snapshot']}' does not exist")
+        body = _typed_config(call, snap.config)
+        body["snaptime"] = snap.snaptime
+    else:
+        body = _typed_config(call, g.config)
+    body["digest"] = g.digest
+    return body
+
+
+@route("GET", "/nodes/{node}/qemu/{vmid}/config")
+def qemu_config(call: Call) -> dict[str, Any]:
+    return _config(call, "qemu")
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/config")
+def lxc_config(call: Call) -> dict[str, Any]:
+    return _config(call, "lxc")
+
+
+def _update_config(call: Call, gtype: str) -> None:
+    g = call.guest(gtype)
+    p = dict(call.params)
+    if "digest" in p and p["digest"] != g.digest:
+        raise ApiError(500, "checksum mismatch (file change by other user?)")
+    if not call.flag("skiplock"):
+        _check_lock(g)
+    changes = {k: v for k, v in p.items() if k not in ("node", "vmid", "digest", "delete", "skiplock", "revert")}
+    deletes = [k.strip() for k in str(p.get("delete", "")).split(",") if k.strip()]
+    if not changes and not deletes:
+        raise ApiError(500, "no options specified")
+    for key, value in changes.items():
+        g.config[key] = str(int(value)) if isinstance(value, bool) else str(value)
+    for key in deletes:
+        g.config.pop(key, None)
+
+
+@route("PUT", "/nodes/{node}/qemu/{vmid}/config")
+def qemu_update(call: Call) -> None:
+    _update_config(call, "qemu")
+
+
+@route("PUT", "/nodes/{node}/lxc/{vmid}/config")
+def lxc_update(call: Call) -> None:
+    _update_config(call, "lxc")
+
+
+def _status_current(call: Call, gtype: str) -> dict[str, Any]:
+    c = call.cluster
+    g = call.guest(gtype)
+    row = render.guest_runtime(c, g)
+    res = c.ha_resource_for(g)
+    row["ha"] = {"managed": 1, "state": res.state, **({"group": res.group} if res.group else {})} if res else \
+        {"managed": 0}
+    if gtype == "qemu":
+        row["agent"] = b(pveconfig.parse_property_string(g.config.get("agent", "0"), "enabled").get("enabled") == "1")
+        if g.status == "running":
+            row["running-machine"] = "pc-q35-10.0+pve1"
+            row["running-qemu"] = "10.0.2"
+            row["proxmox-support"] = {"pbs-dirty-bitmap": True, "query-bitmap-info": True}
+    return row
+
+
+@route("GET", "/nodes/{node}/qemu/{vmid}/status/current")
+def qemu_status(call: Call) -> dict[str, Any]:
+    return _status_current(call, "qemu")
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/status/current")
+def lxc_status(call: Call) -> dict[str, Any]:
+    return _status_current(call, "lxc")
+
+
+@route("GET", "/nodes/{node}/qemu/{vmid}/agent/info")
+def agent_info(call: Call) -> dict[str, Any]:
+    g = call.guest("qemu")
+    enabled = pveconfig.parse_property_string(g.config.get("agent", "0"), "enabled").get("enabled") == "1"
+    if not enabled:
+        raise ApiError(500, "No QEMU guest agent configured")
+    if g.status != "running":
+        raise ApiError(500, f"VM {g.vmid} is not running")
+    if not g.agent_responding:
+        raise ApiError(500, "QEMU guest agent is not running")
+    return {"result": {"version": "9.2.0", "supported_commands": [{"name": "guest-ping", "enabled": True}]}}
+
+
+# ---------------------------------------------------------------- power actions
+
+
+def _set_running(c: Cluster, g: Guest) -> None:
+    g.status = "running"
+    g.qmpstatus = None
+    g.started_at = c.clock.now()
+
+
+def _set_stopped(g: Guest) -> None:
+    g.status = "stopped"
+    g.qmpstatus = None
+    g.started_at = None
+
+
+def _power(call: Call, gtype: str, action: str) -> str:
+    c = call.cluster
+    g = call.guest(gtype)
+    kind = KIND[gtype]
+    skiplock = call.flag("skiplock")
+    if _ha_managed(c, g) and action in ("start", "stop", "shutdown"):
+        return _ha_power(call, g, action)
+    if g.lock and not skiplock and not (action == "resume" and g.lock == "suspended"):
+        raise ApiError(500, f"{kind} is locked ({g.lock})")
+    ttype = PREFIX[gtype] + action
+    durations = {"start": 3, "stop": 2, "shutdown": 8, "reboot": 10, "suspend": 2, "resume": 1, "reset": 1}
+
+    def finish() -> str | None:
+        if action == "start":
+            if g.status == "running":
+                return f"{kind} {g.vmid} already running"
+            if g.template:
+                return "you can't start a vm if it's a template"
+            _set_running(c, g)
+        elif action in ("stop", "shutdown"):
+            if action == "shutdown" and g.status != "running":
+                return f"{kind} {g.vmid} not running"
+            _set_stopped(g)
+        elif action in ("reboot", "reset"):
+            if g.status != "running":
+                return f"{kind} {g.vmid} not running"
+            g.started_at = c.clock.now()
+        elif action == "suspend":
+            if g.status != "running":
+                return f"{kind} {g.vmid} not running"
+            if call.flag("todisk"):
+                _set_stopped(g)
+                g.config["lock"] = "suspended"
+                g.config["vmstate"] = f"local-lvm:vm-{g.vmid}-state-suspend-{dt.date.today():%Y-%m-%d}"
+            else:
+                g.qmpstatus = "paused"
+        elif action == "resume":
+            if g.config.get("lock") == "suspended":
+                g.config.pop("lock")
+                g.config.pop("vmstate", None)
+                _set_running(c, g)
+            elif g.status == "running" and g.qmpstatus == "paused":
+                g.qmpstatus = None
+            elif g.status == "running":
+                return f"{kind} {g.vmid} already running"
+            else:
+                return f"{kind} {g.vmid} not running"
+        return None
+
+    log = [f"{action} {kind} {g.vmid}"]
+    task = start_task(c, g.node, ttype, str(g.vmid), call.user, durations[action], log, finish)
+    return task.upid
+
+
+def _ha_power(call: Call, g: Guest, action: str) -> str:
+    c = call.cluster
+    res = c.ha_resource_for(g)
+    assert res is not None
+    want = "started" if action == "start" else "stopped"
+    ttype = "hastart" if action == "start" else "hastop"
+
+    def finish() -> str | None:
+        res.state = want
+        if want == "started" and g.status != "running":
+            _set_running(c, g)
+        elif want == "stopped" and g.status == "running":
+            _set_stopped(g)
+        return None
+
+    log = [f"Requesting HA {action if action == 'start' else 'stop'} for {KIND[g.type]} {g.vmid}"]
+    return start_task(c, g.node, ttype, str(g.vmid), call.user, 2, log, finish).upid
+
+
+def _power_route(gtype: str, action: str) -> None:
+    def handler(call: Call) -> str:
+        return _power(call, gtype, action)
+
+    route("POST", f"/nodes/{{node}}/{gtype}/{{vmid}}/status/{action}")(handler)
+
+
+for _action in ("start", "stop", "shutdown", "reboot", "suspend", "resume"):
+    _power_route("qemu", _action)
+    _power_route("lxc", _action)
+_power_route("qemu", "reset")
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+def _snapshot_list(call: Call, gtype: str) -> list[dict[str, Any]]:
+    g = call.guest(gtype)
+    rows: list[dict[str, Any]] = []
+    for s in sorted(g.snapshots.values(), key=lambda s: s.snaptime):
+        row: dict[str, Any] = {"name": s.name, "description": s.description, "snaptime": s.snaptime}
+        if s.parent:
+            row["parent"] = s.parent
+        if gtype == "qemu":
+            row["vmstate"] = b(s.vmstate)
+        rows.append(row)
+    current: dict[str, Any] = {"name": "current", "description": "You are here!"}
+    if g.config.get("parent"):
+        current["parent"] = g.config["parent"]
+    if gtype == "qemu":
+        current["running"] = b(g.status == "running")
+    rows.append(current)
+    return rows
+
+
+@route("GET", "/nodes/{node}/qemu/{vmid}/snapshot")
+def qemu_snapshots(call: Call) -> list[dict[str, Any]]:
+    return _snapshot_list(call, "qemu")
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/snapshot")
+def lxc_snapshots(call: Call) -> list[dict[str, Any]]:
+    return _snapshot_list(call, "lxc")
+
+
+def _snapshot_create(call: Call, gtype: str) -> str:
+    c = call.cluster
+    g = call.guest(gtype)
+    name = call.params["snapname"]
+    if name in ("current", "pending"):
+        raise ApiError(500, f"unable to use snapshot name '{name}' (reserved name)")
+    _check_lock(g)
+    vmstate = call.flag("vmstate") and gtype == "qemu"
+
+    def finish() -> str | None:
+        if name in g.snapshots:
+            return f"snapshot name '{name}' already used"
+        if g.template:
+            return "you can't take a snapshot if it's a template"
+        snap_cfg = {k: v for k, v in g.config.items() if k not in ("lock", "parent")}
+        g.snapshots[name] = Snapshot(name, int(c.clock.now()), str(call.params.get("description", "")),
+                                     vmstate and g.status == "running", g.config.get("parent"), snap_cfg)
+        g.config["parent"] = name
+        return None
+
+    ttype = "qmsnapshot" if gtype == "qemu" else "vzsnapshot"
+    return start_task(c, g.node, ttype, str(g.vmid), call.user, 5 if not vmstate else 15,
+                      [f"snapshotting '{name}'"], finish, lock_guest=g, lock="snapshot").upid
+
+
+@route("POST", "/nodes/{node}/qemu/{vmid}/snapshot")
+def qemu_snapshot_create(call: Call) -> str:
+    return _snapshot_create(call, "qemu")
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/snapshot")
+def lxc_snapshot_create(call: Call) -> str:
+    return _snapshot_create(call, "lxc")
+
+
+def _snapshot_delete(call: Call, gtype: str) -> str:
+    c = call.cluster
+    g = call.guest(gtype)
+    name = call.params["snapname"]
+    if name not in g.snapshots:
+        raise ApiError(500, f"snapshot '{name}' does not exist")
+    if not call.flag("force"):
+        _check_lock(g)
+
+    def finish() -> str | None:
+        snap = g.snapshots.pop(name)
+        for other in g.snapshots.values():
+            if other.parent == name:
+                other.parent = snap.parent
+        if g.config.get("parent") == name:
+            if snap.parent:
+                g.config["parent"] = snap.parent
+            else:
+                g.config.pop("parent", None)
+        return None
+
+    ttype = "qmdelsnapshot" if gtype == "qemu" else "vzdelsnapshot"
+    return start_task(c, g.node, ttype, str(g.vmid), call.user, 3, [f"delete snapshot '{name}'"], finish,
+                      lock_guest=g, lock="snapshot-delete").upid
+
+
+@route("DELETE", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}")
+def qemu_snapshot_delete(call: Call) -> str:
+    return _snapshot_delete(call, "qemu")
+
+
+@route("DELETE", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}")
+def lxc_snapshot_delete(call: Call) -> str:
+    return _snapshot_delete(call, "lxc")
+
+
+def _snapshot_rollback(call: Call, gtype: str) -> str:
+    c = call.cluster
+    g = call.guest(gtype)
+    name = call.params["snapname"]
+    if name not in g.snapshots:
+        raise ApiError(500, f"snapshot '{name}' does not exist")
+    _check_lock(g)
+
+    def finish() -> str | None:
+        snap = g.snapshots[name]
+        g.config.clear()
+        g.config.update(snap.config)
+        g.config["parent"] = name
+        if snap.vmstate or call.flag("start"):
+            _set_running(c, g)
+        else:
+            _set_stopped(g)
+        return None
+
+    ttype = "qmrollback" if gtype == "qemu" else "vzrollback"
+    return start_task(c, g.node, ttype, str(g.vmid), call.user, 5, [f"rollback to snapshot '{name}'"], finish,
+                      lock_guest=g, lock="rollback").upid
+
+
+@route("POST", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback")
+def qemu_snapshot_rollback(call: Call) -> str:
+    return _snapshot_rollback(call, "qemu")
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback")
+def lxc_snapshot_rollback(call: Call) -> str:
+    return _snapshot_rollback(call, "lxc")
+
+
+# ---------------------------------------------------------------- migration
+
+
+@route("GET", "/nodes/{node}/qemu/{vmid}/migrate")
+def qemu_migrate_precondition(call: Call) -> dict[str, Any]:
+    c = call.cluster
+    g = call.guest("qemu")
+    if not c.quorate:
+        raise ApiError(500, "cluster not ready - no quorum?")
+    _check_lock(g)
+    return migration.precondition(c, g)
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/migrate")
+def lxc_migrate_precondition(call: Call) -> dict[str, Any]:
+    c = call.cluster
+    g = call.guest("lxc")
+    if not c.quorate:
+        raise ApiError(500, "cluster not ready - no quorum?")
+    _check_lock(g)
+    allowed = [n for n in c.nodes if n != g.node and not migration.unavailable_storages(c, g, n)]
+    not_allowed: dict[str, dict[str, Any]] = {n: {} for n in c.nodes if n != g.node and n not in allowed}
+    body: dict[str, Any] = {"running": b(g.status == "running"), "allowed-nodes": allowed,
+                            "not-allowed-nodes": not_allowed}
+    if _ha_managed(c, g):
+        body["dependent-ha-resources"] = migration.dependent_ha_resources(c, g.sid)
+    return body
+
+
+def _check_target(c: Cluster, g: Guest, target: str) -> None:
+    if target not in c.nodes:
+        raise ApiError(500, f"no such cluster node '{target}'")
+    if target == g.node:
+        raise ApiError(500, "target is local node.")
+    if not c.quorate:
+        raise ApiError(500, "cluster not ready - no quorum?")
+
+
+def move_guest(c: Cluster, g: Guest, target: str) -> None:
+    """Apply a finished migration: local volumes and the config move to the target."""
+    g.node = target
+
+
+def schedule_migration(c: Cluster, g: Guest, target: str, user: str, online: bool, with_local: bool,
+                       restart: bool = False, ha_res: Any = None) -> Task:
+    """Start the real qmigrate/vzmigrate task; its checks run when it ends, like PVE's worker."""
+    source = g.node
+    if g.type == "qemu":
+        ttype, seconds = "qmigrate", migration.migration_seconds(c, g, with_local)
+    else:
+        ttype, seconds = "vzmigrate", 10.0 + (20.0 if restart and g.status == "running" else 0.0)
+    was_running = g.status == "running"
+
+    def finish() -> str | None:
+        if ha_res is not None:
+            ha_res.crm_state = None
+        if g.type == "qemu":
+            err = migration.task_blocker(c, g, target, online, with_local)
+        else:
+            err = migration.ct_task_blocker(c, g, target, restart, online)
+        if err:
+            return err
+        move_guest(c, g, target)
+        if g.type == "lxc" and restart and was_running:
+            _set_running(c, g)
+        return None
+
+    kind = KIND[g.type]
+    log = [f"starting migration of {kind} {g.vmid} to node '{target}' ({c.nodes[target].ip})"]
+    if g.type == "lxc" and restart and was_running:
+        log.append(f"shutdown CT {g.vmid}")
+    if ha_res is not None:
+        ha_res.crm_state = "migrate" if g.type == "qemu" else "relocate"
+    return start_task(c, source, ttype, str(g.vmid), user, seconds, log, finish, lock_guest=g, lock="migrate")
+
+
+@route("POST", "/nodes/{node}/qemu/{vmid}/migrate")
+def qemu_migrate(call: Call) -> str:
+    c = call.cluster
+    g = call.guest("qemu")
+    target = call.params["target"]
+    _check_target(c, g, target)
+    if _ha_managed(c, g):
+        return _ha_request(call, g, target, "migrate")
+    _check_lock(g)
+    online = call.flag("online")
+    if g.status == "running" and not online:
+        raise ApiError(500, "can't migrate running VM without --online")
+    for job in c.replication.values():
+        if job.guest == g.vmid and job.target != target and g.status == "running" and not call.flag("force"):
+            raise ApiError(500, f"Cannot live-migrate replicated VM to node '{target}' - not a replication target. "
+                                "Use 'force' to override.")
+        if job.guest == g.vmid and job.remove_job:
+            raise ApiError(500, f"replication job '{job.id}' is marked for removal")
+    return schedule_migration(c, g, target, call.user, online, call.flag("with-local-disks")).upid
+
+
+@route("POST", "/nodes/{node}/lxc/{vmid}/migrate")
+def lxc_migrate(call: Call) -> str:
+    c = call.cluster
+    g = call.guest("lxc")
+    target = call.params["target"]
+    _check_target(c, g, target)
+    if _ha_managed(c, g):
+        return _ha_request(call, g, target, "relocate")
+    _check_lock(g)
+    restart, online = call.flag("restart"), call.flag("online")
+    if g.status == "running" and not (restart or online):
+        raise ApiError(500, "can't migrate running container without --online or --restart")
+    return schedule_migration(c, g, target, call.user, online, False, restart=restart).upid
+
+
+def _ha_request(call: Call, g: Guest, target: str, kind: str) -> str:
+    """PVE turns a direct migrate of an HA guest into an HA request (a hamigrate task that ends at once)."""
+    c = call.cluster
+    res = c.ha_resource_for(g)
+    assert res is not None
+    if (res.crm_state or "") == "error":
+        raise ApiError(500, f"service '{res.sid}' in error state, must be disabled and fixed first")
+
+    def finish() -> str | None:
+        request_ha_move(c, g, target, kind)
+        return None
+
+    log = [f"Requesting HA {'migration' if kind == 'migrate' else 'relocation'} for {KIND[g.type]} {g.vmid} "
+           f"to node {target}"]
+    return start_task(c, g.node, "hamigrate", str(g.vmid), call.user, 0.5, log, finish).upid
+
+
+def request_ha_move(c: Cluster, g: Guest, target: str, kind: str) -> None:
+    """What the CRM does with an HA migrate/relocate request: it runs the real migration itself."""
+    res = c.ha_resource_for(g)
+    if g.type == "qemu" and kind == "migrate":
+        schedule_migration(c, g, target, "root@pam", g.status == "running", True, ha_res=res)
+    else:
+        schedule_migration(c, g, target, "root@pam", False, False, restart=True, ha_res=res)
+
+
+# ---------------------------------------------------------------- backup
+
+
+def _backup_volid(storage_type: str, sid: str, g: Guest, now: float) -> tuple[str, str]:
+    t = dt.datetime.fromtimestamp(now, tz=dt.UTC)
+    if storage_type == "pbs":
+        kind = "vm" if g.type == "qemu" else "ct"
+        return f"{sid}:backup/{kind}/{g.vmid}/{t:%Y-%m-%dT%H:%M:%SZ}", f"pbs-{kind}"
+    ext = "vma.zst" if g.type == "qemu" else "tar.zst"
+    return f"{sid}:backup/vzdump-{g.type}-{g.vmid}-{t:%Y_%m_%d-%H_%M_%S}.{ext}", ext
+
+
+@route("POST", "/nodes/{node}/vzdump")
+def vzdump(call: Call) -> str:
+    c = call.cluster
+    node = call.params["node"]
+    p = call.params
+    if "vmid" not in p and not call.flag("all"):
+        raise ApiError(400, "Parameter verification failed.", {"vmid": "property is missing and it is not optional"})
+    vmids = [int(v) for v in str(p.get("vmid", "")).split(",") if v] or sorted(c.guests)
+    for vmid in vmids:
+        if not call.can(f"/vms/{vmid}", "VM.Backup"):
+            raise ApiError(403, f"Permission check failed (/vms/{vmid}, VM.Backup)")
+    sid = p.get("storage", "local")
+    storage = c.storages.get(sid)
+    if storage is None:
+        raise ApiError(500, f"storage '{sid}' does not exist")
+    if not call.can(f"/storage/{sid}", "Datastore.AllocateSpace"):
+        raise ApiError(403, f"Permission check failed (/storage/{sid}, Datastore.AllocateSpace)")
+    if "backup" not in storage.content:
+        raise ApiError(500, f"storage '{sid}' does not support backups")
+    local = [c.guests[v] for v in vmids if v in c.guests and c.guests[v].node == node]
+    external = [v for v in vmids if v not in c.guests or c.guests[v].node != node]
+    for g in local:
+        _check_lock(g)
+    seconds = sum(10 + g.maxdisk() / 1024**3 * 0.5 for g in local)
+    log = [f"INFO: starting new backup job: vzdump {' '.join(map(str, vmids))} --storage {sid} "
+           f"--mode {p.get('mode', 'snapshot')}"]
+    if external:
+        log.append(f"INFO: skip external VMs: {' '.join(map(str, external))}")
+
+    def finish() -> str | None:
+        now = c.clock.now()
+        task.log.extend(f"INFO: Starting Backup of VM {g.vmid} ({g.type})" for g in local)
+        for g in local:
+            volid, fmt = _backup_volid(storage.type, sid, g, now)
+            size = max(g.maxdisk() // 3, 64 * 1024**2)
+            notes = str(p["notes-template"]).replace("{{guestname}}", g.name).replace("{{vmid}}", str(g.vmid)) \
+                if "notes-template" in p else None
+            c.volumes.append(Volume(volid, sid, None if storage.shared else node, "backup", size, int(now), fmt,
+                                    g.vmid, notes, bool(int(p.get("protected", 0))), None, g.type))
+            storage.add_used(node, size)
+            task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
+        task.log.append("INFO: Backup job finished successfully")
+        return None
+
+    lock_guest = local[0] if len(local) == 1 else None
+    task = start_task(c, node, "vzdump", str(vmids[0]) if len(vmids) == 1 else "", call.user, seconds, log, finish,
+                      lock_guest=lock_guest, lock="backup")
+    return task.upid

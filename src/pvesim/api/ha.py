@@ -1,0 +1,165 @@
+"""HA manager endpoints: status, resources, groups (PVE 8), rules (PVE 9), migrate/relocate requests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pvesim.api import render
+from pvesim.api.guests import request_ha_move
+from pvesim.api.registry import ApiError, Call, b, route
+from pvesim.state import Cluster, HAResource
+
+
+def _stamp(c: Cluster) -> int:
+    return int(c.clock.now()) - 3
+
+
+def _fmt_time(ts: float) -> str:
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(ts))
+
+
+def _service_node(c: Cluster, res: HAResource) -> str:
+    g = c.guests.get(res.vmid)
+    return g.node if g else (c.ha_master or next(iter(c.nodes)))
+
+
+def _crm_state(c: Cluster, res: HAResource) -> str:
+    if res.crm_state:
+        return res.crm_state
+    g = c.guests.get(res.vmid)
+    if g is not None and not c.nodes[g.node].online and res.state == "started":
+        return "fence"
+    return {"started": "started", "stopped": "stopped", "disabled": "stopped", "ignored": "ignored"}[res.state]
+
+
+@route("GET", "/cluster/ha/status/current")
+def ha_status(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    if not c.ha_resources:
+        return [{"id": "quorum", "type": "quorum", "node": next(iter(c.nodes)), "status": "OK",
+                 "quorate": b(c.quorate)}]
+    master = c.ha_master or next(iter(c.nodes))
+    now = _stamp(c)
+    rows: list[dict[str, Any]] = [
+        {"id": "quorum", "type": "quorum", "node": master, "status": "OK" if c.quorate else "No quorum on node",
+         "quorate": b(c.quorate)},
+        {"id": "master", "type": "master", "node": master, "status": f"{master} (active, {_fmt_time(now)})",
+         "timestamp": now},
+    ]
+    for n in c.nodes.values():
+        if not n.online:
+            stale = now - 3600
+            rows.append({"id": f"lrm:{n.name}", "type": "lrm", "node": n.name, "timestamp": stale,
+                         "status": f"{n.name} (old timestamp - dead?, {_fmt_time(stale)})"})
+            continue
+        mode = "maintenance mode" if n.lrm_mode == "maintenance" else "active"
+        has_services = any(_service_node(c, r) == n.name for r in c.ha_resources.values())
+        text = mode if has_services or n.lrm_mode == "maintenance" else "idle"
+        rows.append({"id": f"lrm:{n.name}", "type": "lrm", "node": n.name, "timestamp": now,
+                     "status": f"{n.name} ({text}, {_fmt_time(now)})"})
+    if c.schema_version >= "9.1":
+        rows.append({"id": "fencing", "type": "fencing", "node": master, "status": "armed",
+                     "armed-state": "armed", "resource_mode": "freeze"})
+    for res in sorted(c.ha_resources.values(), key=lambda r: r.sid):
+        node = _service_node(c, res)
+        state = _crm_state(c, res)
+        rows.append({"id": f"service:{res.sid}", "type": "service", "sid": res.sid, "node": node,
+                     "crm_state": state, "state": state, "request_state": res.state,
+                     "status": f"{res.sid} ({node}, {state})", "max_restart": res.max_restart,
+                     "max_relocate": res.max_relocate, "failback": b(res.failback)})
+    return rows
+
+
+@route("GET", "/cluster/ha/status/manager_status")
+def manager_status(call: Call) -> dict[str, Any]:
+    c = call.cluster
+    now = _stamp(c)
+    master = c.ha_master or next(iter(c.nodes))
+    node_status = {n.name: ("maintenance" if n.lrm_mode == "maintenance" else "online") if n.online else "unknown"
+                   for n in c.nodes.values()}
+    services = {r.sid: {"node": _service_node(c, r), "state": _crm_state(c, r), "uid": r.sid.replace(":", "")}
+                for r in c.ha_resources.values()}
+    lrm = {n.name: {"mode": n.lrm_mode, "state": "active" if n.online else "lost_agent_lock",
+                    "timestamp": now if n.online else now - 3600} for n in c.nodes.values()}
+    return {"manager_status": {"master_node": master, "node_status": node_status, "service_status": services,
+                               "timestamp": now},
+            "quorum": {"node": master, "quorate": str(b(c.quorate))}, "lrm_status": lrm}
+
+
+def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
+    row: dict[str, Any] = {"sid": res.sid, "type": res.type, "state": res.state, "max_restart": res.max_restart,
+                           "max_relocate": res.max_relocate, "failback": b(res.failback),
+                           "digest": render.digest_of(sorted(c.ha_resources))}
+    if res.group:
+        row["group"] = res.group
+    if res.comment:
+        row["comment"] = res.comment
+    return row
+
+
+@route("GET", "/cluster/ha/resources")
+def ha_resources(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    want = call.params.get("type")
+    return [_resource_row(c, r) for r in sorted(c.ha_resources.values(), key=lambda r: r.sid)
+            if want is None or r.type == want]
+
+
+def _resource(call: Call) -> HAResource:
+    sid = str(call.params["sid"])
+    if sid.isdigit():
+        g = call.cluster.guests.get(int(sid))
+        if g is None:
+            raise ApiError(500, f"unable to detect SID from VMID - VM/CT {sid} does not exist")
+        sid = g.sid
+    res = call.cluster.ha_resources.get(sid)
+    if res is None:
+        raise ApiError(500, f"resource '{sid}' is not HA managed")
+    return res
+
+
+@route("GET", "/cluster/ha/resources/{sid}")
+def ha_resource(call: Call) -> dict[str, Any]:
+    return _resource_row(call.cluster, _resource(call))
+
+
+@route("GET", "/cluster/ha/groups")
+def ha_groups(call: Call) -> list[dict[str, Any]]:
+    return [{"group": name, "type": "group", **cfg} for name, cfg in sorted(call.cluster.ha_groups.items())]
+
+
+@route("GET", "/cluster/ha/rules")
+def ha_rules(call: Call) -> list[dict[str, Any]]:
+    rows = []
+    for order, (name, cfg) in enumerate(sorted(call.cluster.ha_rules.items()), start=1):
+        if "type" in call.params and cfg.get("type") != call.params["type"]:
+            continue
+        rows.append({"rule": name, "order": order, "digest": render.digest_of(name), **cfg})
+    return rows
+
+
+def _ha_move(call: Call, kind: str) -> dict[str, Any] | None:
+    c = call.cluster
+    res = _resource(call)
+    target = call.params["node"]
+    if target not in c.nodes:
+        raise ApiError(500, f"no such cluster node '{target}'")
+    if _crm_state(c, res) == "error":
+        raise ApiError(500, f"service '{res.sid}' in error state, must be disabled and fixed first")
+    g = c.guests[res.vmid]
+    if g.node != target:
+        request_ha_move(c, g, target, kind)
+    if c.schema_version < "9":
+        return None
+    return {"sid": res.sid, "requested-node": target}
+
+
+@route("POST", "/cluster/ha/resources/{sid}/migrate")
+def ha_migrate(call: Call) -> dict[str, Any] | None:
+    return _ha_move(call, "migrate")
+
+
+@route("POST", "/cluster/ha/resources/{sid}/relocate")
+def ha_relocate(call: Call) -> dict[str, Any] | None:
+    return _ha_move(call, "relocate")

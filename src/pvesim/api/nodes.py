@@ -1,0 +1,194 @@
+"""Per-node read endpoints: status, tasks, replication, certificates, APT, disks, subscription."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pvesim.api import render
+from pvesim.api.cluster import replication_config_row
+from pvesim.api.registry import ApiError, Call, route
+from pvesim.state import Task
+
+
+def _node(call: Call) -> Any:
+    return call.cluster.nodes[call.params["node"]]
+
+
+@route("GET", "/nodes/{node}/status")
+def node_status(call: Call) -> dict[str, Any]:
+    c = call.cluster
+    n = _node(call)
+    used = c.node_mem_used(n.name)
+    return {
+        "cpu": n.cpu_usage,
+        "wait": 0.0012,
+        "idle": 0,
+        "uptime": n.uptime,
+        "loadavg": [f"{x:.2f}" for x in n.loadavg],
+        "cpuinfo": {"model": n.cpu_model, "cpus": n.cpus, "sockets": n.sockets, "cores": n.cpus // n.sockets // 2 or 1,
+                    "mhz": f"{n.mhz:.3f}", "hvm": "1", "flags": n.cpu_flags, "user_hz": 100},
+        "memory": {"total": n.memory_total, "used": used, "free": n.memory_total - used,
+                   "available": n.memory_total - used},
+        "swap": {"total": n.swap_total, "used": n.swap_used, "free": n.swap_total - n.swap_used},
+        "rootfs": {"total": n.rootfs_total, "used": n.rootfs_used, "free": n.rootfs_total - n.rootfs_used,
+                   "avail": n.rootfs_total - n.rootfs_used},
+        "ksm": {"shared": n.ksm_shared},
+        "pveversion": f"pve-manager/{c.version}/0fcd7879d9b3ec58",
+        "kversion": f"Linux {n.kernel} #1 SMP PREEMPT_DYNAMIC PMX {n.kernel} (2026-10-01T12:00Z)",
+        "current-kernel": {"sysname": "Linux", "release": n.kernel, "machine": "x86_64",
+                           "version": f"#1 SMP PREEMPT_DYNAMIC PMX {n.kernel} (2026-10-01T12:00Z)"},
+        "boot-info": {"mode": "efi", "secureboot": 0},
+    }
+
+
+@route("GET", "/nodes/{node}/version")
+def node_version(call: Call) -> dict[str, Any]:
+    c = call.cluster
+    return {"version": c.version, "release": c.release, "repoid": "0fcd7879"}
+
+
+def _task_visible(call: Call, t: Task) -> bool:
+    return t.user == call.user or call.can(f"/nodes/{t.node}", "Sys.Audit")
+
+
+@route("GET", "/nodes/{node}/tasks")
+def node_tasks(call: Call) -> list[dict[str, Any]]:
+    p = call.params
+    source = p.get("source", "archive")
+    rows = []
+    for t in sorted(call.cluster.tasks, key=lambda t: t.starttime, reverse=True):
+        if t.node != p["node"] or not _task_visible(call, t):
+            continue
+        if (source == "archive" and t.running) or (source == "active" and not t.running):
+            continue
+        if call.flag("errors") and (t.running or t.status == "OK"):
+            continue
+        if "typefilter" in p and t.type != p["typefilter"]:
+            continue
+        if "vmid" in p and t.id != str(p["vmid"]):
+            continue
+        if "userfilter" in p and p["userfilter"] not in t.user:
+            continue
+        if "since" in p and t.starttime < int(p["since"]):
+            continue
+        if "until" in p and t.starttime > int(p["until"]):
+            continue
+        if "statusfilter" in p and not t.running:
+            wanted = {s.strip().lower() for s in str(p["statusfilter"]).split(",")}
+            kind = "ok" if t.status == "OK" else "warning" if (t.status or "").startswith("WARNINGS") else "error"
+            if kind not in wanted:
+                continue
+        rows.append(render.task_row(t))
+    start = int(p.get("start", 0))
+    limit = int(p.get("limit", 50))
+    return rows[start: start + limit] if limit else rows[start:]
+
+
+def _task(call: Call) -> Task:
+    upid = call.params["upid"]
+    for t in call.cluster.tasks:
+        if t.upid == upid and t.node == call.params["node"]:
+            if not _task_visible(call, t):
+                raise ApiError(403, f"Permission check failed (/nodes/{t.node}, Sys.Audit)")
+            return t
+    raise ApiError(500, f"unable to parse worker upid '{upid}'" if not upid.startswith("UPID:")
+                   else f"no such task '{upid}'")
+
+
+@route("GET", "/nodes/{node}/tasks/{upid}/status")
+def task_status(call: Call) -> dict[str, Any]:
+    t = _task(call)
+    row: dict[str, Any] = {"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+                           "starttime": t.starttime, "type": t.type, "id": t.id, "user": t.user,
+                           "status": "running" if t.running else "stopped"}
+    if not t.running:
+        row["exitstatus"] = t.status
+    return row
+
+
+@route("GET", "/nodes/{node}/tasks/{upid}/log")
+def task_log(call: Call) -> list[dict[str, Any]]:
+    t = _task(call)
+    start = int(call.params.get("start", 0))
+    limit = int(call.params.get("limit", 50))
+    lines = [{"n": i + 1, "t": line} for i, line in enumerate(t.log)]
+    return lines[start: start + limit]
+
+
+def _replication_status(call: Call, job: Any) -> dict[str, Any]:
+    c = call.cluster
+    row = replication_config_row(job)
+    guest = c.guests.get(job.guest)
+    row.update({"source": guest.node if guest else None, "vmtype": guest.type if guest else "qemu",
+                "last_sync": job.last_sync, "last_try": job.last_try, "fail_count": job.fail_count,
+                "duration": job.duration,
+                "next_sync": job.last_try + (300 * min(job.fail_count, 3) if job.fail_count else 900)})
+    if job.error:
+        row["error"] = job.error
+    return row
+
+
+@route("GET", "/nodes/{node}/replication")
+def node_replication(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    rows = []
+    for job in sorted(c.replication.values(), key=lambda j: j.id):
+        guest = c.guests.get(job.guest)
+        if guest is None or guest.node != call.params["node"] or not call.can(f"/vms/{job.guest}", "VM.Audit"):
+            continue
+        if "guest" in call.params and int(call.params["guest"]) != job.guest:
+            continue
+        rows.append(_replication_status(call, job))
+    return rows
+
+
+@route("GET", "/nodes/{node}/replication/{id}/status")
+def replication_status(call: Call) -> dict[str, Any]:
+    job = call.cluster.replication.get(call.params["id"])
+    if job is None:
+        raise ApiError(500, f"no such replication job '{call.params['id']}'")
+    if not call.can(f"/vms/{job.guest}", "VM.Audit"):
+        raise ApiError(403, f"Permission check failed (/vms/{job.guest}, VM.Audit)")
+    return _replication_status(call, job)
+
+
+@route("GET", "/nodes/{node}/certificates/info")
+def certificates(call: Call) -> list[dict[str, Any]]:
+    return [dict(cert) for cert in _node(call).certificates]
+
+
+@route("GET", "/nodes/{node}/apt/update")
+def apt_update(call: Call) -> list[dict[str, Any]]:
+    return [dict(u) for u in _node(call).apt_updates]
+
+
+@route("GET", "/nodes/{node}/apt/repositories")
+def apt_repositories(call: Call) -> dict[str, Any]:
+    n = _node(call)
+    repos = dict(n.repositories)
+    repos.setdefault("files", [])
+    repos.setdefault("errors", [])
+    repos.setdefault("infos", [])
+    repos.setdefault("standard-repos", [])
+    repos.setdefault("digest", render.digest_of(repos))
+    return repos
+
+
+@route("GET", "/nodes/{node}/subscription")
+def subscription(call: Call) -> dict[str, Any]:
+    return dict(_node(call).subscription)
+
+
+@route("GET", "/nodes/{node}/disks/list")
+def disks(call: Call) -> list[dict[str, Any]]:
+    out = []
+    for d in _node(call).disks:
+        row = {"gpt": 1, "mounted": 0, "osdid": -1, "osdid-list": [], "used": "ZFS"}
+        row.update(d)
+        out.append(row)
+    return out
+
+
+@route("GET", "/nodes/{node}/disks/zfs")
+def zfs(call: Call) -> list[dict[str, Any]]:
+    return [dict(p) for p in _node(call).zfs]

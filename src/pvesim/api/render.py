@@ -1,0 +1,115 @@
+"""Rendering of state objects into PVE's response rows (shared by several endpoints)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pvesim.api.registry import b
+from pvesim.state import Cluster, Guest, Node, Storage, Task
+
+HA_STATUS = {"started": "started", "stopped": "stopped", "disabled": "disabled", "ignored": "ignored"}
+
+
+def guest_runtime(cluster: Cluster, g: Guest) -> dict[str, Any]:
+    """Fields common to /cluster/resources, /nodes/{node}/qemu|lxc and status/current."""
+    node = cluster.nodes[g.node]
+    now = cluster.clock.now()
+    running = g.status == "running" and node.online
+    row: dict[str, Any] = {
+        "vmid": g.vmid,
+        "name": g.name,
+        "status": ("running" if running else "stopped") if node.online else "unknown",
+        "maxmem": g.maxmem,
+        "maxdisk": g.maxdisk(),
+        "cpus": g.maxcpu,
+        "uptime": int(now - g.started_at) if running and g.started_at else 0,
+        "cpu": round(g.cpu_usage, 4) if running else 0,
+        "mem": int(g.maxmem * g.mem_fraction) if running else 0,
+        "disk": 0,
+        "netin": 1_234_567 * (g.vmid % 7 + 1) if running else 0,
+        "netout": 987_654 * (g.vmid % 5 + 1) if running else 0,
+        "diskread": 52_428_800 if running else 0,
+        "diskwrite": 20_971_520 if running else 0,
+    }
+    if g.type == "qemu" and running:
+        row["qmpstatus"] = g.qmpstatus or "running"
+        row["pid"] = 10_000 + g.vmid
+    if g.type == "lxc":
+        row["maxswap"] = int(g.config.get("swap", 512)) * 1024**2
+    if g.template:
+        row["template"] = 1
+    if g.lock:
+        row["lock"] = g.lock
+    if "tags" in g.config:
+        row["tags"] = g.config["tags"]
+    return row
+
+
+def ha_state(cluster: Cluster, g: Guest) -> str | None:
+    res = cluster.ha_resource_for(g)
+    if res is None:
+        return None
+    return res.crm_state or HA_STATUS.get(res.state, res.state)
+
+
+def guest_resource(cluster: Cluster, g: Guest) -> dict[str, Any]:
+    row = guest_runtime(cluster, g)
+    row.pop("cpus")
+    row.update({"id": f"{g.type}/{g.vmid}", "type": g.type, "node": g.node, "maxcpu": g.maxcpu,
+                "template": b(g.template)})
+    hastate = ha_state(cluster, g)
+    if hastate:
+        row["hastate"] = hastate
+    return row
+
+
+def node_mem(cluster: Cluster, n: Node) -> int:
+    return cluster.node_mem_used(n.name)
+
+
+def node_resource(cluster: Cluster, n: Node) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": f"node/{n.name}", "type": "node", "node": n.name,
+                           "status": "online" if n.online else "offline", "level": n.level,
+                           "cgroup-mode": 2}
+    if n.online:
+        row.update({"maxcpu": n.cpus, "cpu": n.cpu_usage, "maxmem": n.memory_total, "mem": node_mem(cluster, n),
+                    "maxdisk": n.rootfs_total, "disk": n.rootfs_used, "uptime": n.uptime})
+    return row
+
+
+def storage_status_row(cluster: Cluster, s: Storage, node: str) -> dict[str, Any]:
+    total, used = s.capacity(node)
+    active = cluster.nodes[node].online and node not in s.inactive_on
+    row: dict[str, Any] = {
+        "storage": s.storage, "type": s.type, "content": ",".join(sorted(s.content)),
+        "shared": b(s.shared), "enabled": b(not s.disable), "active": b(active),
+    }
+    if active:
+        row.update({"total": total, "used": used, "avail": max(total - used, 0),
+                    "used_fraction": round(used / total, 6) if total else 0})
+    return row
+
+
+def storage_resource(cluster: Cluster, s: Storage, node: str) -> dict[str, Any]:
+    total, used = s.capacity(node)
+    active = cluster.nodes[node].online and node not in s.inactive_on
+    row: dict[str, Any] = {"id": f"storage/{node}/{s.storage}", "type": "storage", "storage": s.storage,
+                           "node": node, "status": "available" if active else "unknown",
+                           "plugintype": s.type, "shared": b(s.shared), "content": ",".join(sorted(s.content))}
+    if active:
+        row.update({"disk": used, "maxdisk": total})
+    return row
+
+
+def task_row(t: Task) -> dict[str, Any]:
+    row: dict[str, Any] = {"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+                           "starttime": t.starttime, "type": t.type, "id": t.id, "user": t.user}
+    if not t.running:
+        row["status"] = t.status
+        row["endtime"] = t.endtime
+    return row
+
+
+def digest_of(obj: Any) -> str:
+    return hashlib.sha1(repr(obj).encode()).hexdigest()

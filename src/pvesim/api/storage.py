@@ -1,0 +1,98 @@
+"""Per-node storage endpoints: list, status and content (guest disks, backups, ISOs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pvesim import pveconfig
+from pvesim.api import render
+from pvesim.api.registry import ApiError, Call, b, route
+from pvesim.state import Storage
+
+
+def _readable(call: Call, sid: str) -> bool:
+    return call.can(f"/storage/{sid}", "Datastore.Audit") or call.can(f"/storage/{sid}", "Datastore.AllocateSpace")
+
+
+@route("GET", "/nodes/{node}/storage")
+def node_storage(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    node = call.params["node"]
+    rows = []
+    for s in sorted(c.storages.values(), key=lambda s: s.storage):
+        if (s.nodes is not None and node not in s.nodes) or not _readable(call, s.storage):
+            continue
+        if "storage" in call.params and call.params["storage"] != s.storage:
+            continue
+        if "content" in call.params and not set(str(call.params["content"]).split(",")) & set(s.content):
+            continue
+        if call.flag("enabled") and s.disable:
+            continue
+        rows.append(render.storage_status_row(c, s, node))
+    return rows
+
+
+def _storage(call: Call) -> Storage:
+    s = call.cluster.storages.get(call.params["storage"])
+    node = call.params["node"]
+    if s is None:
+        raise ApiError(500, f"storage '{call.params['storage']}' does not exist")
+    if s.nodes is not None and node not in s.nodes:
+        raise ApiError(500, f"storage '{s.storage}' is not available on node '{node}'")
+    return s
+
+
+@route("GET", "/nodes/{node}/storage/{storage}/status")
+def storage_status(call: Call) -> dict[str, Any]:
+    s = _storage(call)
+    row = render.storage_status_row(call.cluster, s, call.params["node"])
+    row.pop("storage")
+    row.pop("used_fraction", None)
+    return row
+
+
+def _disk_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:
+    rows = []
+    for g in call.cluster.guests.values():
+        if not s.shared and g.node != node:
+            continue
+        for _key, volid, opts in g.volumes():
+            if pveconfig.storage_of(volid) != s.storage or opts.get("media") == "cdrom":
+                continue
+            size = pveconfig.parse_size(opts["size"]) if "size" in opts else 4 * 1024**2
+            content = "rootdir" if g.type == "lxc" else "images"
+            fmt = "qcow2" if volid.endswith(".qcow2") else ("subvol" if content == "rootdir" and s.type == "zfspool"
+                                                             else "raw")
+            rows.append({"volid": volid, "content": content, "format": fmt, "size": size, "vmid": g.vmid,
+                         "used": size // 2, "ctime": int(call.cluster.clock.now()) - 86400 * 90})
+    return rows
+
+
+@route("GET", "/nodes/{node}/storage/{storage}/content")
+def storage_content(call: Call) -> list[dict[str, Any]]:
+    c = call.cluster
+    s = _storage(call)
+    node = call.params["node"]
+    if not c.nodes[node].online or node in s.inactive_on:
+        raise ApiError(500, f"storage '{s.storage}' is not online")
+    rows = _disk_rows(call, s, node)
+    for v in c.volumes:
+        if v.storage != s.storage or (not s.shared and v.node != node):
+            continue
+        row: dict[str, Any] = {"volid": v.volid, "content": v.content, "format": v.format, "size": v.size,
+                               "ctime": v.ctime}
+        if v.vmid is not None:
+            row["vmid"] = v.vmid
+        if v.content == "backup":
+            row["subtype"] = v.subtype or "qemu"
+            if v.notes is not None:
+                row["notes"] = v.notes.split("\n", 1)[0]
+            row["protected"] = b(v.protected)
+            if v.verification is not None:
+                row["verification"] = dict(v.verification)
+        rows.append(row)
+    if "content" in call.params:
+        rows = [r for r in rows if r["content"] == call.params["content"]]
+    if "vmid" in call.params:
+        rows = [r for r in rows if r.get("vmid") == int(call.params["vmid"])]
+    return sorted(rows, key=lambda r: r["volid"])

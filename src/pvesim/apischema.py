@@ -1,0 +1,214 @@
+"""The official PVE API schema, as pvesim enforces it.
+
+``data/api-subset.json`` holds, per PVE release, the methods pvesim serves, copied from
+Proxmox's published API viewer data (see ``data/ATTRIBUTION.md``; regenerate it with
+``scripts/gen_api_subset.py``). From it pvesim takes route matching, parameter validation
+(types, enums, ranges, formats, required, no extra properties) and the permission check
+expression of every method, so the simulator refuses exactly what PVE would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pvesim.formats import check_format
+
+_INDEXED = re.compile(r"^([a-z]+)(\d+)$")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    method: str
+    path: str  # template, e.g. /nodes/{node}/qemu/{vmid}/config
+    spec: dict[str, Any]
+
+    @property
+    def permissions(self) -> dict[str, Any]:
+        return dict(self.spec.get("permissions") or {})
+
+    @property
+    def properties(self) -> dict[str, dict[str, Any]]:
+        return dict((self.spec.get("parameters") or {}).get("properties") or {})
+
+    @property
+    def proxied(self) -> bool:
+        return self.spec.get("proxyto") == "node"
+
+    @property
+    def returns(self) -> dict[str, Any]:
+        return dict(self.spec.get("returns") or {})
+
+
+class ParamError(Exception):
+    """HTTP 400 'Parameter verification failed.' with PVE's per-parameter messages."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("Parameter verification failed.")
+        self.errors = errors
+
+
+@cache
+def load_subset() -> dict[str, Any]:
+    text = resources.files("pvesim").joinpath("data/api-subset.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def schema_versions() -> list[str]:
+    return sorted(load_subset()["versions"])
+
+
+class ApiSchema:
+    """Route table and validators for one PVE release."""
+
+    def __init__(self, version: str) -> None:
+        versions = load_subset()["versions"]
+        if version not in versions:
+            raise ValueError(f"no API schema for PVE {version}; have {sorted(versions)}")
+        self.version = version
+        self.methods: dict[tuple[str, str], MethodSpec] = {}
+        for key, spec in versions[version].items():
+            method, path = key.split(" ", 1)
+            self.methods[(method, path)] = MethodSpec(method, path, spec)
+        templates = sorted({p for _, p in self.methods}, key=lambda p: (p.count("{"), -len(p)))
+        self._routes = [(t, re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", t) + "$")) for t in templates]
+
+    def match(self, method: str, path: str) -> tuple[MethodSpec, dict[str, str]] | None:
+        for template, rx in self._routes:
+            m = rx.match(path)
+            if m and (method, template) in self.methods:
+                return self.methods[(method, template)], m.groupdict()
+        return None
+
+    def has(self, method: str, template: str) -> bool:
+        return (method, template) in self.methods
+
+
+def _prop_for(props: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
+    if name in props:
+        return props[name]
+    m = _INDEXED.match(name)
+    if m:
+        return props.get(f"{m.group(1)}[n]")
+    return None
+
+
+def _check_value(name: str, value: Any, prop: dict[str, Any]) -> tuple[Any, str | None]:
+    ptype = prop.get("type", "string")
+    if ptype == "boolean":
+        if isinstance(value, bool):
+            return int(value), None
+        if str(value) in ("0", "1"):
+            return int(value), None
+        return value, f"type check ('boolean') failed - got '{value}'"
+    if ptype == "integer":
+        text = str(value)
+        if isinstance(value, bool) or not re.fullmatch(r"[+-]?\d+", text):
+            return value, f"type check ('integer') failed - got '{value}'"
+        value = int(text)
+    elif ptype == "number":
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return value, f"type check ('number') failed - got '{value}'"
+    elif ptype == "array":
+        return value if isinstance(value, list) else [value], None
+    elif ptype == "object":
+        return value, None
+    else:
+        value = str(value)
+    if "enum" in prop and str(value) not in [str(e) for e in prop["enum"]]:
+        return value, f"value '{value}' does not have a value in the enumeration '{', '.join(map(str, prop['enum']))}'"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in prop and value < prop["minimum"]:
+            return value, f"value must have a minimum value of {prop['minimum']}"
+        if "maximum" in prop and value > prop["maximum"]:
+            return value, f"value must have a maximum value of {prop['maximum']}"
+    if isinstance(value, str):
+        if "maxLength" in prop and len(value) > prop["maxLength"]:
+            return value, f"value may only be {prop['maxLength']} characters long"
+        if "minLength" in prop and len(value) < prop["minLength"]:
+            return value, f"value must be at least {prop['minLength']} characters long"
+        if "pattern" in prop and not re.fullmatch(prop["pattern"], value):
+            return value, "value does not match the regex pattern"
+        fmt = prop.get("format")
+        if isinstance(fmt, str):
+            msg = check_format(fmt, value)
+            if msg:
+                return value, msg
+    return value, None
+
+
+def validate(spec: MethodSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """Type-convert and validate request parameters; raise ParamError with PVE's messages."""
+    props = spec.properties
+    allow_extra = bool((spec.spec.get("parameters") or {}).get("additionalProperties", 0))
+    errors: dict[str, str] = {}
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        prop = _prop_for(props, name)
+        if prop is None:
+            if not allow_extra:
+                errors[name] = "property is not defined in schema and the schema does not allow additional properties"
+            continue
+        converted, err = _check_value(name, value, prop)
+        if err:
+            errors[name] = err
+        else:
+            out[name] = converted
+    for name, prop in props.items():
+        if "[n]" in name:
+            continue
+        if not prop.get("optional") and name not in params:
+            errors[name] = "property is missing and it is not optional"
+    if errors:
+        raise ParamError(errors)
+    return out
+
+
+class PermissionDenied(Exception):
+    """HTTP 403 'Permission check failed (<path>, <privs>)'."""
+
+
+def check_permissions(expr: Any, has: Any, params: dict[str, Any]) -> None:
+    """Evaluate a schema ``permissions.check`` expression; raise PermissionDenied like PVE.
+
+    ``has(path, priv) -> bool`` answers for the calling token.
+    """
+    if not expr:
+        return
+    kind = expr[0]
+    if kind == "perm":
+        path = re.sub(r"\{(\w+)\}", lambda m: str(params.get(m.group(1), "")), expr[1])
+        privs: list[str] = list(expr[2])
+        any_of = len(expr) >= 5 and expr[3] == "any" and bool(expr[4])
+        if any_of:
+            if not any(has(path, p) for p in privs):
+                raise PermissionDenied(f"Permission check failed ({path}, {'|'.join(privs)})")
+            return
+        for p in privs:
+            if not has(path, p):
+                raise PermissionDenied(f"Permission check failed ({path}, {p})")
+        return
+    if kind == "and":
+        for sub in expr[1:]:
+            check_permissions(sub, has, params)
+        return
+    if kind == "or":
+        last: PermissionDenied | None = None
+        for sub in expr[1:]:
+            try:
+                check_permissions(sub, has, params)
+                return
+            except PermissionDenied as exc:
+                last = exc
+        if last:
+            raise last
+        return
+    # userid-param / userid-group / perm-modify: not used by the routes pvesim serves
+    return

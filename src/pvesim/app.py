@@ -1,0 +1,200 @@
+"""The Starlette application: PVE's request pipeline plus a control API for tests and demos.
+
+Order of checks follows pve-http-server / PVE::APIServer: authenticate the token (401), find the
+method (501), check permissions from the schema (403), proxy to the node (595 when it is
+offline), validate parameters (400), run the handler. Errors carry PVE's message both in the
+JSON body and as the HTTP reason phrase, which is where proxmoxer reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from pvesim import api, tasks
+from pvesim.access import AclEntry, Token
+from pvesim.apischema import ApiSchema, ParamError, PermissionDenied, check_permissions, validate
+from pvesim.faults import Faults
+from pvesim.state import Cluster
+
+REASON_HEADER = "x-pvesim-reason"
+log = logging.getLogger("pvesim")
+
+
+class DroppedConnection(Exception):
+    """Raised mid-response to make the server cut the connection (fault injection)."""
+
+
+class Simulator:
+    """State, schema and faults of one running simulator, safe to mutate from other threads."""
+
+    def __init__(self, cluster: Cluster, faults: Faults | None = None, control_secret: str = "") -> None:
+        self.cluster = cluster
+        self.schema = ApiSchema(cluster.schema_version)
+        self.faults = faults or Faults()
+        self.control_secret = control_secret
+        self.lock = threading.RLock()
+        self.requests = 0
+
+    @contextmanager
+    def mutate(self) -> Iterator[Cluster]:
+        with self.lock:
+            tasks.advance(self.cluster)
+            yield self.cluster
+
+    def authenticate(self, header: str | None) -> Token | None:
+        if not header or not header.startswith("PVEAPIToken="):
+            return None
+        ident, _, secret = header[len("PVEAPIToken="):].partition("=")
+        token = self.cluster.tokens.get(ident)
+        if token is None or not hmac.compare_digest(token.secret, secret):
+            return None
+        return token
+
+
+def error_response(status: int, message: str, errors: dict[str, str] | None = None) -> Response:
+    body: dict[str, Any] = {"data": None, "message": message + "\n"}
+    if errors:
+        body["errors"] = errors
+    reason = message.replace("\r", " ").replace("\n", " ")[:200]
+    return JSONResponse(body, status_code=status, headers={REASON_HEADER: reason})
+
+
+class _DropResponse(Response):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")]})
+        await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
+        raise DroppedConnection("connection dropped by fault injection")
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query_params)
+    if request.method in ("POST", "PUT"):
+        raw = await request.body()
+        if raw:
+            if request.headers.get("content-type", "").startswith("application/json"):
+                params.update(json.loads(raw))
+            else:
+                params.update(parse_qsl(raw.decode(), keep_blank_values=True))
+    return params
+
+
+def create_app(sim: Simulator) -> Starlette:
+    async def api2(request: Request) -> Response:
+        path = "/" + request.path_params["path"].rstrip("/")
+        method = request.method
+        sim.requests += 1
+        delay = sim.faults.delay_for(path)
+        if delay:
+            await asyncio.sleep(delay)
+        if sim.faults.drop_for(path):
+            return _DropResponse()
+        with sim.lock:
+            token = sim.authenticate(request.headers.get("authorization"))
+            if token is None:
+                return error_response(401, "authentication failure" if request.headers.get("authorization")
+                                      else "No ticket")
+            tasks.advance(sim.cluster)
+            match = sim.schema.match(method, path)
+            handler = api.ROUTES.get((method, match[0].path)) if match else None
+            if match is None or handler is None:
+                return error_response(501, f"Method '{method} {path}' not implemented")
+            spec, path_params = match
+        params = {**await _params(request), **path_params}
+        with sim.lock:
+            rule = sim.faults.error_for(method, path)
+            if rule is not None:
+                return error_response(rule.status, rule.message)
+            try:
+                check_permissions((spec.permissions or {}).get("check"), token.has, params)
+            except PermissionDenied as exc:
+                return error_response(403, str(exc))
+            node = path_params.get("node")
+            if spec.proxied and node is not None:
+                target = sim.cluster.nodes.get(node)
+                if target is None:
+                    return error_response(500, f"hostname lookup '{node}' failed - failed to get address info for: "
+                                               f"{node}: Name or service not known")
+                if not target.online:
+                    return error_response(595, f"No route to host ({node})")
+            try:
+                valid = validate(spec, params)
+                data = handler(api.Call(sim.cluster, token, valid, spec))
+            except ParamError as exc:
+                return error_response(400, "Parameter verification failed.", exc.errors)
+            except api.ApiError as exc:
+                return error_response(exc.status, exc.message, exc.errors)
+        return JSONResponse({"data": data})
+
+    def _authorized(request: Request) -> bool:
+        return bool(sim.control_secret) and hmac.compare_digest(
+            request.headers.get("x-pvesim-control", ""), sim.control_secret)
+
+    async def control(request: Request) -> Response:
+        if not _authorized(request):
+            return JSONResponse({"error": "control secret required"}, status_code=401)
+        action = request.path_params["action"]
+        body = await request.json() if request.method in ("POST", "PUT") else {}
+        try:
+            with sim.mutate() as c:
+                result = _control(sim, c, action, body)
+        except (KeyError, ValueError, TypeError) as exc:
+            return JSONResponse({"error": f"bad control request {action!r}: {exc}"}, status_code=400)
+        return JSONResponse({"ok": True, **result})
+
+    return Starlette(routes=[
+        Route("/api2/json/{path:path}", api2, methods=["GET", "POST", "PUT", "DELETE"]),
+        Route("/_sim/{action:path}", control, methods=["GET", "POST", "PUT"]),
+    ])
+
+
+def _control(sim: Simulator, c: Cluster, action: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Control API: faults, node power, clock, task completion, out-of-band changes."""
+    if action == "faults":
+        sim.faults = Faults.model_validate(body)
+    elif action == "speed":
+        c.speed = float(body["speed"])
+    elif action == "clock/advance":
+        c.clock.advance(float(body["seconds"]))
+    elif action == "tasks/finish-all":
+        tasks.finish_all(c)
+    elif action == "task-failures":
+        c.options[tasks.FAILURE_HOOK_KEY] = list(body.get("rules", []))
+    elif action.startswith("nodes/"):
+        name = action.split("/", 1)[1]
+        c.nodes[name].online = bool(body["online"])
+    elif action.startswith("guests/"):
+        vmid = int(action.split("/")[1])
+        guest = c.guests[vmid]
+        for key, value in body.get("set", {}).items():
+            guest.config[key] = str(value)
+        for key in body.get("delete", []):
+            guest.config.pop(key, None)
+        if "agent_responding" in body:
+            guest.agent_responding = bool(body["agent_responding"])
+    elif action.startswith("tokens/"):
+        token = c.tokens[action.split("/", 1)[1]]
+        token.acl = [AclEntry(e["path"], e["role"], e.get("propagate", True)) for e in body["acl"]]
+    elif action == "quorum":
+        c.quorate = bool(body["quorate"])
+    elif action == "state":
+        return {"requests": sim.requests, "guests": {g.vmid: {"node": g.node, "status": g.status,
+                                                              "lock": g.lock} for g in c.guests.values()},
+                "running_tasks": sum(1 for t in c.tasks if t.running)}
+    else:
+        raise KeyError(action)
+    return {}

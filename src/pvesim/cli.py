@@ -1,0 +1,77 @@
+"""``pvesim``: serve a simulated Proxmox VE cluster, or generate a large scenario."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+import yaml
+
+from pvesim.generator import generate
+from pvesim.scenario import build_cluster, builtin_scenarios, faults_from, load_scenario
+from pvesim.server import SimServer
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        data = load_scenario(args.scenario)
+        cluster = build_cluster(data, version=args.version, speed=args.speed)
+    except (ValueError, OSError) as exc:
+        print(f"pvesim: {exc}", file=sys.stderr)
+        return 2
+    server = SimServer(cluster, host=args.host, port=args.port, faults=faults_from(data), log_level=args.log_level)
+    print(f"pvesim: scenario '{data.get('name', args.scenario)}', PVE {cluster.version} "
+          f"(API schema {cluster.schema_version}), {len(cluster.nodes)} nodes, {len(cluster.guests)} guests")
+    print(f"URL:         https://{args.host}:{args.port}/api2/json")
+    print(f"Fingerprint: {server.fingerprint}")
+    print(f"Certificate: {server.cert_path}")
+    for token in cluster.tokens.values():
+        print(f"Token:       {token.full_id}  secret={token.secret}")
+    print(f"Control:     X-Pvesim-Control: {server.control_secret}  (POST https://{args.host}:{args.port}/_sim/...)")
+    sys.stdout.flush()
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    data = generate(nodes=args.nodes, guests=args.guests, seed=args.seed, concentrate=args.concentrate,
+                    node_memory=args.node_memory)
+    text = yaml.safe_dump(data, sort_keys=False)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}: {args.nodes} nodes, {args.guests} guests")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="pvesim", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve a scenario over HTTPS")
+    serve.add_argument("--scenario", default="demo", help=f"built-in ({', '.join(builtin_scenarios())}) or a YAML path")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8006)
+    serve.add_argument("--version", default=None, help="PVE version to present, e.g. 8.4.14 or 9.1.2")
+    serve.add_argument("--speed", type=float, default=None, help="simulated-time speed factor for tasks")
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(func=_serve)
+    gen = sub.add_parser("generate", help="write a synthetic large scenario as YAML")
+    gen.add_argument("--nodes", type=int, default=20)
+    gen.add_argument("--guests", type=int, default=2000)
+    gen.add_argument("--seed", type=int, default=1)
+    gen.add_argument("--concentrate", type=int, default=0, help="put this many guests on the first node")
+    gen.add_argument("--node-memory", default="768G")
+    gen.add_argument("-o", "--output", default=None)
+    gen.set_defaults(func=_generate)
+    lst = sub.add_parser("scenarios", help="list built-in scenarios")
+    lst.set_defaults(func=lambda a: print("\n".join(builtin_scenarios())) or 0)
+    args = ap.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

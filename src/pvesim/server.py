@@ -1,0 +1,173 @@
+"""Run pvesim over HTTPS: a self-signed certificate made at start, uvicorn in a thread.
+
+PVE sends its error message as the HTTP reason phrase (proxmoxer reads it from there), which
+ASGI cannot express; :class:`ReasonH11Protocol` lets the app set it through a private header
+that is stripped before the response leaves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import logging
+import secrets
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import h11
+import uvicorn
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from pvesim.app import REASON_HEADER, DroppedConnection, Simulator, create_app
+from pvesim.faults import Faults
+from pvesim.state import Cluster
+
+_REASON = REASON_HEADER.encode()
+
+
+class ReasonH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, with the reason phrase taken from the app's private header."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        original = self.conn.send
+
+        def send(event: Any) -> bytes | None:
+            if isinstance(event, h11.Response):
+                reason = None
+                headers = []
+                for name, value in event.headers:
+                    if name.lower() == _REASON:
+                        reason = value
+                    else:
+                        headers.append((name, value))
+                if reason is not None:
+                    event = h11.Response(status_code=event.status_code, headers=headers, reason=reason,
+                                         http_version=event.http_version)
+            return original(event)  # type: ignore[no-any-return]
+
+        self.conn.send = send  # type: ignore[method-assign,assignment]
+
+
+class _DropFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, DroppedConnection) and "DroppedConnection" not in record.getMessage()
+
+
+def make_certificate(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, str]:
+    """Write a self-signed cert + key; return their paths and the SHA-256 fingerprint (PVE style)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pvesim"),
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pvesim PVE Cluster Manager CA")])
+    now = dt.datetime.now(dt.UTC)
+    alt: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.DNSName("pvesim")]
+    try:
+        alt.append(x509.IPAddress(ipaddress.ip_address(host)))
+    except ValueError:
+        alt.append(x509.DNSName(host))
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=365))
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "pvesim.pem", directory / "pvesim.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    digest = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest().upper()
+    return cert_path, key_path, ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+
+
+class SimServer:
+    """A running simulator: ``with SimServer(cluster) as sim: sim.url, sim.fingerprint, sim.token(...)``."""
+
+    def __init__(self, cluster: Cluster, host: str = "127.0.0.1", port: int = 0,
+                 faults: Faults | None = None, log_level: str = "warning") -> None:
+        self.sim = Simulator(cluster, faults, control_secret=secrets.token_hex(16))
+        self.host = host
+        self.port = port
+        self.log_level = log_level
+        self._tmp = tempfile.TemporaryDirectory(prefix="pvesim-")
+        self.cert_path, self.key_path, self.fingerprint = make_certificate(Path(self._tmp.name), host)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.sim.cluster
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def control_secret(self) -> str:
+        return self.sim.control_secret
+
+    def config(self) -> uvicorn.Config:
+        logging.getLogger("uvicorn.error").addFilter(_DropFilter())
+        return uvicorn.Config(
+            create_app(self.sim), host=self.host, port=self.port, http=ReasonH11Protocol,
+            ssl_certfile=str(self.cert_path), ssl_keyfile=str(self.key_path), log_level=self.log_level,
+            lifespan="off", access_log=False, timeout_keep_alive=30, limit_concurrency=2048,
+        )
+
+    def start(self) -> SimServer:
+        self._server = uvicorn.Server(self.config())
+        self._thread = threading.Thread(target=self._server.run, name="pvesim", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"pvesim failed to start on {self.host}:{self.port}")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def serve_forever(self) -> None:
+        """Run in the foreground (CLI); needs ``port`` fixed beforehand."""
+        uvicorn.Server(self.config()).run()
+
+    def stop(self) -> None:
+        if self._server is not None and self._server.started:
+            server = self._server
+            server.should_exit = True
+
+            def abort_idle() -> None:
+                # clients keep TLS connections alive; a graceful TLS close would wait for them
+                for conn in list(server.server_state.connections):
+                    transport = getattr(conn, "transport", None)
+                    if transport is not None:
+                        transport.abort()
+
+            server.servers[0].get_loop().call_soon_threadsafe(abort_idle)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._tmp.cleanup()
+
+    def __enter__(self) -> SimServer:
+        return self if self._server is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def token(self, tokenid: str) -> tuple[str, str]:
+        """(full token id, secret) of a scenario token."""
+        t = self.cluster.tokens[tokenid]
+        return t.full_id, t.secret

@@ -1,0 +1,294 @@
+"""The simulated cluster: nodes, storages, guests, volumes, HA, jobs, tasks.
+
+Plain dataclasses with the units PVE uses (bytes, seconds, fractions 0..1). The API handlers
+render these into PVE's response shapes; scenarios build them; tasks mutate them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pvesim import pveconfig
+from pvesim.access import Token
+
+MiB = 1024**2
+GiB = 1024**3
+
+
+class Clock:
+    """Wall-clock time plus an offset the control API can advance (for lock and task ages)."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+@dataclass
+class Node:
+    name: str
+    nodeid: int
+    ip: str
+    online: bool = True
+    cpus: int = 16
+    sockets: int = 1
+    cpu_model: str = "AMD EPYC 7302P 16-Core Processor"
+    cpu_flags: str = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr sse sse2 ssse3 sse4_1 sse4_2 avx avx2"
+    mhz: float = 3000.0
+    memory_total: int = 128 * GiB
+    memory_base_used: int = 6 * GiB  # host + ZFS ARC, before guests
+    swap_total: int = 8 * GiB
+    swap_used: int = 0
+    rootfs_total: int = 100 * GiB
+    rootfs_used: int = 12 * GiB
+    ksm_shared: int = 0
+    cpu_usage: float = 0.12
+    loadavg: tuple[float, float, float] = (0.8, 0.9, 1.1)
+    uptime: int = 3_456_000
+    kernel: str = "6.14.11-4-pve"
+    level: str = ""
+    subscription: dict[str, Any] = field(default_factory=lambda: {"status": "notfound"})
+    lrm_mode: str = "active"  # active | maintenance
+    certificates: list[dict[str, Any]] = field(default_factory=list)
+    apt_updates: list[dict[str, Any]] = field(default_factory=list)
+    repositories: dict[str, Any] = field(default_factory=dict)
+    disks: list[dict[str, Any]] = field(default_factory=list)
+    zfs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Storage:
+    """A datacenter storage definition (storage.cfg) plus its per-node capacity."""
+
+    storage: str
+    type: str
+    content: list[str]
+    shared: bool = False
+    nodes: list[str] | None = None  # None = every node
+    disable: bool = False
+    options: dict[str, Any] = field(default_factory=dict)  # path, pool, vgname, thinpool, server, datastore...
+    total: int = 500 * GiB
+    used: int = 100 * GiB
+    per_node: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (total, used) overrides
+    inactive_on: list[str] = field(default_factory=list)
+
+    def available_on(self, node: str) -> bool:
+        return not self.disable and (self.nodes is None or node in self.nodes)
+
+    def capacity(self, node: str) -> tuple[int, int]:
+        return self.per_node.get(node, (self.total, self.used))
+
+    def add_used(self, node: str, delta: int) -> None:
+        if self.shared:
+            self.used = max(0, self.used + delta)
+            return
+        total, used = self.capacity(node)
+        self.per_node[node] = (total, max(0, used + delta))
+
+
+@dataclass
+class Volume:
+    """A volume that is not a guest disk: backups, ISOs, templates, orphaned images."""
+
+    volid: str
+    storage: str
+    node: str | None  # None for shared storage
+    content: str
+    size: int
+    ctime: int
+    format: str = "raw"
+    vmid: int | None = None
+    notes: str | None = None
+    protected: bool = False
+    verification: dict[str, Any] | None = None
+    subtype: str | None = None
+
+
+@dataclass
+class Snapshot:
+    name: str
+    snaptime: int
+    description: str = ""
+    vmstate: bool = False
+    parent: str | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Guest:
+    vmid: int
+    type: str  # qemu | lxc
+    node: str
+    config: dict[str, str]
+    status: str = "stopped"  # running | stopped
+    qmpstatus: str | None = None  # paused / suspended for qemu
+    started_at: float | None = None
+    cpu_usage: float = 0.05
+    mem_fraction: float = 0.6
+    agent_responding: bool = True
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        key = "name" if self.type == "qemu" else "hostname"
+        return self.config.get(key, f"{'VM' if self.type == 'qemu' else 'CT'} {self.vmid}")
+
+    @property
+    def lock(self) -> str | None:
+        return self.config.get("lock")
+
+    @property
+    def template(self) -> bool:
+        return self.config.get("template") == "1"
+
+    @property
+    def maxmem(self) -> int:
+        default = 2048 if self.type == "qemu" else 512
+        return int(self.config.get("memory", default)) * MiB
+
+    @property
+    def maxcpu(self) -> int:
+        cores = int(self.config.get("cores", 1))
+        return cores * int(self.config.get("sockets", 1)) if self.type == "qemu" else cores
+
+    def volumes(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(key, volid, options) for every volume the config references."""
+        out = []
+        for key, value in self.config.items():
+            vol = pveconfig.volume_of(key, value, self.type)
+            if vol is not None:
+                out.append((key, vol[0], vol[1]))
+        return out
+
+    def maxdisk(self) -> int:
+        for key, _volid, opts in self.volumes():
+            if key in ("rootfs", "scsi0", "virtio0", "sata0", "ide0") and "size" in opts:
+                return pveconfig.parse_size(opts["size"])
+        return 0
+
+    @property
+    def digest(self) -> str:
+        return pveconfig.digest(self.config, {n: s.config for n, s in self.snapshots.items()})
+
+    @property
+    def sid(self) -> str:
+        return f"{'vm' if self.type == 'qemu' else 'ct'}:{self.vmid}"
+
+
+@dataclass
+class HAResource:
+    sid: str
+    state: str = "started"  # started | stopped | disabled | ignored
+    group: str | None = None
+    max_restart: int = 1
+    max_relocate: int = 1
+    failback: bool = True
+    comment: str | None = None
+    crm_state: str | None = None  # runtime override: error, fence, recovery, freeze...
+
+    @property
+    def vmid(self) -> int:
+        return int(self.sid.split(":", 1)[1])
+
+    @property
+    def type(self) -> str:
+        return self.sid.split(":", 1)[0]
+
+
+@dataclass
+class ReplicationJob:
+    id: str
+    guest: int
+    target: str
+    schedule: str = "*/15"
+    disable: bool = False
+    remove_job: str | None = None
+    rate: float | None = None
+    comment: str | None = None
+    last_sync: int = 0
+    last_try: int = 0
+    fail_count: int = 0
+    error: str | None = None
+    duration: float = 4.2
+
+    @property
+    def jobnum(self) -> int:
+        return int(self.id.split("-", 1)[1])
+
+
+@dataclass
+class Task:
+    upid: str
+    node: str
+    pid: int
+    pstart: int
+    starttime: int
+    type: str
+    id: str
+    user: str
+    status: str | None = None  # None while running, then "OK" or the error text
+    endtime: int | None = None
+    log: list[str] = field(default_factory=list)
+    done_at: float | None = None  # monotonic deadline while running
+    finish: Callable[[], str | None] | None = field(default=None, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.status is None
+
+
+@dataclass
+class Cluster:
+    """Everything pvesim knows; one instance per running simulator."""
+
+    name: str
+    version: str  # pve-manager release, e.g. "9.1.2"
+    schema_version: str  # which API schema to enforce: "8.4" or "9.1"
+    clock: Clock
+    nodes: dict[str, Node] = field(default_factory=dict)
+    storages: dict[str, Storage] = field(default_factory=dict)
+    guests: dict[int, Guest] = field(default_factory=dict)
+    volumes: list[Volume] = field(default_factory=list)
+    ha_resources: dict[str, HAResource] = field(default_factory=dict)
+    ha_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ha_rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ha_master: str | None = None
+    backup_jobs: list[dict[str, Any]] = field(default_factory=list)
+    replication: dict[str, ReplicationJob] = field(default_factory=dict)
+    tasks: list[Task] = field(default_factory=list)
+    tokens: dict[str, Token] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    quorate: bool = True
+    speed: float = 1.0
+    next_pid: int = 20_000
+
+    @property
+    def release(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    def node(self, name: str) -> Node | None:
+        return self.nodes.get(name)
+
+    def guest_on(self, node: str, vmid: int, gtype: str) -> Guest | None:
+        guest = self.guests.get(vmid)
+        if guest is None or guest.node != node or guest.type != gtype:
+            return None
+        return guest
+
+    def ha_resource_for(self, guest: Guest) -> HAResource | None:
+        return self.ha_resources.get(guest.sid)
+
+    def node_mem_used(self, node: str) -> int:
+        n = self.nodes[node]
+        used = n.memory_base_used
+        for g in self.guests.values():
+            if g.node == node and g.status == "running":
+                used += int(g.maxmem * g.mem_fraction)
+        return min(used, n.memory_total)

@@ -1,0 +1,324 @@
+"""pvesim through the real proxmoxer over HTTPS: reads, writes as tasks, errors as PVE gives them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+from proxmoxer import ResourceException
+
+import pvesim
+from pvesim.generator import generate
+from pvesim.server import SimServer
+from tests.conftest import wait_task
+from tests.integration.pve import api
+
+
+def _finish(pve, node: str, upid: str) -> dict:
+    return wait_task(pve.nodes(node).tasks(upid).status.get)
+
+
+# ---------------------------------------------------------------- reads
+
+
+def test_every_read_endpoint_answers(demo_sim: SimServer) -> None:
+    pve = api(demo_sim)
+    assert pve.version.get()["release"] == "9.1"
+    status = pve.cluster.status.get()
+    assert status[0]["type"] == "cluster" and status[0]["quorate"] == 1
+    assert {r["type"] for r in pve.cluster.resources.get()} == {"node", "qemu", "lxc", "storage"}
+    assert {r["type"] for r in pve.cluster.resources.get(type="node")} == {"node"}
+    assert pve.cluster.tasks.get()
+    assert {e["type"] for e in pve.cluster.ha.status.current.get()} >= {"quorum", "master", "lrm", "service"}
+    assert pve.cluster.ha.status.manager_status.get()["manager_status"]["master_node"] == "pve2"
+    assert {r["sid"] for r in pve.cluster.ha.resources.get()} == {"vm:101", "vm:102", "ct:122"}
+    assert pve.cluster.ha.resources("vm:102").get()["comment"] == "primary database"
+    assert pve.cluster.ha.groups.get() == []
+    assert {r["rule"] for r in pve.cluster.ha.rules.get()} == {"ha-web", "ha-db"}
+    assert {j["id"] for j in pve.cluster.backup.get()} == {"backup-nightly", "backup-weekly-local"}
+    assert [g["vmid"] for g in pve.cluster("backup-info")("not-backed-up").get()] == [114]
+    assert pve.cluster.replication.get()[0]["id"] == "112-0"
+    assert pve.cluster.options.get()["ha"]["shutdown_policy"] == "conditional"
+    assert {s["storage"] for s in pve.storage.get()} >= {"local", "local-lvm", "ceph-vm", "pbs-main"}
+    assert [n["node"] for n in pve.nodes.get()] == ["pve1", "pve2", "pve3"]
+    node = pve.nodes("pve3")
+    st = node.status.get()
+    assert st["memory"]["total"] == 64 * 1024**3 and st["cpuinfo"]["cpus"] == 16
+    assert {g["vmid"] for g in node.qemu.get()} == {111, 112, 113, 114, 115}
+    assert [g["vmid"] for g in node.lxc.get()] == ["124"]  # PVE gives CT vmids as strings here
+    cfg = node.qemu(111).config.get()
+    assert cfg["lock"] == "backup" and len(cfg["digest"]) == 40 and cfg["cores"] == 8
+    assert node.qemu(115).status.current.get()["ha"] == {"managed": 0}
+    assert [s["name"] for s in node.qemu(113).snapshot.get()] == ["before-migration", "current"]
+    assert node.lxc(124).config.get()["hostname"] == "ci-cache"
+    assert node.lxc(124).status.current.get()["status"] == "running"
+    lvm = node.storage("local-lvm").status.get()
+    assert lvm["used"] / lvm["total"] > 0.9
+    assert any(s["storage"] == "local-zfs" for s in node.storage.get())
+    backups = pve.nodes("pve1").storage("pbs-main").content.get(content="backup", vmid=106)
+    assert sorted(b["verification"]["state"] for b in backups) == ["failed", "ok"]
+    assert node.tasks.get(errors=1)[0]["type"] == "qmstart"
+    assert node.replication.get()[0]["fail_count"] == 24
+    assert node.replication("112-0").status.get()["error"].startswith("command 'zfs snapshot")
+    assert {c["filename"] for c in pve.nodes("pve1").certificates.info.get()} >= {"pveproxy-ssl.pem"}
+    assert pve.nodes("pve2").apt.update.get()[0]["Package"] == "pve-manager"
+    repos = pve.nodes("pve2").apt.repositories.get()
+    assert {r["handle"]: r.get("status") for r in repos["standard-repos"]}["enterprise"] == 1
+    assert pve.nodes("pve2").subscription.get()["status"] == "notfound"
+    assert [d["health"] for d in node.disks.list.get()] == ["PASSED", "FAILED"]
+    assert {p["name"]: p["health"] for p in node.disks.zfs.get()}["tank"] == "DEGRADED"
+    with pytest.raises(ResourceException, match="QEMU guest agent is not running"):
+        pve.nodes("pve2").qemu(110).agent.info.get()
+
+
+def test_precondition_reports_local_disks_cdrom_and_devices(demo_sim: SimServer) -> None:
+    pve = api(demo_sim)
+    pre = pve.nodes("pve2").qemu(106).migrate.get()
+    assert pre["running"] == 1
+    assert {d["volid"]: d["cdrom"] for d in pre["local_disks"]} == {
+        "local-lvm:vm-106-disk-0": 0, "local:iso/ubuntu-24.04.1-live-server-amd64.iso": 1}
+    assert pve.nodes("pve1").qemu(105).migrate.get()["local_resources"] == ["hostpci0"]
+    zfs = pve.nodes("pve3").qemu(112).migrate.get()
+    assert zfs["not_allowed_nodes"]["pve2"] == {"unavailable_storages": ["local-zfs"]}
+    assert zfs["allowed_nodes"] == ["pve1"]
+    ha = pve.nodes("pve1").qemu(102).migrate.get()
+    assert ha["dependent-ha-resources"] == []
+    with pytest.raises(ResourceException, match=r"VM is locked \(backup\)"):
+        pve.nodes("pve3").qemu(111).migrate.get()
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_errors_look_like_pve(demo_sim: SimServer) -> None:
+    pve = api(demo_sim)
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").qemu(100).status.start.post(skiplock=True)  # proxmoxer sends 'True'
+    assert exc.value.status_code == 400
+    assert exc.value.errors == {"skiplock": "type check ('boolean') failed - got 'True'"}
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").qemu(100).migrate.post(online=1)
+    assert exc.value.errors == {"target": "property is missing and it is not optional"}
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").qemu(100).config.get(bogus=1)
+    assert "does not allow additional properties" in exc.value.errors["bogus"]
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").qemu(99).config.get()
+    assert exc.value.status_code == 400 and "minimum value of 100" in exc.value.errors["vmid"]
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").qemu(999).config.get()
+    assert exc.value.status_code == 500
+    assert exc.value.content == "Configuration file 'nodes/pve1/qemu-server/999.conf' does not exist"
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").bogus.get()
+    assert exc.value.status_code == 501 and exc.value.content == "Method 'GET /nodes/pve1/bogus' not implemented"
+    auditor = api(demo_sim, "auditor@pve!mcp")
+    with pytest.raises(ResourceException) as exc:
+        auditor.nodes("pve1").qemu(100).migrate.post(target="pve2", online=1)
+    assert exc.value.status_code == 403
+    assert exc.value.content == "Permission check failed (/vms/100, VM.Migrate)"
+    with pytest.raises(ResourceException) as exc:
+        auditor.nodes("pve2").apt.update.get()
+    assert exc.value.content == "Permission check failed (/nodes/pve2, Sys.Modify)"
+    perms = auditor.access.permissions.get()
+    assert perms["/"]["VM.Audit"] == 1 and "VM.Migrate" not in perms["/"]
+
+
+def test_bad_token_is_401(demo_sim: SimServer) -> None:
+    full, _secret = demo_sim.token("auditor@pve!mcp")
+    session = requests.Session()
+    session.trust_env = False
+    url = f"{demo_sim.url}/api2/json/version"
+    bad = session.get(url, verify=str(demo_sim.cert_path), headers={"Authorization": f"PVEAPIToken={full}=wrong"})
+    none = session.get(url, verify=str(demo_sim.cert_path))
+    assert (bad.status_code, bad.reason) == (401, "authentication failure")
+    assert (none.status_code, none.reason) == (401, "No ticket")
+    assert bad.json() == {"data": None, "message": "authentication failure\n"}
+
+
+def test_offline_node_is_595_and_marked_offline(start_sim) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    with sim.sim.mutate() as c:
+        c.nodes["pve3"].online = False
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve3").qemu.get()
+    assert exc.value.status_code == 595
+    assert {n["node"]: n["status"] for n in pve.nodes.get()}["pve3"] == "offline"
+    assert {g["vmid"]: g["status"] for g in pve.cluster.resources.get(type="vm")}[111] == "unknown"
+    assert pve.cluster.status.get()[3]["online"] == 0
+
+
+def test_pve84_lacks_ha_rules_and_ct_precondition(start_sim) -> None:
+    sim = start_sim("healthy", version="8.4.14")
+    pve = api(sim)
+    assert pve.version.get() == {"version": "8.4.14", "release": "8.4", "repoid": "0fcd7879", "console": "xtermjs"}
+    for call in (pve.cluster.ha.rules.get, pve.nodes("hv1").lxc(210).migrate.get):
+        with pytest.raises(ResourceException) as exc:
+            call()
+        assert exc.value.status_code == 501
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def test_power_task_lifecycle_changes_state_only_at_the_end(start_sim) -> None:
+    sim = start_sim("demo", speed=20)  # a 2 s shutdown takes 0.1 s of wall time... stop takes 2 sim-s
+    pve = api(sim)
+    upid = pve.nodes("pve2").qemu(109).status.start.post()
+    assert upid.startswith("UPID:pve2:") and ":qmstart:109:root@pam!pvesim:" in upid
+    assert pve.nodes("pve2").qemu(109).status.current.get()["status"] == "stopped"
+    running = pve.nodes("pve2").tasks(upid).status.get()
+    assert running["status"] == "running" and "exitstatus" not in running
+    done = _finish(pve, "pve2", upid)
+    assert done["exitstatus"] == "OK"
+    assert pve.nodes("pve2").qemu(109).status.current.get()["status"] == "running"
+    log = [line["t"] for line in pve.nodes("pve2").tasks(upid).log.get()]
+    assert log[-1] == "TASK OK"
+    again = _finish(pve, "pve2", pve.nodes("pve2").qemu(109).status.start.post())
+    assert again["exitstatus"] == "VM 109 already running"
+
+
+def test_migration_moves_guest_and_sets_lock_while_running(start_sim) -> None:
+    sim = start_sim("demo", speed=20)
+    pve = api(sim)
+    with pytest.raises(ResourceException, match="can't migrate running VM without --online"):
+        pve.nodes("pve1").qemu(100).migrate.post(target="pve2")
+    upid = pve.nodes("pve1").qemu(100).migrate.post(target="pve2", online=1)
+    assert pve.nodes("pve1").qemu(100).config.get()["lock"] == "migrate"
+    assert _finish(pve, "pve1", upid)["exitstatus"] == "OK"
+    assert {g["vmid"]: g["node"] for g in pve.cluster.resources.get(type="vm")}[100] == "pve2"
+    assert "lock" not in pve.nodes("pve2").qemu(100).config.get()
+
+
+@pytest.mark.parametrize(("node", "vmid", "params", "error"), [
+    ("pve1", 105, {"target": "pve2", "online": 1}, "can't migrate VM which uses local devices: hostpci0"),
+    ("pve2", 106, {"target": "pve1", "online": 1, "with-local-disks": 1},
+     "can't migrate local cdrom drive (local:iso/ubuntu-24.04.1-live-server-amd64.iso)"),
+    ("pve3", 112, {"target": "pve2", "online": 1, "with-local-disks": 1, "force": 1},
+     "storage 'local-zfs' is not available on node 'pve2'"),
+    ("pve2", 108, {"target": "pve3", "online": 1}, "migration problems"),
+])
+def test_blocked_migrations_fail_inside_the_task(start_sim, node, vmid, params, error) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    status = _finish(pve, node, pve.nodes(node).qemu(vmid).migrate.post(**params))
+    assert status["exitstatus"].startswith(error)
+    assert {g["vmid"]: g["node"] for g in pve.cluster.resources.get(type="vm")}[vmid] == node
+
+
+def test_local_disk_needs_with_local_disks(start_sim) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    with sim.sim.mutate() as c:
+        del c.guests[106].config["ide2"]
+    first = _finish(pve, "pve2", pve.nodes("pve2").qemu(106).migrate.post(target="pve1", online=1))
+    assert first["exitstatus"] == "can't live migrate attached local disks without with-local-disks option"
+    ok = pve.nodes("pve2").qemu(106).migrate.post(target="pve1", online=1, **{"with-local-disks": 1})
+    assert _finish(pve, "pve2", ok)["exitstatus"] == "OK"
+
+
+def test_ha_guest_is_migrated_through_ha(start_sim) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    upid = pve.nodes("pve1").qemu(101).migrate.post(target="pve2", online=1)
+    assert ":hamigrate:101:" in upid
+    assert _finish(pve, "pve1", upid)["exitstatus"] == "OK"
+    deadline = time.monotonic() + 10
+    while {g["vmid"]: g["node"] for g in pve.cluster.resources.get(type="vm")}[101] != "pve2":
+        assert time.monotonic() < deadline, "HA never moved vm:101"
+        time.sleep(0.05)
+    tasks = [t for t in pve.cluster.tasks.get() if t["id"] == "101" and t["type"] == "qmigrate"]
+    assert tasks and tasks[0]["user"] == "root@pam"
+    reply = pve.cluster.ha.resources("ct:122").relocate.post(node="pve1")
+    assert reply == {"sid": "ct:122", "requested-node": "pve1"}
+
+
+def test_lxc_restart_migration(start_sim) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    with pytest.raises(ResourceException, match="without --online or --restart"):
+        pve.nodes("pve1").lxc(120).migrate.post(target="pve2")
+    assert _finish(pve, "pve1", pve.nodes("pve1").lxc(120).migrate.post(target="pve2", restart=1))["exitstatus"] == "OK"
+    assert pve.nodes("pve2").lxc(120).status.current.get()["status"] == "running"
+    bind = _finish(pve, "pve2", pve.nodes("pve2").lxc(123).migrate.post(target="pve1", restart=1))
+    assert bind["exitstatus"] == "cannot migrate local bind mount point 'mp0'"
+
+
+def test_snapshot_create_rollback_delete(start_sim) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    vm = pve.nodes("pve2").qemu(109)
+    created = _finish(pve, "pve2", vm.snapshot.post(snapname="pre_patch", description="before patch"))
+    assert created["exitstatus"] == "OK"
+    names = [s["name"] for s in vm.snapshot.get()]
+    assert names == ["pre_patch", "current"]
+    vm.config.put(description="changed after snapshot", digest=vm.config.get()["digest"])
+    assert _finish(pve, "pve2", vm.snapshot("pre_patch").rollback.post())["exitstatus"] == "OK"
+    assert "description" not in vm.config.get()
+    assert _finish(pve, "pve2", vm.snapshot("pre_patch").delete())["exitstatus"] == "OK"
+    assert [s["name"] for s in vm.snapshot.get()] == ["current"]
+    with pytest.raises(ResourceException, match="reserved name"):
+        vm.snapshot.post(snapname="current")
+
+
+def test_config_digest_conflict(demo_sim: SimServer) -> None:
+    pve = api(demo_sim)
+    with pytest.raises(ResourceException) as exc:
+        pve.nodes("pve1").qemu(103).config.put(description="x", digest="0" * 40)
+    assert exc.value.content == "checksum mismatch (file change by other user?)"
+
+
+def test_vzdump_creates_backup_and_locks_guest(start_sim) -> None:
+    sim = start_sim("demo", speed=50)
+    pve = api(sim)
+    before = len(pve.nodes("pve3").storage("pbs-main").content.get(vmid=114))
+    upid = pve.nodes("pve3").vzdump.post(vmid="114", storage="pbs-main", mode="snapshot")
+    assert pve.nodes("pve3").qemu(114).config.get()["lock"] == "backup"
+    assert _finish(pve, "pve3", upid)["exitstatus"] == "OK"
+    after = pve.nodes("pve3").storage("pbs-main").content.get(vmid=114)
+    assert len(after) == before + 1 and after[0]["volid"].startswith("pbs-main:backup/vm/114/")
+    assert "lock" not in pve.nodes("pve3").qemu(114).config.get()
+
+
+def test_injected_task_failure_and_faults(start_sim) -> None:
+    sim = start_sim("demo")
+    pve = api(sim)
+    with sim.sim.mutate() as c:
+        c.options["task_failures"] = [{"type": "vzdump", "error": "backup storage full"}]
+    status = _finish(pve, "pve3", pve.nodes("pve3").vzdump.post(vmid="114", storage="pbs-main"))
+    assert status["exitstatus"] == "backup storage full"
+    assert pve.nodes("pve3").tasks(status["upid"]).log.get()[-1]["t"] == "TASK ERROR: backup storage full"
+    control = requests.Session()
+    control.trust_env = False
+    control.headers["X-Pvesim-Control"] = sim.control_secret
+    r = control.put(f"{sim.url}/_sim/faults", verify=str(sim.cert_path),
+                    json={"latency": 0.2, "errors": [{"pattern": "^/cluster/tasks$", "status": 500,
+                                                      "message": "simulated outage"}]})
+    assert r.status_code == 200
+    t0 = time.monotonic()
+    assert pve.version.get()["release"] == "9.1"
+    assert time.monotonic() - t0 >= 0.2
+    with pytest.raises(ResourceException, match="simulated outage"):
+        pve.cluster.tasks.get()
+    control.put(f"{sim.url}/_sim/faults", verify=str(sim.cert_path), json={"drop": [{"pattern": "^/nodes$"}]})
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):  # the body is cut mid-stream
+        pve.nodes.get()
+    assert control.post(f"{sim.url}/_sim/nodes/pve1", verify=str(sim.cert_path), json={}).status_code == 400
+    assert requests.post(f"{sim.url}/_sim/quorum", verify=str(sim.cert_path), json={"quorate": False}).status_code \
+        == 401
+
+
+def test_generator_builds_a_large_cluster_fast() -> None:
+    data = generate(nodes=20, guests=2000, seed=1)
+    again = generate(nodes=20, guests=2000, seed=1)
+    assert data == again
+    cluster = pvesim.build_cluster(data)
+    assert len(cluster.guests) == 2000 and len(cluster.nodes) == 20
+    with SimServer(cluster) as sim:
+        pve = api(sim)
+        t0 = time.monotonic()
+        rows = pve.cluster.resources.get()
+        assert time.monotonic() - t0 < 1.0
+        assert sum(1 for r in rows if r["type"] in ("qemu", "lxc")) == 2000
