@@ -150,8 +150,8 @@ class Guest:
 
     @property
     def maxmem(self) -> int:
-        default = 2048 if self.type == "qemu" else 512
-        return int(self.config.get("memory", default)) * MiB
+        memory = self.config.get("memory", "512")  # PVE's default for VMs and containers
+        return int(memory.split("=")[-1]) * MiB
 
     @property
     def maxcpu(self) -> int:

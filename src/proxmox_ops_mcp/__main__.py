@@ -1,0 +1,3 @@
+from proxmox_ops_mcp.cli import main
+
+raise SystemExit(main())

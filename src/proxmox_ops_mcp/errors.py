@@ -1,0 +1,95 @@
+"""Our own error hierarchy for talking to PVE, so no caller ever handles proxmoxer or requests types.
+
+Each error carries a message a model and a human can act on; :func:`advice` adds the fix.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PERM = re.compile(r"Permission check failed \((?P<path>[^,]+), (?P<priv>[^)]+)\)")
+
+# Which built-in role grants a privilege, for actionable permission errors.
+_ROLE_FOR = {
+    "VM.Audit": "PVEAuditor", "Sys.Audit": "PVEAuditor", "Datastore.Audit": "PVEAuditor",
+    "VM.PowerMgmt": "PVEVMUser", "VM.Backup": "PVEVMUser", "VM.Console": "PVEVMUser",
+    "VM.Migrate": "PVEVMAdmin", "VM.Snapshot": "PVEVMAdmin", "VM.Snapshot.Rollback": "PVEVMAdmin",
+    "VM.Config.Options": "PVEVMAdmin", "Datastore.AllocateSpace": "PVEDatastoreUser",
+    "Sys.Console": "PVESysAdmin", "Sys.Modify": "Administrator",
+    "VM.GuestAgent.Audit": "PVEAuditor",
+}
+
+
+class PveError(Exception):
+    """Base class: something went wrong talking to the Proxmox VE API."""
+
+    status: int | None = None
+
+    def __init__(self, message: str, *, status: int | None = None, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.path = path
+
+
+class PveAuthError(PveError):
+    """401: the API token is wrong, expired or revoked."""
+
+
+class PvePermissionError(PveError):
+    """403: the token lacks a privilege on an ACL path."""
+
+    def __init__(self, message: str, *, status: int | None = 403, path: str | None = None) -> None:
+        super().__init__(message, status=status, path=path)
+        m = _PERM.search(message)
+        self.acl_path = m["path"] if m else None
+        self.privilege = m["priv"] if m else None
+
+
+class PveNotFound(PveError):
+    """The object (guest, node, storage, task, method) does not exist."""
+
+
+class PveParamError(PveError):
+    """400: PVE rejected parameters; ``errors`` has its per-parameter messages."""
+
+    def __init__(self, message: str, errors: dict[str, str] | None = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.errors = errors or {}
+
+
+class PveUnavailable(PveError):
+    """The cluster or a node could not be reached (connection refused, 595/596, dropped connection)."""
+
+
+class PveTimeout(PveUnavailable):
+    """No answer within the configured timeout."""
+
+
+class PveTlsError(PveError):
+    """TLS verification failed (unknown CA or certificate fingerprint mismatch)."""
+
+
+class PveApiError(PveError):
+    """Any other failure PVE reported (usually HTTP 500 with a message)."""
+
+
+def advice(err: PveError) -> str:
+    """One sentence on how to fix it, for tool error messages."""
+    if isinstance(err, PvePermissionError) and err.privilege:
+        privs = err.privilege.split("|")
+        role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
+        scope = err.acl_path or "/"
+        parent = scope.rsplit("/", 1)[0] if scope.count("/") > 1 else scope
+        return (f"token lacks {err.privilege} on {scope}: grant {role} on {parent} "
+                f"(pveum acl modify {parent} --tokens '<user>@<realm>!<token>' --roles {role})")
+    if isinstance(err, PveAuthError):
+        return "check the API token id and secret (pveum user token list <user>@<realm>)"
+    if isinstance(err, PveTlsError):
+        return ("pin the node certificate with --fingerprint (pvenode cert info) or give --ca-file; "
+                "verification is never silently disabled")
+    if isinstance(err, PveTimeout):
+        return "the API did not answer in time; raise --timeout or check the node"
+    if isinstance(err, PveUnavailable):
+        return "the node or cluster is unreachable; check that it is online (pvecm status)"
+    return ""

@@ -1,0 +1,1 @@
+"""Security layer: tiers, the @guarded wrapper, confirmation tokens and the audit log."""

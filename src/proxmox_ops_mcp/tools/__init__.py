@@ -1,0 +1,16 @@
+"""Thin MCP tools: fetch through the client, call analysis, apply the two-phase write protocol.
+
+Every handler is ``async def handler(t: ToolContext, **params) -> PydanticModel`` wrapped in
+``@guarded``; ``tools.yaml`` names it. Importing the modules registers the handlers.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES = ("cluster", "guests", "tasks")
+
+
+def load_all() -> None:
+    for name in MODULES:
+        importlib.import_module(f"proxmox_ops_mcp.tools.{name}")

@@ -1,0 +1,155 @@
+"""Cluster-level read tools: overview, node status, token permissions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from proxmox_ops_mcp.client import api_path, gather
+from proxmox_ops_mcp.client import node as node_seg
+from proxmox_ops_mcp.errors import PveError
+from proxmox_ops_mcp.pve.ids import NodeName
+from proxmox_ops_mcp.security.guard import guarded
+from proxmox_ops_mcp.tools.context import ToolContext
+
+
+class NodeSummary(BaseModel):
+    name: str
+    online: bool
+    cpu_fraction: float | None = Field(None, description="CPU utilisation 0..1")
+    cpus: int | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    uptime_s: int | None = None
+    guests_running: int = 0
+    guests_total: int = 0
+
+
+class GuestCounts(BaseModel):
+    total: int = 0
+    running: int = 0
+    stopped: int = 0
+    qemu: int = 0
+    lxc: int = 0
+    templates: int = 0
+
+
+class ClusterOverview(BaseModel):
+    """Quorum, nodes with load, guest counts, PVE version."""
+
+    cluster_name: str | None = Field(None, description="None for a single node outside a cluster")
+    quorate: bool | None = None
+    pve_version: str | None = None
+    nodes: list[NodeSummary]
+    guests: GuestCounts
+    storages: int = Field(0, description="distinct storages visible")
+    ha_resources: int | None = None
+    incomplete: list[str] = Field(default_factory=list, description="reads that failed; figures may be partial")
+
+
+@guarded
+async def cluster_overview(t: ToolContext) -> ClusterOverview:
+    """One-call overview; reads run concurrently."""
+    got = await gather(t.client, [
+        ("status", api_path("cluster", "status"), {}),
+        ("resources", api_path("cluster", "resources"), {}),
+        ("version", api_path("version"), {}),
+        ("ha", api_path("cluster", "ha", "resources"), {}),
+    ])
+    incomplete = [f"{key}: {val.message}" for key, val in got.items() if isinstance(val, PveError)]
+    if isinstance(got["resources"], PveError) and isinstance(got["status"], PveError):
+        raise got["resources"]
+    status: list[dict[str, Any]] = [] if isinstance(got["status"], PveError) else got["status"]
+    resources: list[dict[str, Any]] = [] if isinstance(got["resources"], PveError) else got["resources"]
+    cluster = next((r for r in status if r.get("type") == "cluster"), None)
+    nodes: dict[str, NodeSummary] = {}
+    for row in status:
+        if row.get("type") == "node":
+            nodes[row["name"]] = NodeSummary(name=row["name"], online=bool(row.get("online")))
+    counts = GuestCounts()
+    storages: set[str] = set()
+    for r in resources:
+        if r.get("type") == "node":
+            n = nodes.setdefault(r["node"], NodeSummary(name=r["node"], online=r.get("status") == "online"))
+            n.online = r.get("status") == "online"
+            n.cpu_fraction = r.get("cpu")
+            n.cpus = int(r["maxcpu"]) if r.get("maxcpu") is not None else None
+            n.mem_used_bytes, n.mem_total_bytes = r.get("mem"), r.get("maxmem")
+            n.uptime_s = r.get("uptime")
+        elif r.get("type") in ("qemu", "lxc"):
+            counts.total += 1
+            counts.qemu += r["type"] == "qemu"
+            counts.lxc += r["type"] == "lxc"
+            if r.get("template"):
+                counts.templates += 1
+                continue
+            running = r.get("status") == "running"
+            counts.running += running
+            counts.stopped += r.get("status") == "stopped"
+            host = nodes.setdefault(r["node"], NodeSummary(name=r["node"], online=True))
+            host.guests_total += 1
+            host.guests_running += running
+        elif r.get("type") == "storage":
+            storages.add(r["storage"])
+    version = got["version"]
+    return ClusterOverview(
+        cluster_name=cluster.get("name") if cluster else None,
+        quorate=bool(cluster.get("quorate")) if cluster else (None if not status else True),
+        pve_version=None if isinstance(version, PveError) else version.get("version"),
+        nodes=sorted(nodes.values(), key=lambda n: n.name), guests=counts, storages=len(storages),
+        ha_resources=None if isinstance(got["ha"], PveError) else len(got["ha"]),
+        incomplete=incomplete,
+    )
+
+
+class NodeStatus(BaseModel):
+    node: str
+    pve_version: str | None = None
+    kernel: str | None = None
+    cpu_model: str | None = None
+    cpus: int | None = None
+    cpu_fraction: float | None = None
+    loadavg: list[float] = Field(default_factory=list)
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    rootfs_used_bytes: int | None = None
+    rootfs_total_bytes: int | None = None
+    uptime_s: int | None = None
+    ksm_shared_bytes: int | None = None
+
+
+@guarded
+async def node_status(t: ToolContext, node: NodeName) -> NodeStatus:
+    """Detailed status of one node (memory, swap, load, kernel, CPU model)."""
+    st: dict[str, Any] = await t.client.get(api_path("nodes", node_seg(node), "status"))
+    mem, swap, root = st.get("memory") or {}, st.get("swap") or {}, st.get("rootfs") or {}
+    cpuinfo = st.get("cpuinfo") or {}
+    kernel = (st.get("current-kernel") or {}).get("release")
+    return NodeStatus(
+        node=node, pve_version=st.get("pveversion"), kernel=kernel, cpu_model=cpuinfo.get("model"),
+        cpus=cpuinfo.get("cpus"), cpu_fraction=st.get("cpu"),
+        loadavg=[float(x) for x in st.get("loadavg") or []],
+        mem_used_bytes=mem.get("used"), mem_total_bytes=mem.get("total"), swap_used_bytes=swap.get("used"),
+        swap_total_bytes=swap.get("total"), rootfs_used_bytes=root.get("used"), rootfs_total_bytes=root.get("total"),
+        uptime_s=st.get("uptime"), ksm_shared_bytes=(st.get("ksm") or {}).get("shared"),
+    )
+
+
+class TokenPermissions(BaseModel):
+    """What the server's API token may do, per ACL path (privilege separation applied)."""
+
+    token_id: str | None
+    paths: dict[str, list[str]]
+    can_write_guests: bool = Field(description="holds VM.PowerMgmt somewhere")
+
+
+@guarded
+async def token_permissions(t: ToolContext) -> TokenPermissions:
+    """Effective privileges of the configured API token (GET /access/permissions)."""
+    perms: dict[str, dict[str, int]] = await t.client.get(api_path("access", "permissions"))
+    paths = {path: sorted(p for p, on in privs.items() if on) for path, privs in sorted(perms.items())}
+    return TokenPermissions(token_id=t.settings.token_id, paths=paths,
+                            can_write_guests=any("VM.PowerMgmt" in p for p in paths.values()))

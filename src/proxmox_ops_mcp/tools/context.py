@@ -1,0 +1,58 @@
+"""What a tool handler receives: the process-wide app state and the per-call context."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proxmox_ops_mcp.client import ProxmoxClient
+from proxmox_ops_mcp.config import Settings
+from proxmox_ops_mcp.security.audit import AuditLog
+
+if TYPE_CHECKING:
+    from proxmox_ops_mcp.registry import Operation
+    from proxmox_ops_mcp.security.tokens import TokenSigner
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass
+class AppContext:
+    """Built once by the composition root (server.py) and shared by every call."""
+
+    settings: Settings
+    client: ProxmoxClient
+    audit: AuditLog
+    signer: TokenSigner
+    clock: Callable[[], float] = time.time
+    pve_version: str | None = None
+
+
+async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+@dataclass
+class ToolContext:
+    """One tool call: the operation being run, progress reporting, who is calling, audit extras."""
+
+    app: AppContext
+    op: Operation
+    progress: Progress = _no_progress
+    client_identity: str | None = None
+    can_elicit: bool = False
+    mcp_context: Any = None
+    audit_fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def client(self) -> ProxmoxClient:
+        return self.app.client
+
+    @property
+    def settings(self) -> Settings:
+        return self.app.settings
+
+    def now(self) -> float:
+        return self.app.clock()

@@ -1,0 +1,46 @@
+"""Fixtures that put the real MCP server in front of a running pvesim (HTTPS, proxmoxer, API token)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.server import MCPServer
+
+import pvesim
+from proxmox_ops_mcp.config import Settings, load_settings
+from proxmox_ops_mcp.server import build_server
+from pvesim.scenario import DEFAULT_TOKENS
+from pvesim.server import SimServer
+
+LIMITED_TOKEN = {"id": "limited@pve!mcp", "user_acl": [{"path": "/vms", "role": "PVEAuditor"}],
+                 "acl": [{"path": "/vms", "role": "PVEAuditor"}]}
+
+
+def scenario_with_limited_token(name: str = "demo") -> dict[str, Any]:
+    data = pvesim.load_scenario(name)
+    data["tokens"] = [*DEFAULT_TOKENS, LIMITED_TOKEN]
+    return data
+
+
+@pytest.fixture
+def settings_for(tmp_path: Path) -> Callable[..., Settings]:
+    def _settings(sim: SimServer, token: str = "auditor@pve!mcp", **extra: Any) -> Settings:
+        token_id, secret = sim.token(token)
+        values: dict[str, Any] = {"url": sim.address, "token_id": token_id, "token_secret": secret,
+                                  "fingerprint": sim.fingerprint, "audit_log": tmp_path / "audit.jsonl",
+                                  "retries": 0}
+        values.update(extra)
+        return load_settings(**values)
+
+    return _settings
+
+
+@pytest.fixture
+def server_for(settings_for: Callable[..., Settings]) -> Callable[..., MCPServer[Any]]:
+    def _server(sim: SimServer, token: str = "auditor@pve!mcp", **extra: Any) -> MCPServer[Any]:
+        return build_server(settings_for(sim, token, **extra))
+
+    return _server

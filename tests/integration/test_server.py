@@ -1,0 +1,181 @@
+"""The MCP server through a real MCP client session, talking HTTPS to pvesim through proxmoxer."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from proxmox_ops_mcp.security.audit import verify
+from proxmox_ops_mcp.server import ConnectionProblem, build_server
+from pvesim.server import SimServer
+from tests.integration.conftest import scenario_with_limited_token
+from tests.integration.pve import api
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(mcp: Any, tool: str, args: dict[str, Any] | None = None) -> Any:
+    async with Client(mcp) as c:
+        return await c.call_tool(tool, args or {})
+
+
+async def test_tools_are_typed_and_annotated(demo_sim: SimServer, server_for: Any) -> None:
+    async with Client(server_for(demo_sim)) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert {"cluster_overview", "list_guests", "get_guest", "list_tasks", "get_task"} <= set(tools)
+    for tool in tools.values():
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        assert tool.annotations.destructive_hint is False and tool.annotations.open_world_hint is False
+        assert tool.output_schema is not None and tool.description
+    vmid = tools["get_guest"].input_schema["properties"]["vmid"]
+    assert (vmid["minimum"], vmid["maximum"], vmid["description"]) == (100, 999999999, "Guest id")
+    assert tools["get_task"].input_schema["properties"]["upid"]["pattern"].startswith("^UPID:")
+
+
+async def test_cluster_overview_matches_the_api(demo_sim: SimServer, server_for: Any) -> None:
+    result = await call(server_for(demo_sim), "cluster_overview")
+    assert result.is_error is False
+    data = result.structured_content
+    raw = api(demo_sim).cluster.resources.get(type="vm")
+    assert data["cluster_name"] == "demo" and data["quorate"] is True and data["pve_version"] == "9.1.2"
+    assert [n["name"] for n in data["nodes"]] == ["pve1", "pve2", "pve3"]
+    assert data["guests"]["total"] == len(raw)
+    assert data["guests"]["running"] == sum(1 for r in raw if r["status"] == "running" and not r.get("template"))
+    assert data["ha_resources"] == 3 and data["incomplete"] == []
+    assert json.loads(result.content[0].text) == data  # text and structured content carry the same value
+
+
+async def test_list_guests_filters_and_pages(demo_sim: SimServer, server_for: Any) -> None:
+    mcp = server_for(demo_sim)
+    async with Client(mcp) as c:
+        pve3 = (await c.call_tool("list_guests", {"node": "pve3"})).structured_content
+        first = (await c.call_tool("list_guests", {"limit": 5})).structured_content
+        second = (await c.call_tool("list_guests", {"limit": 5, "offset": first["page"]["next_offset"]}))
+        tagged = (await c.call_tool("list_guests", {"tag": "web"})).structured_content
+        named = (await c.call_tool("list_guests", {"name": "web*"})).structured_content
+        cts = (await c.call_tool("list_guests", {"type": "lxc", "status": "running"})).structured_content
+    assert {g["node"] for g in pve3["items"]} == {"pve3"} and pve3["page"]["total"] == 6
+    assert first["page"] == {"total": 22, "offset": 0, "returned": 5, "next_offset": 5}
+    assert [g["vmid"] for g in first["items"]] == [100, 101, 102, 103, 104]
+    assert second.structured_content["items"][0]["vmid"] == 105
+    assert [g["vmid"] for g in tagged["items"]] == [100, 101]
+    assert [g["name"] for g in named["items"]] == ["web01", "web02"]
+    assert {g["type"] for g in cts["items"]} == {"lxc"}
+
+
+async def test_get_guest_redacts_secrets_and_marks_untrusted_text(demo_sim: SimServer, server_for: Any) -> None:
+    mcp = server_for(demo_sim)
+    async with Client(mcp) as c:
+        web = (await c.call_tool("get_guest", {"vmid": 100, "include_config": True})).structured_content
+        crm = (await c.call_tool("get_guest", {"vmid": 113})).structured_content
+        gpu = (await c.call_tool("get_guest", {"vmid": 105})).structured_content
+    assert web["node"] == "pve1" and web["config"]["cipassword"] == "***redacted***"
+    assert "$5$" not in json.dumps(web)
+    assert crm["description"]["untrusted"] is True and "ignore all previous instructions" in crm["description"]["text"]
+    assert crm["snapshots"] == 1 and crm["status"] == "stopped"
+    assert gpu["local_devices"] == ["hostpci0"] and gpu["cpu_type"] == "host"
+
+
+async def test_tasks(demo_sim: SimServer, server_for: Any) -> None:
+    mcp = server_for(demo_sim)
+    async with Client(mcp) as c:
+        failed = (await c.call_tool("list_tasks", {"errors_only": True})).structured_content
+        assert {t["type"] for t in failed["items"]} == {"vzdump", "qmstart"}
+        vzdump = next(t for t in failed["items"] if t["type"] == "vzdump")
+        detail = (await c.call_tool("get_task", {"upid": vzdump["upid"], "log_lines": 3})).structured_content
+        pve2 = (await c.call_tool("list_tasks", {"node": "pve2", "type": "vzdump"})).structured_content
+    assert detail["task"]["state"] == "failed" and detail["task"]["exitstatus"] == "job errors"
+    assert detail["log_tail"][-1] == "TASK ERROR: job errors" and len(detail["log_tail"]) == 3
+    assert [t["node"] for t in pve2["items"]] == ["pve2"]
+
+
+async def test_errors_are_clear(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim(scenario_with_limited_token())
+    async with Client(server_for(sim)) as c:
+        unknown = await c.call_tool("get_guest", {"vmid": 999})
+        invalid = await c.call_tool("get_guest", {"vmid": 99})
+        hostile = await c.call_tool("node_status", {"node": "pve1/../../access"})
+    assert unknown.is_error and "no guest 999 is visible" in unknown.content[0].text
+    assert invalid.is_error and "vmid" in invalid.content[0].text
+    assert "greater than or equal to 100" in invalid.content[0].text
+    assert hostile.is_error and "invalid node 'pve1/../../access'" in hostile.content[0].text
+    requests_before = sim.sim.requests
+    async with Client(server_for(sim, "limited@pve!mcp")) as c:
+        denied = await c.call_tool("node_status", {"node": "pve1"})
+        partial = (await c.call_tool("cluster_overview", {})).structured_content
+    assert denied.is_error
+    assert "Permission check failed (/nodes/pve1, Sys.Audit)" in denied.content[0].text
+    assert "grant PVEAuditor on /nodes" in denied.content[0].text
+    assert partial["incomplete"] and partial["incomplete"][0].startswith("status:")
+    assert sim.sim.requests > requests_before
+    with sim.sim.mutate() as cluster:
+        cluster.nodes["pve3"].online = False
+    offline = await call(server_for(sim), "node_status", {"node": "pve3"})
+    assert offline.is_error and "unreachable" in offline.content[0].text and "No route to host" in \
+        offline.content[0].text
+
+
+async def test_invalid_input_sends_no_request(demo_sim: SimServer, server_for: Any) -> None:
+    mcp = server_for(demo_sim)
+    async with Client(mcp) as c:
+        before = demo_sim.sim.requests
+        for bad in ({"vmid": "100; DROP"}, {"vmid": -5}, {"vmid": 10**12}):
+            assert (await c.call_tool("get_guest", bad)).is_error
+        assert (await c.call_tool("get_task", {"upid": "UPID:x:../../access"})).is_error
+        assert demo_sim.sim.requests == before
+
+
+async def test_start_refuses_bad_token_tls_and_version(start_sim: Any, settings_for: Any) -> None:
+    sim = start_sim("healthy")
+    bad_token = settings_for(sim, token_secret="not-the-secret")
+    with pytest.raises(ConnectionProblem, match="authentication failed"):
+        await call(build_server(bad_token), "cluster_overview")
+    wrong_pin = settings_for(sim, fingerprint="00" * 32)
+    with pytest.raises(ConnectionProblem, match="fingerprint mismatch"):
+        await call(build_server(wrong_pin), "cluster_overview")
+    unpinned = settings_for(sim, fingerprint=None)
+    with pytest.raises(ConnectionProblem, match="certificate not trusted"):
+        await call(build_server(unpinned), "cluster_overview")
+    ca = settings_for(sim, fingerprint=None, ca_file=sim.cert_path)
+    assert (await call(build_server(ca), "cluster_overview")).is_error is False
+    old = start_sim("healthy", version="7.4.17")
+    with pytest.raises(ConnectionProblem, match=r"Proxmox VE 7\.4\.17 is not supported"):
+        await call(build_server(settings_for(old)), "cluster_overview")
+    forced = build_server(settings_for(old, disable_version_check=True))
+    assert (await call(forced, "cluster_overview")).structured_content["pve_version"] == "7.4.17"
+    future = start_sim("healthy", version="10.0.1")
+    with pytest.raises(ConnectionProblem, match="not supported"):
+        await call(build_server(settings_for(future)), "cluster_overview")
+
+
+async def test_every_call_is_audited_and_the_chain_verifies(demo_sim: SimServer, settings_for: Any,
+                                                            tmp_path: Path) -> None:
+    settings = settings_for(demo_sim)
+    async with Client(build_server(settings)) as c:
+        await c.call_tool("cluster_overview", {})
+        await c.call_tool("get_guest", {"vmid": 999})
+    lines = [json.loads(line) for line in settings.audit_log.read_text().splitlines()]
+    assert [(r["tool"], r["outcome"]) for r in lines] == [("cluster_overview", "ok"), ("get_guest", "refused")]
+    assert verify(settings.audit_log).ok
+    secret = settings.secret()
+    assert secret and secret not in settings.audit_log.read_text()
+
+
+async def test_stdio_subprocess_lists_tools(demo_sim: SimServer, tmp_path: Path) -> None:
+    token_id, secret = demo_sim.token("auditor@pve!mcp")
+    env = {**os.environ, "PVE_OPS_URL": demo_sim.address, "PVE_OPS_TOKEN_ID": token_id,
+           "PVE_OPS_TOKEN_SECRET": secret, "PVE_OPS_FINGERPRINT": demo_sim.fingerprint,
+           "PVE_OPS_AUDIT_LOG": str(tmp_path / "audit.jsonl")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "proxmox_ops_mcp", "--granular-tools"],
+                                   env=env)
+    async with Client(params) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        overview = await c.call_tool("cluster_overview", {})
+    assert {"cluster_overview", "get_guest"} <= names
+    assert overview.structured_content["cluster_name"] == "demo"
