@@ -22,6 +22,7 @@ demo-stdio: setup    ## same, over stdio for desktop clients
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench
+	$(BIN)/ruff format --check src tests scripts bench
 
 typecheck: setup
 	$(BIN)/mypy

@@ -70,8 +70,10 @@ def main() -> int:
                 subset[f"{method} {template}"] = strip(info)
         versions[release] = subset
     data = {
-        "_source": {release: f"proxmox/pve-docs api-viewer/apidata.js ({name}); see ATTRIBUTION.md"
-                    for release, name in SOURCES.items()},
+        "_source": {
+            release: f"proxmox/pve-docs api-viewer/apidata.js ({name}); see ATTRIBUTION.md"
+            for release, name in SOURCES.items()
+        },
         "versions": versions,
     }
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"

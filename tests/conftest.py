@@ -22,11 +22,13 @@ def start_sim() -> Iterator[Callable[..., SimServer]]:
     """Start scenarios on free ports; every one is stopped at teardown."""
     started: list[SimServer] = []
 
-    def _start(scenario: str | dict[str, Any] = "demo", *, version: str | None = None,
-               speed: float = 500.0) -> SimServer:
+    def _start(
+        scenario: str | dict[str, Any] = "demo", *, version: str | None = None, speed: float = 500.0
+    ) -> SimServer:
         data = pvesim.load_scenario(scenario) if isinstance(scenario, str) else scenario
-        server = SimServer(pvesim.build_cluster(data, version=version, speed=speed),
-                           faults=pvesim.faults_from(data)).start()
+        server = SimServer(
+            pvesim.build_cluster(data, version=version, speed=speed), faults=pvesim.faults_from(data)
+        ).start()
         started.append(server)
         return server
 

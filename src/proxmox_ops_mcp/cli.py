@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import time
 import types
 import typing
 from pathlib import Path
@@ -38,8 +39,12 @@ def _flag_type(annotation: Any) -> tuple[Any, bool]:
 
 def add_settings_flags(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
     group = parser.add_argument_group("settings (flag > env PVE_OPS_* > --config TOML > default)")
-    group.add_argument("--config", type=Path, default=argparse.SUPPRESS if suppress else None,
-                       help=f"TOML file with any of the settings below (env {ENV_PREFIX}CONFIG)")
+    group.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS if suppress else None,
+        help=f"TOML file with any of the settings below (env {ENV_PREFIX}CONFIG)",
+    )
     for name, field in Settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
         env = ENV_PREFIX + name.upper()
@@ -59,6 +64,11 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     if isinstance(secret, str):
         overrides["token_secret"] = SecretStr(secret)
     return load_settings(getattr(args, "config", None), **overrides)
+
+
+def describe(exc: ValidationError) -> str:
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+    return f"invalid configuration: {problems}"
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -100,22 +110,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     token_id, secret = sim.token("operator@pve!mcp")
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    extra: dict[str, Any] = {"url": sim.address, "token_id": token_id, "token_secret": secret,
-                             "fingerprint": sim.fingerprint, "transport": "stdio" if args.stdio else "http"}
+    extra: dict[str, Any] = {
+        "url": sim.address,
+        "token_id": token_id,
+        "token_secret": secret,
+        "fingerprint": sim.fingerprint,
+        "transport": "stdio" if args.stdio else "http",
+    }
     if getattr(args, "audit_log", None) is None:
         extra["audit_log"] = state / "demo-audit.jsonl"
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
     settings = settings_from(args, **extra)
     mcp = build_server(settings)
-    print(f"pvesim: simulated cluster '{args.scenario}' at {sim.url} (fingerprint {sim.fingerprint[:23]}...)",
-          file=out)
+    print(f"pvesim: simulated cluster '{args.scenario}' at {sim.url} (fingerprint {sim.fingerprint[:23]}...)", file=out)
     print(f"tier: {settings.tier.value}; audit log: {settings.audit_log}", file=out)
     if not args.stdio:
         url = f"http://{settings.http_host}:{settings.http_port}/mcp"
         print(f"MCP endpoint: {url}", file=out)
-        print(f"Try it:  npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list",
-              file=out)
+        print(
+            f"Try it:  npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list", file=out
+        )
         print("Press Ctrl-C to stop.", file=out)
     out.flush()
     try:
@@ -145,11 +160,47 @@ def cmd_tools(args: argparse.Namespace) -> int:
         return 0
     for tool in tools:
         a = tool.annotations
-        flags = [name for name, on in (("read-only", a and a.read_only_hint), ("destructive", a and a.destructive_hint),
-                                       ("idempotent", a and a.idempotent_hint)) if on]
+        flags = [
+            name
+            for name, on in (
+                ("read-only", a and a.read_only_hint),
+                ("destructive", a and a.destructive_hint),
+                ("idempotent", a and a.idempotent_hint),
+            )
+            if on
+        ]
         print(f"{tool.name:28} {', '.join(flags)}")
     print(f"{len(tools)} tools", file=sys.stderr)
     return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run the diagnostics once and print them; exit code by worst severity (0/1/2, 3 = could not check)."""
+    from proxmox_ops_mcp.analysis.health import AREAS
+    from proxmox_ops_mcp.checkcmd import EXIT_UNKNOWN, print_report
+    from proxmox_ops_mcp.client import ProxmoxerClient
+    from proxmox_ops_mcp.errors import PveError
+    from proxmox_ops_mcp.server import ConnectionProblem, check_cluster
+    from proxmox_ops_mcp.tools.diagnostics import run_check
+
+    areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
+    unknown = sorted(set(areas) - set(AREAS))
+    if unknown:
+        return _fail(f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}", EXIT_UNKNOWN)
+    try:
+        settings = settings_from(args)
+        client = ProxmoxerClient(settings)
+
+        async def run() -> Any:
+            await check_cluster(settings, client)
+            return await run_check(client, settings, time.time(), areas, None)
+
+        report = asyncio.run(run())
+    except ValidationError as exc:
+        return _fail(describe(exc), EXIT_UNKNOWN)
+    except (ConnectionProblem, PveError, ValueError) as exc:
+        return _fail(str(exc), EXIT_UNKNOWN)
+    return print_report(report, args.json, args.color)
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -164,8 +215,9 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="proxmox-ops-mcp", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="proxmox-ops-mcp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"proxmox-ops-mcp {__version__}")
     add_settings_flags(parser)
     parser.set_defaults(func=cmd_serve)
@@ -177,14 +229,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--stdio", action="store_true", help="use stdio (for desktop clients) instead of HTTP")
     demo.add_argument("--scenario", default="demo", help="pvesim scenario name or YAML path")
     demo.add_argument("--speed", type=float, default=10.0, help="simulated task speed factor")
-    demo.add_argument("--state-dir", default=str(Path.home() / ".local" / "state" / "proxmox-ops-mcp"),
-                      help="where the demo keeps its audit log")
+    demo.add_argument(
+        "--state-dir",
+        default=str(Path.home() / ".local" / "state" / "proxmox-ops-mcp"),
+        help="where the demo keeps its audit log",
+    )
     add_settings_flags(demo, suppress=True)
     demo.set_defaults(func=cmd_demo)
     tools = sub.add_parser("tools", help="print the tool catalog for the current mode")
     tools.add_argument("--json", action="store_true", help="full tools/list entries as JSON")
     add_settings_flags(tools, suppress=True)
     tools.set_defaults(func=cmd_tools)
+    check = sub.add_parser(
+        "check", help="run the diagnostics in the terminal (exit 0 ok, 1 warning, 2 critical, 3 unknown)"
+    )
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--areas", default=None, help="comma-separated areas (default: all)")
+    check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    add_settings_flags(check, suppress=True)
+    check.set_defaults(func=cmd_check)
     docs = sub.add_parser("docs", help="regenerate docs/tools.md from the tool and finding registries")
     docs.add_argument("--output", default="docs/tools.md")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
@@ -198,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
-        return _fail(f"invalid configuration: {problems}")
+        return _fail(describe(exc))
     except (ValueError, RegistryError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

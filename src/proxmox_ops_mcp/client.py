@@ -41,14 +41,58 @@ WriteMethod = Literal["POST", "PUT", "DELETE"]
 
 # Every literal word that may appear in a request path. Caller-supplied values never become
 # words: they must be one of the typed segments below, each checked against PVE's format.
-API_WORDS = frozenset({
-    "version", "cluster", "status", "resources", "tasks", "ha", "current", "manager_status", "groups",
-    "rules", "backup", "backup-info", "not-backed-up", "replication", "options", "storage", "nodes", "qemu",
-    "lxc", "config", "snapshot", "migrate", "content", "log", "certificates", "info", "apt", "update",
-    "repositories", "disks", "list", "zfs", "subscription", "access", "permissions", "vzdump", "start",
-    "stop", "shutdown", "reboot", "suspend", "resume", "reset", "rollback", "relocate", "agent", "pending",
-    "services",
-})
+API_WORDS = frozenset(
+    {
+        "version",
+        "cluster",
+        "status",
+        "resources",
+        "tasks",
+        "ha",
+        "current",
+        "manager_status",
+        "groups",
+        "rules",
+        "backup",
+        "backup-info",
+        "not-backed-up",
+        "replication",
+        "options",
+        "storage",
+        "nodes",
+        "qemu",
+        "lxc",
+        "config",
+        "snapshot",
+        "migrate",
+        "content",
+        "log",
+        "certificates",
+        "info",
+        "apt",
+        "update",
+        "repositories",
+        "disks",
+        "list",
+        "zfs",
+        "subscription",
+        "access",
+        "permissions",
+        "vzdump",
+        "start",
+        "stop",
+        "shutdown",
+        "reboot",
+        "suspend",
+        "resume",
+        "reset",
+        "rollback",
+        "relocate",
+        "agent",
+        "pending",
+        "services",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -159,11 +203,14 @@ def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
         if status == 400:
             errors = exc.errors if isinstance(exc.errors, dict) else {}
             detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
-            return PveParamError(f"PVE rejected the parameters of {where}: {detail or message}",
-                                 {str(k): str(v) for k, v in errors.items()}, status=status, path=str(path))
+            return PveParamError(
+                f"PVE rejected the parameters of {where}: {detail or message}",
+                {str(k): str(v) for k, v in errors.items()},
+                status=status,
+                path=str(path),
+            )
         if status in (404, 501):
-            return PveNotFound(f"{where}: not available on this PVE version ({message})", status=status,
-                               path=str(path))
+            return PveNotFound(f"{where}: not available on this PVE version ({message})", status=status, path=str(path))
         if 595 <= status <= 599:
             return PveUnavailable(f"node unreachable for {where}: {message}", status=status, path=str(path))
         if any(h in message.lower() for h in _NOT_FOUND_HINTS):
@@ -182,9 +229,11 @@ def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
 
 
 def _transient(err: PveError) -> bool:
-    return (isinstance(err, PveTimeout)
-            or (isinstance(err, PveUnavailable) and err.status is None)
-            or err.status in (502, 503, 504))
+    return (
+        isinstance(err, PveTimeout)
+        or (isinstance(err, PveUnavailable) and err.status is None)
+        or err.status in (502, 503, 504)
+    )
 
 
 class ProxmoxerClient:
@@ -204,14 +253,24 @@ class ProxmoxerClient:
             verify = str(settings.ca_file)
         elif settings.insecure or not settings.verify_tls:
             verify = False
-            log.warning("TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster",
-                        settings.url)
-        self._api = ProxmoxAPI(settings.url, user=user, token_name=token_name, token_value=secret,
-                               verify_ssl=verify, timeout=(settings.connect_timeout, settings.timeout))
+            log.warning(
+                "TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url
+            )
+        self._api = ProxmoxAPI(
+            settings.url,
+            user=user,
+            token_name=token_name,
+            token_value=secret,
+            verify_ssl=verify,
+            timeout=(settings.connect_timeout, settings.timeout),
+        )
         session: requests.Session = self._api._store["session"]  # proxmoxer 2.x keeps its session here
         session.trust_env = False  # environment CA bundles must not override our TLS choice
-        adapter: HTTPAdapter = (_PinnedAdapter(settings.fingerprint, settings.concurrency) if settings.fingerprint
-                                else HTTPAdapter(pool_connections=1, pool_maxsize=settings.concurrency))
+        adapter: HTTPAdapter = (
+            _PinnedAdapter(settings.fingerprint, settings.concurrency)
+            if settings.fingerprint
+            else HTTPAdapter(pool_connections=1, pool_maxsize=settings.concurrency)
+        )
         session.mount("https://", adapter)
         self._limiter = anyio.CapacityLimiter(settings.concurrency)
         self._retries = settings.retries
@@ -254,8 +313,9 @@ class ProxmoxerClient:
         return await anyio.to_thread.run_sync(self._request, method, path, _encode(params), limiter=self._limiter)
 
 
-async def gather(client: ProxmoxClient, paths: Iterable[tuple[str, ApiPath, dict[str, Any]]]
-                 ) -> dict[str, Any | PveError]:
+async def gather(
+    client: ProxmoxClient, paths: Iterable[tuple[str, ApiPath, dict[str, Any]]]
+) -> dict[str, Any | PveError]:
     """Run many reads concurrently (the client bounds concurrency); each result is data or the error."""
     results: dict[str, Any | PveError] = {}
 
@@ -269,4 +329,3 @@ async def gather(client: ProxmoxClient, paths: Iterable[tuple[str, ApiPath, dict
         for key, path, params in paths:
             tg.start_soon(one, key, path, params)
     return results
-

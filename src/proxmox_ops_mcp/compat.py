@@ -30,5 +30,6 @@ def check_version(version: str) -> tuple[int, int]:
     if not SUPPORTED_MIN <= release < SUPPORTED_MAX:
         raise UnsupportedVersion(
             f"Proxmox VE {version} is not supported (supported: {SUPPORTED_TEXT}). "
-            "Upgrade proxmox-ops-mcp, or start with --disable-version-check at your own risk.")
+            "Upgrade proxmox-ops-mcp, or start with --disable-version-check at your own risk."
+        )
     return release

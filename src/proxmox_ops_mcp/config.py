@@ -38,8 +38,11 @@ class Settings(BaseSettings):
     token_secret_file: Path | None = Field(None, description="file holding the API token secret")
     verify_tls: bool = Field(True, description="verify the PVE certificate against the system CAs or --ca-file")
     ca_file: Path | None = Field(None, description="CA bundle (PEM) that signed the PVE certificate")
-    fingerprint: str | None = Field(None, description="pin the PVE certificate by SHA-256 fingerprint "
-                                                      "(pvenode cert info); works with self-signed certificates")
+    fingerprint: str | None = Field(
+        None,
+        description="pin the PVE certificate by SHA-256 fingerprint "
+        "(pvenode cert info); works with self-signed certificates",
+    )
     insecure: bool = Field(False, description="disable TLS verification entirely (logged as a warning; avoid)")
     timeout: float = Field(10.0, gt=0, le=600, description="read timeout per API request, seconds")
     connect_timeout: float = Field(5.0, gt=0, le=120, description="connect timeout per API request, seconds")
@@ -51,8 +54,10 @@ class Settings(BaseSettings):
     http_host: str = Field("127.0.0.1", description="HTTP bind address (non-loopback requires --http-bearer-token)")
     http_port: int = Field(8765, ge=0, le=65535, description="HTTP port")
     http_bearer_token: SecretStr | None = Field(None, description="bearer token HTTP clients must send")
-    allowed_hosts: list[str] = Field(default_factory=list, description="extra Host headers accepted over HTTP "
-                                                                       "(DNS-rebinding protection), e.g. mcp.lan:*")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="extra Host headers accepted over HTTP (DNS-rebinding protection), e.g. mcp.lan:*",
+    )
     max_request_bytes: int = Field(1_048_576, ge=1024, description="largest accepted HTTP request body, bytes")
 
     # --- what is registered
@@ -62,27 +67,35 @@ class Settings(BaseSettings):
     toolsets: list[str] | None = Field(None, description="only these toolsets (comma-separated)")
     disable_toolsets: list[str] = Field(default_factory=list, description="toolsets to leave out (comma-separated)")
     tools_file: Path | None = Field(None, description="tool definitions file overriding the packaged tools.yaml")
-    disable_version_check: bool = Field(False, description="start even if the PVE version is outside the "
-                                                           "supported range (logged)")
+    disable_version_check: bool = Field(
+        False, description="start even if the PVE version is outside the supported range (logged)"
+    )
 
     # --- safety
-    audit_log: Path = Field(default_factory=lambda: default_state_dir() / "audit.jsonl",
-                            description="append-only, hash-chained audit log (JSON lines)")
+    audit_log: Path = Field(
+        default_factory=lambda: default_state_dir() / "audit.jsonl",
+        description="append-only, hash-chained audit log (JSON lines)",
+    )
     audit_reads: bool = Field(True, description="also audit read-only tool calls")
     confirm_ttl: int = Field(300, ge=10, le=3600, description="lifetime of a write confirmation token, seconds")
-    confirm_key_file: Path | None = Field(None, description="HMAC key for confirmation tokens, shared by HTTP "
-                                                            "replicas (default: random per process)")
+    confirm_key_file: Path | None = Field(
+        None, description="HMAC key for confirmation tokens, shared by HTTP replicas (default: random per process)"
+    )
 
     # --- diagnostics
-    thresholds: dict[str, float] = Field(default_factory=dict, description="override diagnostic thresholds, "
-                                                                           "e.g. storage_warning_pct=75")
+    thresholds: dict[str, float] = Field(
+        default_factory=dict, description="override diagnostic thresholds, e.g. storage_warning_pct=75"
+    )
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
 
     @field_validator("token_id")

@@ -40,17 +40,29 @@ def _flags(op: Any) -> str:
 
 
 def render_tools(registry: Registry, extra_sections: list[str] | None = None) -> str:
-    lines = [START, "", "# Tools", "",
-             "Every operation below is one MCP tool with `--granular-tools`; by default operations are grouped "
-             "into domain meta-tools (one per toolset, reads and writes separate) that take an `action` "
-             "plus that action's parameters. `--read-only` removes every write; `--tier` decides which writes "
-             "are registered (operator < admin).", ""]
+    lines = [
+        START,
+        "",
+        "# Tools",
+        "",
+        "Every operation below is one MCP tool with `--granular-tools`; by default operations are grouped "
+        "into domain meta-tools (one per toolset, reads and writes separate) that take an `action` "
+        "plus that action's parameters. `--read-only` removes every write; `--tier` decides which writes "
+        "are registered (operator < admin).",
+        "",
+    ]
     for toolset, description in registry.toolsets.items():
         ops = sorted((o for o in registry.operations.values() if o.toolset == toolset), key=lambda o: o.name)
         if not ops:
             continue
-        lines += [f"## Toolset `{toolset}`", "", description, "",
-                  "| operation | what it does | hints | tier |", "|---|---|---|---|"]
+        lines += [
+            f"## Toolset `{toolset}`",
+            "",
+            description,
+            "",
+            "| operation | what it does | hints | tier |",
+            "|---|---|---|---|",
+        ]
         for op in ops:
             lines.append(f"| `{op.name}` | {op.description.strip()} | {_flags(op)} | {op.tier.value} |")
         lines.append("")
@@ -59,8 +71,12 @@ def render_tools(registry: Registry, extra_sections: list[str] | None = None) ->
             if not params:
                 continue
             hints = handler_hints(registry.handlers[op.name])
-            lines += [f"**`{op.name}` parameters**", "", "| parameter | type | default | description |",
-                      "|---|---|---|---|"]
+            lines += [
+                f"**`{op.name}` parameters**",
+                "",
+                "| parameter | type | default | description |",
+                "|---|---|---|---|",
+            ]
             for name, p in params.items():
                 default = "required" if p.default is p.empty else f"`{p.default!r}`"
                 lines.append(f"| `{name}` | {_type_name(hints[name])} | {default} | {op.parameters.get(name, '')} |")
@@ -71,7 +87,20 @@ def render_tools(registry: Registry, extra_sections: list[str] | None = None) ->
 
 
 def render_all(registry: Registry) -> str:
-    return render_tools(registry)
+    from proxmox_ops_mcp.analysis.codes import render_codes
+    from proxmox_ops_mcp.analysis.thresholds import Thresholds
+
+    thresholds = [
+        "# Thresholds",
+        "",
+        "Override with `--thresholds name=value,...` (or `thresholds = {...}` in the TOML file).",
+        "",
+        "| name | default | note |",
+        "|---|---|---|",
+    ]
+    for name, field in Thresholds.model_fields.items():
+        thresholds.append(f"| `{name}` | {field.default} | {field.description or ''} |")
+    return render_tools(registry, [render_codes(), "\n".join(thresholds)])
 
 
 def check_or_write(path: Path, registry: Registry, check: bool) -> bool:

@@ -11,11 +11,19 @@ _PERM = re.compile(r"Permission check failed \((?P<path>[^,]+), (?P<priv>[^)]+)\
 
 # Which built-in role grants a privilege, for actionable permission errors.
 _ROLE_FOR = {
-    "VM.Audit": "PVEAuditor", "Sys.Audit": "PVEAuditor", "Datastore.Audit": "PVEAuditor",
-    "VM.PowerMgmt": "PVEVMUser", "VM.Backup": "PVEVMUser", "VM.Console": "PVEVMUser",
-    "VM.Migrate": "PVEVMAdmin", "VM.Snapshot": "PVEVMAdmin", "VM.Snapshot.Rollback": "PVEVMAdmin",
-    "VM.Config.Options": "PVEVMAdmin", "Datastore.AllocateSpace": "PVEDatastoreUser",
-    "Sys.Console": "PVESysAdmin", "Sys.Modify": "Administrator",
+    "VM.Audit": "PVEAuditor",
+    "Sys.Audit": "PVEAuditor",
+    "Datastore.Audit": "PVEAuditor",
+    "VM.PowerMgmt": "PVEVMUser",
+    "VM.Backup": "PVEVMUser",
+    "VM.Console": "PVEVMUser",
+    "VM.Migrate": "PVEVMAdmin",
+    "VM.Snapshot": "PVEVMAdmin",
+    "VM.Snapshot.Rollback": "PVEVMAdmin",
+    "VM.Config.Options": "PVEVMAdmin",
+    "Datastore.AllocateSpace": "PVEDatastoreUser",
+    "Sys.Console": "PVESysAdmin",
+    "Sys.Modify": "Administrator",
     "VM.GuestAgent.Audit": "PVEAuditor",
 }
 
@@ -81,13 +89,17 @@ def advice(err: PveError) -> str:
         role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
         scope = err.acl_path or "/"
         parent = scope.rsplit("/", 1)[0] if scope.count("/") > 1 else scope
-        return (f"token lacks {err.privilege} on {scope}: grant {role} on {parent} "
-                f"(pveum acl modify {parent} --tokens '<user>@<realm>!<token>' --roles {role})")
+        return (
+            f"token lacks {err.privilege} on {scope}: grant {role} on {parent} "
+            f"(pveum acl modify {parent} --tokens '<user>@<realm>!<token>' --roles {role})"
+        )
     if isinstance(err, PveAuthError):
         return "check the API token id and secret (pveum user token list <user>@<realm>)"
     if isinstance(err, PveTlsError):
-        return ("pin the node certificate with --fingerprint (pvenode cert info) or give --ca-file; "
-                "verification is never silently disabled")
+        return (
+            "pin the node certificate with --fingerprint (pvenode cert info) or give --ca-file; "
+            "verification is never silently disabled"
+        )
     if isinstance(err, PveTimeout):
         return "the API did not answer in time; raise --timeout or check the node"
     if isinstance(err, PveUnavailable):

@@ -14,12 +14,19 @@ LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     hosts = LOOPBACK_HOSTS + list(settings.allowed_hosts)
-    origins = LOOPBACK_ORIGINS + [f"http://{h}" for h in settings.allowed_hosts] + \
-        [f"https://{h}" for h in settings.allowed_hosts]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
+    origins = (
+        LOOPBACK_ORIGINS
+        + [f"http://{h}" for h in settings.allowed_hosts]
+        + [f"https://{h}" for h in settings.allowed_hosts]
+    )
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 def run_http(mcp: Any, settings: Settings) -> None:
-    mcp.run("streamable-http", host=settings.http_host, port=settings.http_port,
-            transport_security=transport_security(settings), max_request_body_size=settings.max_request_bytes)
+    mcp.run(
+        "streamable-http",
+        host=settings.http_host,
+        port=settings.http_port,
+        transport_security=transport_security(settings),
+        max_request_body_size=settings.max_request_bytes,
+    )

@@ -101,17 +101,22 @@ class Registry:
                 errors.append(f"{op.name}: handler '{op.handler}' is not wrapped in @guarded")
             params = set(handler_parameters(fn))
             if params != set(op.parameters):
-                errors.append(f"{op.name}: tools.yaml lists parameters {sorted(op.parameters)} but the handler "
-                              f"takes {sorted(params)}")
+                errors.append(
+                    f"{op.name}: tools.yaml lists parameters {sorted(op.parameters)} but the handler "
+                    f"takes {sorted(params)}"
+                )
             self.operations[op.name] = op
             self.handlers[op.name] = fn
-        errors.extend(f"handler '{missing}' is not named by any operation in tools.yaml"
-                      for missing in sorted(set(handlers) - named))
+        errors.extend(
+            f"handler '{missing}' is not named by any operation in tools.yaml"
+            for missing in sorted(set(handlers) - named)
+        )
         if errors:
             raise RegistryError("tool definitions do not match the code:\n  " + "\n  ".join(errors))
 
-    def select(self, *, tier: Tier, read_only: bool, toolsets: list[str] | None = None,
-               disabled: list[str] | None = None) -> list[Operation]:
+    def select(
+        self, *, tier: Tier, read_only: bool, toolsets: list[str] | None = None, disabled: list[str] | None = None
+    ) -> list[Operation]:
         """The operations to register, by one documented filter order: toolsets, then writes, then tier."""
         unknown = sorted((set(toolsets or []) | set(disabled or [])) - set(self.toolsets))
         if unknown:
@@ -155,11 +160,15 @@ def read_tools_file(path: Path | None = None) -> ToolsFile:
     if not isinstance(raw, dict):
         raise RegistryError(f"{where} must be a mapping")
     if raw.get("schema_version") != SCHEMA_VERSION:
-        raise RegistryError(f"{where} has schema_version {raw.get('schema_version')!r}; this server reads "
-                            f"schema_version {SCHEMA_VERSION}")
+        raise RegistryError(
+            f"{where} has schema_version {raw.get('schema_version')!r}; this server reads "
+            f"schema_version {SCHEMA_VERSION}"
+        )
     if raw.get("definitions_version") != DEFINITIONS_VERSION:
-        raise RegistryError(f"{where} has definitions_version {raw.get('definitions_version')!r}, but this server's "
-                            f"handlers are version {DEFINITIONS_VERSION}: regenerate it from the packaged file")
+        raise RegistryError(
+            f"{where} has definitions_version {raw.get('definitions_version')!r}, but this server's "
+            f"handlers are version {DEFINITIONS_VERSION}: regenerate it from the packaged file"
+        )
     try:
         return ToolsFile.model_validate(raw)
     except ValidationError as exc:

@@ -20,10 +20,12 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from proxmox_ops_mcp import __version__
+from proxmox_ops_mcp.analysis.thresholds import thresholds_from
 from proxmox_ops_mcp.client import ProxmoxClient, ProxmoxerClient, api_path
 from proxmox_ops_mcp.compat import UnsupportedVersion, check_version
 from proxmox_ops_mcp.config import Settings
 from proxmox_ops_mcp.errors import PveError, advice
+from proxmox_ops_mcp.prompts import register_prompts
 from proxmox_ops_mcp.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from proxmox_ops_mcp.security.audit import AuditLog
 from proxmox_ops_mcp.security.tokens import TokenSigner
@@ -59,8 +61,9 @@ async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
         version: dict[str, Any] = await client.get(api_path("version"))
     except PveError as exc:
         hint = advice(exc)
-        raise ConnectionProblem(f"cannot reach Proxmox VE at {settings.url}: {exc.message}"
-                                + (f". Fix: {hint}" if hint else "")) from None
+        raise ConnectionProblem(
+            f"cannot reach Proxmox VE at {settings.url}: {exc.message}" + (f". Fix: {hint}" if hint else "")
+        ) from None
     text = str(version.get("version", "?"))
     try:
         check_version(text)
@@ -86,16 +89,26 @@ def _tool_context(ctx: Context[AppContext], op: Operation) -> ToolContext:
     async def progress(done: float, total: float | None, message: str | None) -> None:
         await ctx.report_progress(done, total, message)
 
-    return ToolContext(app=app, op=op, progress=progress, client_identity=identity,
-                       can_elicit=bool(caps and caps.elicitation), mcp_context=ctx)
+    return ToolContext(
+        app=app,
+        op=op,
+        progress=progress,
+        client_identity=identity,
+        can_elicit=bool(caps and caps.elicitation),
+        mcp_context=ctx,
+    )
 
 
 def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[..., Any]:
     """An MCP tool function with the handler's own typed parameters and return type."""
     hints = handler_hints(handler)
     params = [
-        inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
-                          annotation=_describe(hints[p.name], op.parameters.get(p.name)))
+        inspect.Parameter(
+            p.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=p.default,
+            annotation=_describe(hints[p.name], op.parameters.get(p.name)),
+        )
         for p in handler_parameters(handler).values()
     ]
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
@@ -114,17 +127,29 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
 
 def annotations_for(op: Operation) -> ToolAnnotations:
     a = op.annotations
-    return ToolAnnotations(title=op.title, read_only_hint=a.read_only, destructive_hint=a.destructive,
-                           idempotent_hint=a.idempotent, open_world_hint=a.open_world)
+    return ToolAnnotations(
+        title=op.title,
+        read_only_hint=a.read_only,
+        destructive_hint=a.destructive,
+        idempotent_hint=a.idempotent,
+        open_world_hint=a.open_world,
+    )
 
 
-def build_server(settings: Settings, *, client: ProxmoxClient | None = None,
-                 registry: Registry | None = None, clock: Callable[[], float] = time.time,
-                 check_version_on_start: bool = True) -> MCPServer[AppContext]:
+def build_server(
+    settings: Settings,
+    *,
+    client: ProxmoxClient | None = None,
+    registry: Registry | None = None,
+    clock: Callable[[], float] = time.time,
+    check_version_on_start: bool = True,
+) -> MCPServer[AppContext]:
     """Assemble the MCP server; ``client`` may be injected (tests), else proxmoxer is used."""
     registry = registry or load_registry(settings.tools_file)
-    ops = registry.select(tier=settings.tier, read_only=settings.read_only, toolsets=settings.toolsets,
-                          disabled=settings.disable_toolsets)
+    thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
+    ops = registry.select(
+        tier=settings.tier, read_only=settings.read_only, toolsets=settings.toolsets, disabled=settings.disable_toolsets
+    )
     audit = AuditLog(settings.audit_log)
     signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl)
 
@@ -132,12 +157,13 @@ def build_server(settings: Settings, *, client: ProxmoxClient | None = None,
     async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         api = client or ProxmoxerClient(settings)
         version = await check_cluster(settings, api) if check_version_on_start else None
-        yield AppContext(settings=settings, client=api, audit=audit, signer=signer, clock=clock,
-                         pve_version=version)
+        yield AppContext(settings=settings, client=api, audit=audit, signer=signer, clock=clock, pve_version=version)
 
-    mcp: MCPServer[AppContext] = MCPServer("proxmox-ops-mcp", version=__version__, instructions=INSTRUCTIONS,
-                                           lifespan=lifespan, log_level="WARNING")
+    mcp: MCPServer[AppContext] = MCPServer(
+        "proxmox-ops-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+    )
     register_tools(mcp, registry, ops, granular=settings.granular_tools)
+    register_prompts(mcp)
     return mcp
 
 

@@ -10,9 +10,9 @@ from pvesim.server import SimServer
 __all__ = ["SimServer", "build_cluster", "builtin_scenarios", "faults_from", "load_scenario", "start_scenario"]
 
 
-def start_scenario(name: str = "demo", *, version: str | None = None, speed: float | None = None,
-                   port: int = 0) -> SimServer:
+def start_scenario(
+    name: str = "demo", *, version: str | None = None, speed: float | None = None, port: int = 0
+) -> SimServer:
     """Build a scenario and start it on a free port (the caller stops it, or uses ``with``)."""
     data = load_scenario(name)
-    return SimServer(build_cluster(data, version=version, speed=speed), port=port,
-                     faults=faults_from(data)).start()
+    return SimServer(build_cluster(data, version=version, speed=speed), port=port, faults=faults_from(data)).start()

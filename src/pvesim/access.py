@@ -15,9 +15,19 @@ _PRIV_GROUPS: dict[str, dict[str, list[str]]] = {
     "VM": {
         "root": [],
         "admin": [
-            "VM.Config.Disk", "VM.Config.CPU", "VM.Config.Memory", "VM.Config.Network",
-            "VM.Config.HWType", "VM.Config.Options", "VM.Allocate", "VM.Clone", "VM.Migrate",
-            "VM.Monitor", "VM.Snapshot", "VM.Snapshot.Rollback", "VM.GuestAgent.Unrestricted",
+            "VM.Config.Disk",
+            "VM.Config.CPU",
+            "VM.Config.Memory",
+            "VM.Config.Network",
+            "VM.Config.HWType",
+            "VM.Config.Options",
+            "VM.Allocate",
+            "VM.Clone",
+            "VM.Migrate",
+            "VM.Monitor",
+            "VM.Snapshot",
+            "VM.Snapshot.Rollback",
+            "VM.GuestAgent.Unrestricted",
         ],
         "user": ["VM.Config.CDROM", "VM.Config.Cloudinit", "VM.Console", "VM.Backup", "VM.PowerMgmt"],
         "audit": ["VM.Audit", "VM.GuestAgent.Audit"],
@@ -35,8 +45,12 @@ _PRIV_GROUPS: dict[str, dict[str, list[str]]] = {
         "audit": ["Datastore.Audit"],
     },
     "SDN": {"root": [], "admin": ["SDN.Allocate", "SDN.Audit"], "user": ["SDN.Use"], "audit": ["SDN.Audit"]},
-    "User": {"root": ["Realm.Allocate"], "admin": ["User.Modify", "Group.Allocate", "Realm.AllocateUser"],
-             "user": [], "audit": []},
+    "User": {
+        "root": ["Realm.Allocate"],
+        "admin": ["User.Modify", "Group.Allocate", "Realm.AllocateUser"],
+        "user": [],
+        "audit": [],
+    },
     "Pool": {"root": [], "admin": ["Pool.Allocate"], "user": ["Pool.Audit"], "audit": ["Pool.Audit"]},
     "Mapping": {"root": [], "admin": ["Mapping.Modify"], "user": ["Mapping.Use"], "audit": ["Mapping.Audit"]},
 }
@@ -89,8 +103,11 @@ class Principal:
             entries = [e for e in self.acl if e.path == prefix and (e.propagate or exact)]
             if entries:
                 roles = {e.role for e in entries}
-                current = frozenset() if "NoAccess" in roles else frozenset().union(
-                    *(self.roles.get(r, frozenset()) for r in roles))
+                current = (
+                    frozenset()
+                    if "NoAccess" in roles
+                    else frozenset().union(*(self.roles.get(r, frozenset()) for r in roles))
+                )
         return current
 
 

@@ -58,7 +58,7 @@ class Simulator:
     def authenticate(self, header: str | None) -> Token | None:
         if not header or not header.startswith("PVEAPIToken="):
             return None
-        ident, _, secret = header[len("PVEAPIToken="):].partition("=")
+        ident, _, secret = header[len("PVEAPIToken=") :].partition("=")
         token = self.cluster.tokens.get(ident)
         if token is None or not hmac.compare_digest(token.secret, secret):
             return None
@@ -75,8 +75,13 @@ def error_response(status: int, message: str, errors: dict[str, str] | None = No
 
 class _DropResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+            }
+        )
         await send({"type": "http.response.body", "body": b'{"data": [', "more_body": True})
         raise DroppedConnection("connection dropped by fault injection")
 
@@ -106,8 +111,9 @@ def create_app(sim: Simulator) -> Starlette:
         with sim.lock:
             token = sim.authenticate(request.headers.get("authorization"))
             if token is None:
-                return error_response(401, "authentication failure" if request.headers.get("authorization")
-                                      else "No ticket")
+                return error_response(
+                    401, "authentication failure" if request.headers.get("authorization") else "No ticket"
+                )
             tasks.advance(sim.cluster)
             match = sim.schema.match(method, path)
             handler = api.ROUTES.get((method, match[0].path)) if match else None
@@ -127,8 +133,11 @@ def create_app(sim: Simulator) -> Starlette:
             if spec.proxied and node is not None:
                 target = sim.cluster.nodes.get(node)
                 if target is None:
-                    return error_response(500, f"hostname lookup '{node}' failed - failed to get address info for: "
-                                               f"{node}: Name or service not known")
+                    return error_response(
+                        500,
+                        f"hostname lookup '{node}' failed - failed to get address info for: "
+                        f"{node}: Name or service not known",
+                    )
                 if not target.online:
                     return error_response(595, f"No route to host ({node})")
             try:
@@ -142,7 +151,8 @@ def create_app(sim: Simulator) -> Starlette:
 
     def _authorized(request: Request) -> bool:
         return bool(sim.control_secret) and hmac.compare_digest(
-            request.headers.get("x-pvesim-control", ""), sim.control_secret)
+            request.headers.get("x-pvesim-control", ""), sim.control_secret
+        )
 
     async def control(request: Request) -> Response:
         if not _authorized(request):
@@ -156,10 +166,12 @@ def create_app(sim: Simulator) -> Starlette:
             return JSONResponse({"error": f"bad control request {action!r}: {exc}"}, status_code=400)
         return JSONResponse({"ok": True, **result})
 
-    return Starlette(routes=[
-        Route("/api2/json/{path:path}", api2, methods=["GET", "POST", "PUT", "DELETE"]),
-        Route("/_sim/{action:path}", control, methods=["GET", "POST", "PUT"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/api2/json/{path:path}", api2, methods=["GET", "POST", "PUT", "DELETE"]),
+            Route("/_sim/{action:path}", control, methods=["GET", "POST", "PUT"]),
+        ]
+    )
 
 
 def _control(sim: Simulator, c: Cluster, action: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -192,9 +204,11 @@ def _control(sim: Simulator, c: Cluster, action: str, body: dict[str, Any]) -> d
     elif action == "quorum":
         c.quorate = bool(body["quorate"])
     elif action == "state":
-        return {"requests": sim.requests, "guests": {g.vmid: {"node": g.node, "status": g.status,
-                                                              "lock": g.lock} for g in c.guests.values()},
-                "running_tasks": sum(1 for t in c.tasks if t.running)}
+        return {
+            "requests": sim.requests,
+            "guests": {g.vmid: {"node": g.node, "status": g.status, "lock": g.lock} for g in c.guests.values()},
+            "running_tasks": sum(1 for t in c.tasks if t.running),
+        }
     else:
         raise KeyError(action)
     return {}

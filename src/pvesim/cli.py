@@ -22,8 +22,10 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"pvesim: {exc}", file=sys.stderr)
         return 2
     server = SimServer(cluster, host=args.host, port=args.port, faults=faults_from(data), log_level=args.log_level)
-    print(f"pvesim: scenario '{data.get('name', args.scenario)}', PVE {cluster.version} "
-          f"(API schema {cluster.schema_version}), {len(cluster.nodes)} nodes, {len(cluster.guests)} guests")
+    print(
+        f"pvesim: scenario '{data.get('name', args.scenario)}', PVE {cluster.version} "
+        f"(API schema {cluster.schema_version}), {len(cluster.nodes)} nodes, {len(cluster.guests)} guests"
+    )
     print(f"URL:         https://{args.host}:{args.port}/api2/json")
     print(f"Fingerprint: {server.fingerprint}")
     print(f"Certificate: {server.cert_path}")
@@ -37,8 +39,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    data = generate(nodes=args.nodes, guests=args.guests, seed=args.seed, concentrate=args.concentrate,
-                    node_memory=args.node_memory)
+    data = generate(
+        nodes=args.nodes, guests=args.guests, seed=args.seed, concentrate=args.concentrate, node_memory=args.node_memory
+    )
     text = yaml.safe_dump(data, sort_keys=False)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

@@ -11,13 +11,39 @@ from __future__ import annotations
 import random
 from typing import Any
 
-ROLES = ["web", "api", "db", "cache", "queue", "worker", "build", "mon", "log", "proxy", "auth", "search",
-         "mail", "dns", "vpn", "git", "ci", "etl", "ml", "app"]
+ROLES = [
+    "web",
+    "api",
+    "db",
+    "cache",
+    "queue",
+    "worker",
+    "build",
+    "mon",
+    "log",
+    "proxy",
+    "auth",
+    "search",
+    "mail",
+    "dns",
+    "vpn",
+    "git",
+    "ci",
+    "etl",
+    "ml",
+    "app",
+]
 TEAMS = ["core", "pay", "data", "ops", "dev", "edge", "crm", "erp"]
 
 
-def generate(nodes: int = 20, guests: int = 2000, seed: int = 1, concentrate: int = 0,
-             node_memory: str = "768G", version: str = "9.1.2") -> dict[str, Any]:
+def generate(
+    nodes: int = 20,
+    guests: int = 2000,
+    seed: int = 1,
+    concentrate: int = 0,
+    node_memory: str = "768G",
+    version: str = "9.1.2",
+) -> dict[str, Any]:
     rng = random.Random(seed)
     names = [f"pve{i:02d}" for i in range(1, nodes + 1)]
     data: dict[str, Any] = {
@@ -25,23 +51,48 @@ def generate(nodes: int = 20, guests: int = 2000, seed: int = 1, concentrate: in
         "version": version,
         "speed": 50,
         "options": {"ha": {"shutdown_policy": "conditional"}, "max_workers": 4},
-        "nodes": [{"name": n, "cpus": 128, "memory": node_memory, "memory_used": "16G",
-                   "cpu_model": "AMD EPYC 9354 32-Core Processor", "repositories": {"no-subscription": True},
-                   "certificates": [{"filename": "pve-root-ca.pem", "expires_in": "3000d"},
-                                    {"filename": "pve-ssl.pem", "expires_in": "600d"}]}
-                  for n in names],
+        "nodes": [
+            {
+                "name": n,
+                "cpus": 128,
+                "memory": node_memory,
+                "memory_used": "16G",
+                "cpu_model": "AMD EPYC 9354 32-Core Processor",
+                "repositories": {"no-subscription": True},
+                "certificates": [
+                    {"filename": "pve-root-ca.pem", "expires_in": "3000d"},
+                    {"filename": "pve-ssl.pem", "expires_in": "600d"},
+                ],
+            }
+            for n in names
+        ],
         "storages": [
             {"id": "local", "type": "dir", "content": ["iso", "vztmpl", "backup"], "total": "200G", "used": "40G"},
             {"id": "local-lvm", "type": "lvmthin", "content": ["images", "rootdir"], "total": "4T", "used": "1T"},
             {"id": "ceph-vm", "type": "rbd", "content": ["images", "rootdir"], "total": "500T", "used": "180T"},
-            {"id": "pbs", "type": "pbs", "content": ["backup"], "total": "1000T", "used": "300T",
-             "prune-backups": "keep-daily=7"},
+            {
+                "id": "pbs",
+                "type": "pbs",
+                "content": ["backup"],
+                "total": "1000T",
+                "used": "300T",
+                "prune-backups": "keep-daily=7",
+            },
         ],
         "guests": [],
         "backups": [],
         "ha": {"master": names[0], "resources": []},
-        "backup_jobs": [{"id": "backup-nightly", "type": "vzdump", "schedule": "21:00", "storage": "pbs", "all": 1,
-                         "mode": "snapshot", "enabled": 1}],
+        "backup_jobs": [
+            {
+                "id": "backup-nightly",
+                "type": "vzdump",
+                "schedule": "21:00",
+                "storage": "pbs",
+                "all": 1,
+                "mode": "snapshot",
+                "enabled": 1,
+            }
+        ],
         "tasks": [{"node": n, "type": "vzdump", "id": "", "age": "15h", "duration": "40m"} for n in names],
     }
     excluded = []
@@ -51,31 +102,52 @@ def generate(nodes: int = 20, guests: int = 2000, seed: int = 1, concentrate: in
         is_ct = rng.random() < 0.25
         role = rng.choice(ROLES)
         name = f"{role}-{rng.choice(TEAMS)}-{i:04d}"
-        memory = rng.choice([512, 1024, 1024, 2048, 2048, 4096]) if concentrate else rng.choice(
-            [1024, 2048, 4096, 4096, 8192, 16384])
+        memory = (
+            rng.choice([512, 1024, 1024, 2048, 2048, 4096])
+            if concentrate
+            else rng.choice([1024, 2048, 4096, 4096, 8192, 16384])
+        )
         running = rng.random() < 0.9
         local = rng.random() < 0.06
         storage = "local-lvm" if local else "ceph-vm"
         disk = rng.choice([8, 16, 32, 64, 128])
         cfg: dict[str, Any]
         if is_ct:
-            cfg = {"hostname": name, "memory": memory, "swap": 512, "cores": rng.choice([1, 2, 4]),
-                   "rootfs": f"{storage}:vm-{vmid}-disk-0,size={disk}G", "unprivileged": 1, "onboot": 1,
-                   "net0": f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:{i >> 16 & 255:02X}:{i >> 8 & 255:02X}:"
-                           f"{i & 255:02X},ip=dhcp"}
+            cfg = {
+                "hostname": name,
+                "memory": memory,
+                "swap": 512,
+                "cores": rng.choice([1, 2, 4]),
+                "rootfs": f"{storage}:vm-{vmid}-disk-0,size={disk}G",
+                "unprivileged": 1,
+                "onboot": 1,
+                "net0": f"name=eth0,bridge=vmbr0,hwaddr=BC:24:11:{i >> 16 & 255:02X}:{i >> 8 & 255:02X}:"
+                f"{i & 255:02X},ip=dhcp",
+            }
         else:
-            cfg = {"name": name, "memory": memory, "cores": rng.choice([1, 2, 4, 8]),
-                   "cpu": "host" if rng.random() < 0.03 else "x86-64-v2-AES",
-                   "scsi0": f"{storage}:vm-{vmid}-disk-0,size={disk}G",
-                   "net0": f"virtio=BC:24:12:{i >> 16 & 255:02X}:{i >> 8 & 255:02X}:{i & 255:02X},bridge=vmbr0",
-                   "agent": "1", "onboot": 1}
+            cfg = {
+                "name": name,
+                "memory": memory,
+                "cores": rng.choice([1, 2, 4, 8]),
+                "cpu": "host" if rng.random() < 0.03 else "x86-64-v2-AES",
+                "scsi0": f"{storage}:vm-{vmid}-disk-0,size={disk}G",
+                "net0": f"virtio=BC:24:12:{i >> 16 & 255:02X}:{i >> 8 & 255:02X}:{i & 255:02X},bridge=vmbr0",
+                "agent": "1",
+                "onboot": 1,
+            }
             if rng.random() < 0.015:
                 cfg["hostpci0"] = f"0000:{rng.randint(16, 200):02x}:00.0,pcie=1"
         if rng.random() < 0.005:
             cfg["lock"] = "backup"
-        guest = {"vmid": vmid, "node": node, "type": "lxc" if is_ct else "qemu",
-                 "status": "running" if running else "stopped", "config": cfg,
-                 "cpu": round(rng.uniform(0.01, 0.6), 3), "mem": round(rng.uniform(0.3, 0.9), 2)}
+        guest = {
+            "vmid": vmid,
+            "node": node,
+            "type": "lxc" if is_ct else "qemu",
+            "status": "running" if running else "stopped",
+            "config": cfg,
+            "cpu": round(rng.uniform(0.01, 0.6), 3),
+            "mem": round(rng.uniform(0.3, 0.9), 2),
+        }
         data["guests"].append(guest)
         if rng.random() < 0.04:
             data["ha"]["resources"].append({"sid": f"{'ct' if is_ct else 'vm'}:{vmid}", "state": "started"})
@@ -83,12 +155,25 @@ def generate(nodes: int = 20, guests: int = 2000, seed: int = 1, concentrate: in
         if roll < 0.02:
             excluded.append(vmid)
         elif roll < 0.05:
-            data["backups"].append({"vmid": vmid, "storage": "pbs", "age": f"{rng.randint(3, 20)}d",
-                                    "size": f"{disk // 2 + 1}G", "verification": "ok"})
+            data["backups"].append(
+                {
+                    "vmid": vmid,
+                    "storage": "pbs",
+                    "age": f"{rng.randint(3, 20)}d",
+                    "size": f"{disk // 2 + 1}G",
+                    "verification": "ok",
+                }
+            )
         else:
-            data["backups"].append({"vmid": vmid, "storage": "pbs", "age": f"{rng.randint(10, 20)}h",
-                                    "size": f"{disk // 2 + 1}G",
-                                    "verification": "failed" if rng.random() < 0.01 else "ok"})
+            data["backups"].append(
+                {
+                    "vmid": vmid,
+                    "storage": "pbs",
+                    "age": f"{rng.randint(10, 20)}h",
+                    "size": f"{disk // 2 + 1}G",
+                    "verification": "failed" if rng.random() < 0.01 else "ok",
+                }
+            )
     if excluded:
         data["backup_jobs"][0]["exclude"] = ",".join(map(str, excluded))
     return data

@@ -61,9 +61,16 @@ class LocalDisk:
 
     def as_api(self) -> dict[str, Any]:
         row: dict[str, Any] = {
-            "volid": self.volid, "cdrom": int(self.cdrom), "is_unused": int(self.unused),
-            "is_attached": int(not self.unused), "size": self.size, "drivename": self.key, "shared": 0,
-            "replicate": 1, "is_cloudinit": int("cloudinit" in self.volid), "is_vmstate": 0,
+            "volid": self.volid,
+            "cdrom": int(self.cdrom),
+            "is_unused": int(self.unused),
+            "is_attached": int(not self.unused),
+            "size": self.size,
+            "drivename": self.key,
+            "shared": 0,
+            "replicate": 1,
+            "is_cloudinit": int("cloudinit" in self.volid),
+            "is_vmstate": 0,
             "is_tpmstate": int(self.key.startswith("tpmstate")),
         }
         if self.in_snapshot:
@@ -105,8 +112,11 @@ def unavailable_storages(c: Cluster, g: Guest, target: str) -> list[str]:
 
 def unavailable_mappings(c: Cluster, g: Guest, target: str) -> list[str]:
     mappings: dict[str, list[str]] = c.options.get("mappings", {})
-    return sorted(info["name"] for info in mapped_resources(g).values()
-                  if info["name"] in mappings and target not in mappings[info["name"]])
+    return sorted(
+        info["name"]
+        for info in mapped_resources(g).values()
+        if info["name"] in mappings and target not in mappings[info["name"]]
+    )
 
 
 def precondition(c: Cluster, g: Guest) -> dict[str, Any]:
@@ -153,8 +163,9 @@ def dependent_ha_resources(c: Cluster, sid: str) -> list[str]:
     return sorted(out)
 
 
-def task_blocker(c: Cluster, g: Guest, target: str, online: bool, with_local_disks: bool,
-                 force_local: bool = False) -> str | None:
+def task_blocker(
+    c: Cluster, g: Guest, target: str, online: bool, with_local_disks: bool, force_local: bool = False
+) -> str | None:
     """The error a qmigrate task would die with, or None when it would succeed."""
     if not c.nodes[target].online:
         return "migration aborted (duration 00:00:01): Can't connect to destination address using public key"
@@ -184,8 +195,10 @@ def task_blocker(c: Cluster, g: Guest, target: str, online: bool, with_local_dis
         if running and not disk.unused and not with_local_disks:
             return "can't live migrate attached local disks without with-local-disks option"
     if running and online and _cpu_host(g) and c.nodes[target].cpu_model != c.nodes[g.node].cpu_model:
-        return ("migration problems: VM qmp command 'migrate' failed - target host CPU "
-                f"'{c.nodes[target].cpu_model}' lacks features of the source host CPU (cpu: host)")
+        return (
+            "migration problems: VM qmp command 'migrate' failed - target host CPU "
+            f"'{c.nodes[target].cpu_model}' lacks features of the source host CPU (cpu: host)"
+        )
     return None
 
 

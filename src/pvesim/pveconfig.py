@@ -11,7 +11,8 @@ import hashlib
 import re
 
 QEMU_DISK_KEY = re.compile(
-    r"^(ide[0-3]|sata[0-5]|scsi(?:[12]?[0-9]|30)|virtio(?:1[0-5]|[0-9])|efidisk0|tpmstate0|unused\d+)$")
+    r"^(ide[0-3]|sata[0-5]|scsi(?:[12]?[0-9]|30)|virtio(?:1[0-5]|[0-9])|efidisk0|tpmstate0|unused\d+)$"
+)
 LXC_VOLUME_KEY = re.compile(r"^(rootfs|mp\d+|unused\d+)$")
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}

@@ -42,13 +42,24 @@ _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 DEFAULT_TOKENS: list[dict[str, Any]] = [
     {"id": "root@pam!pvesim", "privsep": False},
-    {"id": "auditor@pve!mcp", "user_acl": [{"path": "/", "role": "PVEAuditor"}],
-     "acl": [{"path": "/", "role": "PVEAuditor"}]},
-    {"id": "operator@pve!mcp",
-     "user_acl": [{"path": "/", "role": "PVEAuditor"}, {"path": "/vms", "role": "PVEVMAdmin"},
-                  {"path": "/storage", "role": "PVEDatastoreUser"}],
-     "acl": [{"path": "/", "role": "PVEAuditor"}, {"path": "/vms", "role": "PVEVMAdmin"},
-             {"path": "/storage", "role": "PVEDatastoreUser"}]},
+    {
+        "id": "auditor@pve!mcp",
+        "user_acl": [{"path": "/", "role": "PVEAuditor"}],
+        "acl": [{"path": "/", "role": "PVEAuditor"}],
+    },
+    {
+        "id": "operator@pve!mcp",
+        "user_acl": [
+            {"path": "/", "role": "PVEAuditor"},
+            {"path": "/vms", "role": "PVEVMAdmin"},
+            {"path": "/storage", "role": "PVEDatastoreUser"},
+        ],
+        "acl": [
+            {"path": "/", "role": "PVEAuditor"},
+            {"path": "/vms", "role": "PVEVMAdmin"},
+            {"path": "/storage", "role": "PVEDatastoreUser"},
+        ],
+    },
 ]
 
 
@@ -101,9 +112,13 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     clock = Clock()
     now = clock.now()
     pve_version = str(version or data.get("version", "9.1.2"))
-    c = Cluster(name=str(data.get("name", "pvesim")), version=pve_version,
-                schema_version=str(data.get("schema") or _schema_for(pve_version)), clock=clock,
-                speed=float(speed if speed is not None else data.get("speed", 1.0)))
+    c = Cluster(
+        name=str(data.get("name", "pvesim")),
+        version=pve_version,
+        schema_version=str(data.get("schema") or _schema_for(pve_version)),
+        clock=clock,
+        speed=float(speed if speed is not None else data.get("speed", 1.0)),
+    )
     c.options = dict(data.get("options", {}))
     c.quorate = bool(data.get("quorate", True))
     roles = dict(ROLES)
@@ -123,16 +138,31 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     for bd in data.get("backups", []):
         c.volumes.append(_backup(c, bd, now))
     for vd in data.get("volumes", []):
-        c.volumes.append(Volume(vd["volid"], vd["volid"].split(":", 1)[0], vd.get("node"), vd.get("content", "iso"),
-                                size(vd.get("size", "1G")), int(now - parse_age(vd.get("age", "30d"))),
-                                vd.get("format", "iso"), vd.get("vmid")))
+        c.volumes.append(
+            Volume(
+                vd["volid"],
+                vd["volid"].split(":", 1)[0],
+                vd.get("node"),
+                vd.get("content", "iso"),
+                size(vd.get("size", "1G")),
+                int(now - parse_age(vd.get("age", "30d"))),
+                vd.get("format", "iso"),
+                vd.get("vmid"),
+            )
+        )
     ha = data.get("ha") or {}
     c.ha_master = ha.get("master")
     for rd in ha.get("resources", []):
-        res = HAResource(sid=rd["sid"], state=rd.get("state", "started"), group=rd.get("group"),
-                         max_restart=rd.get("max_restart", 1), max_relocate=rd.get("max_relocate", 1),
-                         failback=bool(rd.get("failback", True)), comment=rd.get("comment"),
-                         crm_state=rd.get("crm_state"))
+        res = HAResource(
+            sid=rd["sid"],
+            state=rd.get("state", "started"),
+            group=rd.get("group"),
+            max_restart=rd.get("max_restart", 1),
+            max_relocate=rd.get("max_relocate", 1),
+            failback=bool(rd.get("failback", True)),
+            comment=rd.get("comment"),
+            crm_state=rd.get("crm_state"),
+        )
         c.ha_resources[res.sid] = res
     c.ha_groups = {k: dict(v) for k, v in (ha.get("groups") or {}).items()}
     c.ha_rules = {k: dict(v) for k, v in (ha.get("rules") or {}).items()}
@@ -155,8 +185,20 @@ def faults_from(data: dict[str, Any]) -> Faults:
 def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     name = nd["name"]
     n = Node(name=name, nodeid=nd.get("nodeid", nodeid), ip=nd.get("ip", f"10.0.0.{10 + nodeid}"))
-    for key in ("online", "cpus", "sockets", "cpu_model", "cpu_flags", "mhz", "kernel", "level", "lrm_mode",
-                "cpu_usage", "uptime", "subscription"):
+    for key in (
+        "online",
+        "cpus",
+        "sockets",
+        "cpu_model",
+        "cpu_flags",
+        "mhz",
+        "kernel",
+        "level",
+        "lrm_mode",
+        "cpu_usage",
+        "uptime",
+        "subscription",
+    ):
         if key in nd:
             setattr(n, key, nd[key])
     if "memory" in nd:
@@ -173,8 +215,10 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
         n.ksm_shared = size(nd["ksm_shared"])
     if "loadavg" in nd:
         n.loadavg = tuple(nd["loadavg"])
-    n.certificates = [_certificate(name, cd, now) for cd in nd.get("certificates", [{"filename": "pve-root-ca.pem"},
-                                                                                      {"filename": "pve-ssl.pem"}])]
+    n.certificates = [
+        _certificate(name, cd, now)
+        for cd in nd.get("certificates", [{"filename": "pve-root-ca.pem"}, {"filename": "pve-ssl.pem"}])
+    ]
     n.apt_updates = [_update(u) for u in nd.get("updates", [])]
     n.repositories = _repositories(nd.get("repositories", {"no-subscription": True}))
     n.disks = [_disk(d) for d in nd.get("disks", [{"devpath": "/dev/nvme0n1", "type": "nvme", "size": "960G"}])]
@@ -187,22 +231,40 @@ def _certificate(node: str, cd: dict[str, Any], now: float) -> dict[str, Any]:
     expires = now + parse_age(cd.get("expires_in", "700d"))
     issued = now - parse_age(cd.get("issued_ago", "300d"))
     root = filename == "pve-root-ca.pem"
-    subject = cd.get("subject", "/CN=Proxmox Virtual Environment/OU=pvesim/O=PVE Cluster Manager CA"
-                     if root else f"/OU=PVE Cluster Node/O=Proxmox Virtual Environment/CN={node}.lan")
+    subject = cd.get(
+        "subject",
+        "/CN=Proxmox Virtual Environment/OU=pvesim/O=PVE Cluster Manager CA"
+        if root
+        else f"/OU=PVE Cluster Node/O=Proxmox Virtual Environment/CN={node}.lan",
+    )
     issuer = cd.get("issuer", "/CN=Proxmox Virtual Environment/OU=pvesim/O=PVE Cluster Manager CA")
     fp = hashlib.sha256(f"{node}/{filename}".encode()).hexdigest().upper()
-    return {"filename": filename, "subject": subject, "issuer": issuer, "notbefore": int(issued),
-            "notafter": int(expires), "public-key-type": cd.get("key_type", "rsaEncryption"),
-            "public-key-bits": cd.get("key_bits", 2048), "san": [] if root else [f"{node}.lan", node, "127.0.0.1"],
-            "fingerprint": ":".join(fp[i:i + 2] for i in range(0, 64, 2)),
-            "pem": "-----BEGIN CERTIFICATE-----\n(simulated)\n-----END CERTIFICATE-----\n"}
+    return {
+        "filename": filename,
+        "subject": subject,
+        "issuer": issuer,
+        "notbefore": int(issued),
+        "notafter": int(expires),
+        "public-key-type": cd.get("key_type", "rsaEncryption"),
+        "public-key-bits": cd.get("key_bits", 2048),
+        "san": [] if root else [f"{node}.lan", node, "127.0.0.1"],
+        "fingerprint": ":".join(fp[i : i + 2] for i in range(0, 64, 2)),
+        "pem": "-----BEGIN CERTIFICATE-----\n(simulated)\n-----END CERTIFICATE-----\n",
+    }
 
 
 def _update(u: dict[str, Any]) -> dict[str, Any]:
-    return {"Package": u["package"], "Version": u["version"], "OldVersion": u.get("old", ""),
-            "Title": u.get("title", f"{u['package']} update"), "Description": u.get("title", ""),
-            "Origin": u.get("origin", "Proxmox"), "Priority": u.get("priority", "optional"),
-            "Section": u.get("section", "admin"), "Arch": "amd64"}
+    return {
+        "Package": u["package"],
+        "Version": u["version"],
+        "OldVersion": u.get("old", ""),
+        "Title": u.get("title", f"{u['package']} update"),
+        "Description": u.get("title", ""),
+        "Origin": u.get("origin", "Proxmox"),
+        "Priority": u.get("priority", "optional"),
+        "Section": u.get("section", "admin"),
+        "Arch": "amd64",
+    }
 
 
 def _repositories(spec: dict[str, Any]) -> dict[str, Any]:
@@ -214,17 +276,33 @@ def _repositories(spec: dict[str, Any]) -> dict[str, Any]:
         if status is not None:
             row["status"] = 1 if status else 0
         standard.append(row)
-    return {"standard-repos": standard, "errors": [], "infos": [],
-            "files": [{"path": "/etc/apt/sources.list.d/proxmox.sources", "file-type": "deb822",
-                       "repositories": [], "digest": [0] * 32}]}
+    return {
+        "standard-repos": standard,
+        "errors": [],
+        "infos": [],
+        "files": [
+            {
+                "path": "/etc/apt/sources.list.d/proxmox.sources",
+                "file-type": "deb822",
+                "repositories": [],
+                "digest": [0] * 32,
+            }
+        ],
+    }
 
 
 def _disk(d: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"devpath": d["devpath"], "type": d.get("type", "ssd"), "size": size(d.get("size", "960G")),
-                           "model": d.get("model", "SAMSUNG MZQL2960HCJR-00A07"),
-                           "serial": d.get("serial", "S64FNE0R" + d["devpath"][-4:].upper()),
-                           "health": d.get("health", "PASSED"), "wearout": d.get("wearout", 97),
-                           "vendor": d.get("vendor", "Samsung"), "wwn": d.get("wwn", "unknown")}
+    row: dict[str, Any] = {
+        "devpath": d["devpath"],
+        "type": d.get("type", "ssd"),
+        "size": size(d.get("size", "960G")),
+        "model": d.get("model", "SAMSUNG MZQL2960HCJR-00A07"),
+        "serial": d.get("serial", "S64FNE0R" + d["devpath"][-4:].upper()),
+        "health": d.get("health", "PASSED"),
+        "wearout": d.get("wearout", 97),
+        "vendor": d.get("vendor", "Samsung"),
+        "wwn": d.get("wwn", "unknown"),
+    }
     if d.get("type") == "hdd":
         row["rpm"] = d.get("rpm", 7200)
         row["wearout"] = "N/A"
@@ -234,18 +312,32 @@ def _disk(d: dict[str, Any]) -> dict[str, Any]:
 def _zfs(z: dict[str, Any]) -> dict[str, Any]:
     total = size(z.get("size", "900G"))
     alloc = size(z.get("alloc", "300G"))
-    return {"name": z["name"], "size": total, "alloc": alloc, "free": total - alloc, "frag": z.get("frag", 10),
-            "dedup": 1.0, "health": z.get("health", "ONLINE")}
+    return {
+        "name": z["name"],
+        "size": total,
+        "alloc": alloc,
+        "free": total - alloc,
+        "frag": z.get("frag", 10),
+        "dedup": 1.0,
+        "health": z.get("health", "ONLINE"),
+    }
 
 
 def _storage(sd: dict[str, Any]) -> Storage:
     shared = bool(sd.get("shared", sd["type"] in ("nfs", "cifs", "rbd", "pbs", "cephfs", "glusterfs", "iscsi")))
     known = {"id", "type", "content", "shared", "nodes", "disable", "total", "used", "per_node", "inactive_on"}
-    s = Storage(storage=sd["id"], type=sd["type"], content=list(sd.get("content", ["images"])), shared=shared,
-                nodes=sd.get("nodes"), disable=bool(sd.get("disable", False)),
-                options={k: v for k, v in sd.items() if k not in known},
-                total=size(sd.get("total", "500G")), used=size(sd.get("used", "100G")),
-                inactive_on=list(sd.get("inactive_on", [])))
+    s = Storage(
+        storage=sd["id"],
+        type=sd["type"],
+        content=list(sd.get("content", ["images"])),
+        shared=shared,
+        nodes=sd.get("nodes"),
+        disable=bool(sd.get("disable", False)),
+        options={k: v for k, v in sd.items() if k not in known},
+        total=size(sd.get("total", "500G")),
+        used=size(sd.get("used", "100G")),
+        inactive_on=list(sd.get("inactive_on", [])),
+    )
     for node, cap in (sd.get("per_node") or {}).items():
         s.per_node[node] = (size(cap.get("total", s.total)), size(cap.get("used", s.used)))
     return s
@@ -254,17 +346,30 @@ def _storage(sd: dict[str, Any]) -> Storage:
 def _guest(gd: dict[str, Any], now: float) -> Guest:
     config = {str(k): _config_value(v) for k, v in (gd.get("config") or {}).items()}
     gtype = gd.get("type", "qemu")
-    g = Guest(vmid=int(gd["vmid"]), type=gtype, node=gd["node"], config=config,
-              status=gd.get("status", "stopped"), qmpstatus=gd.get("qmpstatus"),
-              cpu_usage=float(gd.get("cpu", 0.05)), mem_fraction=float(gd.get("mem", 0.6)),
-              agent_responding=bool(gd.get("agent_responding", True)))
+    g = Guest(
+        vmid=int(gd["vmid"]),
+        type=gtype,
+        node=gd["node"],
+        config=config,
+        status=gd.get("status", "stopped"),
+        qmpstatus=gd.get("qmpstatus"),
+        cpu_usage=float(gd.get("cpu", 0.05)),
+        mem_fraction=float(gd.get("mem", 0.6)),
+        agent_responding=bool(gd.get("agent_responding", True)),
+    )
     if g.status == "running":
         g.started_at = now - parse_age(gd.get("uptime", "12d"))
     parent = None
     for sd in gd.get("snapshots", []):
         snap_cfg = {k: v for k, v in config.items() if k not in ("lock", "parent")}
-        g.snapshots[sd["name"]] = Snapshot(sd["name"], int(now - parse_age(sd.get("age", "1d"))),
-                                           sd.get("description", ""), bool(sd.get("vmstate", False)), parent, snap_cfg)
+        g.snapshots[sd["name"]] = Snapshot(
+            sd["name"],
+            int(now - parse_age(sd.get("age", "1d"))),
+            sd.get("description", ""),
+            bool(sd.get("vmstate", False)),
+            parent,
+            snap_cfg,
+        )
         parent = sd["name"]
     if parent:
         g.config["parent"] = parent
@@ -293,19 +398,42 @@ def _backup(c: Cluster, bd: dict[str, Any], now: float) -> Volume:
         volid, fmt = f"{sid}:backup/vzdump-{gtype}-{vmid}-{t:%Y_%m_%d-%H_%M_%S}.{ext}", ext
     verification = None
     if "verification" in bd:
-        verification = {"state": bd["verification"], "upid": f"UPID:pbs:0000A1B2:00C0FFEE:{ctime + 3600:08X}:verify"
-                                                             f":main\\x3a{'vm' if gtype == 'qemu' else 'ct'}/{vmid}"
-                                                             ":root@pam:"}
+        verification = {
+            "state": bd["verification"],
+            "upid": f"UPID:pbs:0000A1B2:00C0FFEE:{ctime + 3600:08X}:verify"
+            f":main\\x3a{'vm' if gtype == 'qemu' else 'ct'}/{vmid}"
+            ":root@pam:",
+        }
     node = None if storage.shared else bd.get("node", g.node if g else next(iter(c.nodes)))
-    return Volume(volid, sid, node, "backup", size(bd.get("size", "8G")), ctime, fmt, vmid,
-                  bd.get("notes", g.name if g else None), bool(bd.get("protected", False)), verification, gtype)
+    return Volume(
+        volid,
+        sid,
+        node,
+        "backup",
+        size(bd.get("size", "8G")),
+        ctime,
+        fmt,
+        vmid,
+        bd.get("notes", g.name if g else None),
+        bool(bd.get("protected", False)),
+        verification,
+        gtype,
+    )
 
 
 def _replication(rd: dict[str, Any], now: float) -> ReplicationJob:
-    job = ReplicationJob(id=rd["id"], guest=int(rd["id"].split("-")[0]), target=rd["target"],
-                         schedule=rd.get("schedule", "*/15"), disable=bool(rd.get("disable", False)),
-                         remove_job=rd.get("remove_job"), rate=rd.get("rate"), comment=rd.get("comment"),
-                         fail_count=int(rd.get("fail_count", 0)), error=rd.get("error"))
+    job = ReplicationJob(
+        id=rd["id"],
+        guest=int(rd["id"].split("-")[0]),
+        target=rd["target"],
+        schedule=rd.get("schedule", "*/15"),
+        disable=bool(rd.get("disable", False)),
+        remove_job=rd.get("remove_job"),
+        rate=rd.get("rate"),
+        comment=rd.get("comment"),
+        fail_count=int(rd.get("fail_count", 0)),
+        error=rd.get("error"),
+    )
     job.last_sync = int(now - parse_age(rd.get("last_sync_age", "5m")))
     job.last_try = int(now - parse_age(rd.get("last_try_age", rd.get("last_sync_age", "5m"))))
     return job
@@ -319,15 +447,31 @@ def _task(td: dict[str, Any], now: float) -> Task:
     upid = make_upid(td["node"], pid, pid * 7, start, td["type"], str(td.get("id", "")), user)
     status = td.get("status", "OK")
     log = [*td.get("log", []), f"TASK {'OK' if status == 'OK' else 'ERROR: ' + status}"]
-    return Task(upid=upid, node=td["node"], pid=pid, pstart=pid * 7, starttime=start, type=td["type"],
-                id=str(td.get("id", "")), user=user, status=status, endtime=start + duration, log=log)
+    return Task(
+        upid=upid,
+        node=td["node"],
+        pid=pid,
+        pstart=pid * 7,
+        starttime=start,
+        type=td["type"],
+        id=str(td.get("id", "")),
+        user=user,
+        status=status,
+        endtime=start + duration,
+        log=log,
+    )
 
 
 def _token(td: dict[str, Any], roles: dict[str, frozenset[str]]) -> Token:
     userid, _, tokenid = td["id"].partition("!")
-    user = Principal(userid, [AclEntry(a["path"], a["role"], a.get("propagate", True))
-                              for a in td.get("user_acl", [])], roles)
-    return Token(user=user, tokenid=tokenid, secret=str(td.get("secret") or secrets.token_hex(16)),
-                 privsep=bool(td.get("privsep", True)),
-                 acl=[AclEntry(a["path"], a["role"], a.get("propagate", True)) for a in td.get("acl", [])],
-                 roles=roles)
+    user = Principal(
+        userid, [AclEntry(a["path"], a["role"], a.get("propagate", True)) for a in td.get("user_acl", [])], roles
+    )
+    return Token(
+        user=user,
+        tokenid=tokenid,
+        secret=str(td.get("secret") or secrets.token_hex(16)),
+        privsep=bool(td.get("privsep", True)),
+        acl=[AclEntry(a["path"], a["role"], a.get("propagate", True)) for a in td.get("acl", [])],
+        roles=roles,
+    )

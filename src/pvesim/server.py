@@ -50,8 +50,9 @@ class ReasonH11Protocol(H11Protocol):
                     else:
                         headers.append((name, value))
                 if reason is not None:
-                    event = h11.Response(status_code=event.status_code, headers=headers, reason=reason,
-                                         http_version=event.http_version)
+                    event = h11.Response(
+                        status_code=event.status_code, headers=headers, reason=reason, http_version=event.http_version
+                    )
             return original(event)  # type: ignore[no-any-return]
 
         self.conn.send = send  # type: ignore[method-assign,assignment]
@@ -66,8 +67,12 @@ class _DropFilter(logging.Filter):
 def make_certificate(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, str]:
     """Write a self-signed cert + key; return their paths and the SHA-256 fingerprint (PVE style)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pvesim"),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pvesim PVE Cluster Manager CA")])
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "pvesim"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pvesim PVE Cluster Manager CA"),
+        ]
+    )
     now = dt.datetime.now(dt.UTC)
     alt: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.DNSName("pvesim")]
     try:
@@ -75,26 +80,37 @@ def make_certificate(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Pa
     except ValueError:
         alt.append(x509.DNSName(host))
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=365))
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=365))
         .add_extension(x509.SubjectAlternativeName(alt), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = directory / "pvesim.pem", directory / "pvesim.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     digest = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest().upper()
-    return cert_path, key_path, ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+    return cert_path, key_path, ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
 class SimServer:
     """A running simulator: ``with SimServer(cluster) as sim: sim.url, sim.fingerprint, sim.token(...)``."""
 
-    def __init__(self, cluster: Cluster, host: str = "127.0.0.1", port: int = 0,
-                 faults: Faults | None = None, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: Faults | None = None,
+        log_level: str = "warning",
+    ) -> None:
         self.sim = Simulator(cluster, faults, control_secret=secrets.token_hex(16))
         self.host = host
         self.port = port
@@ -123,9 +139,17 @@ class SimServer:
     def config(self) -> uvicorn.Config:
         logging.getLogger("uvicorn.error").addFilter(_DropFilter())
         return uvicorn.Config(
-            create_app(self.sim), host=self.host, port=self.port, http=ReasonH11Protocol,
-            ssl_certfile=str(self.cert_path), ssl_keyfile=str(self.key_path), log_level=self.log_level,
-            lifespan="off", access_log=False, timeout_keep_alive=30, limit_concurrency=2048,
+            create_app(self.sim),
+            host=self.host,
+            port=self.port,
+            http=ReasonH11Protocol,
+            ssl_certfile=str(self.cert_path),
+            ssl_keyfile=str(self.key_path),
+            log_level=self.log_level,
+            lifespan="off",
+            access_log=False,
+            timeout_keep_alive=30,
+            limit_concurrency=2048,
         )
 
     def start(self) -> SimServer:

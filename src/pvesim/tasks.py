@@ -50,8 +50,16 @@ def start_task(
         return finish()
 
     task = Task(
-        upid=upid, node=node, pid=pid, pstart=pstart, starttime=now, type=ttype, id=tid, user=user,
-        log=list(log), done_at=time.monotonic() + max(duration, 0.0) / max(cluster.speed, 1e-6),
+        upid=upid,
+        node=node,
+        pid=pid,
+        pstart=pstart,
+        starttime=now,
+        type=ttype,
+        id=tid,
+        user=user,
+        log=list(log),
+        done_at=time.monotonic() + max(duration, 0.0) / max(cluster.speed, 1e-6),
         finish=_finish,
     )
     cluster.tasks.append(task)

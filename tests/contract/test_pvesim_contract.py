@@ -58,8 +58,12 @@ def test_every_route_exists_in_the_official_schema() -> None:
 
 @pytest.mark.skipif(not SHARED.exists(), reason="the shared copy of Proxmox's API schema is not on this machine")
 def test_committed_subset_matches_the_official_schema() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_api_subset.py"), "--check",
-                           "--source", str(SHARED)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_api_subset.py"), "--check", "--source", str(SHARED)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
 
 

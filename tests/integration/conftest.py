@@ -15,8 +15,11 @@ from proxmox_ops_mcp.server import build_server
 from pvesim.scenario import DEFAULT_TOKENS
 from pvesim.server import SimServer
 
-LIMITED_TOKEN = {"id": "limited@pve!mcp", "user_acl": [{"path": "/vms", "role": "PVEAuditor"}],
-                 "acl": [{"path": "/vms", "role": "PVEAuditor"}]}
+LIMITED_TOKEN = {
+    "id": "limited@pve!mcp",
+    "user_acl": [{"path": "/vms", "role": "PVEAuditor"}],
+    "acl": [{"path": "/vms", "role": "PVEAuditor"}],
+}
 
 
 def scenario_with_limited_token(name: str = "demo") -> dict[str, Any]:
@@ -29,9 +32,14 @@ def scenario_with_limited_token(name: str = "demo") -> dict[str, Any]:
 def settings_for(tmp_path: Path) -> Callable[..., Settings]:
     def _settings(sim: SimServer, token: str = "auditor@pve!mcp", **extra: Any) -> Settings:
         token_id, secret = sim.token(token)
-        values: dict[str, Any] = {"url": sim.address, "token_id": token_id, "token_secret": secret,
-                                  "fingerprint": sim.fingerprint, "audit_log": tmp_path / "audit.jsonl",
-                                  "retries": 0}
+        values: dict[str, Any] = {
+            "url": sim.address,
+            "token_id": token_id,
+            "token_secret": secret,
+            "fingerprint": sim.fingerprint,
+            "audit_log": tmp_path / "audit.jsonl",
+            "retries": 0,
+        }
         values.update(extra)
         return load_settings(**values)
 

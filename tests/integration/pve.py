@@ -12,5 +12,6 @@ from pvesim.server import SimServer
 def api(sim: SimServer, token: str = "root@pam!pvesim", **kw: Any) -> Any:
     full, secret = sim.token(token)
     user, name = full.split("!")
-    return ProxmoxAPI(sim.address, user=user, token_name=name, token_value=secret,
-                      verify_ssl=str(sim.cert_path), timeout=10, **kw)
+    return ProxmoxAPI(
+        sim.address, user=user, token_name=name, token_value=secret, verify_ssl=str(sim.cert_path), timeout=10, **kw
+    )

@@ -77,7 +77,9 @@ def test_precondition_reports_local_disks_cdrom_and_devices(demo_sim: SimServer)
     pre = pve.nodes("pve2").qemu(106).migrate.get()
     assert pre["running"] == 1
     assert {d["volid"]: d["cdrom"] for d in pre["local_disks"]} == {
-        "local-lvm:vm-106-disk-0": 0, "local:iso/ubuntu-24.04.1-live-server-amd64.iso": 1}
+        "local-lvm:vm-106-disk-0": 0,
+        "local:iso/ubuntu-24.04.1-live-server-amd64.iso": 1,
+    }
     assert pve.nodes("pve1").qemu(105).migrate.get()["local_resources"] == ["hostpci0"]
     zfs = pve.nodes("pve3").qemu(112).migrate.get()
     assert zfs["not_allowed_nodes"]["pve2"] == {"unavailable_storages": ["local-zfs"]}
@@ -192,14 +194,25 @@ def test_migration_moves_guest_and_sets_lock_while_running(start_sim) -> None:
     assert "lock" not in pve.nodes("pve2").qemu(100).config.get()
 
 
-@pytest.mark.parametrize(("node", "vmid", "params", "error"), [
-    ("pve1", 105, {"target": "pve2", "online": 1}, "can't migrate VM which uses local devices: hostpci0"),
-    ("pve2", 106, {"target": "pve1", "online": 1, "with-local-disks": 1},
-     "can't migrate local cdrom drive (local:iso/ubuntu-24.04.1-live-server-amd64.iso)"),
-    ("pve3", 112, {"target": "pve2", "online": 1, "with-local-disks": 1, "force": 1},
-     "storage 'local-zfs' is not available on node 'pve2'"),
-    ("pve2", 108, {"target": "pve3", "online": 1}, "migration problems"),
-])
+@pytest.mark.parametrize(
+    ("node", "vmid", "params", "error"),
+    [
+        ("pve1", 105, {"target": "pve2", "online": 1}, "can't migrate VM which uses local devices: hostpci0"),
+        (
+            "pve2",
+            106,
+            {"target": "pve1", "online": 1, "with-local-disks": 1},
+            "can't migrate local cdrom drive (local:iso/ubuntu-24.04.1-live-server-amd64.iso)",
+        ),
+        (
+            "pve3",
+            112,
+            {"target": "pve2", "online": 1, "with-local-disks": 1, "force": 1},
+            "storage 'local-zfs' is not available on node 'pve2'",
+        ),
+        ("pve2", 108, {"target": "pve3", "online": 1}, "migration problems"),
+    ],
+)
 def test_blocked_migrations_fail_inside_the_task(start_sim, node, vmid, params, error) -> None:
     sim = start_sim("demo")
     pve = api(sim)
@@ -293,9 +306,14 @@ def test_injected_task_failure_and_faults(start_sim) -> None:
     control = requests.Session()
     control.trust_env = False
     control.headers["X-Pvesim-Control"] = sim.control_secret
-    r = control.put(f"{sim.url}/_sim/faults", verify=str(sim.cert_path),
-                    json={"latency": 0.2, "errors": [{"pattern": "^/cluster/tasks$", "status": 500,
-                                                      "message": "simulated outage"}]})
+    r = control.put(
+        f"{sim.url}/_sim/faults",
+        verify=str(sim.cert_path),
+        json={
+            "latency": 0.2,
+            "errors": [{"pattern": "^/cluster/tasks$", "status": 500, "message": "simulated outage"}],
+        },
+    )
     assert r.status_code == 200
     t0 = time.monotonic()
     assert pve.version.get()["release"] == "9.1"
@@ -306,8 +324,9 @@ def test_injected_task_failure_and_faults(start_sim) -> None:
     with pytest.raises(requests.exceptions.ChunkedEncodingError):  # the body is cut mid-stream
         pve.nodes.get()
     assert control.post(f"{sim.url}/_sim/nodes/pve1", verify=str(sim.cert_path), json={}).status_code == 400
-    assert requests.post(f"{sim.url}/_sim/quorum", verify=str(sim.cert_path), json={"quorate": False}).status_code \
-        == 401
+    assert (
+        requests.post(f"{sim.url}/_sim/quorum", verify=str(sim.cert_path), json={"quorate": False}).status_code == 401
+    )
 
 
 def test_generator_builds_a_large_cluster_fast() -> None:

@@ -56,7 +56,7 @@ async def test_list_guests_filters_and_pages(demo_sim: SimServer, server_for: An
     async with Client(mcp) as c:
         pve3 = (await c.call_tool("list_guests", {"node": "pve3"})).structured_content
         first = (await c.call_tool("list_guests", {"limit": 5})).structured_content
-        second = (await c.call_tool("list_guests", {"limit": 5, "offset": first["page"]["next_offset"]}))
+        second = await c.call_tool("list_guests", {"limit": 5, "offset": first["page"]["next_offset"]})
         tagged = (await c.call_tool("list_guests", {"tag": "web"})).structured_content
         named = (await c.call_tool("list_guests", {"name": "web*"})).structured_content
         cts = (await c.call_tool("list_guests", {"type": "lxc", "status": "running"})).structured_content
@@ -117,8 +117,9 @@ async def test_errors_are_clear(start_sim: Any, server_for: Any) -> None:
     with sim.sim.mutate() as cluster:
         cluster.nodes["pve3"].online = False
     offline = await call(server_for(sim), "node_status", {"node": "pve3"})
-    assert offline.is_error and "unreachable" in offline.content[0].text and "No route to host" in \
-        offline.content[0].text
+    assert (
+        offline.is_error and "unreachable" in offline.content[0].text and "No route to host" in offline.content[0].text
+    )
 
 
 async def test_invalid_input_sends_no_request(demo_sim: SimServer, server_for: Any) -> None:
@@ -154,8 +155,9 @@ async def test_start_refuses_bad_token_tls_and_version(start_sim: Any, settings_
         await call(build_server(settings_for(future)), "cluster_overview")
 
 
-async def test_every_call_is_audited_and_the_chain_verifies(demo_sim: SimServer, settings_for: Any,
-                                                            tmp_path: Path) -> None:
+async def test_every_call_is_audited_and_the_chain_verifies(
+    demo_sim: SimServer, settings_for: Any, tmp_path: Path
+) -> None:
     settings = settings_for(demo_sim)
     async with Client(build_server(settings)) as c:
         await c.call_tool("cluster_overview", {})
@@ -169,11 +171,15 @@ async def test_every_call_is_audited_and_the_chain_verifies(demo_sim: SimServer,
 
 async def test_stdio_subprocess_lists_tools(demo_sim: SimServer, tmp_path: Path) -> None:
     token_id, secret = demo_sim.token("auditor@pve!mcp")
-    env = {**os.environ, "PVE_OPS_URL": demo_sim.address, "PVE_OPS_TOKEN_ID": token_id,
-           "PVE_OPS_TOKEN_SECRET": secret, "PVE_OPS_FINGERPRINT": demo_sim.fingerprint,
-           "PVE_OPS_AUDIT_LOG": str(tmp_path / "audit.jsonl")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "proxmox_ops_mcp", "--granular-tools"],
-                                   env=env)
+    env = {
+        **os.environ,
+        "PVE_OPS_URL": demo_sim.address,
+        "PVE_OPS_TOKEN_ID": token_id,
+        "PVE_OPS_TOKEN_SECRET": secret,
+        "PVE_OPS_FINGERPRINT": demo_sim.fingerprint,
+        "PVE_OPS_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "proxmox_ops_mcp", "--granular-tools"], env=env)
     async with Client(params) as c:
         names = {t.name for t in (await c.list_tools()).tools}
         overview = await c.call_tool("cluster_overview", {})

@@ -44,8 +44,13 @@ def _imports(path: Path) -> set[str]:
 def test_layering() -> None:
     src = ROOT / "src"
     for path in (src / "proxmox_ops_mcp" / "analysis").rglob("*.py"):
-        bad = {m for m in _imports(path) if m.startswith(("proxmox_ops_mcp.client", "proxmox_ops_mcp.tools",
-                                                          "mcp", "proxmoxer", "requests", "pvesim"))}
+        bad = {
+            m
+            for m in _imports(path)
+            if m.startswith(
+                ("proxmox_ops_mcp.client", "proxmox_ops_mcp.tools", "mcp", "proxmoxer", "requests", "pvesim")
+            )
+        }
         assert not bad, f"{path.name} imports {bad}"
     for path in (src / "pvesim").rglob("*.py"):
         assert not {m for m in _imports(path) if m.startswith("proxmox_ops_mcp")}, path

@@ -33,25 +33,29 @@ def test_permission_error_names_privilege_path_and_fix() -> None:
     assert advice(err).startswith("token lacks VM.Migrate on /vms/100: grant PVEVMAdmin on /vms")
     audit = map_error(rex(403, "Permission check failed (/vms/100, VM.Audit)"), "GET", PATH)
     assert "grant PVEAuditor on /vms" in advice(audit)
-    anyof = map_error(rex(403, "Permission check failed (/storage/x, Datastore.Audit|Datastore.AllocateSpace)"),
-                      "GET", PATH)
+    anyof = map_error(
+        rex(403, "Permission check failed (/storage/x, Datastore.Audit|Datastore.AllocateSpace)"), "GET", PATH
+    )
     assert "Datastore.Audit|Datastore.AllocateSpace on /storage/x" in advice(anyof)
 
 
-@pytest.mark.parametrize(("exc", "kind"), [
-    (rex(401, "authentication failure"), PveAuthError),
-    (rex(400, "Parameter verification failed.", {"target": "property is missing"}), PveParamError),
-    (rex(501, "Method 'GET /cluster/ha/rules' not implemented"), PveNotFound),
-    (rex(500, "Configuration file 'nodes/pve1/qemu-server/999.conf' does not exist"), PveNotFound),
-    (rex(595, "No route to host"), PveUnavailable),
-    (rex(596, "Connection timed out"), PveUnavailable),
-    (rex(500, "VM is locked (backup)"), PveApiError),
-    (requests.exceptions.SSLError("fingerprint mismatch"), PveTlsError),
-    (requests.exceptions.ConnectTimeout("slow"), PveTimeout),
-    (requests.exceptions.ReadTimeout("slow"), PveTimeout),
-    (requests.exceptions.ConnectionError("refused"), PveUnavailable),
-    (requests.exceptions.ChunkedEncodingError("cut"), PveUnavailable),
-])
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (rex(401, "authentication failure"), PveAuthError),
+        (rex(400, "Parameter verification failed.", {"target": "property is missing"}), PveParamError),
+        (rex(501, "Method 'GET /cluster/ha/rules' not implemented"), PveNotFound),
+        (rex(500, "Configuration file 'nodes/pve1/qemu-server/999.conf' does not exist"), PveNotFound),
+        (rex(595, "No route to host"), PveUnavailable),
+        (rex(596, "Connection timed out"), PveUnavailable),
+        (rex(500, "VM is locked (backup)"), PveApiError),
+        (requests.exceptions.SSLError("fingerprint mismatch"), PveTlsError),
+        (requests.exceptions.ConnectTimeout("slow"), PveTimeout),
+        (requests.exceptions.ReadTimeout("slow"), PveTimeout),
+        (requests.exceptions.ConnectionError("refused"), PveUnavailable),
+        (requests.exceptions.ChunkedEncodingError("cut"), PveUnavailable),
+    ],
+)
 def test_mapping(exc: BaseException, kind: type) -> None:
     err = map_error(exc, "GET", PATH)
     assert type(err) is kind
@@ -59,8 +63,11 @@ def test_mapping(exc: BaseException, kind: type) -> None:
 
 
 def test_param_error_keeps_pve_field_messages() -> None:
-    err = map_error(rex(400, "Parameter verification failed.", {"target": "property is missing and it is not "
-                                                                          "optional"}), "POST", PATH)
+    err = map_error(
+        rex(400, "Parameter verification failed.", {"target": "property is missing and it is not optional"}),
+        "POST",
+        PATH,
+    )
     assert isinstance(err, PveParamError)
     assert err.errors == {"target": "property is missing and it is not optional"}
     assert "target: property is missing" in err.message
@@ -72,5 +79,8 @@ def test_tls_error_advice_never_suggests_disabling_verification() -> None:
 
 
 def test_booleans_are_sent_as_integers() -> None:
-    assert _encode({"online": True, "force": False, "x": None, "target": "pve2"}) == {"online": 1, "force": 0,
-                                                                                       "target": "pve2"}
+    assert _encode({"online": True, "force": False, "x": None, "target": "pve2"}) == {
+        "online": 1,
+        "force": 0,
+        "target": "pve2",
+    }

@@ -11,9 +11,29 @@ from hypothesis import strategies as st
 from proxmox_ops_mcp.client import api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
 from proxmox_ops_mcp.pve.ids import InvalidIdentifier, parse_upid
 
-HOSTILE = ["../", "..", "%2e%2e", "pve1/../../access", "pve1/..", "pve1\x00", "pve1?x=1", "pve1#frag", "pvé1",
-           "a" * 10_000, "", " pve1", "pve1 ", "-pve1", "pve1-", "pve1\n", "pve1;rm -rf /", "pve1\\..", "pve1%2F..",
-           "/access/users", "pve1.example.com"]
+HOSTILE = [
+    "../",
+    "..",
+    "%2e%2e",
+    "pve1/../../access",
+    "pve1/..",
+    "pve1\x00",
+    "pve1?x=1",
+    "pve1#frag",
+    "pvé1",
+    "a" * 10_000,
+    "",
+    " pve1",
+    "pve1 ",
+    "-pve1",
+    "pve1-",
+    "pve1\n",
+    "pve1;rm -rf /",
+    "pve1\\..",
+    "pve1%2F..",
+    "/access/users",
+    "pve1.example.com",
+]
 
 
 @pytest.mark.parametrize("bad", HOSTILE)
@@ -42,15 +62,29 @@ def test_vmid_limits_are_inclusive() -> None:
     assert vmid(100).value == "100" and vmid(999_999_999).value == "999999999"
 
 
-@pytest.mark.parametrize(("fn", "bad"), [
-    (storage, "1local"), (storage, "local/../x"), (storage, "local-"), (storage, "a"),
-    (snapshot, "current"), (snapshot, "pending"), (snapshot, "1snap"), (snapshot, "pre-upgrade"),
-    (snapshot, "x" * 41), (snapshot, "snap/../.."),
-    (upid, "UPID:pve1"), (upid, "../../access"),
-    (upid, "UPID:pve1:0000ABCD:0000ABCD:0000ABCD:qmstart:100/../x:root@pam:"),
-    (ha_sid, "vm:99"), (ha_sid, "qemu:100"), (ha_sid, "vm:100/../x"),
-    (replication_job, "100"), (replication_job, "100-0/x"),
-])
+@pytest.mark.parametrize(
+    ("fn", "bad"),
+    [
+        (storage, "1local"),
+        (storage, "local/../x"),
+        (storage, "local-"),
+        (storage, "a"),
+        (snapshot, "current"),
+        (snapshot, "pending"),
+        (snapshot, "1snap"),
+        (snapshot, "pre-upgrade"),
+        (snapshot, "x" * 41),
+        (snapshot, "snap/../.."),
+        (upid, "UPID:pve1"),
+        (upid, "../../access"),
+        (upid, "UPID:pve1:0000ABCD:0000ABCD:0000ABCD:qmstart:100/../x:root@pam:"),
+        (ha_sid, "vm:99"),
+        (ha_sid, "qemu:100"),
+        (ha_sid, "vm:100/../x"),
+        (replication_job, "100"),
+        (replication_job, "100-0/x"),
+    ],
+)
 def test_other_identifiers_refuse_malformed_values(fn, bad: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidIdentifier):
         fn(bad)

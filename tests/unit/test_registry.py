@@ -42,16 +42,19 @@ def test_override_file_with_same_versions_loads(tmp_path: Path) -> None:
     assert reg.operations[spec["operations"][0]["name"]].description.startswith("A custom")
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda s: s.update(schema_version=2), "schema_version 2"),
-    (lambda s: s.update(definitions_version="1999.1.1"), "definitions_version '1999.1.1'"),
-    (lambda s: s["operations"][0].update(handler="no_such_handler"), "handler 'no_such_handler' does not exist"),
-    (lambda s: _op(s, "get_guest")["parameters"].pop("vmid"), "lists parameters"),
-    (lambda s: s["operations"].pop(0), "is not named by any operation"),
-    (lambda s: s["operations"][0]["annotations"].pop("idempotent"), "idempotent"),
-    (lambda s: s["operations"][0].update(tier="admin"), "must have tier read_only"),
-    (lambda s: s["operations"][0].update(toolset="nope"), "unknown toolset 'nope'"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda s: s.update(schema_version=2), "schema_version 2"),
+        (lambda s: s.update(definitions_version="1999.1.1"), "definitions_version '1999.1.1'"),
+        (lambda s: s["operations"][0].update(handler="no_such_handler"), "handler 'no_such_handler' does not exist"),
+        (lambda s: _op(s, "get_guest")["parameters"].pop("vmid"), "lists parameters"),
+        (lambda s: s["operations"].pop(0), "is not named by any operation"),
+        (lambda s: s["operations"][0]["annotations"].pop("idempotent"), "idempotent"),
+        (lambda s: s["operations"][0].update(tier="admin"), "must have tier read_only"),
+        (lambda s: s["operations"][0].update(toolset="nope"), "unknown toolset 'nope'"),
+    ],
+)
 def test_mismatches_refuse_to_load(tmp_path: Path, mutate, message: str) -> None:  # type: ignore[no-untyped-def]
     spec = _spec()
     mutate(spec)

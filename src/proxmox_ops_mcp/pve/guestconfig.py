@@ -8,18 +8,31 @@ password or secret) are redacted here, so no later layer can leak them.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 GuestType = Literal["qemu", "lxc"]
 REDACTED = "***redacted***"
 
-_QEMU_DISK = re.compile(r"^(ide[0-3]|sata[0-5]|scsi(?:[12]?[0-9]|30)|virtio(?:1[0-5]|[0-9])|efidisk0|tpmstate0|"
-                        r"unused\d+)$")
-_LXC_VOLUME = re.compile(r"^(rootfs|mp\d+|unused\d+)$")
-_QEMU_DEVICE = re.compile(r"^(hostpci|usb|serial|parallel|virtiofs)\d+$")
-_LXC_DEVICE = re.compile(r"^dev\d+$")
+_QEMU_DISK_KEYS = frozenset(
+    [f"ide{i}" for i in range(4)]
+    + [f"sata{i}" for i in range(6)]
+    + [f"scsi{i}" for i in range(31)]
+    + [f"virtio{i}" for i in range(16)]
+    + ["efidisk0", "tpmstate0"]
+    + [f"unused{i}" for i in range(256)]
+)
+_LXC_VOLUME_KEYS = frozenset(["rootfs"] + [f"mp{i}" for i in range(256)] + [f"unused{i}" for i in range(256)])
+_QEMU_DEVICE_KEYS = frozenset(
+    [f"hostpci{i}" for i in range(16)]
+    + [f"usb{i}" for i in range(15)]
+    + [f"serial{i}" for i in range(4)]
+    + [f"parallel{i}" for i in range(3)]
+    + [f"virtiofs{i}" for i in range(10)]
+    + ["ivshmem", "hostpci", "hostusb"]
+)
 _SECRET_KEY = re.compile(r"(password|secret|passwd|token)", re.IGNORECASE)
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -49,22 +62,31 @@ def parse_property_string(value: str, default_key: str | None = None) -> dict[st
 
 
 def _flag(value: Any) -> bool:
+    if value in (1, "1"):
+        return True
+    if value in (0, "0", None):
+        return False
     return str(value).strip().lower() in ("1", "yes", "on", "true")
 
 
-class Volume(BaseModel):
+def _doc(text: str) -> Any:
+    return Field(description=text)
+
+
+@dataclass(slots=True)
+class Volume:
     """One volume a guest references (disk, CD-ROM, EFI/TPM state, container rootfs or mount point)."""
 
-    key: str = Field(description="config key, e.g. scsi0, ide2, rootfs, mp0, unused0")
-    volid: str = Field(description="volume id (storage:name), 'none', 'cdrom' or a host path")
-    storage: str | None = Field(None, description="storage id, None for host paths and empty drives")
+    key: Annotated[str, _doc("config key, e.g. scsi0, ide2, rootfs, mp0, unused0")]
+    volid: Annotated[str, _doc("volume id (storage:name), 'none', 'cdrom' or a host path")]
+    storage: Annotated[str | None, _doc("storage id, None for host paths and empty drives")] = None
     size_bytes: int | None = None
     cdrom: bool = False
     unused: bool = False
-    host_path: bool = Field(False, description="a host path (/dev/..., or a container bind mount)")
+    host_path: Annotated[bool, _doc("a host path (/dev/..., or a container bind mount)")] = False
     mountpoint: str | None = None
-    shared_flag: bool = Field(False, description="marked shared=1 (a host path the admin says exists everywhere)")
-    backup: bool = Field(True, description="included in backups (backup=0 excludes it)")
+    shared_flag: Annotated[bool, _doc("marked shared=1 (a host path the admin says exists everywhere)")] = False
+    backup: Annotated[bool, _doc("included in backups (backup=0 excludes it)")] = True
     cloudinit: bool = False
 
     @property
@@ -72,29 +94,30 @@ class Volume(BaseModel):
         return self.volid == "none"
 
 
-class GuestConfig(BaseModel):
-    """The parts of a guest config that operations decisions depend on."""
+@dataclass(slots=True)
+class GuestConfig:
+    """The parts of a guest config that operations decisions depend on (a plain dataclass: parsed in bulk)."""
 
     vmid: int
     type: GuestType
     name: str
-    memory_mib: int = Field(description="configured memory (what the HA scheduler and our planner reserve)")
-    balloon_mib: int | None = None
+    memory_mib: Annotated[int, _doc("configured memory (what the HA scheduler and our planner reserve)")]
     cores: int
+    vcpus: Annotated[int, _doc("virtual CPUs (cores x sockets, or vcpus if set)")]
     sockets: int = 1
-    vcpus: int = Field(description="virtual CPUs (cores x sockets, or vcpus if set)")
+    balloon_mib: int | None = None
     cpu_type: str | None = None
     onboot: bool = False
     agent_enabled: bool = False
     template: bool = False
     lock: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
     description: str | None = None
-    volumes: list[Volume] = Field(default_factory=list)
-    local_devices: list[str] = Field(default_factory=list, description="passthrough keys that pin the guest")
-    mapped_devices: dict[str, str] = Field(default_factory=dict, description="key -> resource mapping name")
-    ct_devices: list[str] = Field(default_factory=list, description="container device passthrough (devN)")
-    raw_lxc_keys: list[str] = Field(default_factory=list)
+    volumes: list[Volume] = field(default_factory=list)
+    local_devices: Annotated[list[str], _doc("passthrough keys that pin the guest")] = field(default_factory=list)
+    mapped_devices: Annotated[dict[str, str], _doc("key -> resource mapping name")] = field(default_factory=dict)
+    ct_devices: Annotated[list[str], _doc("container device passthrough (devN)")] = field(default_factory=list)
+    raw_lxc_keys: list[str] = field(default_factory=list)
     unprivileged: bool | None = None
     machine: str | None = None
     parent_snapshot: str | None = None
@@ -125,9 +148,15 @@ def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
     storage = None if host or ":" not in volid else volid.split(":", 1)[0]
     size = parse_size(opts["size"]) if "size" in opts else None
     return Volume(
-        key=key, volid=volid, storage=storage, size_bytes=size,
-        cdrom=opts.get("media") == "cdrom" or volid == "cdrom", unused=key.startswith("unused"),
-        host_path=host, mountpoint=opts.get("mp"), shared_flag=_flag(opts.get("shared", "0")),
+        key=key,
+        volid=volid,
+        storage=storage,
+        size_bytes=size,
+        cdrom=opts.get("media") == "cdrom" or volid == "cdrom",
+        unused=key.startswith("unused"),
+        host_path=host,
+        mountpoint=opts.get("mp"),
+        shared_flag=_flag(opts.get("shared", "0")),
         backup=not (key.startswith(("scsi", "virtio", "sata", "ide", "mp")) and opts.get("backup") == "0"),
         cloudinit="cloudinit" in volid,
     )
@@ -136,7 +165,11 @@ def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
 def _memory(raw: Any, default: int) -> int:
     if raw is None:
         return default
+    if isinstance(raw, int):
+        return raw
     text = str(raw)
+    if text.isdigit():
+        return int(text)
     opts = parse_property_string(text, "current")
     try:
         return int(opts.get("current", text))
@@ -144,21 +177,29 @@ def _memory(raw: Any, default: int) -> int:
         return default
 
 
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> GuestConfig:
-    """Parse a ``GET .../config`` answer (secrets are never copied)."""
+    """Parse a ``GET .../config`` answer (secrets are never copied); malformed values fall back to defaults."""
     volumes: list[Volume] = []
     local: list[str] = []
     mapped: dict[str, str] = {}
     ct_devices: list[str] = []
     raw_lxc: list[str] = []
-    pattern = _QEMU_DISK if gtype == "qemu" else _LXC_VOLUME
+    qemu = gtype == "qemu"
+    volume_keys = _QEMU_DISK_KEYS if qemu else _LXC_VOLUME_KEYS
     for key, value in raw.items():
-        text = str(value)
-        if pattern.match(key):
-            vol = _volume(key, text, gtype)
+        if key in volume_keys:
+            vol = _volume(key, str(value), gtype)
             if vol is not None:
                 volumes.append(vol)
-        elif gtype == "qemu" and (_QEMU_DEVICE.match(key) or key == "ivshmem"):
+        elif qemu and key in _QEMU_DEVICE_KEYS:
+            text = str(value)
             if key.startswith("serial") and text == "socket":
                 continue
             if key.startswith("usb") and "spice" in text:
@@ -168,25 +209,43 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
                 mapped[key] = opts["mapping"]
             else:
                 local.append(key)
-        elif gtype == "lxc" and _LXC_DEVICE.match(key):
+        elif not qemu and key.startswith("dev") and key[3:].isdigit():
             ct_devices.append(key)
-        elif gtype == "lxc" and (key.startswith("lxc.") or key == "lxc"):
+        elif not qemu and (key.startswith("lxc.") or key == "lxc"):
             raw_lxc.append(key)
     cpu_opts = parse_property_string(str(raw.get("cpu", "")), "cputype") if raw.get("cpu") else {}
-    cores = int(raw.get("cores", 1))
-    sockets = int(raw.get("sockets", 1)) if gtype == "qemu" else 1
-    vcpus = int(raw["vcpus"]) if gtype == "qemu" and raw.get("vcpus") else cores * sockets
+    cores = _int(raw.get("cores", 1), 1)
+    sockets = _int(raw.get("sockets", 1), 1) if gtype == "qemu" else 1
+    vcpus = _int(raw["vcpus"], cores * sockets) if gtype == "qemu" and raw.get("vcpus") else cores * sockets
     name_key = "name" if gtype == "qemu" else "hostname"
-    tags = [t for t in re.split(r"[;, ]+", str(raw.get("tags", ""))) if t]
-    agent = parse_property_string(str(raw.get("agent", "0")), "enabled")
+    tags = str(raw.get("tags", "")).replace(";", " ").replace(",", " ").split()
+    agent_raw = raw.get("agent", 0)
+    agent_on = (
+        _flag(agent_raw)
+        if agent_raw in (0, 1, "0", "1")
+        else _flag(parse_property_string(str(agent_raw), "enabled").get("enabled", "0"))
+    )
     return GuestConfig(
-        vmid=vmid, type=gtype, name=str(raw.get(name_key) or f"{'VM' if gtype == 'qemu' else 'CT'} {vmid}"),
-        memory_mib=_memory(raw.get("memory"), 512), balloon_mib=int(raw["balloon"]) if "balloon" in raw else None,
-        cores=cores, sockets=sockets, vcpus=vcpus, cpu_type=cpu_opts.get("cputype") or None,
-        onboot=_flag(raw.get("onboot", 0)), agent_enabled=_flag(agent.get("enabled", "0")),
-        template=_flag(raw.get("template", 0)), lock=str(raw["lock"]) if raw.get("lock") else None, tags=tags,
-        description=str(raw["description"]) if raw.get("description") else None, volumes=volumes,
-        local_devices=sorted(local), mapped_devices=mapped, ct_devices=sorted(ct_devices), raw_lxc_keys=raw_lxc,
+        vmid=vmid,
+        type=gtype,
+        name=str(raw.get(name_key) or f"{'VM' if gtype == 'qemu' else 'CT'} {vmid}"),
+        memory_mib=_memory(raw.get("memory"), 512),
+        balloon_mib=_int(raw["balloon"], 0) if "balloon" in raw else None,
+        cores=cores,
+        sockets=sockets,
+        vcpus=vcpus,
+        cpu_type=cpu_opts.get("cputype") or None,
+        onboot=_flag(raw.get("onboot", 0)),
+        agent_enabled=agent_on,
+        template=_flag(raw.get("template", 0)),
+        lock=str(raw["lock"]) if raw.get("lock") else None,
+        tags=tags,
+        description=str(raw["description"]) if raw.get("description") else None,
+        volumes=volumes,
+        local_devices=sorted(local),
+        mapped_devices=mapped,
+        ct_devices=sorted(ct_devices),
+        raw_lxc_keys=raw_lxc,
         unprivileged=_flag(raw["unprivileged"]) if "unprivileged" in raw else None,
         machine=str(raw["machine"]) if raw.get("machine") else None,
         parent_snapshot=str(raw["parent"]) if raw.get("parent") else None,

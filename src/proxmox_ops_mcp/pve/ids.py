@@ -65,8 +65,12 @@ def check_storage(value: str, param: str = "storage") -> str:
 
 def check_snapshot(value: str, param: str = "snapshot") -> str:
     if not isinstance(value, str) or not SNAPSHOT_RE.fullmatch(value) or value in ("current", "pending"):
-        raise InvalidIdentifier(param, value, "snapshot names are 2-40 letters, digits and _, starting with a "
-                                              "letter ('current' and 'pending' are reserved)")
+        raise InvalidIdentifier(
+            param,
+            value,
+            "snapshot names are 2-40 letters, digits and _, starting with a "
+            "letter ('current' and 'pending' are reserved)",
+        )
     return value
 
 
@@ -95,10 +99,10 @@ def _schema(pattern: str, min_length: int | None = None, max_length: int | None 
 
 NodeName = Annotated[str, _schema(NODE_RE.pattern, min_length=1, max_length=63), AfterValidator(check_node)]
 VmId = Annotated[int, Field(ge=VMID_MIN, le=VMID_MAX), AfterValidator(check_vmid)]
-StorageId = Annotated[str, _schema(STORAGE_RE.pattern, min_length=2, max_length=MAX_ID_LEN),
-                      AfterValidator(check_storage)]
-SnapshotName = Annotated[str, _schema(SNAPSHOT_RE.pattern, min_length=2, max_length=40),
-                         AfterValidator(check_snapshot)]
+StorageId = Annotated[
+    str, _schema(STORAGE_RE.pattern, min_length=2, max_length=MAX_ID_LEN), AfterValidator(check_storage)
+]
+SnapshotName = Annotated[str, _schema(SNAPSHOT_RE.pattern, min_length=2, max_length=40), AfterValidator(check_snapshot)]
 Upid = Annotated[str, _schema(UPID_RE.pattern, max_length=512), AfterValidator(check_upid)]
 
 
@@ -115,5 +119,11 @@ class UpidInfo:
 def parse_upid(upid: str) -> UpidInfo:
     m = UPID_RE.fullmatch(check_upid(upid))
     assert m is not None
-    return UpidInfo(node=m["node"], pid=int(m["pid"], 16), starttime=int(m["starttime"], 16), type=m["type"],
-                    id=m["id"], user=m["user"])
+    return UpidInfo(
+        node=m["node"],
+        pid=int(m["pid"], 16),
+        starttime=int(m["starttime"], 16),
+        type=m["type"],
+        id=m["id"],
+        user=m["user"],
+    )

@@ -57,8 +57,13 @@ class AuditLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._prev, self._seq, truncated = self._recover()
         if truncated:
-            self.append({"event": "audit_recovered", "outcome": "ok",
-                         "detail": f"cut {truncated} bytes of an incomplete record left by a crash"})
+            self.append(
+                {
+                    "event": "audit_recovered",
+                    "outcome": "ok",
+                    "detail": f"cut {truncated} bytes of an incomplete record left by a crash",
+                }
+            )
 
     def _recover(self) -> tuple[str, int, int]:
         if not self.path.exists():
@@ -81,8 +86,12 @@ class AuditLog:
 
     def append(self, fields: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            record = {"seq": self._seq + 1, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      **fields, "prev": self._prev}
+            record = {
+                "seq": self._seq + 1,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                **fields,
+                "prev": self._prev,
+            }
             record["hash"] = record_hash(record)
             line = _canonical(record) + b"\n"
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -110,22 +119,35 @@ def verify(path: Path) -> VerifyResult:
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.endswith(b"\n"):
-                return VerifyResult(ok=False, records=count, first_bad_line=lineno,
-                                    problem="incomplete last record (crash during a write)")
+                return VerifyResult(
+                    ok=False,
+                    records=count,
+                    first_bad_line=lineno,
+                    problem="incomplete last record (crash during a write)",
+                )
             try:
                 record = json.loads(raw)
             except ValueError:
                 return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not valid JSON")
             if record.get("prev") != prev:
-                return VerifyResult(ok=False, records=count, first_bad_line=lineno,
-                                    problem="chain broken: 'prev' does not match the previous record's hash "
-                                            "(a record was deleted, inserted or reordered)")
+                return VerifyResult(
+                    ok=False,
+                    records=count,
+                    first_bad_line=lineno,
+                    problem="chain broken: 'prev' does not match the previous record's hash "
+                    "(a record was deleted, inserted or reordered)",
+                )
             if record.get("seq") != count + 1:
-                return VerifyResult(ok=False, records=count, first_bad_line=lineno,
-                                    problem=f"sequence gap: expected seq {count + 1}, found {record.get('seq')}")
+                return VerifyResult(
+                    ok=False,
+                    records=count,
+                    first_bad_line=lineno,
+                    problem=f"sequence gap: expected seq {count + 1}, found {record.get('seq')}",
+                )
             if record_hash(record) != record.get("hash"):
-                return VerifyResult(ok=False, records=count, first_bad_line=lineno,
-                                    problem="hash mismatch: the record was edited")
+                return VerifyResult(
+                    ok=False, records=count, first_bad_line=lineno, problem="hash mismatch: the record was edited"
+                )
             prev = record["hash"]
             count += 1
     return VerifyResult(ok=True, records=count)

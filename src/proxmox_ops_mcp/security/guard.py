@@ -49,15 +49,27 @@ def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
         op = t.op
         started = time.monotonic()
-        base: dict[str, Any] = {"event": "tool_call", "tool": op.name, "write": op.is_write,
-                                "tier": op.tier.value, "params": redact_params(kwargs)}
+        base: dict[str, Any] = {
+            "event": "tool_call",
+            "tool": op.name,
+            "write": op.is_write,
+            "tier": op.tier.value,
+            "params": redact_params(kwargs),
+        }
         if t.client_identity:
             base["client"] = t.client_identity
 
         def audit(outcome: str, **extra: Any) -> None:
             if op.is_write or t.settings.audit_reads or outcome not in ("ok",):
-                t.app.audit.append({**base, **t.audit_fields, "outcome": outcome,
-                                    "duration_ms": round((time.monotonic() - started) * 1000, 1), **extra})
+                t.app.audit.append(
+                    {
+                        **base,
+                        **t.audit_fields,
+                        "outcome": outcome,
+                        "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                        **extra,
+                    }
+                )
 
         refusal = policy_refusal(t)
         if refusal:

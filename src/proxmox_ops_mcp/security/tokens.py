@@ -59,8 +59,16 @@ class TokenSigner:
         return cls(raw, ttl)
 
     def issue(self, op: str, params: dict[str, Any], target: dict[str, Any], state: str, now: float) -> str:
-        payload = {"v": VERSION, "op": op, "p": params, "t": target, "s": state, "iat": int(now),
-                   "exp": int(now) + self.ttl, "n": secrets.token_hex(8)}
+        payload = {
+            "v": VERSION,
+            "op": op,
+            "p": params,
+            "t": target,
+            "s": state,
+            "iat": int(now),
+            "exp": int(now) + self.ttl,
+            "n": secrets.token_hex(8),
+        }
         body = _canonical(payload)
         mac = hmac.new(self._key, body, hashlib.sha256).digest()
         return f"{_b64(body)}.{_b64(mac)}"
@@ -73,8 +81,9 @@ class TokenSigner:
             raise TokenRefused("the confirmation token is malformed; run the preview again to get a new one") from exc
         expected = hmac.new(self._key, body, hashlib.sha256).digest()
         if not hmac.compare_digest(mac, expected):
-            raise TokenRefused("the confirmation token was altered or was issued by another server key; "
-                               "run the preview again")
+            raise TokenRefused(
+                "the confirmation token was altered or was issued by another server key; run the preview again"
+            )
         payload: dict[str, Any] = json.loads(body)
         if payload.get("v") != VERSION:
             raise TokenRefused("the confirmation token has an unknown version; run the preview again")
@@ -87,11 +96,14 @@ class TokenSigner:
             raise TokenRefused(f"this confirmation token was issued for '{payload['op']}', not '{op}'")
         changed = sorted(k for k in set(payload["p"]) | set(params) if payload["p"].get(k) != params.get(k))
         if changed:
-            raise TokenRefused("the parameters differ from the preview (" + ", ".join(changed) + "); "
-                               "preview again with the values you want")
+            raise TokenRefused(
+                "the parameters differ from the preview (" + ", ".join(changed) + "); "
+                "preview again with the values you want"
+            )
         if payload["t"] != target:
-            raise TokenRefused(f"the target changed since the preview (was {payload['t']}, now {target}); "
-                               "preview again")
+            raise TokenRefused(
+                f"the target changed since the preview (was {payload['t']}, now {target}); preview again"
+            )
         if now > payload["exp"]:
             raise TokenRefused(f"the confirmation token expired ({self.ttl}s lifetime); preview again")
         with self._lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("cluster", "guests", "tasks")
+MODULES = ("cluster", "guests", "tasks", "diagnostics")
 
 
 def load_all() -> None:

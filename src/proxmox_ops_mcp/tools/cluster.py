@@ -51,12 +51,15 @@ class ClusterOverview(BaseModel):
 @guarded
 async def cluster_overview(t: ToolContext) -> ClusterOverview:
     """One-call overview; reads run concurrently."""
-    got = await gather(t.client, [
-        ("status", api_path("cluster", "status"), {}),
-        ("resources", api_path("cluster", "resources"), {}),
-        ("version", api_path("version"), {}),
-        ("ha", api_path("cluster", "ha", "resources"), {}),
-    ])
+    got = await gather(
+        t.client,
+        [
+            ("status", api_path("cluster", "status"), {}),
+            ("resources", api_path("cluster", "resources"), {}),
+            ("version", api_path("version"), {}),
+            ("ha", api_path("cluster", "ha", "resources"), {}),
+        ],
+    )
     incomplete = [f"{key}: {val.message}" for key, val in got.items() if isinstance(val, PveError)]
     if isinstance(got["resources"], PveError) and isinstance(got["status"], PveError):
         raise got["resources"]
@@ -97,7 +100,9 @@ async def cluster_overview(t: ToolContext) -> ClusterOverview:
         cluster_name=cluster.get("name") if cluster else None,
         quorate=bool(cluster.get("quorate")) if cluster else (None if not status else True),
         pve_version=None if isinstance(version, PveError) else version.get("version"),
-        nodes=sorted(nodes.values(), key=lambda n: n.name), guests=counts, storages=len(storages),
+        nodes=sorted(nodes.values(), key=lambda n: n.name),
+        guests=counts,
+        storages=len(storages),
         ha_resources=None if isinstance(got["ha"], PveError) else len(got["ha"]),
         incomplete=incomplete,
     )
@@ -129,12 +134,21 @@ async def node_status(t: ToolContext, node: NodeName) -> NodeStatus:
     cpuinfo = st.get("cpuinfo") or {}
     kernel = (st.get("current-kernel") or {}).get("release")
     return NodeStatus(
-        node=node, pve_version=st.get("pveversion"), kernel=kernel, cpu_model=cpuinfo.get("model"),
-        cpus=cpuinfo.get("cpus"), cpu_fraction=st.get("cpu"),
+        node=node,
+        pve_version=st.get("pveversion"),
+        kernel=kernel,
+        cpu_model=cpuinfo.get("model"),
+        cpus=cpuinfo.get("cpus"),
+        cpu_fraction=st.get("cpu"),
         loadavg=[float(x) for x in st.get("loadavg") or []],
-        mem_used_bytes=mem.get("used"), mem_total_bytes=mem.get("total"), swap_used_bytes=swap.get("used"),
-        swap_total_bytes=swap.get("total"), rootfs_used_bytes=root.get("used"), rootfs_total_bytes=root.get("total"),
-        uptime_s=st.get("uptime"), ksm_shared_bytes=(st.get("ksm") or {}).get("shared"),
+        mem_used_bytes=mem.get("used"),
+        mem_total_bytes=mem.get("total"),
+        swap_used_bytes=swap.get("used"),
+        swap_total_bytes=swap.get("total"),
+        rootfs_used_bytes=root.get("used"),
+        rootfs_total_bytes=root.get("total"),
+        uptime_s=st.get("uptime"),
+        ksm_shared_bytes=(st.get("ksm") or {}).get("shared"),
     )
 
 
@@ -151,5 +165,6 @@ async def token_permissions(t: ToolContext) -> TokenPermissions:
     """Effective privileges of the configured API token (GET /access/permissions)."""
     perms: dict[str, dict[str, int]] = await t.client.get(api_path("access", "permissions"))
     paths = {path: sorted(p for p, on in privs.items() if on) for path, privs in sorted(perms.items())}
-    return TokenPermissions(token_id=t.settings.token_id, paths=paths,
-                            can_write_guests=any("VM.PowerMgmt" in p for p in paths.values()))
+    return TokenPermissions(
+        token_id=t.settings.token_id, paths=paths, can_write_guests=any("VM.PowerMgmt" in p for p in paths.values())
+    )

@@ -32,10 +32,16 @@ async def vm_resources(client: ProxmoxClient) -> list[dict[str, Any]]:
 
 
 def guest_ref(row: dict[str, Any]) -> GuestRef:
-    return GuestRef(vmid=int(row["vmid"]), type=row["type"], node=str(row["node"]),
-                    name=str(row.get("name") or row["vmid"]), status=str(row.get("status", "unknown")),
-                    template=bool(row.get("template")), lock=row.get("lock") or None,
-                    hastate=row.get("hastate") or None)
+    return GuestRef(
+        vmid=int(row["vmid"]),
+        type=row["type"],
+        node=str(row["node"]),
+        name=str(row.get("name") or row["vmid"]),
+        status=str(row.get("status", "unknown")),
+        template=bool(row.get("template")),
+        lock=row.get("lock") or None,
+        hastate=row.get("hastate") or None,
+    )
 
 
 async def resolve_guest(client: ProxmoxClient, vmid: int) -> GuestRef:
@@ -44,8 +50,10 @@ async def resolve_guest(client: ProxmoxClient, vmid: int) -> GuestRef:
     for row in await vm_resources(client):
         if int(row["vmid"]) == vmid:
             return guest_ref(row)
-    raise Refused(f"no guest {vmid} is visible in this cluster (it does not exist, or the API token lacks "
-                  f"VM.Audit on /vms/{vmid})")
+    raise Refused(
+        f"no guest {vmid} is visible in this cluster (it does not exist, or the API token lacks "
+        f"VM.Audit on /vms/{vmid})"
+    )
 
 
 def guest_path(ref: GuestRef, *rest: str) -> ApiPath:

@@ -65,16 +65,29 @@ async def list_guests(
         if tag and tag not in tags:
             continue
         guest_name = str(r.get("name") or "")
-        if name and not fnmatch.fnmatchcase(guest_name.lower(), f"*{name.lower()}*" if "*" not in name
-                                            else name.lower()):
+        if name and not fnmatch.fnmatchcase(
+            guest_name.lower(), f"*{name.lower()}*" if "*" not in name else name.lower()
+        ):
             continue
-        items.append(GuestRow(vmid=int(r["vmid"]), name=guest_name, type=r["type"], node=r["node"],
-                              status=str(r.get("status", "unknown")), cpu_fraction=r.get("cpu"),
-                              mem_bytes=r.get("mem"), maxmem_bytes=r.get("maxmem"), uptime_s=r.get("uptime"),
-                              tags=tags, lock=r.get("lock") or None, ha_state=r.get("hastate") or None,
-                              template=bool(r.get("template"))))
+        items.append(
+            GuestRow(
+                vmid=int(r["vmid"]),
+                name=guest_name,
+                type=r["type"],
+                node=r["node"],
+                status=str(r.get("status", "unknown")),
+                cpu_fraction=r.get("cpu"),
+                mem_bytes=r.get("mem"),
+                maxmem_bytes=r.get("maxmem"),
+                uptime_s=r.get("uptime"),
+                tags=tags,
+                lock=r.get("lock") or None,
+                ha_state=r.get("hastate") or None,
+                template=bool(r.get("template")),
+            )
+        )
     items.sort(key=lambda g: g.vmid)
-    page = items[offset: offset + limit]
+    page = items[offset : offset + limit]
     nxt = offset + limit if offset + limit < len(items) else None
     return GuestList(page=PageInfo(total=len(items), offset=offset, returned=len(page), next_offset=nxt), items=page)
 
@@ -113,26 +126,51 @@ class GuestDetail(BaseModel):
 async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) -> GuestDetail:
     """One guest: where it runs, its parsed config and live status. The node is resolved by the server."""
     ref = await resolve_guest(t.client, vmid)
-    got = await gather(t.client, [
-        ("config", guest_path(ref, "config"), {}),
-        ("status", guest_path(ref, "status", "current"), {}),
-        ("snapshots", guest_path(ref, "snapshot"), {}),
-    ])
+    got = await gather(
+        t.client,
+        [
+            ("config", guest_path(ref, "config"), {}),
+            ("status", guest_path(ref, "status", "current"), {}),
+            ("snapshots", guest_path(ref, "snapshot"), {}),
+        ],
+    )
     if isinstance(got["config"], PveError):
         raise got["config"]
     raw: dict[str, Any] = got["config"]
     cfg = parse_guest_config(raw, vmid, ref.type)
     status: dict[str, Any] = {} if isinstance(got["status"], PveError) else got["status"]
-    snaps = None if isinstance(got["snapshots"], PveError) else sum(1 for s in got["snapshots"]
-                                                                     if s.get("name") != "current")
+    snaps = (
+        None
+        if isinstance(got["snapshots"], PveError)
+        else sum(1 for s in got["snapshots"] if s.get("name") != "current")
+    )
     ha = status.get("ha") or {}
     return GuestDetail(
-        vmid=vmid, name=cfg.name, type=ref.type, node=ref.node, status=str(status.get("status", ref.status)),
-        qmp_status=status.get("qmpstatus"), uptime_s=status.get("uptime"), cpu_fraction=status.get("cpu"),
-        mem_bytes=status.get("mem"), memory_mib=cfg.memory_mib, vcpus=cfg.vcpus, cpu_type=cfg.cpu_type,
-        onboot=cfg.onboot, agent_enabled=cfg.agent_enabled, template=cfg.template, lock=cfg.lock, tags=cfg.tags,
-        ha_managed=bool(ha.get("managed")), ha_state=ha.get("state") or ref.hastate, volumes=cfg.volumes,
-        local_devices=cfg.local_devices, mapped_devices=cfg.mapped_devices, snapshots=snaps,
-        description=untrusted(cfg.description), config=redact(raw) if include_config else None, digest=cfg.digest,
+        vmid=vmid,
+        name=cfg.name,
+        type=ref.type,
+        node=ref.node,
+        status=str(status.get("status", ref.status)),
+        qmp_status=status.get("qmpstatus"),
+        uptime_s=status.get("uptime"),
+        cpu_fraction=status.get("cpu"),
+        mem_bytes=status.get("mem"),
+        memory_mib=cfg.memory_mib,
+        vcpus=cfg.vcpus,
+        cpu_type=cfg.cpu_type,
+        onboot=cfg.onboot,
+        agent_enabled=cfg.agent_enabled,
+        template=cfg.template,
+        lock=cfg.lock,
+        tags=cfg.tags,
+        ha_managed=bool(ha.get("managed")),
+        ha_state=ha.get("state") or ref.hastate,
+        volumes=cfg.volumes,
+        local_devices=cfg.local_devices,
+        mapped_devices=cfg.mapped_devices,
+        snapshots=snaps,
+        description=untrusted(cfg.description),
+        config=redact(raw) if include_config else None,
+        digest=cfg.digest,
         incomplete=[f"{k}: {v.message}" for k, v in got.items() if isinstance(v, PveError)],
     )

@@ -42,10 +42,18 @@ def task_row(r: dict[str, Any]) -> TaskRow:
     else:
         state = "failed"
     start, end = r.get("starttime"), r.get("endtime")
-    return TaskRow(upid=r["upid"], node=r.get("node", ""), type=r.get("type", ""), id=str(r.get("id", "")),
-                   user=r.get("user", ""), state=state, exitstatus=None if state == "running" else status,
-                   started=iso(start), ended=iso(end),
-                   duration_s=int(end - start) if start is not None and end is not None else None)
+    return TaskRow(
+        upid=r["upid"],
+        node=r.get("node", ""),
+        type=r.get("type", ""),
+        id=str(r.get("id", "")),
+        user=r.get("user", ""),
+        state=state,
+        exitstatus=None if state == "running" else status,
+        started=iso(start),
+        ended=iso(end),
+        duration_s=int(end - start) if start is not None and end is not None else None,
+    )
 
 
 class TaskList(BaseModel):

@@ -20,11 +20,30 @@ def version(call: Call) -> dict[str, Any]:
 @route("GET", "/cluster/status")
 def cluster_status(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
-    rows: list[dict[str, Any]] = [{"type": "cluster", "id": "cluster", "name": c.name, "nodes": len(c.nodes),
-                                   "quorate": b(c.quorate), "version": 7 + len(c.nodes)}]
+    rows: list[dict[str, Any]] = [
+        {
+            "type": "cluster",
+            "id": "cluster",
+            "name": c.name,
+            "nodes": len(c.nodes),
+            "quorate": b(c.quorate),
+            "version": 7 + len(c.nodes),
+        }
+    ]
     local = next(iter(c.nodes))
-    rows.extend({"type": "node", "id": f"node/{n.name}", "name": n.name, "nodeid": n.nodeid, "ip": n.ip,
-                 "online": b(n.online), "local": b(n.name == local), "level": n.level} for n in c.nodes.values())
+    rows.extend(
+        {
+            "type": "node",
+            "id": f"node/{n.name}",
+            "name": n.name,
+            "nodeid": n.nodeid,
+            "ip": n.ip,
+            "online": b(n.online),
+            "local": b(n.name == local),
+            "level": n.level,
+        }
+        for n in c.nodes.values()
+    )
     return rows
 
 
@@ -36,13 +55,18 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
     if want in (None, "node"):
         rows += [render.node_resource(c, n) for n in c.nodes.values() if call.can(f"/nodes/{n.name}", "Sys.Audit")]
     if want in (None, "vm"):
-        rows += [render.guest_resource(c, g) for g in sorted(c.guests.values(), key=lambda g: g.vmid)
-                 if call.can(f"/vms/{g.vmid}", "VM.Audit")]
+        rows += [
+            render.guest_resource(c, g)
+            for g in sorted(c.guests.values(), key=lambda g: g.vmid)
+            if call.can(f"/vms/{g.vmid}", "VM.Audit")
+        ]
     if want in (None, "storage"):
         for n in c.nodes.values():
             for s in c.storages.values():
-                if s.available_on(n.name) and (call.can(f"/storage/{s.storage}", "Datastore.Audit")
-                                               or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")):
+                if s.available_on(n.name) and (
+                    call.can(f"/storage/{s.storage}", "Datastore.Audit")
+                    or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
+                ):
                     rows.append(render.storage_resource(c, s, n.name))
     return rows
 
@@ -103,8 +127,9 @@ def backup_jobs(call: Call) -> list[dict[str, Any]]:
         row = dict(job)
         row.setdefault("type", "vzdump")
         if isinstance(row.get("prune-backups"), str):  # stored as in jobs.cfg, returned as an object
-            row["prune-backups"] = {k: int(v) for k, v in
-                                    (kv.split("=", 1) for kv in row["prune-backups"].split(",") if "=" in kv)}
+            row["prune-backups"] = {
+                k: int(v) for k, v in (kv.split("=", 1) for kv in row["prune-backups"].split(",") if "=" in kv)
+            }
         if int(row.get("enabled", 1)) and row.get("schedule"):
             row["next-run"] = _next_run(str(row["schedule"]), now)
         out.append(row)
@@ -124,8 +149,14 @@ def not_backed_up(call: Call) -> list[dict[str, Any]]:
 
 
 def replication_config_row(job: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": job.id, "type": "local", "guest": job.guest, "jobnum": job.jobnum,
-                           "target": job.target, "schedule": job.schedule}
+    row: dict[str, Any] = {
+        "id": job.id,
+        "type": "local",
+        "guest": job.guest,
+        "jobnum": job.jobnum,
+        "target": job.target,
+        "schedule": job.schedule,
+    }
     if job.disable:
         row["disable"] = 1
     if job.remove_job:
@@ -155,11 +186,17 @@ def replication(call: Call) -> list[dict[str, Any]]:
 def storage_config(call: Call) -> list[dict[str, Any]]:
     rows = []
     for s in sorted(call.cluster.storages.values(), key=lambda s: s.storage):
-        if not (call.can(f"/storage/{s.storage}", "Datastore.Audit")
-                or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")):
+        if not (
+            call.can(f"/storage/{s.storage}", "Datastore.Audit")
+            or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
+        ):
             continue
-        row: dict[str, Any] = {"storage": s.storage, "type": s.type, "content": ",".join(sorted(s.content)),
-                               "digest": render.digest_of(sorted(call.cluster.storages))}
+        row: dict[str, Any] = {
+            "storage": s.storage,
+            "type": s.type,
+            "content": ",".join(sorted(s.content)),
+            "digest": render.digest_of(sorted(call.cluster.storages)),
+        }
         if s.shared and s.type in ("dir", "lvm", "lvmthin", "zfspool"):
             row["shared"] = 1
         if s.nodes is not None:
@@ -176,12 +213,25 @@ def nodes(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     rows = []
     for n in c.nodes.values():
-        row: dict[str, Any] = {"node": n.name, "id": f"node/{n.name}", "type": "node",
-                               "status": "online" if n.online else "offline", "level": n.level,
-                               "ssl_fingerprint": n.certificates[1]["fingerprint"] if len(n.certificates) > 1 else ""}
+        row: dict[str, Any] = {
+            "node": n.name,
+            "id": f"node/{n.name}",
+            "type": "node",
+            "status": "online" if n.online else "offline",
+            "level": n.level,
+            "ssl_fingerprint": n.certificates[1]["fingerprint"] if len(n.certificates) > 1 else "",
+        }
         if n.online and call.can(f"/nodes/{n.name}", "Sys.Audit"):
-            row.update({"cpu": n.cpu_usage, "maxcpu": n.cpus, "mem": c.node_mem_used(n.name),
-                        "maxmem": n.memory_total, "uptime": n.uptime, "disk": n.rootfs_used,
-                        "maxdisk": n.rootfs_total})
+            row.update(
+                {
+                    "cpu": n.cpu_usage,
+                    "maxcpu": n.cpus,
+                    "mem": c.node_mem_used(n.name),
+                    "maxmem": n.memory_total,
+                    "uptime": n.uptime,
+                    "disk": n.rootfs_used,
+                    "maxdisk": n.rootfs_total,
+                }
+            )
         rows.append(row)
     return rows

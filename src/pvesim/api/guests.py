@@ -123,8 +123,9 @@ def _status_current(call: Call, gtype: str) -> dict[str, Any]:
     g = call.guest(gtype)
     row = render.guest_runtime(c, g)
     res = c.ha_resource_for(g)
-    row["ha"] = {"managed": 1, "state": res.state, **({"group": res.group} if res.group else {})} if res else \
-        {"managed": 0}
+    row["ha"] = (
+        {"managed": 1, "state": res.state, **({"group": res.group} if res.group else {})} if res else {"managed": 0}
+    )
     if gtype == "qemu":
         row["agent"] = b(pveconfig.parse_property_string(g.config.get("agent", "0"), "enabled").get("enabled") == "1")
         if g.status == "running":
@@ -305,14 +306,30 @@ def _snapshot_create(call: Call, gtype: str) -> str:
         if g.template:
             return "you can't take a snapshot if it's a template"
         snap_cfg = {k: v for k, v in g.config.items() if k not in ("lock", "parent")}
-        g.snapshots[name] = Snapshot(name, int(c.clock.now()), str(call.params.get("description", "")),
-                                     vmstate and g.status == "running", g.config.get("parent"), snap_cfg)
+        g.snapshots[name] = Snapshot(
+            name,
+            int(c.clock.now()),
+            str(call.params.get("description", "")),
+            vmstate and g.status == "running",
+            g.config.get("parent"),
+            snap_cfg,
+        )
         g.config["parent"] = name
         return None
 
     ttype = "qmsnapshot" if gtype == "qemu" else "vzsnapshot"
-    return start_task(c, g.node, ttype, str(g.vmid), call.user, 5 if not vmstate else 15,
-                      [f"snapshotting '{name}'"], finish, lock_guest=g, lock="snapshot").upid
+    return start_task(
+        c,
+        g.node,
+        ttype,
+        str(g.vmid),
+        call.user,
+        5 if not vmstate else 15,
+        [f"snapshotting '{name}'"],
+        finish,
+        lock_guest=g,
+        lock="snapshot",
+    ).upid
 
 
 @route("POST", "/nodes/{node}/qemu/{vmid}/snapshot")
@@ -347,8 +364,18 @@ def _snapshot_delete(call: Call, gtype: str) -> str:
         return None
 
     ttype = "qmdelsnapshot" if gtype == "qemu" else "vzdelsnapshot"
-    return start_task(c, g.node, ttype, str(g.vmid), call.user, 3, [f"delete snapshot '{name}'"], finish,
-                      lock_guest=g, lock="snapshot-delete").upid
+    return start_task(
+        c,
+        g.node,
+        ttype,
+        str(g.vmid),
+        call.user,
+        3,
+        [f"delete snapshot '{name}'"],
+        finish,
+        lock_guest=g,
+        lock="snapshot-delete",
+    ).upid
 
 
 @route("DELETE", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}")
@@ -381,8 +408,18 @@ def _snapshot_rollback(call: Call, gtype: str) -> str:
         return None
 
     ttype = "qmrollback" if gtype == "qemu" else "vzrollback"
-    return start_task(c, g.node, ttype, str(g.vmid), call.user, 5, [f"rollback to snapshot '{name}'"], finish,
-                      lock_guest=g, lock="rollback").upid
+    return start_task(
+        c,
+        g.node,
+        ttype,
+        str(g.vmid),
+        call.user,
+        5,
+        [f"rollback to snapshot '{name}'"],
+        finish,
+        lock_guest=g,
+        lock="rollback",
+    ).upid
 
 
 @route("POST", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback")
@@ -417,8 +454,11 @@ def lxc_migrate_precondition(call: Call) -> dict[str, Any]:
     _check_lock(g)
     allowed = [n for n in c.nodes if n != g.node and not migration.unavailable_storages(c, g, n)]
     not_allowed: dict[str, dict[str, Any]] = {n: {} for n in c.nodes if n != g.node and n not in allowed}
-    body: dict[str, Any] = {"running": b(g.status == "running"), "allowed-nodes": allowed,
-                            "not-allowed-nodes": not_allowed}
+    body: dict[str, Any] = {
+        "running": b(g.status == "running"),
+        "allowed-nodes": allowed,
+        "not-allowed-nodes": not_allowed,
+    }
     if _ha_managed(c, g):
         body["dependent-ha-resources"] = migration.dependent_ha_resources(c, g.sid)
     return body
@@ -438,8 +478,16 @@ def move_guest(c: Cluster, g: Guest, target: str) -> None:
     g.node = target
 
 
-def schedule_migration(c: Cluster, g: Guest, target: str, user: str, online: bool, with_local: bool,
-                       restart: bool = False, ha_res: Any = None) -> Task:
+def schedule_migration(
+    c: Cluster,
+    g: Guest,
+    target: str,
+    user: str,
+    online: bool,
+    with_local: bool,
+    restart: bool = False,
+    ha_res: Any = None,
+) -> Task:
     """Start the real qmigrate/vzmigrate task; its checks run when it ends, like PVE's worker."""
     source = g.node
     if g.type == "qemu":
@@ -485,8 +533,11 @@ def qemu_migrate(call: Call) -> str:
         raise ApiError(500, "can't migrate running VM without --online")
     for job in c.replication.values():
         if job.guest == g.vmid and job.target != target and g.status == "running" and not call.flag("force"):
-            raise ApiError(500, f"Cannot live-migrate replicated VM to node '{target}' - not a replication target. "
-                                "Use 'force' to override.")
+            raise ApiError(
+                500,
+                f"Cannot live-migrate replicated VM to node '{target}' - not a replication target. "
+                "Use 'force' to override.",
+            )
         if job.guest == g.vmid and job.remove_job:
             raise ApiError(500, f"replication job '{job.id}' is marked for removal")
     return schedule_migration(c, g, target, call.user, online, call.flag("with-local-disks")).upid
@@ -519,8 +570,10 @@ def _ha_request(call: Call, g: Guest, target: str, kind: str) -> str:
         request_ha_move(c, g, target, kind)
         return None
 
-    log = [f"Requesting HA {'migration' if kind == 'migrate' else 'relocation'} for {KIND[g.type]} {g.vmid} "
-           f"to node {target}"]
+    log = [
+        f"Requesting HA {'migration' if kind == 'migrate' else 'relocation'} for {KIND[g.type]} {g.vmid} "
+        f"to node {target}"
+    ]
     return start_task(c, g.node, "hamigrate", str(g.vmid), call.user, 0.5, log, finish).upid
 
 
@@ -569,8 +622,10 @@ def vzdump(call: Call) -> str:
     for g in local:
         _check_lock(g)
     seconds = sum(10 + g.maxdisk() / 1024**3 * 0.5 for g in local)
-    log = [f"INFO: starting new backup job: vzdump {' '.join(map(str, vmids))} --storage {sid} "
-           f"--mode {p.get('mode', 'snapshot')}"]
+    log = [
+        f"INFO: starting new backup job: vzdump {' '.join(map(str, vmids))} --storage {sid} "
+        f"--mode {p.get('mode', 'snapshot')}"
+    ]
     if external:
         log.append(f"INFO: skip external VMs: {' '.join(map(str, external))}")
 
@@ -580,16 +635,43 @@ def vzdump(call: Call) -> str:
         for g in local:
             volid, fmt = _backup_volid(storage.type, sid, g, now)
             size = max(g.maxdisk() // 3, 64 * 1024**2)
-            notes = str(p["notes-template"]).replace("{{guestname}}", g.name).replace("{{vmid}}", str(g.vmid)) \
-                if "notes-template" in p else None
-            c.volumes.append(Volume(volid, sid, None if storage.shared else node, "backup", size, int(now), fmt,
-                                    g.vmid, notes, bool(int(p.get("protected", 0))), None, g.type))
+            notes = (
+                str(p["notes-template"]).replace("{{guestname}}", g.name).replace("{{vmid}}", str(g.vmid))
+                if "notes-template" in p
+                else None
+            )
+            c.volumes.append(
+                Volume(
+                    volid,
+                    sid,
+                    None if storage.shared else node,
+                    "backup",
+                    size,
+                    int(now),
+                    fmt,
+                    g.vmid,
+                    notes,
+                    bool(int(p.get("protected", 0))),
+                    None,
+                    g.type,
+                )
+            )
             storage.add_used(node, size)
             task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
         task.log.append("INFO: Backup job finished successfully")
         return None
 
     lock_guest = local[0] if len(local) == 1 else None
-    task = start_task(c, node, "vzdump", str(vmids[0]) if len(vmids) == 1 else "", call.user, seconds, log, finish,
-                      lock_guest=lock_guest, lock="backup")
+    task = start_task(
+        c,
+        node,
+        "vzdump",
+        str(vmids[0]) if len(vmids) == 1 else "",
+        call.user,
+        seconds,
+        log,
+        finish,
+        lock_guest=lock_guest,
+        lock="backup",
+    )
     return task.upid

@@ -37,37 +37,81 @@ def _crm_state(c: Cluster, res: HAResource) -> str:
 def ha_status(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     if not c.ha_resources:
-        return [{"id": "quorum", "type": "quorum", "node": next(iter(c.nodes)), "status": "OK",
-                 "quorate": b(c.quorate)}]
+        return [
+            {"id": "quorum", "type": "quorum", "node": next(iter(c.nodes)), "status": "OK", "quorate": b(c.quorate)}
+        ]
     master = c.ha_master or next(iter(c.nodes))
     now = _stamp(c)
     rows: list[dict[str, Any]] = [
-        {"id": "quorum", "type": "quorum", "node": master, "status": "OK" if c.quorate else "No quorum on node",
-         "quorate": b(c.quorate)},
-        {"id": "master", "type": "master", "node": master, "status": f"{master} (active, {_fmt_time(now)})",
-         "timestamp": now},
+        {
+            "id": "quorum",
+            "type": "quorum",
+            "node": master,
+            "status": "OK" if c.quorate else "No quorum on node",
+            "quorate": b(c.quorate),
+        },
+        {
+            "id": "master",
+            "type": "master",
+            "node": master,
+            "status": f"{master} (active, {_fmt_time(now)})",
+            "timestamp": now,
+        },
     ]
     for n in c.nodes.values():
         if not n.online:
             stale = now - 3600
-            rows.append({"id": f"lrm:{n.name}", "type": "lrm", "node": n.name, "timestamp": stale,
-                         "status": f"{n.name} (old timestamp - dead?, {_fmt_time(stale)})"})
+            rows.append(
+                {
+                    "id": f"lrm:{n.name}",
+                    "type": "lrm",
+                    "node": n.name,
+                    "timestamp": stale,
+                    "status": f"{n.name} (old timestamp - dead?, {_fmt_time(stale)})",
+                }
+            )
             continue
         mode = "maintenance mode" if n.lrm_mode == "maintenance" else "active"
         has_services = any(_service_node(c, r) == n.name for r in c.ha_resources.values())
         text = mode if has_services or n.lrm_mode == "maintenance" else "idle"
-        rows.append({"id": f"lrm:{n.name}", "type": "lrm", "node": n.name, "timestamp": now,
-                     "status": f"{n.name} ({text}, {_fmt_time(now)})"})
+        rows.append(
+            {
+                "id": f"lrm:{n.name}",
+                "type": "lrm",
+                "node": n.name,
+                "timestamp": now,
+                "status": f"{n.name} ({text}, {_fmt_time(now)})",
+            }
+        )
     if c.schema_version >= "9.1":
-        rows.append({"id": "fencing", "type": "fencing", "node": master, "status": "armed",
-                     "armed-state": "armed", "resource_mode": "freeze"})
+        rows.append(
+            {
+                "id": "fencing",
+                "type": "fencing",
+                "node": master,
+                "status": "armed",
+                "armed-state": "armed",
+                "resource_mode": "freeze",
+            }
+        )
     for res in sorted(c.ha_resources.values(), key=lambda r: r.sid):
         node = _service_node(c, res)
         state = _crm_state(c, res)
-        rows.append({"id": f"service:{res.sid}", "type": "service", "sid": res.sid, "node": node,
-                     "crm_state": state, "state": state, "request_state": res.state,
-                     "status": f"{res.sid} ({node}, {state})", "max_restart": res.max_restart,
-                     "max_relocate": res.max_relocate, "failback": b(res.failback)})
+        rows.append(
+            {
+                "id": f"service:{res.sid}",
+                "type": "service",
+                "sid": res.sid,
+                "node": node,
+                "crm_state": state,
+                "state": state,
+                "request_state": res.state,
+                "status": f"{res.sid} ({node}, {state})",
+                "max_restart": res.max_restart,
+                "max_relocate": res.max_relocate,
+                "failback": b(res.failback),
+            }
+        )
     return rows
 
 
@@ -76,21 +120,44 @@ def manager_status(call: Call) -> dict[str, Any]:
     c = call.cluster
     now = _stamp(c)
     master = c.ha_master or next(iter(c.nodes))
-    node_status = {n.name: ("maintenance" if n.lrm_mode == "maintenance" else "online") if n.online else "unknown"
-                   for n in c.nodes.values()}
-    services = {r.sid: {"node": _service_node(c, r), "state": _crm_state(c, r), "uid": r.sid.replace(":", "")}
-                for r in c.ha_resources.values()}
-    lrm = {n.name: {"mode": n.lrm_mode, "state": "active" if n.online else "lost_agent_lock",
-                    "timestamp": now if n.online else now - 3600} for n in c.nodes.values()}
-    return {"manager_status": {"master_node": master, "node_status": node_status, "service_status": services,
-                               "timestamp": now},
-            "quorum": {"node": master, "quorate": str(b(c.quorate))}, "lrm_status": lrm}
+    node_status = {
+        n.name: ("maintenance" if n.lrm_mode == "maintenance" else "online") if n.online else "unknown"
+        for n in c.nodes.values()
+    }
+    services = {
+        r.sid: {"node": _service_node(c, r), "state": _crm_state(c, r), "uid": r.sid.replace(":", "")}
+        for r in c.ha_resources.values()
+    }
+    lrm = {
+        n.name: {
+            "mode": n.lrm_mode,
+            "state": "active" if n.online else "lost_agent_lock",
+            "timestamp": now if n.online else now - 3600,
+        }
+        for n in c.nodes.values()
+    }
+    return {
+        "manager_status": {
+            "master_node": master,
+            "node_status": node_status,
+            "service_status": services,
+            "timestamp": now,
+        },
+        "quorum": {"node": master, "quorate": str(b(c.quorate))},
+        "lrm_status": lrm,
+    }
 
 
 def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
-    row: dict[str, Any] = {"sid": res.sid, "type": res.type, "state": res.state, "max_restart": res.max_restart,
-                           "max_relocate": res.max_relocate, "failback": b(res.failback),
-                           "digest": render.digest_of(sorted(c.ha_resources))}
+    row: dict[str, Any] = {
+        "sid": res.sid,
+        "type": res.type,
+        "state": res.state,
+        "max_restart": res.max_restart,
+        "max_relocate": res.max_relocate,
+        "failback": b(res.failback),
+        "digest": render.digest_of(sorted(c.ha_resources)),
+    }
     if res.group:
         row["group"] = res.group
     if res.comment:
@@ -102,8 +169,11 @@ def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
 def ha_resources(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     want = call.params.get("type")
-    return [_resource_row(c, r) for r in sorted(c.ha_resources.values(), key=lambda r: r.sid)
-            if want is None or r.type == want]
+    return [
+        _resource_row(c, r)
+        for r in sorted(c.ha_resources.values(), key=lambda r: r.sid)
+        if want is None or r.type == want
+    ]
 
 
 def _resource(call: Call) -> HAResource:

@@ -25,18 +25,38 @@ def node_status(call: Call) -> dict[str, Any]:
         "idle": 0,
         "uptime": n.uptime,
         "loadavg": [f"{x:.2f}" for x in n.loadavg],
-        "cpuinfo": {"model": n.cpu_model, "cpus": n.cpus, "sockets": n.sockets, "cores": n.cpus // n.sockets // 2 or 1,
-                    "mhz": f"{n.mhz:.3f}", "hvm": "1", "flags": n.cpu_flags, "user_hz": 100},
-        "memory": {"total": n.memory_total, "used": used, "free": n.memory_total - used,
-                   "available": n.memory_total - used},
+        "cpuinfo": {
+            "model": n.cpu_model,
+            "cpus": n.cpus,
+            "sockets": n.sockets,
+            "cores": n.cpus // n.sockets // 2 or 1,
+            "mhz": f"{n.mhz:.3f}",
+            "hvm": "1",
+            "flags": n.cpu_flags,
+            "user_hz": 100,
+        },
+        "memory": {
+            "total": n.memory_total,
+            "used": used,
+            "free": n.memory_total - used,
+            "available": n.memory_total - used,
+        },
         "swap": {"total": n.swap_total, "used": n.swap_used, "free": n.swap_total - n.swap_used},
-        "rootfs": {"total": n.rootfs_total, "used": n.rootfs_used, "free": n.rootfs_total - n.rootfs_used,
-                   "avail": n.rootfs_total - n.rootfs_used},
+        "rootfs": {
+            "total": n.rootfs_total,
+            "used": n.rootfs_used,
+            "free": n.rootfs_total - n.rootfs_used,
+            "avail": n.rootfs_total - n.rootfs_used,
+        },
         "ksm": {"shared": n.ksm_shared},
         "pveversion": f"pve-manager/{c.version}/0fcd7879d9b3ec58",
         "kversion": f"Linux {n.kernel} #1 SMP PREEMPT_DYNAMIC PMX {n.kernel} (2026-10-01T12:00Z)",
-        "current-kernel": {"sysname": "Linux", "release": n.kernel, "machine": "x86_64",
-                           "version": f"#1 SMP PREEMPT_DYNAMIC PMX {n.kernel} (2026-10-01T12:00Z)"},
+        "current-kernel": {
+            "sysname": "Linux",
+            "release": n.kernel,
+            "machine": "x86_64",
+            "version": f"#1 SMP PREEMPT_DYNAMIC PMX {n.kernel} (2026-10-01T12:00Z)",
+        },
         "boot-info": {"mode": "efi", "secureboot": 0},
     }
 
@@ -81,7 +101,7 @@ def node_tasks(call: Call) -> list[dict[str, Any]]:
         rows.append(render.task_row(t))
     start = int(p.get("start", 0))
     limit = int(p.get("limit", 50))
-    return rows[start: start + limit] if limit else rows[start:]
+    return rows[start : start + limit] if limit else rows[start:]
 
 
 def _task(call: Call) -> Task:
@@ -91,16 +111,25 @@ def _task(call: Call) -> Task:
             if not _task_visible(call, t):
                 raise ApiError(403, f"Permission check failed (/nodes/{t.node}, Sys.Audit)")
             return t
-    raise ApiError(500, f"unable to parse worker upid '{upid}'" if not upid.startswith("UPID:")
-                   else f"no such task '{upid}'")
+    raise ApiError(
+        500, f"unable to parse worker upid '{upid}'" if not upid.startswith("UPID:") else f"no such task '{upid}'"
+    )
 
 
 @route("GET", "/nodes/{node}/tasks/{upid}/status")
 def task_status(call: Call) -> dict[str, Any]:
     t = _task(call)
-    row: dict[str, Any] = {"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
-                           "starttime": t.starttime, "type": t.type, "id": t.id, "user": t.user,
-                           "status": "running" if t.running else "stopped"}
+    row: dict[str, Any] = {
+        "upid": t.upid,
+        "node": t.node,
+        "pid": t.pid,
+        "pstart": t.pstart,
+        "starttime": t.starttime,
+        "type": t.type,
+        "id": t.id,
+        "user": t.user,
+        "status": "running" if t.running else "stopped",
+    }
     if not t.running:
         row["exitstatus"] = t.status
     return row
@@ -112,17 +141,24 @@ def task_log(call: Call) -> list[dict[str, Any]]:
     start = int(call.params.get("start", 0))
     limit = int(call.params.get("limit", 50))
     lines = [{"n": i + 1, "t": line} for i, line in enumerate(t.log)]
-    return lines[start: start + limit]
+    return lines[start : start + limit]
 
 
 def _replication_status(call: Call, job: Any) -> dict[str, Any]:
     c = call.cluster
     row = replication_config_row(job)
     guest = c.guests.get(job.guest)
-    row.update({"source": guest.node if guest else None, "vmtype": guest.type if guest else "qemu",
-                "last_sync": job.last_sync, "last_try": job.last_try, "fail_count": job.fail_count,
-                "duration": job.duration,
-                "next_sync": job.last_try + (300 * min(job.fail_count, 3) if job.fail_count else 900)})
+    row.update(
+        {
+            "source": guest.node if guest else None,
+            "vmtype": guest.type if guest else "qemu",
+            "last_sync": job.last_sync,
+            "last_try": job.last_try,
+            "fail_count": job.fail_count,
+            "duration": job.duration,
+            "next_sync": job.last_try + (300 * min(job.fail_count, 3) if job.fail_count else 900),
+        }
+    )
     if job.error:
         row["error"] = job.error
     return row

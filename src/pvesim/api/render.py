@@ -56,8 +56,9 @@ def ha_state(cluster: Cluster, g: Guest) -> str | None:
 def guest_resource(cluster: Cluster, g: Guest) -> dict[str, Any]:
     row = guest_runtime(cluster, g)
     row.pop("cpus")
-    row.update({"id": f"{g.type}/{g.vmid}", "type": g.type, "node": g.node, "maxcpu": g.maxcpu,
-                "template": b(g.template)})
+    row.update(
+        {"id": f"{g.type}/{g.vmid}", "type": g.type, "node": g.node, "maxcpu": g.maxcpu, "template": b(g.template)}
+    )
     hastate = ha_state(cluster, g)
     if hastate:
         row["hastate"] = hastate
@@ -69,12 +70,26 @@ def node_mem(cluster: Cluster, n: Node) -> int:
 
 
 def node_resource(cluster: Cluster, n: Node) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": f"node/{n.name}", "type": "node", "node": n.name,
-                           "status": "online" if n.online else "offline", "level": n.level,
-                           "cgroup-mode": 2}
+    row: dict[str, Any] = {
+        "id": f"node/{n.name}",
+        "type": "node",
+        "node": n.name,
+        "status": "online" if n.online else "offline",
+        "level": n.level,
+        "cgroup-mode": 2,
+    }
     if n.online:
-        row.update({"maxcpu": n.cpus, "cpu": n.cpu_usage, "maxmem": n.memory_total, "mem": node_mem(cluster, n),
-                    "maxdisk": n.rootfs_total, "disk": n.rootfs_used, "uptime": n.uptime})
+        row.update(
+            {
+                "maxcpu": n.cpus,
+                "cpu": n.cpu_usage,
+                "maxmem": n.memory_total,
+                "mem": node_mem(cluster, n),
+                "maxdisk": n.rootfs_total,
+                "disk": n.rootfs_used,
+                "uptime": n.uptime,
+            }
+        )
     return row
 
 
@@ -82,29 +97,54 @@ def storage_status_row(cluster: Cluster, s: Storage, node: str) -> dict[str, Any
     total, used = s.capacity(node)
     active = cluster.nodes[node].online and node not in s.inactive_on
     row: dict[str, Any] = {
-        "storage": s.storage, "type": s.type, "content": ",".join(sorted(s.content)),
-        "shared": b(s.shared), "enabled": b(not s.disable), "active": b(active),
+        "storage": s.storage,
+        "type": s.type,
+        "content": ",".join(sorted(s.content)),
+        "shared": b(s.shared),
+        "enabled": b(not s.disable),
+        "active": b(active),
     }
     if active:
-        row.update({"total": total, "used": used, "avail": max(total - used, 0),
-                    "used_fraction": round(used / total, 6) if total else 0})
+        row.update(
+            {
+                "total": total,
+                "used": used,
+                "avail": max(total - used, 0),
+                "used_fraction": round(used / total, 6) if total else 0,
+            }
+        )
     return row
 
 
 def storage_resource(cluster: Cluster, s: Storage, node: str) -> dict[str, Any]:
     total, used = s.capacity(node)
     active = cluster.nodes[node].online and node not in s.inactive_on
-    row: dict[str, Any] = {"id": f"storage/{node}/{s.storage}", "type": "storage", "storage": s.storage,
-                           "node": node, "status": "available" if active else "unknown",
-                           "plugintype": s.type, "shared": b(s.shared), "content": ",".join(sorted(s.content))}
+    row: dict[str, Any] = {
+        "id": f"storage/{node}/{s.storage}",
+        "type": "storage",
+        "storage": s.storage,
+        "node": node,
+        "status": "available" if active else "unknown",
+        "plugintype": s.type,
+        "shared": b(s.shared),
+        "content": ",".join(sorted(s.content)),
+    }
     if active:
         row.update({"disk": used, "maxdisk": total})
     return row
 
 
 def task_row(t: Task) -> dict[str, Any]:
-    row: dict[str, Any] = {"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
-                           "starttime": t.starttime, "type": t.type, "id": t.id, "user": t.user}
+    row: dict[str, Any] = {
+        "upid": t.upid,
+        "node": t.node,
+        "pid": t.pid,
+        "pstart": t.pstart,
+        "starttime": t.starttime,
+        "type": t.type,
+        "id": t.id,
+        "user": t.user,
+    }
     if not t.running:
         row["status"] = t.status
         row["endtime"] = t.endtime

@@ -61,10 +61,22 @@ def _disk_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:
                 continue
             size = pveconfig.parse_size(opts["size"]) if "size" in opts else 4 * 1024**2
             content = "rootdir" if g.type == "lxc" else "images"
-            fmt = "qcow2" if volid.endswith(".qcow2") else ("subvol" if content == "rootdir" and s.type == "zfspool"
-                                                             else "raw")
-            rows.append({"volid": volid, "content": content, "format": fmt, "size": size, "vmid": g.vmid,
-                         "used": size // 2, "ctime": int(call.cluster.clock.now()) - 86400 * 90})
+            fmt = (
+                "qcow2"
+                if volid.endswith(".qcow2")
+                else ("subvol" if content == "rootdir" and s.type == "zfspool" else "raw")
+            )
+            rows.append(
+                {
+                    "volid": volid,
+                    "content": content,
+                    "format": fmt,
+                    "size": size,
+                    "vmid": g.vmid,
+                    "used": size // 2,
+                    "ctime": int(call.cluster.clock.now()) - 86400 * 90,
+                }
+            )
     return rows
 
 
@@ -79,8 +91,13 @@ def storage_content(call: Call) -> list[dict[str, Any]]:
     for v in c.volumes:
         if v.storage != s.storage or (not s.shared and v.node != node):
             continue
-        row: dict[str, Any] = {"volid": v.volid, "content": v.content, "format": v.format, "size": v.size,
-                               "ctime": v.ctime}
+        row: dict[str, Any] = {
+            "volid": v.volid,
+            "content": v.content,
+            "format": v.format,
+            "size": v.size,
+            "ctime": v.ctime,
+        }
         if v.vmid is not None:
             row["vmid"] = v.vmid
         if v.content == "backup":

@@ -1,0 +1,266 @@
+"""Backup diagnostics: coverage, freshness, failed runs, verification, retention, excluded disks.
+
+Coverage follows PVE's own job selection (``all`` minus ``exclude``, a ``vmid`` list, the ``node``
+filter), counting only enabled jobs, and is cross-checked with PVE's not-backed-up list, which
+counts disabled jobs as covering. A guest's "no backup"/"stale" verdict is only given when every
+storage its jobs write to could be read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import lru_cache
+from typing import Any
+
+from proxmox_ops_mcp.analysis.data import ClusterData, Row, guest_subject
+from proxmox_ops_mcp.analysis.findings import Finding, Severity, Subject, finding
+from proxmox_ops_mcp.analysis.schedule import interval_seconds
+from proxmox_ops_mcp.analysis.thresholds import Thresholds
+
+_FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
+
+
+@lru_cache(maxsize=256)
+def _id_set(text: str) -> frozenset[int]:
+    return frozenset(int(v) for v in re.split(r"[,;\s]+", text) if v.isdigit())
+
+
+def _ids(text: Any) -> frozenset[int]:
+    return _id_set(str(text or ""))
+
+
+def job_covers(job: Row, vmid: int, node: str | None) -> bool | None:
+    """True/False per PVE's selection rules; None when it depends on pool membership we do not read."""
+    if job.get("node") and node and job["node"] != node:
+        return False
+    if job.get("vmid"):
+        return vmid in _ids(job["vmid"])
+    if job.get("pool"):
+        return None
+    if int(job.get("all", 0) or 0):
+        return vmid not in _ids(job.get("exclude"))
+    return False
+
+
+def _enabled(job: Row) -> bool:
+    return bool(int(job.get("enabled", 1) or 0))
+
+
+def _hours(seconds: float) -> float:
+    return round(seconds / 3600, 1)
+
+
+def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    now = data.now
+    unreadable = {
+        m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
+    }
+    newest: dict[int, Row] = {}
+    for b in data.backups:
+        vmid = b.get("vmid")
+        if vmid is None:
+            continue
+        vmid = int(vmid)
+        if vmid not in newest or int(b.get("ctime", 0)) > int(newest[vmid].get("ctime", 0)):
+            newest[vmid] = b
+    pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
+    for vmid, g in sorted(data.guests.items()):
+        if g.get("template"):
+            continue
+        node = g.get("node")
+        enabled: list[Row] = []
+        disabled: list[Row] = []
+        unknown: list[Row] = []
+        for job in data.backup_jobs:
+            covered = job_covers(job, vmid, node)
+            if covered is None:
+                unknown.append(job)
+            elif covered:
+                (enabled if _enabled(job) else disabled).append(job)
+        maybe_by_pool = bool(unknown) and vmid not in pve_uncovered
+        if (not enabled and not maybe_by_pool) or vmid in pve_uncovered:
+            out.append(
+                finding(
+                    "BACKUP_NOT_SCHEDULED",
+                    guest_subject(data, vmid),
+                    f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
+                    + (f" (only by disabled job {', '.join(j['id'] for j in disabled)})" if disabled else ""),
+                    {
+                        "covered_only_by_disabled": [j["id"] for j in disabled],
+                        "in_pve_not_backed_up": vmid in pve_uncovered if data.not_backed_up is not None else None,
+                    },
+                )
+            )
+        expected_storages = {j.get("storage") for j in enabled}
+        if (unreadable & expected_storages) or (not enabled and unreadable):
+            continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
+        latest = newest.get(vmid)
+        if latest is None:
+            out.append(
+                finding(
+                    "BACKUP_NONE",
+                    guest_subject(data, vmid),
+                    f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
+                    {"covering_jobs": [j["id"] for j in enabled], "storages_read": sorted(data.backup_storages_read)},
+                )
+            )
+            continue
+        intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
+        if intervals:
+            interval = min(intervals)
+            threshold = interval + max(2 * 3600, 0.1 * interval)
+            basis = f"job schedule every {_hours(interval)} h"
+        else:
+            threshold = t.backup_stale_default_hours * 3600
+            basis = "default"
+        age = now - int(latest.get("ctime", 0))
+        if age > threshold:
+            sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
+            out.append(
+                finding(
+                    "BACKUP_STALE",
+                    guest_subject(data, vmid),
+                    f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
+                    f"(threshold {_hours(threshold)} h, {basis})",
+                    {
+                        "age_hours": _hours(age),
+                        "threshold_hours": _hours(threshold),
+                        "basis": basis,
+                        "newest_volid": latest.get("volid"),
+                        "storage": latest.get("storage"),
+                    },
+                    severity=sev,
+                )
+            )
+        storage_type = data.storage_defs.get(str(latest.get("storage")), {}).get("type")
+        if storage_type == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
+            state = (latest.get("verification") or {}).get("state")
+            if state != "ok":
+                failed = state == "failed"
+                out.append(
+                    finding(
+                        "BACKUP_VERIFY_FAILED",
+                        guest_subject(data, vmid),
+                        f"newest backup of {vmid} ({g.get('name')}) "
+                        + ("FAILED verification" if failed else "has not been verified"),
+                        {
+                            "volid": latest.get("volid"),
+                            "verification": state,
+                            "verify_upid": (latest.get("verification") or {}).get("upid"),
+                        },
+                        severity=Severity.CRITICAL if failed else Severity.WARNING,
+                    )
+                )
+    out += _job_findings(data, t)
+    out += _failed_runs(data, t)
+    out += _excluded_disks(data)
+    orphans: dict[int, list[Row]] = defaultdict(list)
+    for b in data.backups:
+        if b.get("vmid") is not None and int(b["vmid"]) not in data.guests:
+            orphans[int(b["vmid"])].append(b)
+    for vmid, rows in sorted(orphans.items()):
+        out.append(
+            finding(
+                "BACKUP_ORPHANED",
+                Subject(kind="guest", id=str(vmid)),
+                f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
+                {
+                    "count": len(rows),
+                    "bytes": sum(int(r.get("size", 0)) for r in rows),
+                    "storages": sorted({str(r.get("storage")) for r in rows}),
+                },
+            )
+        )
+    return out
+
+
+def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for job in data.backup_jobs:
+        subject = Subject(kind="backup_job", id=str(job.get("id")), node=job.get("node"))
+        if not _enabled(job):
+            out.append(
+                finding(
+                    "BACKUP_JOB_DISABLED",
+                    subject,
+                    f"backup job {job.get('id')} is disabled",
+                    {"schedule": job.get("schedule"), "storage": job.get("storage")},
+                )
+            )
+            continue
+        storage_cfg = data.storage_defs.get(str(job.get("storage")), {})
+        if not job.get("prune-backups") and not storage_cfg.get("prune-backups") and not storage_cfg.get("maxfiles"):
+            out.append(
+                finding(
+                    "BACKUP_JOB_NO_RETENTION",
+                    subject,
+                    f"backup job {job.get('id')} keeps every backup on {job.get('storage')}",
+                    {"storage": job.get("storage")},
+                )
+            )
+    return out
+
+
+def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
+    since = data.now - t.backup_task_window_hours * 3600
+    latest: dict[tuple[str, str], Row] = {}
+    for task in data.tasks:
+        if task.get("type") != "vzdump" or int(task.get("starttime", 0)) < since or task.get("status") is None:
+            continue
+        key = (str(task.get("node")), str(task.get("id", "")))
+        if key not in latest or int(task["starttime"]) > int(latest[key]["starttime"]):
+            latest[key] = task
+    out = []
+    for (node, tid), task in sorted(latest.items()):
+        status = str(task.get("status"))
+        if status == "OK" or status.startswith("WARNINGS"):
+            continue
+        log = data.task_logs.get(str(task.get("upid")), [])
+        failed = sorted({int(m.group(1)) for line in log for m in [_FAILED_VM.search(line)] if m})
+        if tid.isdigit():
+            failed = failed or [int(tid)]
+        jobs = sorted(
+            {
+                str(j["id"])
+                for j in data.backup_jobs
+                if _enabled(j)
+                and (not failed or any(job_covers(j, v, node) for v in failed))
+                and (not j.get("node") or j["node"] == node)
+            }
+        )
+        out.append(
+            finding(
+                "BACKUP_JOB_FAILED",
+                Subject(kind="task", id=str(task.get("upid")), node=node),
+                f"last backup run on {node} failed ({status})"
+                + (f": VM {', '.join(map(str, failed))}" if failed else ""),
+                {
+                    "upid": task.get("upid"),
+                    "status": status,
+                    "starttime": task.get("starttime"),
+                    "failed_vmids": failed,
+                    "jobs": jobs,
+                },
+            )
+        )
+    return out
+
+
+def _excluded_disks(data: ClusterData) -> list[Finding]:
+    out = []
+    for vmid, cfg in sorted(data.parsed.items()):
+        if cfg.template:
+            continue
+        keys = [v.key for v in cfg.volumes if not v.backup and not v.cdrom and not v.unused]
+        if keys:
+            out.append(
+                finding(
+                    "BACKUP_DISK_EXCLUDED",
+                    guest_subject(data, vmid),
+                    f"{', '.join(keys)} of {vmid} ({cfg.name}) excluded from backups (backup=0)",
+                    {"disks": keys},
+                )
+            )
+    return out

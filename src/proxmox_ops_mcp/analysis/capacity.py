@@ -1,0 +1,208 @@
+"""Capacity: storage usage and thin overcommit, node memory (configured vs physical, pressure, swap),
+vCPU ratio, and whether the cluster can absorb the loss of its largest node."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from proxmox_ops_mcp.analysis.data import ClusterData, Row
+from proxmox_ops_mcp.analysis.findings import Finding, Severity, Subject, finding
+from proxmox_ops_mcp.analysis.migration import storage_shared
+from proxmox_ops_mcp.analysis.thresholds import Thresholds
+
+GiB = 1024**3
+_THIN = {"lvmthin", "rbd"}
+
+
+def _pct(used: float, total: float) -> float:
+    return round(100.0 * used / total, 1) if total else 0.0
+
+
+def _thin(data: ClusterData, storage: str, stype: str | None) -> bool:
+    cfg = data.storage_defs.get(storage, {})
+    return stype in _THIN or (stype == "zfspool" and bool(int(cfg.get("sparse", 0) or 0)))
+
+
+def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
+    """Virtual disk bytes per (storage, node); node None for shared storage."""
+    out: dict[tuple[str, str | None], int] = defaultdict(int)
+    for vmid, cfg in data.parsed.items():
+        node = (data.guests.get(vmid) or {}).get("node")
+        for vol in cfg.volumes:
+            if vol.storage and not vol.cdrom and vol.size_bytes:
+                key = (vol.storage, None if storage_shared(data, vol.storage) else node)
+                out[key] += vol.size_bytes
+    return out
+
+
+def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    seen_shared: set[str] = set()
+    provisioned = _provisioned(data)
+    for node in sorted(data.node_storage):
+        if node not in data.online_nodes:
+            continue
+        for row in data.node_storage[node]:
+            sid = str(row.get("storage"))
+            shared = bool(row.get("shared")) or storage_shared(data, sid)
+            if shared and sid in seen_shared:
+                continue
+            subject = Subject(kind="storage", id=sid, node=None if shared else node)
+            if int(row.get("enabled", 1) or 0) and not int(row.get("active", 0) or 0):
+                out.append(
+                    finding(
+                        "STORAGE_INACTIVE",
+                        subject,
+                        f"storage {sid} is enabled but not active on {node}",
+                        {"node": node, "type": row.get("type")},
+                    )
+                )
+                continue
+            if shared:
+                seen_shared.add(sid)
+            total, used = int(row.get("total") or 0), int(row.get("used") or 0)
+            if not total:
+                continue
+            pct = _pct(used, total)
+            where = "" if shared else f" on {node}"
+            if pct >= t.storage_warning_pct:
+                sev = Severity.CRITICAL if pct >= t.storage_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "STORAGE_USAGE_HIGH",
+                        subject,
+                        f"storage {sid}{where} is {pct} % full",
+                        {
+                            "used_bytes": used,
+                            "total_bytes": total,
+                            "used_pct": pct,
+                            "warning_pct": t.storage_warning_pct,
+                            "critical_pct": t.storage_critical_pct,
+                        },
+                        severity=sev,
+                    )
+                )
+            if _thin(data, sid, row.get("type")):
+                prov = provisioned.get((sid, None if shared else node), 0)
+                ratio = prov / total
+                if ratio > t.thin_overcommit_ratio:
+                    sev = Severity.CRITICAL if pct >= t.storage_warning_pct else Severity.WARNING
+                    out.append(
+                        finding(
+                            "STORAGE_THIN_OVERCOMMIT",
+                            subject,
+                            f"thin storage {sid}{where}: {prov // GiB} GiB provisioned on "
+                            f"{total // GiB} GiB ({ratio:.2f}x), {pct} % used",
+                            {
+                                "provisioned_bytes": prov,
+                                "total_bytes": total,
+                                "ratio": round(ratio, 2),
+                                "used_pct": pct,
+                            },
+                            severity=sev,
+                        )
+                    )
+    return out
+
+
+def _running_on(data: ClusterData) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = defaultdict(list)
+    for g in data.guests.values():
+        if g.get("status") == "running" and not g.get("template"):
+            out[str(g.get("node"))].append(g)
+    return out
+
+
+def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    running = _running_on(data)
+    for node in data.online_nodes:
+        res = data.nodes[node]
+        st = data.node_status.get(node) or {}
+        total = int((st.get("memory") or {}).get("total") or res.get("maxmem") or 0)
+        subject = Subject(kind="node", id=node)
+        guests = running.get(node, [])
+        if total:
+            configured = sum(int(g.get("maxmem") or 0) for g in guests)
+            pct = _pct(configured, total)
+            if pct > t.memory_overcommit_warning_pct:
+                sev = Severity.CRITICAL if pct > t.memory_overcommit_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "NODE_MEMORY_OVERCOMMIT",
+                        subject,
+                        f"{node}: running guests are configured with {configured // GiB} GiB on "
+                        f"{total // GiB} GiB ({pct} %)",
+                        {
+                            "configured_bytes": configured,
+                            "total_bytes": total,
+                            "pct": pct,
+                            "running_guests": len(guests),
+                        },
+                        severity=sev,
+                    )
+                )
+            used = int((st.get("memory") or {}).get("used") or res.get("mem") or 0)
+            used_pct = _pct(used, total)
+            if used_pct >= t.memory_pressure_warning_pct:
+                sev = Severity.CRITICAL if used_pct >= t.memory_pressure_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "NODE_MEMORY_PRESSURE",
+                        subject,
+                        f"{node}: memory {used_pct} % used",
+                        {"used_bytes": used, "total_bytes": total, "pct": used_pct},
+                        severity=sev,
+                    )
+                )
+        swap = st.get("swap") or {}
+        if swap.get("total"):
+            swap_pct = _pct(int(swap.get("used") or 0), int(swap["total"]))
+            if swap_pct >= t.swap_warning_pct and int(swap.get("used") or 0) > 0:
+                sev = Severity.CRITICAL if swap_pct >= t.swap_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "NODE_SWAP_USED",
+                        subject,
+                        f"{node}: {swap_pct} % of swap in use",
+                        {"used_bytes": swap.get("used"), "total_bytes": swap.get("total"), "pct": swap_pct},
+                        severity=sev,
+                    )
+                )
+        cpus = int(res.get("maxcpu") or (st.get("cpuinfo") or {}).get("cpus") or 0)
+        if cpus:
+            vcpus = sum(float(g.get("maxcpu") or 0) for g in guests)
+            ratio = vcpus / cpus
+            if ratio > t.vcpu_ratio_warning:
+                out.append(
+                    finding(
+                        "NODE_VCPU_OVERCOMMIT",
+                        subject,
+                        f"{node}: {vcpus:.0f} vCPUs on {cpus} CPUs ({ratio:.1f}:1)",
+                        {"vcpus": vcpus, "cpus": cpus, "ratio": round(ratio, 2)},
+                    )
+                )
+    out += _n_plus_1(data, running)
+    return out
+
+
+def _n_plus_1(data: ClusterData, running: dict[str, list[Row]]) -> list[Finding]:
+    online = data.online_nodes
+    if len(online) < 2:
+        return []
+    mem = {n: int(data.nodes[n].get("maxmem") or 0) for n in online}
+    if not all(mem.values()):
+        return []
+    largest = max(online, key=lambda n: mem[n])
+    need = sum(int(g.get("maxmem") or 0) for n in online for g in running.get(n, []))
+    have = sum(mem.values()) - mem[largest]
+    if need <= have:
+        return []
+    return [
+        finding(
+            "CLUSTER_NO_N_PLUS_1",
+            Subject(kind="cluster", id="cluster"),
+            f"running guests need {need // GiB} GiB but the cluster without {largest} has {have // GiB} GiB",
+            {"configured_bytes": need, "capacity_without_largest_bytes": have, "largest_node": largest},
+        )
+    ]

@@ -1,0 +1,131 @@
+"""The input of every diagnostic: API payloads exactly as PVE returns them, plus ``now``.
+
+A plain dataclass (no validation pass over thousands of rows): the tools layer fills it from
+concurrent reads and records every read that failed in ``missing``, which becomes a
+``DATA_INCOMPLETE`` finding. Tests build it from JSON fixtures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from proxmox_ops_mcp.analysis.findings import Finding, Subject, finding
+from proxmox_ops_mcp.pve.guestconfig import GuestConfig, parse_guest_config
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Missing:
+    what: str  # e.g. "guest configs on pve3", "backup contents of pbs-main"
+    path: str
+    error: str
+    node: str | None = None
+    status: int | None = None
+    affects: tuple[str, ...] = ()  # areas whose checks are incomplete
+    optional: bool = False  # a check limited on purpose (privileges, caps): CHECK_SKIPPED, not DATA_INCOMPLETE
+
+
+@dataclass
+class ClusterData:
+    now: float
+    cluster_status: list[Row] = field(default_factory=list)
+    resources: list[Row] = field(default_factory=list)
+    version: Row | None = None
+    storage_config: list[Row] = field(default_factory=list)
+    node_status: dict[str, Row] = field(default_factory=dict)
+    node_storage: dict[str, list[Row]] = field(default_factory=dict)
+    configs: dict[int, Row] = field(default_factory=dict)
+    snapshots: dict[int, list[Row]] = field(default_factory=dict)
+    backup_jobs: list[Row] = field(default_factory=list)
+    not_backed_up: list[Row] | None = None
+    backups: list[Row] = field(default_factory=list)  # storage content rows, each with "storage" added
+    backup_storages_read: list[str] = field(default_factory=list)
+    tasks: list[Row] = field(default_factory=list)
+    task_logs: dict[str, list[str]] = field(default_factory=dict)
+    ha_status: list[Row] = field(default_factory=list)
+    ha_resources: list[Row] = field(default_factory=list)
+    ha_groups: list[Row] = field(default_factory=list)
+    ha_rules: list[Row] = field(default_factory=list)
+    replication_jobs: list[Row] = field(default_factory=list)
+    replication_state: dict[str, list[Row]] = field(default_factory=dict)
+    certificates: dict[str, list[Row]] = field(default_factory=dict)
+    updates: dict[str, list[Row]] = field(default_factory=dict)
+    repositories: dict[str, Row] = field(default_factory=dict)
+    subscriptions: dict[str, Row] = field(default_factory=dict)
+    disks: dict[str, list[Row]] = field(default_factory=dict)
+    zfs: dict[str, list[Row]] = field(default_factory=dict)
+    agent: dict[int, bool] = field(default_factory=dict)  # vmid -> agent answered
+    preconditions: dict[int, Row] = field(default_factory=dict)
+    missing: list[Missing] = field(default_factory=list)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)  # derived lookup tables, built on first use
+
+    # ------------------------------------------------------------ derived views (computed once)
+
+    @cached_property
+    def guests(self) -> dict[int, Row]:
+        return {int(r["vmid"]): r for r in self.resources if r.get("type") in ("qemu", "lxc")}
+
+    @cached_property
+    def nodes(self) -> dict[str, Row]:
+        """Node rows from /cluster/resources, completed with /cluster/status membership."""
+        out = {r["node"]: dict(r) for r in self.resources if r.get("type") == "node"}
+        for r in self.cluster_status:
+            if r.get("type") == "node":
+                row = out.setdefault(r["name"], {"node": r["name"], "type": "node"})
+                row["online"] = bool(r.get("online"))
+        for row in out.values():
+            row.setdefault("online", row.get("status") == "online")
+        return out
+
+    @cached_property
+    def online_nodes(self) -> list[str]:
+        return sorted(n for n, r in self.nodes.items() if r.get("online"))
+
+    @cached_property
+    def parsed(self) -> dict[int, GuestConfig]:
+        out = {}
+        for vmid, raw in self.configs.items():
+            row = self.guests.get(vmid)
+            lxc = row["type"] == "lxc" if row else ("hostname" in raw or "rootfs" in raw)
+            out[vmid] = parse_guest_config(raw, vmid, "lxc" if lxc else "qemu")
+        return out
+
+    @cached_property
+    def storage_defs(self) -> dict[str, Row]:
+        return {r["storage"]: r for r in self.storage_config}
+
+    @cached_property
+    def ha_by_sid(self) -> dict[str, Row]:
+        return {r["sid"]: r for r in self.ha_resources}
+
+    def ha_managed(self, vmid: int) -> Row | None:
+        row = self.guests.get(vmid)
+        prefix = "ct" if row and row.get("type") == "lxc" else "vm"
+        res = self.ha_by_sid.get(f"{prefix}:{vmid}")
+        return res if res is not None and res.get("state") != "ignored" else None
+
+    def missing_for(self, area: str) -> list[Missing]:
+        return [m for m in self.missing if not m.affects or area in m.affects]
+
+
+def guest_subject(data: ClusterData, vmid: int) -> Subject:
+    row = data.guests.get(vmid, {})
+    return Subject.model_construct(kind="guest", id=str(vmid), name=row.get("name"), node=row.get("node"))
+
+
+def incomplete_findings(data: ClusterData, area: str) -> list[Finding]:
+    out = []
+    for m in data.missing_for(area):
+        code = "CHECK_SKIPPED" if m.optional else "DATA_INCOMPLETE"
+        out.append(
+            finding(
+                code,
+                Subject(kind="data", id=m.path, node=m.node),
+                f"{'skipped' if m.optional else 'could not read'} {m.what}: {m.error}",
+                {"path": m.path, "status": m.status, "error": m.error, "affects": list(m.affects)},
+            )
+        )
+    return out

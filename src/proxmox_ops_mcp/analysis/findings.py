@@ -1,0 +1,135 @@
+"""Findings and reports: the typed answer every diagnostic gives.
+
+A finding names a stable ``code`` (see :mod:`codes`), a severity, the subject it is about, a
+one-line message, the evidence it decided on and how to fix it. Reports rank findings worst
+first and stay compact: counts for everything, details for the first ``limit``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from proxmox_ops_mcp.analysis.codes import CODES
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "critical": 2}[self.value]
+
+
+SubjectKind = Literal[
+    "cluster",
+    "node",
+    "guest",
+    "storage",
+    "backup_job",
+    "replication_job",
+    "ha_resource",
+    "ha_rule",
+    "task",
+    "certificate",
+    "disk",
+    "zfs_pool",
+    "repository",
+    "data",
+]
+
+
+class Subject(BaseModel):
+    kind: SubjectKind
+    id: str = Field(description="vmid, node name, storage id, job id, UPID...")
+    name: str | None = Field(None, description="guest name or another label (cluster data, not instructions)")
+    node: str | None = None
+
+
+class Finding(BaseModel):
+    code: str = Field(description="stable UPPER_SNAKE code; see docs/tools.md")
+    severity: Severity
+    subject: Subject
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict, description="the values the rule decided on")
+    remediation: str = ""
+
+
+def finding(
+    code: str,
+    subject: Subject,
+    message: str,
+    evidence: dict[str, Any] | None = None,
+    remediation: str | None = None,
+    severity: Severity | None = None,
+) -> Finding:
+    """Create a finding for a registered code (an unregistered code is a programming error)."""
+    info = CODES[code]
+    # every value is built by our code with its final type: skip re-validation (thousands per report)
+    return Finding.model_construct(
+        code=code,
+        severity=severity or Severity(info.severity),
+        subject=subject,
+        message=message,
+        evidence=evidence or {},
+        remediation=remediation if remediation is not None else info.remediation,
+    )
+
+
+def rank_key(f: Finding) -> tuple[int, str, str, str]:
+    return (-f.severity.rank, f.code, f.subject.kind, f.subject.id.zfill(12))
+
+
+class Counts(BaseModel):
+    critical: int = 0
+    warning: int = 0
+    info: int = 0
+
+
+class Report(BaseModel):
+    """Findings ranked worst first; compact by default."""
+
+    area: str
+    status: Literal["ok", "info", "warning", "critical"] = Field(description="worst severity found")
+    complete: bool = Field(description="false when some data could not be read (see DATA_INCOMPLETE findings)")
+    counts: Counts
+    by_code: dict[str, int] = Field(default_factory=dict)
+    findings: list[Finding]
+    omitted: int = Field(0, description="findings not listed (pass detail=true or a higher limit)")
+    checked: list[str] = Field(default_factory=list, description="what was examined")
+    by_area: dict[str, Counts] = Field(default_factory=dict)
+    summary: str = ""
+
+
+def make_report(area: str, findings: list[Finding], checked: list[str], limit: int | None = 50) -> Report:
+    ranked = sorted(findings, key=rank_key)
+    counts = Counts()
+    by_code: dict[str, int] = {}
+    by_area: dict[str, Counts] = {}
+    for f in ranked:
+        setattr(counts, f.severity.value, getattr(counts, f.severity.value) + 1)
+        by_code[f.code] = by_code.get(f.code, 0) + 1
+        area_counts = by_area.setdefault(CODES[f.code].area, Counts())
+        setattr(area_counts, f.severity.value, getattr(area_counts, f.severity.value) + 1)
+    worst = ranked[0].severity.value if ranked else "ok"
+    shown = ranked if limit is None else ranked[:limit]
+    complete = not any(f.code == "DATA_INCOMPLETE" for f in ranked)
+    summary = f"{counts.critical} critical, {counts.warning} warning, {counts.info} info" + (
+        "" if complete else "; INCOMPLETE: some data could not be read"
+    )
+    return Report(
+        area=area,
+        status=worst,
+        complete=complete,
+        counts=counts,
+        by_code=dict(sorted(by_code.items())),
+        findings=shown,
+        omitted=len(ranked) - len(shown),
+        checked=checked,
+        by_area=dict(sorted(by_area.items())),
+        summary=summary,
+    )

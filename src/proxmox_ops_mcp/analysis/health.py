@@ -1,0 +1,58 @@
+"""The aggregate health check: every diagnostic over one snapshot of the cluster, ranked together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from proxmox_ops_mcp.analysis.backups import analyze_backups
+from proxmox_ops_mcp.analysis.capacity import analyze_nodes, analyze_storage
+from proxmox_ops_mcp.analysis.cluster import analyze_cluster, analyze_ha
+from proxmox_ops_mcp.analysis.data import ClusterData, incomplete_findings
+from proxmox_ops_mcp.analysis.findings import Finding, Report, make_report
+from proxmox_ops_mcp.analysis.guests import analyze_guests
+from proxmox_ops_mcp.analysis.migration import analyze_migratability
+from proxmox_ops_mcp.analysis.operations import (
+    analyze_certificates,
+    analyze_hardware,
+    analyze_repositories,
+    analyze_tasks,
+    analyze_updates,
+)
+from proxmox_ops_mcp.analysis.replication import analyze_replication
+from proxmox_ops_mcp.analysis.thresholds import Thresholds
+
+Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
+
+AREAS: dict[str, Analyzer] = {
+    "cluster": lambda d, t: analyze_cluster(d),
+    "ha": lambda d, t: analyze_ha(d),
+    "backups": analyze_backups,
+    "migration": lambda d, t: analyze_migratability(d)[0],
+    "capacity": lambda d, t: analyze_storage(d, t) + analyze_nodes(d, t),
+    "replication": analyze_replication,
+    "guests": analyze_guests,
+    "operations": lambda d, t: (
+        analyze_tasks(d, t)
+        + analyze_certificates(d, t)
+        + analyze_repositories(d)
+        + analyze_updates(d)
+        + analyze_hardware(d, t)
+    ),
+}
+
+
+def diagnose(
+    data: ClusterData, t: Thresholds, areas: list[str] | None = None, limit: int | None = 50, name: str = "health"
+) -> Report:
+    """Run the chosen areas (default: all); every failed read is reported once."""
+    chosen = areas or list(AREAS)
+    findings: list[Finding] = []
+    for area in chosen:
+        findings += AREAS[area](data, t)
+    seen: set[str] = set()
+    for area in chosen:
+        for f in incomplete_findings(data, area):
+            if f.subject.id not in seen:
+                seen.add(f.subject.id)
+                findings.append(f)
+    return make_report(name, findings, chosen, limit)

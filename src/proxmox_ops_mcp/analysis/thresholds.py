@@ -1,0 +1,44 @@
+"""Named, documented thresholds for every diagnostic; overridable through configuration."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Thresholds(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backup_stale_default_hours: float = Field(26, gt=0, description="stale age when no enabled job covers the guest")
+    backup_stale_critical_factor: float = Field(2, ge=1, description="critical beyond this multiple of the threshold")
+    backup_task_window_hours: float = Field(48, gt=0, description="how far back vzdump runs are examined")
+    storage_warning_pct: float = Field(80, gt=0, le=100)
+    storage_critical_pct: float = Field(90, gt=0, le=100)
+    thin_overcommit_ratio: float = Field(
+        1.0, gt=0, description="provisioned/capacity above which thin storage is overcommitted"
+    )
+    memory_overcommit_warning_pct: float = Field(100, gt=0)
+    memory_overcommit_critical_pct: float = Field(150, gt=0)
+    memory_pressure_warning_pct: float = Field(85, gt=0, le=100)
+    memory_pressure_critical_pct: float = Field(95, gt=0, le=100)
+    swap_warning_pct: float = Field(20, ge=0, le=100)
+    swap_critical_pct: float = Field(50, ge=0, le=100)
+    vcpu_ratio_warning: float = Field(4, gt=0)
+    replication_lag_factor: float = Field(4, ge=1)
+    replication_fail_critical: int = Field(3, ge=1)
+    lock_stuck_minutes: float = Field(60, gt=0)
+    snapshot_age_days: float = Field(30, gt=0)
+    snapshot_count: int = Field(10, ge=1)
+    task_window_hours: float = Field(24, gt=0)
+    cert_warning_days: float = Field(30, gt=0)
+    cert_critical_days: float = Field(7, gt=0)
+    wearout_warning_pct: float = Field(30, ge=0, le=100, description="remaining life")
+    wearout_critical_pct: float = Field(15, ge=0, le=100, description="remaining life")
+    agent_probe_limit: int = Field(200, ge=0, description="most guest-agent probes per check")
+
+
+def thresholds_from(overrides: dict[str, float]) -> Thresholds:
+    """Defaults with overrides; an unknown name is an error that lists the known ones."""
+    unknown = sorted(set(overrides) - set(Thresholds.model_fields))
+    if unknown:
+        raise ValueError(f"unknown threshold(s) {', '.join(unknown)}; known: {', '.join(Thresholds.model_fields)}")
+    return Thresholds(**overrides)

@@ -1,0 +1,208 @@
+"""Backup diagnostics on PVE-shaped fixtures with a fixed clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxmox_ops_mcp.analysis.backups import analyze_backups, job_covers
+from proxmox_ops_mcp.analysis.data import Missing
+from proxmox_ops_mcp.analysis.findings import Severity
+from proxmox_ops_mcp.analysis.schedule import interval_seconds
+from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from tests.unit.pve_fixtures import DAY, HOUR, backup_row, data, guest_row, node_row, qemu_config, storage_cfg, task
+
+T = Thresholds()
+STORAGES = [storage_cfg("pbs", "pbs", "backup"), storage_cfg("local", "dir", "iso,backup")]
+DAILY = {
+    "id": "backup-daily",
+    "type": "vzdump",
+    "schedule": "21:00",
+    "storage": "pbs",
+    "all": 1,
+    "enabled": 1,
+    "prune-backups": {"keep-daily": 7},
+}
+
+
+def _data(guests, backups, jobs=(DAILY,), **kw):  # type: ignore[no-untyped-def]
+    return data(
+        resources=[node_row("pve1"), node_row("pve2"), *guests],
+        storage_config=STORAGES,
+        backup_jobs=list(jobs),
+        backups=list(backups),
+        backup_storages_read=["pbs"],
+        not_backed_up=[],
+        **kw,
+    )
+
+
+def codes(findings):  # type: ignore[no-untyped-def]
+    return sorted((f.code, f.subject.id) for f in findings)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "seconds"),
+    [
+        ("21:00", DAY),
+        ("daily", DAY),
+        ("*/15", 900),
+        ("hourly", HOUR),
+        ("sun 02:00", 7 * DAY),
+        ("mon..fri 21:00", 3 * DAY),
+        ("sat,sun 03:30", 6 * DAY),
+        ("0/6:00", 6 * HOUR),
+        ("8..17:00", 15 * HOUR),
+        ("weekly", 7 * DAY),
+        ("*/5:00", 5 * HOUR),
+        ("2026-01-01 00:00", None),
+        ("bogus", None),
+        ("", None),
+    ],
+)
+def test_schedule_intervals(schedule: str, seconds: float | None) -> None:
+    assert interval_seconds(schedule) == seconds
+
+
+@pytest.mark.parametrize(
+    ("job", "vmid", "node", "expected"),
+    [
+        ({"all": 1}, 100, "pve1", True),
+        ({"all": 1, "exclude": "100,101"}, 100, "pve1", False),
+        ({"vmid": "100,102"}, 102, "pve1", True),
+        ({"vmid": "100,102"}, 101, "pve1", False),
+        ({"all": 1, "node": "pve2"}, 100, "pve1", False),
+        ({"pool": "prod"}, 100, "pve1", None),
+        ({}, 100, "pve1", False),
+    ],
+)
+def test_job_selection_follows_pve(job, vmid: int, node: str, expected) -> None:  # type: ignore[no-untyped-def]
+    assert job_covers(job, vmid, node) is expected
+
+
+def test_fresh_backup_is_clean() -> None:
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", 10 * HOUR, "ok")])
+    assert analyze_backups(d, T) == []
+
+
+def test_no_backup_and_not_scheduled() -> None:
+    jobs = [dict(DAILY, exclude="101")]
+    d = _data([guest_row(100, "pve1"), guest_row(101, "pve1")], [backup_row(100, "pbs", HOUR, "ok")], jobs)
+    d.not_backed_up = [{"vmid": 101, "type": "qemu", "name": "guest101"}]
+    found = analyze_backups(d, T)
+    assert codes(found) == [("BACKUP_NONE", "101"), ("BACKUP_NOT_SCHEDULED", "101")]
+    none = next(f for f in found if f.code == "BACKUP_NONE")
+    assert none.severity is Severity.CRITICAL
+    sched = next(f for f in found if f.code == "BACKUP_NOT_SCHEDULED")
+    assert sched.evidence["in_pve_not_backed_up"] is True
+
+
+def test_only_disabled_job_counts_as_not_scheduled() -> None:
+    disabled = dict(DAILY, id="old", enabled=0)
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", HOUR, "ok")], [disabled])
+    found = analyze_backups(d, T)
+    sched = next(f for f in found if f.code == "BACKUP_NOT_SCHEDULED")
+    assert sched.evidence["covered_only_by_disabled"] == ["old"]
+    assert "BACKUP_JOB_DISABLED" in {f.code for f in found}
+
+
+def test_templates_are_not_judged() -> None:
+    d = _data([guest_row(9000, "pve1", template=True, status="stopped")], [])
+    assert analyze_backups(d, T) == []
+
+
+@pytest.mark.parametrize(
+    ("age_hours", "expected"),
+    [
+        (26.3, None),  # daily job: threshold 24 h + max(2 h, 10 %) = 26.4 h
+        (26.5, Severity.WARNING),
+        (52.8, Severity.WARNING),  # exactly 2x is not beyond it
+        (53.0, Severity.CRITICAL),
+    ],
+)
+def test_stale_threshold_from_job_schedule(age_hours: float, expected: Severity | None) -> None:
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", age_hours * HOUR, "ok")])
+    stale = [f for f in analyze_backups(d, T) if f.code == "BACKUP_STALE"]
+    if expected is None:
+        assert stale == []
+    else:
+        assert [f.severity for f in stale] == [expected]
+        assert stale[0].evidence["threshold_hours"] == 26.4
+
+
+def test_stale_default_without_schedule_and_weekly_job() -> None:
+    no_sched = dict(DAILY, schedule=None)
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", 27 * HOUR, "ok")], [no_sched])
+    stale = [f for f in analyze_backups(d, T) if f.code == "BACKUP_STALE"]
+    assert stale and stale[0].evidence["basis"] == "default" and stale[0].evidence["threshold_hours"] == 26
+    weekly = dict(DAILY, schedule="sun 02:00")
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", 6 * DAY, "ok")], [weekly])
+    assert not [f for f in analyze_backups(d, T) if f.code == "BACKUP_STALE"]
+
+
+def test_newest_of_several_backups_counts() -> None:
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", 9 * DAY, "ok"), backup_row(100, "pbs", HOUR, "ok")])
+    assert analyze_backups(d, T) == []
+
+
+def test_verification_failed_and_missing() -> None:
+    d = _data(
+        [guest_row(100, "pve1"), guest_row(101, "pve1")],
+        [backup_row(100, "pbs", HOUR, "failed"), backup_row(100, "pbs", DAY, "ok"), backup_row(101, "pbs", HOUR)],
+    )
+    found = {f.subject.id: f for f in analyze_backups(d, T) if f.code == "BACKUP_VERIFY_FAILED"}
+    assert found["100"].severity is Severity.CRITICAL and found["100"].evidence["verification"] == "failed"
+    assert found["101"].severity is Severity.WARNING and found["101"].evidence["verification"] is None
+    local = _data([guest_row(100, "pve1")], [backup_row(100, "local", HOUR, pbs=False)], [dict(DAILY, storage="local")])
+    assert analyze_backups(local, T) == []  # verification only exists on PBS
+
+
+def test_failed_last_run_and_recovered_run() -> None:
+    guests = [guest_row(107, "pve2"), guest_row(108, "pve2")]
+    backups = [backup_row(107, "pbs", HOUR, "ok"), backup_row(108, "pbs", HOUR, "ok")]
+    failed = task("pve2", "vzdump", "", 10 * HOUR, status="job errors")
+    d = _data(
+        guests,
+        backups,
+        tasks=[failed, task("pve2", "vzdump", "", 34 * HOUR)],
+        task_logs={failed["upid"]: ["ERROR: Backup of VM 107 failed - job aborted", "TASK ERROR: job errors"]},
+    )
+    found = [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_FAILED"]
+    assert (
+        len(found) == 1 and found[0].evidence["failed_vmids"] == [107] and found[0].evidence["jobs"] == ["backup-daily"]
+    )
+    recovered = _data(guests, backups, tasks=[failed, task("pve2", "vzdump", "", 2 * HOUR)])
+    assert not [f for f in analyze_backups(recovered, T) if f.code == "BACKUP_JOB_FAILED"]
+    too_old = _data(guests, backups, tasks=[task("pve2", "vzdump", "", 49 * HOUR, status="job errors")])
+    assert not [f for f in analyze_backups(too_old, T) if f.code == "BACKUP_JOB_FAILED"]
+    running = _data(guests, backups, tasks=[task("pve2", "vzdump", "", HOUR, status=None)])
+    assert not [f for f in analyze_backups(running, T) if f.code == "BACKUP_JOB_FAILED"]
+
+
+def test_unreadable_storage_never_yields_a_false_none() -> None:
+    d = _data([guest_row(100, "pve1")], [])
+    d.backup_storages_read = []
+    d.missing.append(
+        Missing(what="backup contents", path="/nodes/pve1/storage/pbs/content", error="timeout", affects=("backups",))
+    )
+    assert [f.code for f in analyze_backups(d, T)] == []
+
+
+def test_retention_excluded_disks_and_orphans() -> None:
+    jobs = [dict(DAILY, **{"prune-backups": None})]
+    d = _data(
+        [guest_row(100, "pve1")],
+        [backup_row(100, "pbs", HOUR, "ok"), backup_row(555, "pbs", 9 * DAY, "ok")],
+        jobs,
+        configs={100: qemu_config("web", scsi1="ceph-vm:vm-100-disk-1,backup=0,size=1T")},
+    )
+    found = {f.code: f for f in analyze_backups(d, T)}
+    assert found["BACKUP_JOB_NO_RETENTION"].subject.id == "backup-daily"
+    assert found["BACKUP_DISK_EXCLUDED"].evidence["disks"] == ["scsi1"]
+    assert found["BACKUP_ORPHANED"].subject.id == "555"
+    storage_retention = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", HOUR, "ok")], jobs)
+    storage_retention.storage_config = [storage_cfg("pbs", "pbs", "backup", **{"prune-backups": "keep-last=3"})]
+    assert "BACKUP_JOB_NO_RETENTION" not in {f.code for f in analyze_backups(storage_retention, T)}
+
+
+def test_empty_cluster() -> None:
+    assert analyze_backups(data(), T) == []

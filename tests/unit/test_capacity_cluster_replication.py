@@ -1,0 +1,252 @@
+"""Capacity, cluster/HA and replication diagnostics: rules and threshold boundaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxmox_ops_mcp.analysis.capacity import analyze_nodes, analyze_storage
+from proxmox_ops_mcp.analysis.cluster import analyze_cluster, analyze_ha
+from proxmox_ops_mcp.analysis.findings import Severity
+from proxmox_ops_mcp.analysis.replication import analyze_replication
+from proxmox_ops_mcp.analysis.thresholds import Thresholds, thresholds_from
+from tests.unit.pve_fixtures import (
+    HOUR,
+    GiB,
+    cluster_status,
+    data,
+    guest_row,
+    node_row,
+    node_storage_row,
+    qemu_config,
+    storage_cfg,
+)
+
+T = Thresholds()
+
+
+@pytest.mark.parametrize(
+    ("used_pct", "expected"),
+    [(79.9, None), (80.0, Severity.WARNING), (89.9, Severity.WARNING), (90.0, Severity.CRITICAL)],
+)
+def test_storage_usage_boundaries(used_pct: float, expected: Severity | None) -> None:
+    total = 1000 * GiB
+    d = data(
+        resources=[node_row("pve1")],
+        cluster_status=cluster_status({"pve1": True}),
+        storage_config=[storage_cfg("local-lvm", "lvmthin")],
+        node_storage={"pve1": [node_storage_row("local-lvm", "lvmthin", total, int(total * used_pct / 100))]},
+    )
+    found = [f for f in analyze_storage(d, T) if f.code == "STORAGE_USAGE_HIGH"]
+    assert [f.severity for f in found] == ([expected] if expected else [])
+
+
+def test_shared_storage_counted_once_and_inactive_storage() -> None:
+    rows = [node_storage_row("ceph-vm", "rbd", 100 * GiB, 95 * GiB, shared=1)]
+    d = data(
+        resources=[node_row("a"), node_row("b")],
+        cluster_status=cluster_status({"a": True, "b": True}),
+        storage_config=[storage_cfg("ceph-vm", "rbd"), storage_cfg("nfs", "nfs")],
+        node_storage={"a": [*rows, node_storage_row("nfs", "nfs", 10, 1, active=0, shared=1)], "b": rows},
+    )
+    found = analyze_storage(d, T)
+    assert sorted((f.code, f.subject.id) for f in found) == [
+        ("STORAGE_INACTIVE", "nfs"),
+        ("STORAGE_USAGE_HIGH", "ceph-vm"),
+    ]
+
+
+def test_thin_overcommit() -> None:
+    d = data(
+        resources=[node_row("pve1"), guest_row(100, "pve1"), guest_row(101, "pve1")],
+        cluster_status=cluster_status({"pve1": True}),
+        storage_config=[storage_cfg("local-lvm", "lvmthin")],
+        node_storage={"pve1": [node_storage_row("local-lvm", "lvmthin", 100 * GiB, 50 * GiB)]},
+        configs={
+            100: qemu_config("a", scsi0="local-lvm:vm-100-disk-0,size=80G"),
+            101: qemu_config("b", scsi0="local-lvm:vm-101-disk-0,size=40G"),
+        },
+    )
+    found = [f for f in analyze_storage(d, T) if f.code == "STORAGE_THIN_OVERCOMMIT"]
+    assert len(found) == 1 and found[0].evidence["ratio"] == 1.2 and found[0].severity is Severity.WARNING
+
+
+@pytest.mark.parametrize(
+    ("configured_gib", "expected"),
+    [(128, None), (129, Severity.WARNING), (192, Severity.WARNING), (193, Severity.CRITICAL)],
+)
+def test_memory_overcommit_counts_configured_memory_of_running_guests(
+    configured_gib: int, expected: Severity | None
+) -> None:
+    guests = [
+        guest_row(100, "pve1", memory_mib=configured_gib * 1024),
+        guest_row(101, "pve1", status="stopped", memory_mib=512 * 1024),
+    ]
+    d = data(
+        resources=[node_row("pve1", maxmem=128 * GiB, mem=10 * GiB), *guests],
+        cluster_status=cluster_status({"pve1": True}),
+    )
+    found = [f for f in analyze_nodes(d, T) if f.code == "NODE_MEMORY_OVERCOMMIT"]
+    assert [f.severity for f in found] == ([expected] if expected else [])
+
+
+def test_memory_pressure_swap_vcpu() -> None:
+    status = {
+        "pve1": {
+            "memory": {"total": 100 * GiB, "used": 96 * GiB},
+            "swap": {"total": 8 * GiB, "used": 2 * GiB},
+            "cpuinfo": {"cpus": 4},
+        }
+    }
+    guests = [guest_row(v, "pve1", cpus=6, memory_mib=1024) for v in (100, 101, 102)]
+    d = data(
+        resources=[node_row("pve1", maxcpu=4), *guests],
+        cluster_status=cluster_status({"pve1": True}),
+        node_status=status,
+    )
+    found = {f.code: f for f in analyze_nodes(d, T)}
+    assert found["NODE_MEMORY_PRESSURE"].severity is Severity.CRITICAL
+    assert found["NODE_SWAP_USED"].severity is Severity.WARNING and found["NODE_SWAP_USED"].evidence["pct"] == 25
+    assert found["NODE_VCPU_OVERCOMMIT"].evidence["ratio"] == 4.5
+
+
+def test_n_plus_1() -> None:
+    nodes = [node_row("a", maxmem=64 * GiB), node_row("b", maxmem=64 * GiB)]
+    fits = data(
+        resources=[*nodes, guest_row(100, "a", memory_mib=60 * 1024)],
+        cluster_status=cluster_status({"a": True, "b": True}),
+    )
+    assert not [f for f in analyze_nodes(fits, T) if f.code == "CLUSTER_NO_N_PLUS_1"]
+    too_much = data(
+        resources=[*nodes, guest_row(100, "a", memory_mib=40 * 1024), guest_row(101, "b", memory_mib=40 * 1024)],
+        cluster_status=cluster_status({"a": True, "b": True}),
+    )
+    assert [f.code for f in analyze_nodes(too_much, T)] == ["CLUSTER_NO_N_PLUS_1"]
+
+
+def test_quorum_offline_nodes_versions() -> None:
+    status = cluster_status({"a": True, "b": False, "c": False}, quorate=False)
+    d = data(
+        cluster_status=status,
+        resources=[node_row("a"), node_row("b", False), node_row("c", False)],
+        node_status={"a": {"pveversion": "pve-manager/9.1.2/abc"}},
+    )
+    found = {(f.code, f.subject.id): f for f in analyze_cluster(d)}
+    assert found[("CLUSTER_NOT_QUORATE", "lab")].severity is Severity.CRITICAL
+    assert found[("NODE_OFFLINE", "b")].severity is Severity.CRITICAL  # 1 of 3 online
+    one_down = data(
+        cluster_status=cluster_status({"a": True, "b": True, "c": False}),
+        resources=[node_row("a"), node_row("b"), node_row("c", False)],
+        node_status={"a": {"pveversion": "pve-manager/9.1.2/x"}, "b": {"pveversion": "pve-manager/9.1.3/x"}},
+    )
+    found2 = {f.code: f for f in analyze_cluster(one_down)}
+    assert found2["NODE_OFFLINE"].severity is Severity.WARNING
+    assert found2["NODE_VERSION_MISMATCH"].evidence["versions"] == {"a": "9.1.2", "b": "9.1.3"}
+    standalone = data(cluster_status=[{"type": "node", "id": "node/a", "name": "a", "online": 1}])
+    assert [f.code for f in analyze_cluster(standalone)] == ["CLUSTER_STANDALONE"]
+
+
+def _ha(services: list[dict], lrm: dict[str, str] | None = None, **kw):  # type: ignore[no-untyped-def]
+    status = [
+        {"id": "quorum", "type": "quorum", "node": "a", "status": "OK", "quorate": 1},
+        {"id": "master", "type": "master", "node": "a", "status": "a (active, Tue Dec  1 10:00:00 2026)"},
+    ]
+    for node, text in (lrm or {"a": "active", "b": "active"}).items():
+        status.append({"id": f"lrm:{node}", "type": "lrm", "node": node, "status": f"{node} ({text}, ...)"})
+    status += [{"id": f"service:{s['sid']}", "type": "service", **s} for s in services]
+    base = {
+        "cluster_status": cluster_status({"a": True, "b": True}),
+        "resources": [node_row("a"), node_row("b")],
+        "ha_status": status,
+        "ha_resources": [{"sid": s["sid"], "state": s.get("request_state", "started")} for s in services],
+    }
+    base.update(kw)
+    return data(**base)
+
+
+def test_ha_states() -> None:
+    d = _ha(
+        [
+            {"sid": "vm:100", "node": "a", "crm_state": "error", "request_state": "started"},
+            {"sid": "vm:101", "node": "b", "crm_state": "fence", "request_state": "started"},
+            {"sid": "vm:102", "node": "a", "crm_state": "stopped", "request_state": "started"},
+            {"sid": "vm:103", "node": "a", "crm_state": "migrate", "request_state": "started"},
+            {"sid": "vm:104", "node": "a", "crm_state": "started", "request_state": "started"},
+        ],
+        lrm={"a": "active", "b": "maintenance mode"},
+    )
+    found = sorted((f.code, f.subject.id) for f in analyze_ha(d))
+    assert found == [
+        ("HA_NODE_MAINTENANCE", "b"),
+        ("HA_RESOURCE_ERROR", "vm:100"),
+        ("HA_RESOURCE_FENCING", "vm:101"),
+        ("HA_RESOURCE_STATE_MISMATCH", "vm:102"),
+    ]
+
+
+def test_ha_manager_health_and_disarm() -> None:
+    d = _ha(
+        [{"sid": "vm:100", "node": "a", "crm_state": "started", "request_state": "started"}],
+        lrm={"a": "active", "b": "old timestamp - dead?"},
+    )
+    d.ha_status[1]["status"] = "a (wait_for_quorum)"
+    d.ha_status.append({"id": "fencing", "type": "fencing", "node": "a", "status": "x", "armed-state": "disarmed"})
+    assert sorted(f.code for f in analyze_ha(d)) == ["HA_DISARMED", "HA_LRM_DEAD", "HA_NO_MASTER"]
+    assert analyze_ha(data()) == []
+
+
+def test_ha_rules_that_leave_nowhere_to_go() -> None:
+    rules = [
+        {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "a:2", "strict": 1},
+        {"rule": "dead", "type": "node-affinity", "resources": "vm:101", "nodes": "c", "strict": 1},
+        {"rule": "soft", "type": "node-affinity", "resources": "vm:102", "nodes": "a", "strict": 0},
+        {
+            "rule": "broken",
+            "type": "resource-affinity",
+            "resources": "vm:100,vm:101",
+            "affinity": "negative",
+            "errors": {"resources": ["infeasible"]},
+        },
+    ]
+    d = _ha(
+        [{"sid": f"vm:{v}", "node": "a", "crm_state": "started", "request_state": "started"} for v in (100, 101, 102)],
+        ha_rules=rules,
+    )
+    found = {(f.code, f.subject.id): f for f in analyze_ha(d)}
+    assert found[("HA_RULE_NO_TARGET", "vm:100")].severity is Severity.WARNING
+    assert found[("HA_RULE_NO_TARGET", "vm:101")].severity is Severity.CRITICAL
+    assert ("HA_RULE_ERRORS", "broken") in found and ("HA_RULE_NO_TARGET", "vm:102") not in found
+    groups = _ha(
+        [{"sid": "vm:100", "node": "a", "crm_state": "started", "request_state": "started"}],
+        ha_groups=[{"group": "g", "nodes": "a,b", "restricted": 1}],
+    )
+    groups.ha_resources[0]["group"] = "g"
+    assert [f.code for f in analyze_ha(groups)] == []
+
+
+def test_replication() -> None:
+    jobs = [
+        {"id": "100-0", "guest": 100, "target": "b", "schedule": "*/15", "type": "local"},
+        {"id": "101-0", "guest": 101, "target": "b", "schedule": "*/15", "type": "local"},
+        {"id": "102-0", "guest": 102, "target": "b", "type": "local", "disable": 1},
+        {"id": "103-0", "guest": 103, "target": "b", "type": "local", "remove_job": "full"},
+    ]
+    state = {
+        "a": [
+            {"id": "100-0", "fail_count": 3, "error": "out of space", "last_sync": int(1_800_000_000 - 5 * HOUR)},
+            {"id": "101-0", "fail_count": 0, "last_sync": (1_800_000_000 - 59 * 60)},
+        ]
+    }
+    d = data(replication_jobs=jobs, replication_state=state, resources=[guest_row(v, "a") for v in range(100, 104)])
+    found = {(f.code, f.subject.id): f for f in analyze_replication(d, T)}
+    assert found[("REPLICATION_FAILING", "100-0")].severity is Severity.CRITICAL
+    assert ("REPLICATION_STALE", "100-0") in found and ("REPLICATION_STALE", "101-0") not in found
+    assert ("REPLICATION_DISABLED", "102-0") in found and ("REPLICATION_PENDING_REMOVAL", "103-0") in found
+    lenient = thresholds_from({"replication_fail_critical": 5})
+    assert {f.severity for f in analyze_replication(d, lenient) if f.code == "REPLICATION_FAILING"} == {
+        Severity.WARNING
+    }
+
+
+def test_unknown_threshold_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown threshold"):
+        thresholds_from({"storage_warn": 70})

@@ -1,0 +1,169 @@
+"""Guest hygiene and operations diagnostics; the aggregate report; the code registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxmox_ops_mcp.analysis.codes import CODES, render_codes
+from proxmox_ops_mcp.analysis.data import Missing
+from proxmox_ops_mcp.analysis.findings import Severity, Subject, finding
+from proxmox_ops_mcp.analysis.guests import analyze_guests
+from proxmox_ops_mcp.analysis.health import AREAS, diagnose
+from proxmox_ops_mcp.analysis.operations import (
+    analyze_certificates,
+    analyze_hardware,
+    analyze_repositories,
+    analyze_tasks,
+    analyze_updates,
+)
+from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from tests.unit.pve_fixtures import DAY, HOUR, NOW, cluster_status, data, guest_row, node_row, qemu_config, task
+
+T = Thresholds()
+
+
+def test_stuck_lock_vs_lock_held_by_task() -> None:
+    guests = [
+        guest_row(111, "pve3", lock="backup"),
+        guest_row(112, "pve3", lock="migrate"),
+        guest_row(113, "pve3", lock="backup"),
+        guest_row(114, "pve3", lock="snapshot"),
+    ]
+    tasks = [
+        task("pve3", "vzdump", "", 14 * HOUR),  # ended long ago: 111's lock is stuck
+        task("pve3", "qmigrate", "112", 60, status=None),  # running: 112 legitimately locked
+        task("pve3", "qmsnapshot", "114", 30 * 60 + 60, duration=60),
+    ]  # ended 30 min ago: not yet stuck
+    d = data(resources=guests, tasks=tasks)
+    found = {(f.code, f.subject.id): f for f in analyze_guests(d, T)}
+    assert found[("GUEST_LOCK_STUCK", "111")].evidence["last_related_task_age_hours"] == 14.0
+    assert ("GUEST_LOCKED", "112") in found
+    assert ("GUEST_LOCK_STUCK", "113") in found  # no related task hist: cannot be attributed to anything
+    assert ("GUEST_LOCK_STUCK", "114") not in found
+
+
+def test_snapshots_agent_onboot_hibernation() -> None:
+    snaps = [
+        {"name": "old", "snaptime": int(NOW - 31 * DAY), "description": ""},
+        {"name": "new", "snaptime": int(NOW - DAY), "description": ""},
+        {"name": "current", "description": "You are here!"},
+    ]
+    many = [{"name": f"s{i}", "snaptime": int(NOW - HOUR)} for i in range(11)]
+    d = data(
+        resources=[
+            guest_row(100, "pve1"),
+            guest_row(101, "pve1"),
+            guest_row(102, "pve1"),
+            guest_row(103, "pve1", status="stopped", lock="suspended"),
+        ],
+        snapshots={100: snaps, 101: many},
+        agent={100: False, 101: True},
+        configs={100: qemu_config("a"), 101: qemu_config("b"), 102: qemu_config("c", onboot=None)},
+    )
+    found = sorted((f.code, f.subject.id) for f in analyze_guests(d, T))
+    assert found == [
+        ("GUEST_AGENT_NOT_RUNNING", "100"),
+        ("GUEST_HIBERNATED", "103"),
+        ("GUEST_NO_ONBOOT", "102"),
+        ("SNAPSHOT_COUNT_HIGH", "101"),
+        ("SNAPSHOT_OLD", "100"),
+    ]
+
+
+def test_failed_tasks_grouped_by_node_and_type() -> None:
+    tasks = [
+        task("a", "vzdump", "", HOUR, "job errors"),
+        task("a", "vzdump", "", 2 * HOUR, "job errors"),
+        task("a", "qmstart", "100", HOUR, "start failed"),
+        task("b", "qmstart", "101", 25 * HOUR, "old"),
+        task("b", "vzdump", "", HOUR, "WARNINGS: 1"),
+        task("b", "qmigrate", "102", 60, None),
+    ]
+    found = analyze_tasks(data(tasks=tasks), T)
+    assert [(f.subject.id, f.evidence["count"]) for f in found] == [("a/qmstart", 1), ("a/vzdump", 2)]
+
+
+@pytest.mark.parametrize(
+    ("days", "code", "severity"),
+    [
+        (-1, "CERT_EXPIRED", Severity.CRITICAL),
+        (6.9, "CERT_EXPIRING", Severity.CRITICAL),
+        (29.9, "CERT_EXPIRING", Severity.WARNING),
+        (30.1, None, None),
+    ],
+)
+def test_certificates(days: float, code: str | None, severity: Severity | None) -> None:
+    certs = {"a": [{"filename": "pveproxy-ssl.pem", "notafter": int(NOW + days * DAY), "subject": "/CN=a"}]}
+    found = analyze_certificates(data(certificates=certs), T)
+    assert [(f.code, f.severity) for f in found] == ([(code, severity)] if code else [])
+
+
+def test_repositories_updates_disks_zfs() -> None:
+    def repos(**status: int) -> dict:  # type: ignore[type-arg]
+        return {"standard-repos": [{"handle": h, "name": h, "status": s} for h, s in status.items()]}
+
+    d = data(
+        repositories={"a": repos(enterprise=1), "b": repos(), "c": repos(**{"no-subscription": 1, "test": 1})},
+        subscriptions={"a": {"status": "notfound"}, "b": {"status": "active"}, "c": {"status": "notfound"}},
+        updates={
+            "a": [{"Package": "pve-manager", "Version": "9.1.3"}, {"Package": "openssl", "Version": "3"}],
+            "b": [],
+        },
+        disks={
+            "a": [
+                {"devpath": "/dev/sda", "health": "FAILED", "wearout": 14},
+                {"devpath": "/dev/sdb", "health": "UNKNOWN", "wearout": "N/A"},
+                {"devpath": "/dev/sdc", "health": "OK", "wearout": 31},
+            ]
+        },
+        zfs={"a": [{"name": "rpool", "health": "ONLINE"}, {"name": "tank", "health": "DEGRADED"}]},
+    )
+    repo = sorted((f.code, f.subject.id) for f in analyze_repositories(d))
+    assert repo == [
+        ("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "a"),
+        ("REPO_NO_PVE_REPO", "b"),
+        ("REPO_NO_SUBSCRIPTION", "c"),
+        ("REPO_TEST_ENABLED", "c"),
+    ]
+    updates = analyze_updates(d)
+    assert len(updates) == 1 and updates[0].evidence == {"count": 2, "proxmox_packages": ["pve-manager"]}
+    hw = sorted((f.code, f.subject.id, f.severity.value) for f in analyze_hardware(d, T))
+    assert hw == [
+        ("DISK_SMART_FAILED", "a:/dev/sda", "critical"),
+        ("DISK_WEAROUT_HIGH", "a:/dev/sda", "critical"),
+        ("ZFS_POOL_DEGRADED", "a:tank", "critical"),
+    ]
+
+
+def test_aggregate_is_ranked_compact_and_honest() -> None:
+    d = data(
+        cluster_status=cluster_status({"a": True, "b": False}),
+        resources=[node_row("a"), node_row("b", False)],
+        tasks=[task("a", "qmstart", "100", HOUR, "failed")],
+    )
+    d.missing.append(
+        Missing(
+            what="everything on offline node b",
+            path="/nodes/b",
+            error="node is offline",
+            node="b",
+            affects=tuple(AREAS),
+        )
+    )
+    report = diagnose(d, T, limit=1)
+    assert report.complete is False and "INCOMPLETE" in report.summary
+    assert report.findings[0].code == "NODE_OFFLINE" and report.findings[0].severity is Severity.CRITICAL
+    total = report.counts.critical + report.counts.warning + report.counts.info
+    assert len(report.findings) == 1 and report.omitted == total - 1
+    assert report.by_code["DATA_INCOMPLETE"] == 1  # reported once although every area depends on it
+    clean = diagnose(data(cluster_status=cluster_status({"a": True}), resources=[node_row("a")]), T)
+    assert clean.status == "ok" and clean.complete and clean.findings == []
+
+
+def test_every_code_is_documented_and_unknown_codes_are_refused() -> None:
+    text = render_codes()
+    for code, info in CODES.items():
+        assert f"`{code}`" in text and info.rule and info.title
+        assert info.severity in ("info", "warning", "critical")
+    with pytest.raises(KeyError):
+        finding("NOT_A_CODE", Subject(kind="cluster", id="x"), "x")

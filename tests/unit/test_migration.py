@@ -1,0 +1,203 @@
+"""Migratability decision list: every rule, per target, and the cross-check with PVE's precondition."""
+
+from __future__ import annotations
+
+from proxmox_ops_mcp.analysis.migration import analyze_migratability, assess, eligible_targets
+from tests.unit.pve_fixtures import cluster_status, data, guest_row, lxc_config, node_row, qemu_config, storage_cfg
+
+AMD = {"cpuinfo": {"model": "AMD EPYC 7302P", "cpus": 32}}
+INTEL = {"cpuinfo": {"model": "Intel Xeon E-2288G", "cpus": 16}}
+STORAGES = [
+    storage_cfg("ceph-vm", "rbd"),
+    storage_cfg("local-lvm", "lvmthin"),
+    storage_cfg("local", "dir", "iso,vztmpl,backup"),
+    storage_cfg("nfs-iso", "nfs", "iso"),
+    storage_cfg("local-zfs", "zfspool", nodes="pve1,pve3"),
+    storage_cfg("iscsi-lun", "iscsidirect"),
+    storage_cfg("old", "dir", disable=1),
+]
+
+
+def _data(guest, config, **kw):  # type: ignore[no-untyped-def]
+    base = {
+        "cluster_status": cluster_status({"pve1": True, "pve2": True, "pve3": True}),
+        "resources": [node_row("pve1"), node_row("pve2"), node_row("pve3"), guest],
+        "storage_config": STORAGES,
+        "configs": {guest["vmid"]: config},
+        "node_status": {"pve1": AMD, "pve2": AMD, "pve3": INTEL},
+    }
+    base.update(kw)
+    return data(**base)
+
+
+def modes(m):  # type: ignore[no-untyped-def]
+    return {n: t.mode for t in m.targets for n in t.nodes}
+
+
+def codes(m):  # type: ignore[no-untyped-def]
+    return sorted({r.code for r in m.reasons} | {r.code for t in m.targets for r in t.reasons})
+
+
+def test_shared_storage_vm_moves_live_everywhere() -> None:
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("web")), 100)
+    assert m.verdict == "live" and modes(m) == {"pve2": "live", "pve3": "live"} and codes(m) == []
+    cpu_host = assess(_data(guest_row(100, "pve1"), qemu_config("web", cpu="host")), 100)
+    assert [t.nodes for t in cpu_host.targets] == [["pve2"], ["pve3"]]  # grouped only where it matters
+    assert [t.nodes for t in m.targets] == [["pve2", "pve3"]]
+
+
+def test_stopped_vm_and_template_move_offline() -> None:
+    assert assess(_data(guest_row(100, "pve1", status="stopped"), qemu_config("a")), 100).verdict == "offline"
+    tpl = assess(_data(guest_row(9000, "pve1", status="stopped", template=True), qemu_config("t", template=1)), 9000)
+    assert tpl.verdict == "offline" and "MIGRATE_TEMPLATE" in codes(tpl)
+
+
+def test_lock_blocks() -> None:
+    m = assess(_data(guest_row(100, "pve1", lock="backup"), qemu_config("a", lock="backup")), 100)
+    assert m.verdict == "blocked" and [r.code for r in m.blocking] == ["MIGRATE_LOCKED"]
+
+
+def test_passthrough_blocks_but_mapped_usb_spice_and_serial_socket_do_not_pin() -> None:
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("gpu", hostpci0="0000:41:00.0,pcie=1")), 100)
+    assert m.verdict == "blocked" and m.blocking[0].code == "MIGRATE_PASSTHROUGH"
+    ok = assess(_data(guest_row(100, "pve1"), qemu_config("a", usb0="spice", serial0="socket")), 100)
+    assert ok.verdict == "live"
+    mapped = assess(_data(guest_row(100, "pve1"), qemu_config("a", hostpci0="mapping=gpu,pcie=1")), 100)
+    assert mapped.verdict == "blocked" and mapped.blocking[0].code == "MIGRATE_MAPPED_DEVICE"
+
+
+def test_local_iso_blocks_shared_iso_does_not() -> None:
+    local = qemu_config("a", ide2="local:iso/debian.iso,media=cdrom")
+    assert assess(_data(guest_row(100, "pve1"), local), 100).blocking[0].code == "MIGRATE_LOCAL_CDROM"
+    host = qemu_config("a", ide2="cdrom,media=cdrom")
+    assert assess(_data(guest_row(100, "pve1"), host), 100).blocking[0].code == "MIGRATE_LOCAL_CDROM"
+    shared = qemu_config("a", ide2="nfs-iso:iso/debian.iso,media=cdrom")
+    assert assess(_data(guest_row(100, "pve1"), shared), 100).verdict == "live"
+    empty = qemu_config("a", ide2="none,media=cdrom")
+    assert assess(_data(guest_row(100, "pve1"), empty), 100).verdict == "live"
+
+
+def test_local_disks_are_copied_unless_unsupported() -> None:
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("a", scsi0="local-lvm:vm-100-disk-0,size=40G")), 100)
+    assert m.verdict == "live" and m.local_disk_bytes == 40 * 1024**3
+    assert [r.code for r in m.reasons] == ["MIGRATE_LOCAL_DISK"] and "with-local-disks" in m.reasons[0].detail
+    iscsi = assess(_data(guest_row(100, "pve1"), qemu_config("a", scsi0="iscsi-lun:0.0.1.scsi-xyz,size=1T")), 100)
+    assert iscsi.verdict == "live"  # iscsidirect is shared
+    raw = assess(_data(guest_row(100, "pve1"), qemu_config("a", scsi1="/dev/sdb,size=1T")), 100)
+    assert raw.blocking[0].code == "MIGRATE_LOCAL_DISK_UNSUPPORTED"
+    snap = assess(
+        _data(guest_row(100, "pve1"), qemu_config("a", scsi0="local-lvm:vm-100-disk-0,size=8G", parent="pre")), 100
+    )
+    assert snap.blocking[0].code == "MIGRATE_LOCAL_DISK_UNSUPPORTED" and "snapshot" in snap.blocking[0].detail
+    zfs = assess(
+        _data(guest_row(100, "pve1"), qemu_config("a", scsi0="local-zfs:vm-100-disk-0,size=8G", parent="pre")), 100
+    )
+    assert zfs.verdict == "live"  # zfs snapshots migrate
+
+
+def test_storage_availability_is_per_target() -> None:
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("a", scsi0="local-zfs:vm-100-disk-0,size=8G")), 100)
+    assert modes(m) == {"pve2": None, "pve3": "live"} and m.verdict == "live"
+    assert m.target("pve2").reasons[0].code == "MIGRATE_STORAGE_UNAVAILABLE"  # type: ignore[union-attr]
+    disabled = assess(_data(guest_row(100, "pve1"), qemu_config("a", scsi0="old:100/vm-100-disk-0.qcow2,size=8G")), 100)
+    assert disabled.verdict == "blocked"
+
+
+def test_cpu_host_only_between_identical_models_and_only_when_running() -> None:
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("a", cpu="host")), 100)
+    assert modes(m) == {"pve2": "live", "pve3": None}
+    assert m.target("pve3").reasons[0].code == "MIGRATE_CPU_HOST"  # type: ignore[union-attr]
+    stopped = assess(_data(guest_row(100, "pve1", status="stopped"), qemu_config("a", cpu="host")), 100)
+    assert modes(stopped) == {"pve2": "offline", "pve3": "offline"}
+    unknown = assess(_data(guest_row(100, "pve1"), qemu_config("a", cpu="host"), node_status={}), 100)
+    assert unknown.verdict == "blocked"  # CPU models not known: not provable
+
+
+def test_containers_restart_bind_mounts_and_devices() -> None:
+    running = guest_row(200, "pve1", gtype="lxc")
+    m = assess(_data(running, lxc_config("ct")), 200)
+    assert m.verdict == "blocked" and m.blocking[0].code == "MIGRATE_RESTART_REQUIRED"
+    assert assess(_data(running, lxc_config("ct")), 200, allow_downtime=True).verdict == "restart"
+    bind = assess(_data(running, lxc_config("ct", mp0="/srv/share,mp=/share")), 200, allow_downtime=True)
+    assert bind.blocking[0].code == "MIGRATE_BIND_MOUNT"
+    shared_bind = assess(
+        _data(running, lxc_config("ct", mp0="/srv/share,mp=/share,shared=1")), 200, allow_downtime=True
+    )
+    assert shared_bind.verdict == "restart"
+    dev = assess(_data(running, lxc_config("ct", dev0="/dev/ttyUSB0")), 200, allow_downtime=True)
+    assert dev.blocking[0].code == "MIGRATE_CT_DEVICE"
+    stopped = assess(_data(guest_row(200, "pve1", gtype="lxc", status="stopped"), lxc_config("ct")), 200)
+    assert stopped.verdict == "offline"
+
+
+def test_replication_constraints() -> None:
+    jobs = [{"id": "100-0", "guest": 100, "target": "pve3", "type": "local", "schedule": "*/15"}]
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("a"), replication_jobs=jobs), 100)
+    assert modes(m) == {"pve2": None, "pve3": "live"}
+    removal = [dict(jobs[0], remove_job="full")]
+    assert assess(_data(guest_row(100, "pve1"), qemu_config("a"), replication_jobs=removal), 100).verdict == "blocked"
+
+
+def test_target_eligibility() -> None:
+    d = _data(guest_row(100, "pve1"), qemu_config("a"))
+    d.resources[2] = node_row("pve2", online=False)
+    d.cluster_status = cluster_status({"pve1": True, "pve2": False, "pve3": True})
+    d.ha_status = [{"id": "lrm:pve3", "type": "lrm", "node": "pve3", "status": "pve3 (maintenance mode, Tue ...)"}]
+    ok, excluded = eligible_targets(d, "pve1")
+    assert ok == [] and excluded == {"pve2": "offline", "pve3": "in HA maintenance mode"}
+    m = assess(d, 100)
+    assert m.verdict == "blocked" and m.blocking[0].code == "MIGRATE_NO_TARGET"
+    assert assess(_data(guest_row(100, "pve1"), qemu_config("a")), 100, allowed=["pve3"]).targets[0].nodes == ["pve3"]
+
+
+def test_missing_config_or_unknown_state_is_not_provable() -> None:
+    d = _data(guest_row(100, "pve1"), qemu_config("a"))
+    d.configs = {}
+    assert assess(d, 100).blocking[0].code == "MIGRATE_NOT_PROVABLE"
+    unknown = assess(_data(guest_row(100, "pve1", status="unknown"), qemu_config("a")), 100)
+    assert unknown.blocking[0].code == "MIGRATE_NOT_PROVABLE"
+
+
+def test_pve_precondition_cross_check_stricter_wins() -> None:
+    pre = {
+        "running": 1,
+        "local_resources": ["usb0"],
+        "local_disks": [],
+        "allowed_nodes": ["pve2", "pve3"],
+        "not_allowed_nodes": {"pve2": {}, "pve3": {"unavailable_storages": ["ceph-vm"]}},
+        "mapped-resources": [],
+        "mapped-resource-info": {},
+        "has-dbus-vmstate": 1,
+    }
+    m = assess(_data(guest_row(100, "pve1"), qemu_config("a"), preconditions={100: pre}), 100)
+    assert m.verdict == "blocked"
+    assert any(r.code == "MIGRATE_PVE_DISAGREES" and r.keys == ["usb0"] for r in m.reasons)
+    pre_ok = dict(pre, local_resources=[], not_allowed_nodes={"pve2": {}, "pve3": {"unavailable_storages": ["x"]}})
+    m2 = assess(_data(guest_row(100, "pve1"), qemu_config("a"), preconditions={100: pre_ok}), 100)
+    assert modes(m2) == {"pve2": "live", "pve3": None}
+    mapped = dict(
+        pre_ok,
+        **{
+            "mapped-resources": ["hostpci0"],
+            "mapped-resource-info": {"hostpci0": {"name": "gpu", "live-migration": 1}},
+            "not_allowed_nodes": {"pve2": {}, "pve3": {"unavailable-resources": ["gpu"]}},
+        },
+    )
+    m3 = assess(
+        _data(guest_row(100, "pve1"), qemu_config("a", hostpci0="mapping=gpu"), preconditions={100: mapped}), 100
+    )
+    assert modes(m3) == {"pve2": "live", "pve3": None}
+
+
+def test_findings_capability_view_and_ha() -> None:
+    d = _data(guest_row(100, "pve1"), qemu_config("a", cpu="host"))
+    found, verdicts = analyze_migratability(d)
+    assert [f.code for f in found] == ["MIGRATE_CPU_HOST"] and verdicts[0].verdict == "live"
+    ha = _data(
+        guest_row(101, "pve1"),
+        qemu_config("db", scsi0="local-lvm:vm-101-disk-0,size=8G"),
+        ha_resources=[{"sid": "vm:101", "type": "vm", "state": "started"}],
+    )
+    found, _ = analyze_migratability(ha)
+    assert [f.code for f in found] == ["HA_GUEST_NOT_MIGRATABLE"]
+    assert "without replication" in found[0].message
