@@ -77,13 +77,22 @@ class ApiSchema:
             self.methods[(method, path)] = MethodSpec(method, path, spec)
         templates = sorted({p for _, p in self.methods}, key=lambda p: (p.count("{"), -len(p)))
         self._routes = [(t, re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", t) + "$")) for t in templates]
+        self._matched: dict[tuple[str, str], tuple[MethodSpec, dict[str, str]] | None] = {}
 
     def match(self, method: str, path: str) -> tuple[MethodSpec, dict[str, str]] | None:
+        key = (method, path)
+        if key in self._matched:
+            found = self._matched[key]
+            return (found[0], dict(found[1])) if found else None
+        result = None
         for template, rx in self._routes:
             m = rx.match(path)
             if m and (method, template) in self.methods:
-                return self.methods[(method, template)], m.groupdict()
-        return None
+                result = (self.methods[(method, template)], m.groupdict())
+                break
+        if len(self._matched) < 100_000:
+            self._matched[key] = result
+        return (result[0], dict(result[1])) if result else None
 
     def has(self, method: str, template: str) -> bool:
         return (method, template) in self.methods

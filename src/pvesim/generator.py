@@ -98,7 +98,10 @@ def generate(
     excluded = []
     for i in range(guests):
         vmid = 1000 + i
-        node = names[0] if i < concentrate else names[(i - concentrate) % nodes if concentrate else i % nodes]
+        if concentrate:  # exactly `concentrate` guests on the first node, the rest spread over the others
+            node = names[0] if i < concentrate else names[1 + (i - concentrate) % max(nodes - 1, 1)]
+        else:
+            node = names[i % nodes]
         is_ct = rng.random() < 0.25
         role = rng.choice(ROLES)
         name = f"{role}-{rng.choice(TEAMS)}-{i:04d}"

@@ -511,7 +511,7 @@ def assess(
 _NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DOWNTIME_NOT_ALLOWED"}
 
 
-def _ha_problems(data: ClusterData, m: Migratability) -> list[str]:
+def ha_problems(data: ClusterData, m: Migratability) -> list[str]:
     """What would stall HA failover or node maintenance for an HA-managed guest."""
     problems = [r.detail for r in m.blocking if r.code not in _NOT_HA_BLOCKERS]
     replicated = any(not j.get("disable") for j in replication_jobs_of(data, m.vmid))
@@ -536,7 +536,7 @@ def analyze_migratability(
         m = assess(data, vmid, allow_downtime=allow_downtime or ha)
         verdicts.append(m)
         if ha:
-            problems = _ha_problems(data, m)
+            problems = ha_problems(data, m)
             if problems:
                 out.append(
                     finding(

@@ -56,8 +56,14 @@ class Collector:
         return bool(self.areas & set(areas))
 
     async def run(
-        self, *, vmids: list[int] | None = None, preconditions: bool = False, agent_probe_limit: int = 0
+        self,
+        *,
+        vmids: list[int] | None = None,
+        node: str | None = None,
+        preconditions: bool = False,
+        agent_probe_limit: int = 0,
     ) -> ClusterData:
+        """``vmids``/``node`` restrict per-guest reads (configs, preconditions) to those guests."""
         d = self.data
         wave1: list[Read] = [
             ("status", api_path("cluster", "status"), {}),
@@ -111,8 +117,12 @@ class Collector:
                 setattr(d, fields[key], value)
         if isinstance(got["resources"], PveError):
             raise got["resources"]
-        await self._wave2(vmids)
-        await self._wave3(vmids, preconditions, agent_probe_limit)
+        wanted: set[int] | None = set(vmids) if vmids is not None else None
+        if node is not None:
+            on_node = {v for v, g in d.guests.items() if g.get("node") == node}
+            wanted = on_node if wanted is None else wanted & on_node
+        await self._wave2(wanted, preconditions)
+        await self._wave3(agent_probe_limit)
         return d
 
     @staticmethod
@@ -129,7 +139,7 @@ class Collector:
             "version": (),
         }.get(key, ALL_AREAS)
 
-    async def _wave2(self, vmids: list[int] | None) -> None:
+    async def _wave2(self, wanted: set[int] | None, preconditions: bool) -> None:
         d = self.data
         online, offline = d.online_nodes, sorted(set(d.nodes) - set(d.online_nodes))
         for node in offline:
@@ -166,7 +176,6 @@ class Collector:
                     (f"zfs:{n}", api_path("nodes", seg, "disks", "zfs"), {}),
                 ]
         if self.areas & NEEDS_CONFIGS:
-            wanted = set(vmids) if vmids is not None else None
             for vmid, g in d.guests.items():
                 if g.get("node") in online and (wanted is None or vmid in wanted):
                     reads.append(
@@ -176,9 +185,20 @@ class Collector:
                             {},
                         )
                     )
+        if preconditions:  # only needs where the guest runs: read alongside the configs, in the same wave
+            for vmid, g in sorted(d.guests.items()):
+                if g["type"] == "qemu" and g.get("node") in online and (wanted is None or vmid in wanted):
+                    reads.append(
+                        (
+                            f"precondition:{vmid}",
+                            api_path("nodes", node_seg(g["node"]), "qemu", vmid_seg(vmid), "migrate"),
+                            {},
+                        )
+                    )
         if self._want("backups"):
             reads += self._backup_content_reads(online)
         got = await self._read(reads)
+        self._take_preconditions(got)
         targets: dict[str, dict[str, Any]] = {
             "node_status": d.node_status,
             "node_storage": d.node_storage,
@@ -236,7 +256,28 @@ class Collector:
                 )
         return reads
 
-    async def _wave3(self, vmids: list[int] | None, preconditions: bool, agent_probe_limit: int) -> None:
+    def _take_preconditions(self, got: dict[str, Any]) -> None:
+        """Move precondition answers out of a wave's results; 403s become one optional gap."""
+        denied = 0
+        for key in [k for k in got if k.startswith("precondition:")]:
+            value = got.pop(key)
+            if isinstance(value, PvePermissionError):
+                denied += 1
+            elif not isinstance(value, PveError):  # other errors (a locked guest): our own reading covers it
+                self.data.preconditions[int(key.split(":", 1)[1])] = value
+        if denied:
+            self.data.missing.append(
+                Missing(
+                    what=f"PVE's migrate preconditions for {denied} VM(s)",
+                    path="/nodes/{node}/qemu/{vmid}/migrate",
+                    error="token lacks VM.Migrate",
+                    status=403,
+                    affects=("migration",),
+                    optional=True,
+                )
+            )
+
+    async def _wave3(self, agent_probe_limit: int) -> None:
         d = self.data
         reads: list[Read] = []
         if self._want("guests"):
@@ -291,48 +332,19 @@ class Collector:
                             {"limit": 5000},
                         )
                     )
-        if preconditions:
-            for vmid, g in sorted(d.guests.items()):
-                if g["type"] == "qemu" and vmid in d.configs and (vmids is None or vmid in vmids):
-                    reads.append(
-                        (
-                            f"precondition:{vmid}",
-                            api_path("nodes", node_seg(g["node"]), "qemu", vmid_seg(vmid), "migrate"),
-                            {},
-                        )
-                    )
         got = await self._read(reads)
-        denied_preconditions = 0
         for key, value in got.items():
             kind, _, ident = key.partition(":")
             if kind == "agent":
                 d.agent[int(ident)] = not isinstance(value, PveError)
                 continue
             if isinstance(value, PveError):
-                if kind == "precondition" and isinstance(value, PvePermissionError):
-                    denied_preconditions += 1
-                    continue
-                if kind == "precondition":
-                    continue  # e.g. locked guests: PVE refuses; our own reading covers it
                 self._miss(f"{kind} of {ident}", key, value, None, ("guests",) if kind == "snapshots" else ("backups",))
                 continue
             if kind == "snapshots":
                 d.snapshots[int(ident)] = value
             elif kind == "log":
                 d.task_logs[ident] = [str(line.get("t", "")) for line in value]
-            elif kind == "precondition":
-                d.preconditions[int(ident)] = value
-        if denied_preconditions:
-            d.missing.append(
-                Missing(
-                    what=f"PVE's migrate preconditions for {denied_preconditions} VM(s)",
-                    path="/nodes/{node}/qemu/{vmid}/migrate",
-                    error="token lacks VM.Migrate",
-                    status=403,
-                    affects=("migration",),
-                    optional=True,
-                )
-            )
 
 
 async def collect(
@@ -341,9 +353,10 @@ async def collect(
     areas: Iterable[str],
     *,
     vmids: list[int] | None = None,
+    node: str | None = None,
     preconditions: bool = False,
     agent_probe_limit: int = 0,
 ) -> ClusterData:
     return await Collector(client, now, areas).run(
-        vmids=vmids, preconditions=preconditions, agent_probe_limit=agent_probe_limit
+        vmids=vmids, node=node, preconditions=preconditions, agent_probe_limit=agent_probe_limit
     )

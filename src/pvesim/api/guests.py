@@ -9,6 +9,7 @@ from typing import Any
 from pvesim import migration, pveconfig
 from pvesim.api import render
 from pvesim.api.registry import ApiError, Call, b, route
+from pvesim.apischema import MethodSpec
 from pvesim.state import Cluster, Guest, Snapshot, Task, Volume
 from pvesim.tasks import start_task
 
@@ -53,8 +54,18 @@ def lxc_list(call: Call) -> list[dict[str, Any]]:
     return _list(call, "lxc")
 
 
+_CONFIG_TYPES: dict[int, dict[str, str | None]] = {}
+
+
+def _config_types(spec: MethodSpec) -> dict[str, str | None]:
+    """Return types of config keys per schema method (specs live as long as the process)."""
+    if id(spec) not in _CONFIG_TYPES:
+        _CONFIG_TYPES[id(spec)] = {k: v.get("type") for k, v in (spec.returns.get("properties") or {}).items()}
+    return _CONFIG_TYPES[id(spec)]
+
+
 def _typed_config(call: Call, config: dict[str, str]) -> dict[str, Any]:
-    types = {k: v.get("type") for k, v in (call.spec.returns.get("properties") or {}).items()}
+    types = _config_types(call.spec)
     out: dict[str, Any] = {}
     for key, value in config.items():
         t = types.get(key) or types.get(re.sub(r"\d+$", "[n]", key))

@@ -1,0 +1,123 @@
+"""Benchmark: plan the evacuation of a node holding 1,000 guests, pvesim adding 20 ms per request.
+
+pvesim runs in its own process (as a real cluster would). Printed:
+- the API calls the planner's read phase makes (counted by the simulator), its wall time, the lower
+  bound ceil(calls / concurrency) x latency and their ratio (target <= 1.3);
+- the same read phase one request at a time (target: concurrent >= 10x faster);
+- the planning itself, and the whole MCP tool call (which adds the SDK's output-schema validation
+  of a ~1,000-step plan on both ends).
+
+    python bench/bench_planner.py [--guests-on-node 1000] [--latency 0.02] [--concurrency 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import requests
+from mcp import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simproc import SimProcess
+
+from proxmox_ops_mcp.analysis.planner import plan_evacuation
+from proxmox_ops_mcp.client import ProxmoxerClient
+from proxmox_ops_mcp.config import Settings, load_settings
+from proxmox_ops_mcp.server import build_server
+from proxmox_ops_mcp.tools.collect import collect
+from pvesim.generator import generate
+
+NODE = "pve01"
+
+
+def request_count(sim: SimProcess) -> int:
+    r = requests.get(
+        f"https://{sim.address}/_sim/state", headers={"X-Pvesim-Control": sim.control}, verify=False, timeout=30
+    )
+    return int(r.json()["requests"])
+
+
+def settings_for(sim: SimProcess, concurrency: int, tmp: Path) -> Settings:
+    token_id = "operator@pve!mcp"
+    return load_settings(
+        url=sim.address,
+        token_id=token_id,
+        token_secret=sim.tokens[token_id],
+        fingerprint=sim.fingerprint,
+        audit_log=tmp / f"audit-{concurrency}.jsonl",
+        concurrency=concurrency,
+        timeout=60,
+        audit_reads=False,
+    )
+
+
+def read_phase(sim: SimProcess, concurrency: int, tmp: Path) -> tuple[float, int, Any]:
+    client = ProxmoxerClient(settings_for(sim, concurrency, tmp))
+    before = request_count(sim)
+    t0 = time.perf_counter()
+    data = asyncio.run(collect(client, time.time(), ["migration", "ha"], node=NODE, preconditions=True))
+    wall = time.perf_counter() - t0
+    return wall, request_count(sim) - before - 1, data
+
+
+async def tool_call(sim: SimProcess, concurrency: int, tmp: Path) -> tuple[float, dict[str, Any]]:
+    mcp = build_server(settings_for(sim, concurrency, tmp), check_version_on_start=False)
+    async with Client(mcp) as client:
+        t0 = time.perf_counter()
+        result = await client.call_tool("plan_node_evacuation", {"node": NODE, "allow_offline": True})
+        wall = time.perf_counter() - t0
+    assert not result.is_error, result.content[0].text
+    return wall, result.structured_content or {}
+
+
+def main() -> int:
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")  # the control endpoint only
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--guests-on-node", type=int, default=1000)
+    ap.add_argument("--guests", type=int, default=2000)
+    ap.add_argument("--nodes", type=int, default=20)
+    ap.add_argument("--latency", type=float, default=0.02)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--skip-sequential", action="store_true")
+    args = ap.parse_args()
+    scenario = generate(nodes=args.nodes, guests=args.guests, seed=1, concentrate=args.guests_on_node, node_memory="2T")
+    sim = SimProcess(scenario, latency=args.latency)
+    try:
+        with tempfile.TemporaryDirectory() as tmp_dir:
+            tmp = Path(tmp_dir)
+            wall, calls, data = read_phase(sim, args.concurrency, tmp)
+            t0 = time.perf_counter()
+            plan = plan_evacuation(data, NODE, allow_offline=True)
+            planning = time.perf_counter() - t0
+            bound = math.ceil(calls / args.concurrency) * args.latency
+            ratio = wall / bound
+            print(f"{NODE} holds {args.guests_on_node} guests; {args.nodes} nodes, {args.guests} guests in all")
+            print(f"plan:            {plan.summary}")
+            print(f"latency:         {args.latency * 1000:.0f} ms per request, concurrency {args.concurrency}")
+            print(f"API calls:       {calls}")
+            print(f"read phase:      {wall:.2f} s")
+            print(f"lower bound:     {bound:.2f} s  (ceil(calls / concurrency) x latency)")
+            print(f"ratio:           {ratio:.2f}  (target <= 1.3: {'met' if ratio <= 1.3 else 'MISSED'})")
+            print(f"planning:        {planning * 1000:.0f} ms")
+            tool_wall, _ = asyncio.run(tool_call(sim, args.concurrency, tmp))
+            print(f"MCP tool call:   {tool_wall:.2f} s  (reads + planning + SDK output validation, both ends)")
+            if not args.skip_sequential:
+                seq_wall, seq_calls, _ = read_phase(sim, 1, tmp)
+                speedup = seq_wall / wall
+                print(f"sequential:      {seq_wall:.2f} s for {seq_calls} calls, one request at a time")
+                print(f"speed-up:        {speedup:.1f}x  (target >= 10x: {'met' if speedup >= 10 else 'MISSED'})")
+    finally:
+        sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""Run pvesim in its own process for benchmarks (as a real cluster would be: no shared GIL)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class SimProcess:
+    def __init__(self, scenario: dict[str, Any], latency: float = 0.0) -> None:
+        scenario = dict(scenario)
+        if latency:
+            scenario["faults"] = {"latency": latency}
+        self._tmp = tempfile.TemporaryDirectory(prefix="pvesim-bench-")
+        path = Path(self._tmp.name) / "scenario.yaml"
+        path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pvesim", "serve", "--scenario", str(path), "--port", str(self.port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.tokens: dict[str, str] = {}
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if m := re.match(r"Fingerprint: (\S+)", line):
+                self.fingerprint = m.group(1)
+            elif m := re.match(r"Token:\s+(\S+)\s+secret=(\S+)", line):
+                self.tokens[m.group(1)] = m.group(2)
+            elif line.startswith("Control:"):
+                self.control = line.split()[2]
+                break
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("pvesim did not start")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.terminate()  # uvicorn waits for keep-alive clients on SIGTERM: give it a moment, then kill
+        try:
+            self.proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._tmp.cleanup()

@@ -1,0 +1,57 @@
+"""Planning tools: node evacuation and single-guest moves, read-only (nothing is executed)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from proxmox_ops_mcp.analysis.planner import EvacuationPlan, GuestMove, plan_evacuation, plan_guest_move
+from proxmox_ops_mcp.pve.ids import NodeName, VmId
+from proxmox_ops_mcp.security.guard import Refused, guarded
+from proxmox_ops_mcp.tools.collect import collect
+from proxmox_ops_mcp.tools.context import ToolContext
+
+Headroom = Annotated[float, Field(ge=0, le=90)]
+
+
+@guarded
+async def plan_node_evacuation(
+    t: ToolContext,
+    node: NodeName,
+    targets: Annotated[list[NodeName], Field(max_length=64)] | None = None,
+    exclude_targets: Annotated[list[NodeName], Field(max_length=64)] | None = None,
+    allow_offline: bool = False,
+    headroom_percent: Headroom = 10.0,
+) -> EvacuationPlan:
+    """Read everything needed in one call (bounded concurrency) and plan; nothing moves."""
+    await t.progress(0, 2, f"reading the cluster, the configs of {node}'s guests and PVE's migrate preconditions")
+    data = await collect(t.client, t.now(), ["migration", "ha"], node=node, preconditions=True)
+    if node not in data.nodes:
+        raise Refused(f"no node '{node}' in this cluster (nodes: {', '.join(sorted(data.nodes))})")
+    unknown = sorted((set(targets or []) | set(exclude_targets or [])) - set(data.nodes))
+    if unknown:
+        raise Refused(f"unknown target node(s) {', '.join(unknown)} (nodes: {', '.join(sorted(data.nodes))})")
+    await t.progress(1, 2, "planning")
+    plan = plan_evacuation(
+        data, node, allowed=targets, denied=exclude_targets, allow_offline=allow_offline, headroom_pct=headroom_percent
+    )
+    await t.progress(2, 2, plan.summary)
+    return plan
+
+
+@guarded
+async def check_guest_migration(
+    t: ToolContext,
+    vmid: VmId,
+    target: NodeName | None = None,
+    allow_offline: bool = False,
+    headroom_percent: Headroom = 10.0,
+) -> GuestMove:
+    """Can this guest move to that node (or anywhere), and how: the planner's logic for one guest."""
+    data = await collect(t.client, t.now(), ["migration", "ha"], vmids=[vmid], preconditions=True)
+    if vmid not in data.guests:
+        raise Refused(f"no guest {vmid} is visible in this cluster")
+    if target is not None and target not in data.nodes:
+        raise Refused(f"no node '{target}' in this cluster (nodes: {', '.join(sorted(data.nodes))})")
+    return plan_guest_move(data, vmid, target, allow_offline=allow_offline, headroom_pct=headroom_percent)
