@@ -214,6 +214,26 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return _fail(f"{path} is out of date: run `proxmox-ops-mcp docs` and commit the result", 1)
 
 
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when the whole chain verifies, 1 when a record is broken, 2 when the file cannot be read."""
+    from proxmox_ops_mcp.config import default_state_dir
+    from proxmox_ops_mcp.security.audit import verify
+
+    path = Path(args.file) if args.file else default_state_dir() / "audit.jsonl"
+    try:
+        result = verify(path, anchor=args.anchor)
+    except OSError as exc:
+        return _fail(f"cannot read the audit log {path}: {exc.strerror}")
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    elif result.ok:
+        print(f"{path}: OK, {result.records} records, chain intact; head {result.head}")
+    else:
+        where = f"line {result.first_bad_line}" if result.first_bad_line else "end of log"
+        print(f"{path}: BROKEN at {where}: {result.problem} ({result.records} records verified before it)")
+    return 0 if result.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="proxmox-ops-mcp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -252,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--output", default="docs/tools.md")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
     docs.set_defaults(func=cmd_docs)
+    audit = sub.add_parser("audit", help="work with the audit log")
+    audit_sub = audit.add_subparsers(dest="audit_command", metavar="action", required=True)
+    verify = audit_sub.add_parser("verify", help="check the hash chain and name the first broken record")
+    verify.add_argument("--file", default=None, help="audit log path (default: the configured default location)")
+    verify.add_argument("--anchor", default=None, help="a head hash noted earlier; detects records cut from the end")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+    verify.set_defaults(func=cmd_audit_verify)
     return parser
 
 

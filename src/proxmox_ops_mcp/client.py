@@ -157,9 +157,9 @@ def api_path(*parts: str | Segment) -> ApiPath:
 class ProxmoxClient(Protocol):
     """What tools may do with the cluster: read, and call a write method."""
 
-    async def get(self, path: ApiPath, **params: Any) -> Any: ...
+    async def get(self, path: ApiPath, /, **params: Any) -> Any: ...
 
-    async def call(self, method: WriteMethod, path: ApiPath, **params: Any) -> Any: ...
+    async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any: ...
 
 
 # ---------------------------------------------------------------- proxmoxer-backed implementation
@@ -294,7 +294,7 @@ class ProxmoxerClient:
             raise PveApiError(f"{method} {path}: the API answered with a non-JSON body", path=str(path))
         return result
 
-    async def get(self, path: ApiPath, **params: Any) -> Any:
+    async def get(self, path: ApiPath, /, **params: Any) -> Any:
         encoded = _encode(params)
         delay = 0.2
         for attempt in range(self._retries + 1):
@@ -308,7 +308,7 @@ class ProxmoxerClient:
                 delay *= 2
         raise AssertionError("unreachable")
 
-    async def call(self, method: WriteMethod, path: ApiPath, **params: Any) -> Any:
+    async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any:
         # Writes are never retried: a lost answer does not mean the write did not happen.
         return await anyio.to_thread.run_sync(self._request, method, path, _encode(params), limiter=self._limiter)
 

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -28,6 +28,7 @@ from proxmox_ops_mcp.errors import PveError, advice
 from proxmox_ops_mcp.prompts import register_prompts
 from proxmox_ops_mcp.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from proxmox_ops_mcp.security.audit import AuditLog
+from proxmox_ops_mcp.security.confirm import Confirm, confirm_resolver
 from proxmox_ops_mcp.security.tokens import TokenSigner
 from proxmox_ops_mcp.tools.context import AppContext, ToolContext
 
@@ -78,7 +79,7 @@ def _describe(annotation: Any, description: str | None) -> Any:
     return Annotated[annotation, Field(description=description)] if description else annotation
 
 
-def _tool_context(ctx: Context[AppContext], op: Operation) -> ToolContext:
+def _tool_context(ctx: Context[AppContext], op: Operation, human: Any = None) -> ToolContext:
     app: AppContext = ctx.request_context.lifespan_context
     caps = ctx.client_capabilities
     identity = None
@@ -96,7 +97,12 @@ def _tool_context(ctx: Context[AppContext], op: Operation) -> ToolContext:
         client_identity=identity,
         can_elicit=bool(caps and caps.elicitation),
         mcp_context=ctx,
+        human=human,
     )
+
+
+# Hidden parameter of every write: the human's answer (or why they were not asked); see security/confirm.py.
+HUMAN = Annotated[ElicitationResult[Confirm], Resolve(confirm_resolver)]
 
 
 def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,11 +118,14 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
         for p in handler_parameters(handler).values()
     ]
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+    if op.is_write:
+        params.append(inspect.Parameter("human", inspect.Parameter.KEYWORD_ONLY, annotation=HUMAN))
     returns = hints["return"]
 
     async def tool(**kwargs: Any) -> Any:
         ctx = kwargs.pop("ctx")
-        return await handler(_tool_context(ctx, op), **kwargs)
+        human = kwargs.pop("human", None)
+        return await handler(_tool_context(ctx, op, human), **kwargs)
 
     tool.__name__ = op.name
     tool.__doc__ = op.description

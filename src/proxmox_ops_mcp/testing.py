@@ -43,10 +43,10 @@ class FakeClient:
             return answer(params)
         return answer
 
-    async def get(self, path: ApiPath, **params: Any) -> Any:
+    async def get(self, path: ApiPath, /, **params: Any) -> Any:
         return self._answer("GET", path, params)
 
-    async def call(self, method: WriteMethod, path: ApiPath, **params: Any) -> Any:
+    async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any:
         return self._answer(method, path, params)
 
     def requested(self, method: str | None = None) -> list[str]:

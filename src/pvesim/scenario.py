@@ -4,7 +4,8 @@ Guest configs are written in PVE's own notation (``scsi0: local-lvm:vm-100-disk-
 times are ages relative to the simulator's clock (``age: 26h``), so scenarios never go stale.
 Sizes use PVE's suffixes (``32G``). Every scenario gets three API tokens unless it defines its
 own: ``root@pam!pvesim`` (full), ``auditor@pve!mcp`` (PVEAuditor on /) and
-``operator@pve!mcp`` (auditor plus PVEVMAdmin on /vms and PVEDatastoreUser on /storage).
+``operator@pve!mcp`` (auditor plus PVEVMAdmin on /vms, PVEDatastoreUser on /storage and the
+custom role ``HAOperator`` = Sys.Console on /, which PVE requires for HA migrate/relocate).
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ DEFAULT_TOKENS: list[dict[str, Any]] = [
             {"path": "/", "role": "PVEAuditor"},
             {"path": "/vms", "role": "PVEVMAdmin"},
             {"path": "/storage", "role": "PVEDatastoreUser"},
+            {"path": "/", "role": "HAOperator"},
         ],
         "acl": [
             {"path": "/", "role": "PVEAuditor"},
             {"path": "/vms", "role": "PVEVMAdmin"},
             {"path": "/storage", "role": "PVEDatastoreUser"},
+            {"path": "/", "role": "HAOperator"},
         ],
     },
 ]
@@ -122,6 +125,7 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     c.options = dict(data.get("options", {}))
     c.quorate = bool(data.get("quorate", True))
     roles = dict(ROLES)
+    roles["HAOperator"] = frozenset({"Sys.Console"})
     for name, privs in (data.get("roles") or {}).items():
         roles[name] = frozenset(privs)
     for i, nd in enumerate(data.get("nodes", []), start=1):

@@ -50,7 +50,7 @@ def test_every_read_endpoint_answers(demo_sim: SimServer) -> None:
     cfg = node.qemu(111).config.get()
     assert cfg["lock"] == "backup" and len(cfg["digest"]) == 40 and cfg["cores"] == 8
     assert node.qemu(115).status.current.get()["ha"] == {"managed": 0}
-    assert [s["name"] for s in node.qemu(113).snapshot.get()] == ["before-migration", "current"]
+    assert [s["name"] for s in node.qemu(113).snapshot.get()] == ["before_migration", "current"]
     assert node.lxc(124).config.get()["hostname"] == "ci-cache"
     assert node.lxc(124).status.current.get()["status"] == "running"
     lvm = node.storage("local-lvm").status.get()

@@ -101,25 +101,24 @@ async def test_errors_are_clear(start_sim: Any, server_for: Any) -> None:
         unknown = await c.call_tool("get_guest", {"vmid": 999})
         invalid = await c.call_tool("get_guest", {"vmid": 99})
         hostile = await c.call_tool("node_status", {"node": "pve1/../../access"})
-    assert unknown.is_error and "no guest 999 is visible" in unknown.content[0].text
-    assert invalid.is_error and "vmid" in invalid.content[0].text
+    assert unknown.is_error and "no guest 999 is visible" in unknown.content[0].text, unknown.content
+    assert invalid.is_error and "vmid" in invalid.content[0].text, invalid.content
     assert "greater than or equal to 100" in invalid.content[0].text
-    assert hostile.is_error and "invalid node 'pve1/../../access'" in hostile.content[0].text
+    assert hostile.is_error and "invalid node 'pve1/../../access'" in hostile.content[0].text, hostile.content
     requests_before = sim.sim.requests
     async with Client(server_for(sim, "limited@pve!mcp")) as c:
         denied = await c.call_tool("node_status", {"node": "pve1"})
         partial = (await c.call_tool("cluster_overview", {})).structured_content
-    assert denied.is_error
-    assert "Permission check failed (/nodes/pve1, Sys.Audit)" in denied.content[0].text
+    assert denied.is_error, denied.content
+    assert "Permission check failed (/nodes/pve1, Sys.Audit)" in denied.content[0].text, denied.content
     assert "grant PVEAuditor on /nodes" in denied.content[0].text
-    assert partial["incomplete"] and partial["incomplete"][0].startswith("status:")
+    assert partial["incomplete"] and partial["incomplete"][0].startswith("status:"), partial["incomplete"]
     assert sim.sim.requests > requests_before
     with sim.sim.mutate() as cluster:
         cluster.nodes["pve3"].online = False
     offline = await call(server_for(sim), "node_status", {"node": "pve3"})
-    assert (
-        offline.is_error and "unreachable" in offline.content[0].text and "No route to host" in offline.content[0].text
-    )
+    assert offline.is_error and "unreachable" in offline.content[0].text, offline.content
+    assert "No route to host" in offline.content[0].text, offline.content
 
 
 async def test_invalid_input_sends_no_request(demo_sim: SimServer, server_for: Any) -> None:

@@ -122,7 +122,7 @@ def _ha_constraints(data: ClusterData, sid: str) -> list[str]:
     return out
 
 
-def _allowed_by_ha(data: ClusterData, sid: str) -> list[str] | None:
+def ha_allowed_nodes(data: ClusterData, sid: str) -> list[str] | None:
     """Nodes a strict rule or restricted group allows (None: no restriction)."""
     allowed: set[str] | None = None
     for rule in data.ha_rules:
@@ -353,7 +353,7 @@ def _ha_capacity(
     """Can the remaining free memory absorb the HA guests at all (first fit, largest first, within their rules)?"""
     left = dict(free)
     for h in sorted(ha_guests, key=lambda h: (-h.memory_bytes, h.vmid)):
-        allowed = _allowed_by_ha(data, h.sid)
+        allowed = ha_allowed_nodes(data, h.sid)
         options = [n for n in sorted(left) if allowed is None or n in allowed]
         fit = [n for n in options if left[n] >= h.memory_bytes]
         if not fit:

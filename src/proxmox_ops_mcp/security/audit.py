@@ -108,12 +108,35 @@ class AuditLog:
 class VerifyResult(BaseModel):
     ok: bool
     records: int
+    head: str | None = None  # hash of the last valid record: keep it elsewhere to detect a cut tail later
     first_bad_line: int | None = None
     problem: str | None = None
 
 
-def verify(path: Path) -> VerifyResult:
-    """Check the whole chain; report the first record that does not fit."""
+def verify(path: Path, anchor: str | None = None) -> VerifyResult:
+    """Check the whole chain; report the first record that does not fit.
+
+    A hash chain cannot show that records were cut from the end. ``anchor`` (a ``head`` noted
+    earlier, e.g. shipped to a log server) closes that gap: it must be found in the chain.
+    """
+    result = _walk(path)
+    if result.ok and anchor is not None and not _contains(path, anchor):
+        return result.model_copy(
+            update={
+                "ok": False,
+                "problem": f"anchor {anchor[:16]}... is not in the log: records were removed from its end "
+                "(or the anchor belongs to another log)",
+            }
+        )
+    return result
+
+
+def _contains(path: Path, record_hash_: str) -> bool:
+    with path.open("rb") as fh:
+        return any(json.loads(raw).get("hash") == record_hash_ for raw in fh)
+
+
+def _walk(path: Path) -> VerifyResult:
     prev = GENESIS
     count = 0
     with path.open("rb") as fh:
@@ -150,4 +173,4 @@ def verify(path: Path) -> VerifyResult:
                 )
             prev = record["hash"]
             count += 1
-    return VerifyResult(ok=True, records=count)
+    return VerifyResult(ok=True, records=count, head=None if count == 0 else prev)

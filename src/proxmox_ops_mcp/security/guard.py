@@ -54,6 +54,8 @@ def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
             "tool": op.name,
             "write": op.is_write,
             "tier": op.tier.value,
+            "server_tier": t.settings.tier.value,
+            "pve_token": t.settings.token_id,  # the id only; the secret never reaches the log
             "params": redact_params(kwargs),
         }
         if t.client_identity:
@@ -97,7 +99,8 @@ def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
             log.exception("tool %s crashed", op.name)
             audit("crashed")
             raise
-        audit("ok")
+        # A write whose PVE task failed is a failed call in the audit trail, even though the tool answered.
+        audit("task_failed" if t.audit_fields.get("task_state") == "failed" else "ok")
         return result
 
     wrapper.__guarded__ = True  # type: ignore[attr-defined]

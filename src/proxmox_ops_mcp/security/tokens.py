@@ -58,7 +58,10 @@ class TokenSigner:
             raise ValueError(f"cannot read confirm_key_file {path}: {exc.strerror}") from exc
         return cls(raw, ttl)
 
-    def issue(self, op: str, params: dict[str, Any], target: dict[str, Any], state: str, now: float) -> str:
+    def issue(
+        self, op: str, params: dict[str, Any], target: dict[str, Any], state: str, now: float, summary: str = ""
+    ) -> str:
+        """Sign what was previewed; ``summary`` is the human-readable action (shown when asking the human)."""
         payload = {
             "v": VERSION,
             "op": op,
@@ -68,6 +71,7 @@ class TokenSigner:
             "iat": int(now),
             "exp": int(now) + self.ttl,
             "n": secrets.token_hex(8),
+            "sum": summary,
         }
         body = _canonical(payload)
         mac = hmac.new(self._key, body, hashlib.sha256).digest()
@@ -89,8 +93,19 @@ class TokenSigner:
             raise TokenRefused("the confirmation token has an unknown version; run the preview again")
         return payload
 
-    def check(self, token: str, op: str, params: dict[str, Any], target: dict[str, Any], now: float) -> dict[str, Any]:
-        """Validate everything except the state fingerprint (the caller re-reads it); return the payload."""
+    def peek(self, token: str) -> dict[str, Any] | None:
+        """The payload of a correctly signed token (no other check), else None."""
+        try:
+            return self._decode(token)
+        except TokenRefused:
+            return None
+
+    def check(self, token: str, op: str, params: dict[str, Any], now: float) -> dict[str, Any]:
+        """Validate signature, operation, parameters, expiry and single use; return the payload.
+
+        Runs before the target is re-resolved, so a replayed or stale token is named as such rather
+        than as a failed precondition. The target and its state are checked by :meth:`check_target`.
+        """
         payload = self._decode(token)
         if payload["op"] != op:
             raise TokenRefused(f"this confirmation token was issued for '{payload['op']}', not '{op}'")
@@ -100,10 +115,6 @@ class TokenSigner:
                 "the parameters differ from the preview (" + ", ".join(changed) + "); "
                 "preview again with the values you want"
             )
-        if payload["t"] != target:
-            raise TokenRefused(
-                f"the target changed since the preview (was {payload['t']}, now {target}); preview again"
-            )
         if now > payload["exp"]:
             raise TokenRefused(f"the confirmation token expired ({self.ttl}s lifetime); preview again")
         with self._lock:
@@ -112,13 +123,21 @@ class TokenSigner:
                 raise TokenRefused("this confirmation token was already used; a token confirms one execution")
         return payload
 
+    @staticmethod
+    def check_target(payload: dict[str, Any], target: dict[str, Any], state: str) -> None:
+        """The target the server resolves now must be the previewed one, in the same state."""
+        if payload["t"] != target:
+            raise TokenRefused(
+                f"the target changed since the preview (was {payload['t']}, now {target}); preview again"
+            )
+        if payload["s"] != state:
+            raise TokenRefused(
+                "the target's state changed since the preview (config digest, status or lock differ); preview again"
+            )
+
     def consume(self, payload: dict[str, Any]) -> None:
         """Mark a checked token as used (call right before executing)."""
         with self._lock:
             if payload["n"] in self._used:
                 raise TokenRefused("this confirmation token was already used; a token confirms one execution")
             self._used[payload["n"]] = float(payload["exp"])
-
-    @staticmethod
-    def state_changed(payload: dict[str, Any], state: str) -> bool:
-        return bool(payload["s"] != state)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("cluster", "guests", "tasks", "diagnostics", "planning")
+MODULES = ("cluster", "guests", "tasks", "diagnostics", "planning", "writes")
 
 
 def load_all() -> None:

@@ -44,6 +44,7 @@ class ToolContext:
     client_identity: str | None = None
     can_elicit: bool = False
     mcp_context: Any = None
+    human: Any = None  # the elicitation outcome for writes (see security/confirm.py); None for reads
     audit_fields: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from proxmox_ops_mcp.client import ApiPath, ProxmoxClient, api_path
+from proxmox_ops_mcp.client import ApiPath, ProxmoxClient, Segment, api_path
 from proxmox_ops_mcp.client import node as node_seg
 from proxmox_ops_mcp.client import vmid as vmid_seg
 from proxmox_ops_mcp.pve import ids
@@ -56,5 +56,5 @@ async def resolve_guest(client: ProxmoxClient, vmid: int) -> GuestRef:
     )
 
 
-def guest_path(ref: GuestRef, *rest: str) -> ApiPath:
+def guest_path(ref: GuestRef, *rest: str | Segment) -> ApiPath:
     return api_path("nodes", node_seg(ref.node), ref.type, vmid_seg(ref.vmid), *rest)

@@ -1,0 +1,370 @@
+"""Two-phase writes through a real MCP client session, proxmoxer and HTTPS against pvesim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import ElicitResult
+
+from proxmox_ops_mcp.security.audit import verify
+from proxmox_ops_mcp.server import build_server
+from pvesim.server import SimServer
+from tests.integration.pve import control
+
+pytestmark = pytest.mark.anyio
+
+OPERATOR_WRITES = {
+    "guest_start",
+    "guest_shutdown",
+    "guest_reboot",
+    "guest_suspend",
+    "guest_resume",
+    "snapshot_create",
+    "backup_now",
+    "guest_migrate",
+    "ha_migrate",
+    "ha_relocate",
+}
+ADMIN_WRITES = {"guest_stop", "guest_reset", "snapshot_delete", "snapshot_rollback"}
+
+
+def audit_records(path: Path) -> list[dict[str, Any]]:
+    assert verify(path).ok
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def guest(sim: SimServer, vmid: int) -> Any:
+    return sim.cluster.guests[vmid]
+
+
+async def preview(c: Client, tool: str, **args: Any) -> dict[str, Any]:
+    result = await c.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    body: dict[str, Any] = result.structured_content  # type: ignore[assignment]
+    assert body["status"] == "preview" and body["confirm_token"]
+    return body
+
+
+async def confirm(c: Client, tool: str, token: str, **args: Any) -> Any:
+    return await c.call_tool(tool, {**args, "confirm_token": token})
+
+
+async def test_tiers_decide_which_writes_exist(demo_sim: SimServer, server_for: Any) -> None:
+    async def names(**settings: Any) -> set[str]:
+        async with Client(server_for(demo_sim, "operator@pve!mcp", **settings)) as c:
+            return {t.name for t in (await c.list_tools()).tools}
+
+    default = await names()
+    assert not default & (OPERATOR_WRITES | ADMIN_WRITES)
+    operator = await names(tier="operator")
+    assert operator >= OPERATOR_WRITES and not operator & ADMIN_WRITES
+    assert await names(tier="admin") >= (OPERATOR_WRITES | ADMIN_WRITES)
+    assert not (await names(tier="admin", read_only=True)) & (OPERATOR_WRITES | ADMIN_WRITES)
+
+    async with Client(server_for(demo_sim, "operator@pve!mcp")) as c:
+        result = await c.call_tool("guest_stop", {"vmid": 100})
+    assert result.is_error and "Unknown tool" in result.content[0].text
+
+
+async def test_write_annotations_are_honest(demo_sim: SimServer, server_for: Any) -> None:
+    async with Client(server_for(demo_sim, "operator@pve!mcp", tier="admin")) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    for name in OPERATOR_WRITES | ADMIN_WRITES:
+        a = tools[name].annotations
+        assert a is not None and a.read_only_hint is False, name
+        assert tools[name].output_schema is not None
+        props = tools[name].input_schema["properties"]
+        assert "confirm_token" in props and "human" not in props, name
+    assert tools["guest_stop"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert tools["snapshot_rollback"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert tools["guest_start"].annotations.destructive_hint is False  # type: ignore[union-attr]
+    assert tools["snapshot_create"].annotations.idempotent_hint is False  # type: ignore[union-attr]
+
+
+async def test_preview_then_confirm_runs_the_task_and_reports_progress(
+    start_sim: Any, server_for: Any, tmp_path: Path
+) -> None:
+    sim = start_sim("demo", speed=50)
+    mcp = server_for(sim, "operator@pve!mcp", tier="operator")
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async with Client(mcp) as c:
+        body = await preview(c, "guest_shutdown", vmid=100)
+        assert body["target"] == {"vmid": 100, "name": "web01", "type": "qemu", "node": "pve1", "sid": None}
+        assert all(check["ok"] for check in body["checks"]) and body["effects"] and body["risks"]
+        assert guest(sim, 100).status == "running"  # a preview changes nothing
+        done = await c.call_tool(
+            "guest_shutdown", {"vmid": 100, "confirm_token": body["confirm_token"]}, progress_callback=on_progress
+        )
+        replay = await confirm(c, "guest_shutdown", body["confirm_token"], vmid=100)
+    assert not done.is_error, done.content[0].text
+    result = done.structured_content
+    assert result["status"] == "completed" and result["task"]["state"] == "ok"
+    assert result["task"]["upid"].startswith("UPID:pve1:") and ":qmshutdown:100:" in result["task"]["upid"]
+    assert result["task"]["log_tail"] and result["confirm_token"] is None
+    assert guest(sim, 100).status == "stopped"
+    assert progress and any("qmshutdown" in (m or "") for _, _, m in progress)
+    assert replay.is_error and "already used" in replay.content[0].text
+
+    records = audit_records(tmp_path / "audit.jsonl")
+    writes = [r for r in records if r.get("tool") == "guest_shutdown"]
+    assert [(r["phase"], r["outcome"]) for r in writes] == [
+        ("preview", "ok"),
+        ("execute", "ok"),
+        ("execute", "refused"),
+    ]
+    executed = writes[1]
+    assert executed["upid"] == result["task"]["upid"] and executed["task_state"] == "ok"
+    assert executed["target"]["node"] == "pve1" and executed["pve_token"] == "operator@pve!mcp"
+    assert "already used" in writes[2]["reason"]
+
+
+async def test_failed_task_is_reported_as_failed(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    sim = start_sim("demo")
+    control(sim, "task-failures", {"rules": [{"type": "qmstart", "id": "113", "error": "start failed: OOM"}]})
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "guest_start", vmid=113)
+        done = await confirm(c, "guest_start", body["confirm_token"], vmid=113)
+    result = done.structured_content
+    assert result["status"] == "failed" and result["task"]["state"] == "failed"
+    assert "OOM" in result["task"]["exitstatus"] and "FAILED" in result["next_step"]
+    assert guest(sim, 113).status == "stopped"
+    last = audit_records(tmp_path / "audit.jsonl")[-1]
+    assert last["outcome"] == "task_failed" and last["task_state"] == "failed"
+
+
+async def test_a_changed_guest_invalidates_the_preview(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "snapshot_create", vmid=104, name="pre_upgrade")
+        control(sim, "guests/104", {"set": {"memory": 16384}})  # another admin edits the VM meanwhile
+        done = await confirm(c, "snapshot_create", body["confirm_token"], vmid=104, name="pre_upgrade")
+    assert done.is_error and "state changed since the preview" in done.content[0].text
+    assert "pre_upgrade" not in guest(sim, 104).snapshots
+    last = audit_records(tmp_path / "audit.jsonl")[-1]
+    assert last["outcome"] == "refused" and last["phase"] == "execute"
+
+
+async def test_a_token_only_confirms_its_own_parameters(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "snapshot_create", vmid=104, name="snap_a")
+        other_guest = await confirm(c, "snapshot_create", body["confirm_token"], vmid=100, name="snap_a")
+        other_name = await confirm(c, "snapshot_create", body["confirm_token"], vmid=104, name="snap_b")
+        other_op = await confirm(c, "guest_shutdown", body["confirm_token"], vmid=104)
+        forged = await confirm(c, "snapshot_create", body["confirm_token"][:-4] + "AAAA", vmid=104, name="snap_a")
+        fine = await confirm(c, "snapshot_create", body["confirm_token"], vmid=104, name="snap_a")
+    assert "parameters differ from the preview (vmid)" in other_guest.content[0].text
+    assert "parameters differ from the preview (name)" in other_name.content[0].text
+    assert "issued for 'snapshot_create', not 'guest_shutdown'" in other_op.content[0].text
+    assert "altered" in forged.content[0].text
+    assert fine.structured_content["status"] == "completed"
+    assert set(guest(sim, 104).snapshots) >= {"snap_a"} and "snap_b" not in guest(sim, 104).snapshots
+
+
+async def test_expiry_follows_the_injected_clock(start_sim: Any, settings_for: Any) -> None:
+    sim = start_sim("demo")
+    now = [1_900_000_000.0]
+    mcp = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_ttl=60), clock=lambda: now[0])
+    async with Client(mcp) as c:
+        body = await preview(c, "guest_reboot", vmid=100)
+        now[0] += 61
+        late = await confirm(c, "guest_reboot", body["confirm_token"], vmid=100)
+    assert late.is_error and "expired (60s lifetime)" in late.content[0].text
+
+
+async def test_tokens_from_another_server_key_are_refused_but_replicas_share_one(
+    start_sim: Any, settings_for: Any, tmp_path: Path
+) -> None:
+    sim = start_sim("demo")
+    key = tmp_path / "confirm.key"
+    key.write_bytes(b"0123456789abcdef0123456789abcdef")
+    replica_a = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
+    replica_b = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
+    stranger = build_server(settings_for(sim, "operator@pve!mcp", tier="operator"))
+    async with Client(replica_a) as a:
+        body = await preview(a, "guest_suspend", vmid=100)
+    async with Client(stranger) as s:
+        refused = await confirm(s, "guest_suspend", body["confirm_token"], vmid=100)
+    async with Client(replica_b) as b:
+        done = await confirm(b, "guest_suspend", body["confirm_token"], vmid=100)
+    assert refused.is_error and "another server key" in refused.content[0].text
+    assert done.structured_content["status"] == "completed"
+
+
+async def test_tier_is_enforced_behind_registration(start_sim: Any, settings_for: Any, tmp_path: Path) -> None:
+    """An admin-tier token presented to an operator server: the tool does not exist, and the handler refuses."""
+    from proxmox_ops_mcp.registry import load_registry
+    from proxmox_ops_mcp.security.audit import AuditLog
+    from proxmox_ops_mcp.security.guard import Refused
+    from proxmox_ops_mcp.security.tokens import TokenSigner
+    from proxmox_ops_mcp.testing import FakeClient
+    from proxmox_ops_mcp.tools.context import AppContext, ToolContext
+
+    sim = start_sim("demo")
+    key = tmp_path / "confirm.key"
+    key.write_bytes(b"k" * 32)
+    admin = build_server(settings_for(sim, "operator@pve!mcp", tier="admin", confirm_key_file=key))
+    operator = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
+    async with Client(admin) as c:
+        body = await preview(c, "guest_stop", vmid=100)
+    async with Client(operator) as c:
+        result = await confirm(c, "guest_stop", body["confirm_token"], vmid=100)
+    assert result.is_error and "Unknown tool" in result.content[0].text
+
+    registry = load_registry()
+    settings = settings_for(sim, "operator@pve!mcp", tier="operator")
+    audit = AuditLog(tmp_path / "direct.jsonl")
+    app = AppContext(settings=settings, client=FakeClient({}), audit=audit, signer=TokenSigner(b"k" * 32))
+    with pytest.raises(Refused, match="needs tier admin"):
+        await registry.handlers["guest_stop"](
+            ToolContext(app=app, op=registry.operations["guest_stop"]), vmid=100, confirm_token=body["confirm_token"]
+        )
+    assert audit_records(tmp_path / "direct.jsonl")[-1]["outcome"] == "denied"
+    assert guest(sim, 100).status == "running"
+
+
+async def test_preconditions_refuse_in_the_preview(demo_sim: SimServer, server_for: Any) -> None:
+    async with Client(server_for(demo_sim, "operator@pve!mcp", tier="admin")) as c:
+        running = await c.call_tool("guest_start", {"vmid": 100})
+        ha_guest = await c.call_tool("guest_migrate", {"vmid": 101})
+        not_ha = await c.call_tool("ha_migrate", {"vmid": 100, "node": "pve2"})
+        no_snap = await c.call_tool("snapshot_rollback", {"vmid": 100, "name": "nope"})
+        wrong_store = await c.call_tool("backup_now", {"vmid": 100, "storage": "ceph-vm"})
+        missing = await c.call_tool("guest_start", {"vmid": 999})
+        bad = await c.call_tool("guest_start", {"vmid": 5})
+        passthrough = await c.call_tool("guest_migrate", {"vmid": 105, "target": "pve2"})
+    assert "already running" in running.content[0].text
+    assert "HA-managed" in ha_guest.content[0].text and "ha_migrate" in ha_guest.content[0].text
+    assert "not HA-managed" in not_ha.content[0].text or "no HA resource" in not_ha.content[0].text
+    assert "no snapshot 'nope'" in no_snap.content[0].text
+    assert "content is" in wrong_store.content[0].text
+    assert missing.is_error and "999" in missing.content[0].text
+    assert bad.is_error and "vmid" in bad.content[0].text
+    assert passthrough.is_error and "MIGRATE_PASSTHROUGH" in passthrough.content[0].text
+
+
+async def test_missing_privileges_refuse_in_the_preview(demo_sim: SimServer, server_for: Any) -> None:
+    async with Client(server_for(demo_sim, "auditor@pve!mcp", tier="operator")) as c:
+        result = await c.call_tool("guest_shutdown", {"vmid": 100})
+        ha = await c.call_tool("ha_migrate", {"vmid": 101, "node": "pve2"})
+    assert result.is_error and "lacks VM.PowerMgmt on /vms/100" in result.content[0].text
+    assert ha.is_error and "lacks Sys.Console on /" in ha.content[0].text
+
+
+async def test_more_writes_change_the_cluster(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo", speed=2000)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+
+        async def run(tool: str, **args: Any) -> dict[str, Any]:
+            body = await preview(c, tool, **args)
+            done = await confirm(c, tool, body["confirm_token"], **args)
+            assert not done.is_error, (tool, done.content[0].text)
+            result: dict[str, Any] = done.structured_content  # type: ignore[assignment]
+            assert result["status"] == "completed", (tool, result)
+            return result
+
+        backups_before = sum(1 for v in sim.cluster.volumes if v.vmid == 100 and v.content == "backup")
+        await run("backup_now", vmid=100, storage="pbs-main")
+        assert sum(1 for v in sim.cluster.volumes if v.vmid == 100 and v.content == "backup") == backups_before + 1
+        await run("snapshot_create", vmid=100, name="before_change")
+        assert "before_change" in guest(sim, 100).snapshots
+        await run("snapshot_rollback", vmid=100, name="before_change")
+        await run("snapshot_delete", vmid=100, name="before_change")
+        assert "before_change" not in guest(sim, 100).snapshots
+        moved = await run("guest_migrate", vmid=108)
+        assert guest(sim, 108).node == moved["summary"].split(" to ")[1].split()[0] != "pve2"
+        await run("ha_migrate", vmid=101, node="pve2")
+        assert guest(sim, 101).node == "pve2"
+        await run("guest_stop", vmid=103)
+        assert guest(sim, 103).status == "stopped"
+        submitted = await c.call_tool("guest_start", {"vmid": 103, "wait": False})
+        body = submitted.structured_content
+        started = await c.call_tool("guest_start", {"vmid": 103, "wait": False, "confirm_token": body["confirm_token"]})
+    assert started.structured_content["status"] == "submitted"
+    assert started.structured_content["task"]["upid"].startswith("UPID:pve1:")
+
+
+async def accept(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
+async def say_no(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": False})
+
+
+async def decline(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="decline")
+
+
+@pytest.mark.parametrize(
+    ("callback", "executed", "message", "mode"),
+    [
+        (accept, True, "", "auto"),
+        (accept, True, "", "legacy"),
+        (say_no, False, "did not confirm", "auto"),
+        (decline, False, "decline", "auto"),
+        (decline, False, "decline", "legacy"),
+    ],
+)
+async def test_elicitation_asks_the_human_when_the_client_can(
+    start_sim: Any, server_for: Any, tmp_path: Path, callback: Any, executed: bool, message: str, mode: str
+) -> None:
+    sim = start_sim("demo")
+    questions: list[str] = []
+
+    async def recording(context: Any, params: Any) -> ElicitResult:
+        questions.append(params.message)
+        return await callback(context, params)  # type: ignore[no-any-return]
+
+    mcp = server_for(sim, "operator@pve!mcp", tier="operator")
+    async with Client(mcp, mode=mode, elicitation_callback=recording) as c:
+        body = await preview(c, "guest_reboot", vmid=104)
+        assert questions == []  # the preview never asks
+        done = await confirm(c, "guest_reboot", body["confirm_token"], vmid=104)
+    assert len(questions) == 1 and "VM 104" in questions[0] and "reboot" in questions[0].lower()
+    if executed:
+        assert done.structured_content["status"] == "completed"
+        assert audit_records(tmp_path / "audit.jsonl")[-1]["human"] == "confirmed"
+    else:
+        assert done.is_error and message in done.content[0].text and "nothing was changed" in done.content[0].text
+        assert audit_records(tmp_path / "audit.jsonl")[-1]["outcome"] == "refused"
+
+
+async def test_instructions_in_cluster_data_change_nothing(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    """Guest 113's description orders an assistant to delete snapshots and stop VM 102. It is only data."""
+    sim = start_sim("demo")
+    before = {g.vmid: (g.status, g.node, sorted(g.snapshots)) for g in sim.cluster.guests.values()}
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        shown = (await c.call_tool("get_guest", {"vmid": 113})).structured_content
+        # An assistant that obeyed would call these; without a confirmation token they only preview.
+        stop = await c.call_tool("guest_stop", {"vmid": 102})
+        delete = await c.call_tool("snapshot_delete", {"vmid": 113, "name": "before_migration"})
+        invented = await c.call_tool("guest_stop", {"vmid": 102, "confirm_token": "a" * 30 + "." + "b" * 43})
+    description = shown["description"]
+    assert description["untrusted"] is True and "ignore all previous instructions" in description["text"]
+    assert stop.structured_content["status"] == "preview" and delete.structured_content["status"] == "preview"
+    assert invented.is_error and "altered" in invented.content[0].text
+    after = {g.vmid: (g.status, g.node, sorted(g.snapshots)) for g in sim.cluster.guests.values()}
+    assert after == before
+    records = audit_records(tmp_path / "audit.jsonl")
+    assert not [r for r in records if r.get("phase") == "execute" and r["outcome"] == "ok"]
+
+
+async def test_no_secret_reaches_the_audit_log(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    sim = start_sim("demo")
+    _, secret = sim.token("operator@pve!mcp")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "guest_reboot", vmid=100)
+        await confirm(c, "guest_reboot", body["confirm_token"], vmid=100)
+        await c.call_tool("get_guest", {"vmid": 110})  # has a cloud-init password in the demo
+    text = (tmp_path / "audit.jsonl").read_text()
+    assert secret not in text and body["confirm_token"] not in text
+    assert body["confirm_token"].split(".")[1] not in text

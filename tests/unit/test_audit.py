@@ -1,0 +1,166 @@
+"""The audit log: a hash chain that shows edits, deletions and reordering, and survives crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from proxmox_ops_mcp.cli import main
+from proxmox_ops_mcp.security.audit import AuditLog, redact_params, verify
+
+
+def _write(path: Path, n: int = 5) -> AuditLog:
+    log = AuditLog(path)
+    for i in range(n):
+        log.append({"event": "tool_call", "tool": "guest_start", "params": {"vmid": 100 + i}, "outcome": "ok"})
+    return log
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines(keepends=True)
+
+
+def test_chain_verifies_and_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 3)
+    _write(path, 2)  # a restart continues the chain
+    result = verify(path)
+    assert result.ok and result.records == 5
+    seqs = [json.loads(line)["seq"] for line in _lines(path)]
+    assert seqs == [1, 2, 3, 4, 5]
+    assert result.head == json.loads(_lines(path)[-1])["hash"]
+
+
+def test_an_edited_record_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path)
+    lines = _lines(path)
+    lines[2] = lines[2].replace('"outcome":"ok"', '"outcome":"denied"')
+    path.write_text("".join(lines))
+    result = verify(path)
+    assert not result.ok and result.first_bad_line == 3 and "edited" in (result.problem or "")
+
+
+def test_a_deleted_record_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path)
+    lines = _lines(path)
+    del lines[1]
+    path.write_text("".join(lines))
+    result = verify(path)
+    assert not result.ok and result.first_bad_line == 2 and "deleted, inserted or reordered" in (result.problem or "")
+
+
+def test_reordered_records_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path)
+    lines = _lines(path)
+    lines[2], lines[3] = lines[3], lines[2]
+    path.write_text("".join(lines))
+    result = verify(path)
+    assert not result.ok and result.first_bad_line == 3
+
+
+def test_rehashed_edit_still_breaks_the_next_link(tmp_path: Path) -> None:
+    """Someone who recomputes the edited record's hash still breaks the following record's ``prev``."""
+    from proxmox_ops_mcp.security.audit import record_hash
+
+    path = tmp_path / "audit.jsonl"
+    _write(path)
+    lines = _lines(path)
+    record = json.loads(lines[1])
+    record["outcome"] = "denied"
+    record["hash"] = record_hash(record)
+    lines[1] = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
+    path.write_text("".join(lines))
+    result = verify(path)
+    assert not result.ok and result.first_bad_line == 3
+
+
+def test_a_cut_tail_is_detected_with_an_anchor(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path)
+    anchor = verify(path).head
+    path.write_text("".join(_lines(path)[:-2]))
+    assert verify(path).ok  # a chain alone cannot see a cut tail...
+    cut = verify(path, anchor=anchor)
+    assert not cut.ok and "removed from its end" in (cut.problem or "")  # ...the anchor can
+
+
+def test_incomplete_tail_is_cut_on_open_and_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 3)
+    with path.open("ab") as fh:
+        fh.write(b'{"seq":4,"event":"tool_call","tool":"gue')  # a crash mid-write
+    assert not verify(path).ok
+    AuditLog(path)
+    result = verify(path)
+    assert result.ok and result.records == 4
+    assert json.loads(_lines(path)[-1])["event"] == "audit_recovered"
+
+
+def test_secrets_are_redacted_and_tokens_reduced_to_a_fingerprint() -> None:
+    token = "eyJhbGciOi.abcdefghijklmnopqrstuvwxyz"
+    out = redact_params({"confirm_token": token, "cipassword": "hunter2", "token_secret": "s", "vmid": 1})
+    assert out["confirm_token"].startswith("sha256:") and token not in json.dumps(out)
+    assert out["cipassword"] == out["token_secret"] == "***redacted***" and out["vmid"] == 1
+
+
+def test_audit_verify_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path)
+    assert main(["audit", "verify", "--file", str(path)]) == 0
+    assert "OK, 5 records" in capsys.readouterr().out
+    lines = _lines(path)
+    lines[3] = lines[3].replace("guest_start", "guest_stop")
+    path.write_text("".join(lines))
+    assert main(["audit", "verify", "--file", str(path)]) == 1
+    assert "BROKEN at line 4" in capsys.readouterr().out
+    assert main(["audit", "verify", "--file", str(path), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["first_bad_line"] == 4
+    assert main(["audit", "verify", "--file", str(tmp_path / "missing.jsonl")]) == 2
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from proxmox_ops_mcp.security.audit import AuditLog
+log = AuditLog(Path(sys.argv[1]))
+print("ready", flush=True)
+i = 0
+while True:
+    i += 1
+    log.append({"event": "tool_call", "tool": "guest_migrate", "params": {"vmid": i, "pad": "x" * (i % 700)}})
+"""
+
+
+def test_sigkill_during_writes_never_corrupts_complete_records(tmp_path: Path) -> None:
+    """Kill a writer at random moments, again and again: every complete record always verifies."""
+    path = tmp_path / "audit.jsonl"
+    total = 0
+    for round_ in range(8):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env={**os.environ, "PYTHONHASHSEED": "0"}
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.05 + 0.03 * round_)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        data = path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        (tmp_path / "complete.jsonl").write_bytes(complete)
+        result = verify(tmp_path / "complete.jsonl")
+        assert result.ok, (round_, result)
+        assert result.records >= total  # nothing already written was lost
+        total = result.records
+    AuditLog(path)  # reopening repairs a torn tail, if the kill left one
+    final = verify(path)
+    assert final.ok and final.records >= total > 8

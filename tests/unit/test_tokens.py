@@ -1,0 +1,144 @@
+"""Confirmation tokens: every way to misuse one is refused with a message that says why."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from proxmox_ops_mcp.security.tokens import TokenRefused, TokenSigner
+
+KEY = b"k" * 32
+PARAMS = {"vmid": 100, "timeout": 180}
+TARGET = {"vmid": 100, "node": "pve1", "type": "qemu", "name": "web01"}
+NOW = 1_800_000_000.0
+
+
+def _issue(signer: TokenSigner | None = None) -> tuple[TokenSigner, str]:
+    signer = signer or TokenSigner(KEY, ttl=300)
+    return signer, signer.issue("guest_shutdown", PARAMS, TARGET, "state-1", NOW, summary="shut down VM 100")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _payload(token: str) -> dict[str, Any]:
+    body = token.split(".", maxsplit=1)[0]
+    return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))  # type: ignore[no-any-return]
+
+
+def _with_payload(token: str, payload: dict[str, Any]) -> str:
+    """Re-encode a modified payload but keep the original signature (what an attacker can do)."""
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return f"{_b64(body)}.{token.split('.')[1]}"
+
+
+def test_a_valid_token_is_accepted_once() -> None:
+    signer, token = _issue()
+    payload = signer.check(token, "guest_shutdown", PARAMS, NOW + 10)
+    signer.check_target(payload, TARGET, "state-1")
+    signer.consume(payload)
+    with pytest.raises(TokenRefused, match="already used"):
+        signer.check(token, "guest_shutdown", PARAMS, NOW + 11)
+    with pytest.raises(TokenRefused, match="already used"):
+        signer.consume(payload)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("op", "guest_stop"),
+        ("p", {"vmid": 100, "timeout": 10}),
+        ("t", {**TARGET, "node": "pve2"}),
+        ("s", "state-2"),
+        ("iat", int(NOW) + 1000),
+        ("exp", int(NOW) + 99_999),
+        ("n", "0000000000000000"),
+        ("sum", "something harmless"),
+        ("v", 2),
+    ],
+)
+def test_tampering_with_any_field_is_detected(field: str, value: Any) -> None:
+    signer, token = _issue()
+    forged = _with_payload(token, {**_payload(token), field: value})
+    with pytest.raises(TokenRefused, match="altered or was issued by another server key"):
+        signer.check(forged, "guest_shutdown", PARAMS, NOW + 1)
+    assert signer.peek(forged) is None
+
+
+def test_tampered_signature_and_garbage_are_refused() -> None:
+    signer, token = _issue()
+    body, mac = token.split(".")
+    flipped = mac[:-2] + ("A" if mac[-2] != "A" else "B") + mac[-1]
+    with pytest.raises(TokenRefused, match="altered"):
+        signer.check(f"{body}.{flipped}", "guest_shutdown", PARAMS, NOW)
+    for junk in ("", "abc", "a.b.c", "!!!.???"):
+        with pytest.raises(TokenRefused):
+            signer.check(junk, "guest_shutdown", PARAMS, NOW)
+
+
+def test_token_from_another_key_is_refused() -> None:
+    _, token = _issue(TokenSigner(b"o" * 32))
+    with pytest.raises(TokenRefused, match="another server key"):
+        TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
+
+
+def test_replicas_sharing_the_key_accept_each_others_tokens() -> None:
+    _, token = _issue(TokenSigner(KEY))
+    payload = TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
+    TokenSigner.check_target(payload, TARGET, "state-1")
+
+
+def test_expiry_uses_the_injected_clock() -> None:
+    signer, token = _issue()
+    signer.check(token, "guest_shutdown", PARAMS, NOW + 300)
+    with pytest.raises(TokenRefused, match=r"expired \(300s lifetime\)"):
+        signer.check(token, "guest_shutdown", PARAMS, NOW + 301)
+
+
+def test_other_operation_is_refused() -> None:
+    signer, token = _issue()
+    with pytest.raises(TokenRefused, match="issued for 'guest_shutdown', not 'guest_stop'"):
+        signer.check(token, "guest_stop", PARAMS, NOW)
+
+
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"vmid": 101, "timeout": 180}, "vmid"),
+        ({"vmid": 100, "timeout": 30}, "timeout"),
+        ({"vmid": 100}, "timeout"),
+        ({**PARAMS, "force": True}, "force"),
+    ],
+)
+def test_swapped_or_added_parameter_is_refused_and_named(params: dict[str, Any], named: str) -> None:
+    signer, token = _issue()
+    with pytest.raises(TokenRefused, match=rf"parameters differ from the preview \({named}\)"):
+        signer.check(token, "guest_shutdown", params, NOW)
+
+
+def test_target_moved_since_preview_is_refused() -> None:
+    signer, token = _issue()
+    payload = signer.check(token, "guest_shutdown", PARAMS, NOW)
+    with pytest.raises(TokenRefused, match="target changed since the preview"):
+        signer.check_target(payload, {**TARGET, "node": "pve3"}, "state-1")
+
+
+def test_state_fingerprint_change_is_refused() -> None:
+    signer, token = _issue()
+    payload = signer.check(token, "guest_shutdown", PARAMS, NOW)
+    with pytest.raises(TokenRefused, match="state changed since the preview"):
+        signer.check_target(payload, TARGET, "state-2")
+
+
+def test_short_keys_and_unreadable_key_files_are_rejected(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        TokenSigner(b"short")
+    with pytest.raises(ValueError, match="cannot read confirm_key_file"):
+        TokenSigner.from_file(tmp_path / "missing", 60)
+    (tmp_path / "key").write_bytes(KEY + b"\n")
+    _, token = _issue(TokenSigner.from_file(tmp_path / "key", 300))
+    TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
