@@ -31,7 +31,7 @@ test: setup lint typecheck  ## lint, type-check and run the whole suite
 	$(BIN)/python -m pytest
 
 bench: setup
-	for f in bench/bench_*.py; do $(BIN)/python $$f || exit 1; done
+	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done  # each prints its figures and MET/MISSED
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -130,6 +130,10 @@ def replication_job(value: str, param: str = "job") -> Segment:
     return Segment(ids.check_replication_id(value, param))
 
 
+def backup_job(value: str, param: str = "id") -> Segment:
+    return Segment(ids.check_backup_job(value, param))
+
+
 @dataclass(frozen=True)
 class ApiPath:
     segments: tuple[str, ...]

@@ -18,6 +18,7 @@ _ROLE_FOR = {
     "VM.Backup": "PVEVMUser",
     "VM.Console": "PVEVMUser",
     "VM.Migrate": "PVEVMAdmin",
+    "VM.Replicate": "PVEVMAdmin",
     "VM.Snapshot": "PVEVMAdmin",
     "VM.Snapshot.Rollback": "PVEVMAdmin",
     "VM.Config.Options": "PVEVMAdmin",

@@ -46,6 +46,7 @@ class Operation(BaseModel):
     name: str
     toolset: str
     title: str
+    summary: str = Field(max_length=90, description="one line for the action list of a meta-tool")
     description: str = Field(min_length=10)
     handler: str = Field(description="function name in proxmox_ops_mcp.tools")
     tier: Tier
@@ -69,11 +70,29 @@ class Operation(BaseModel):
         return self
 
 
+class Toolset(BaseModel):
+    """A domain: its operations become one read meta-tool and, if it has writes, one write meta-tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(max_length=40)
+    description: str = Field(min_length=10, max_length=200)
+
+
+class WriteTool(BaseModel):
+    """The meta-tool holding every write of one tier (reads stay in truthfully read-only tools)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    title: str = Field(max_length=60)
+    description: str = Field(min_length=10, max_length=300)
+
+
 class ToolsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: Literal[1]
     definitions_version: str
-    toolsets: dict[str, str]
+    toolsets: dict[str, Toolset]
+    write_tools: dict[Tier, WriteTool]
     operations: list[Operation]
 
 
@@ -83,6 +102,7 @@ class Registry:
     def __init__(self, spec: ToolsFile, handlers: dict[str, Callable[..., Any]]) -> None:
         self.spec = spec
         self.toolsets = dict(spec.toolsets)
+        self.write_tools = dict(spec.write_tools)
         self.operations: dict[str, Operation] = {}
         self.handlers: dict[str, Callable[..., Any]] = {}
         errors: list[str] = []
@@ -92,6 +112,8 @@ class Registry:
                 errors.append(f"operation '{op.name}' is defined twice")
             if op.toolset not in self.toolsets:
                 errors.append(f"{op.name}: unknown toolset '{op.toolset}'")
+            if op.is_write and op.tier not in self.write_tools:
+                errors.append(f"{op.name}: no write_tools entry for tier {op.tier.value}")
             fn = handlers.get(op.handler)
             if fn is None:
                 errors.append(f"{op.name}: handler '{op.handler}' does not exist")

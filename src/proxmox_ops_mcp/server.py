@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
+from mcp.types import Tool as MCPTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -25,6 +26,7 @@ from proxmox_ops_mcp.client import ProxmoxClient, ProxmoxerClient, api_path
 from proxmox_ops_mcp.compat import UnsupportedVersion, check_version
 from proxmox_ops_mcp.config import Settings
 from proxmox_ops_mcp.errors import PveError, advice
+from proxmox_ops_mcp.metatools import Action, build_meta_tools, make_meta_function
 from proxmox_ops_mcp.prompts import register_prompts
 from proxmox_ops_mcp.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from proxmox_ops_mcp.security.audit import AuditLog
@@ -37,7 +39,9 @@ log = logging.getLogger(__name__)
 INSTRUCTIONS = """\
 proxmox-ops-mcp operates a Proxmox VE cluster like a careful senior operator.
 
-- Start with cluster_overview. Prefer the diagnostic tools over reading raw objects: they correlate
+- Operations are named like cluster_overview. By default they are actions of a few tools (call tool
+  `cluster` with action `cluster_overview`); each tool's description lists its actions.
+- Start with cluster_overview. Prefer the diagnostic operations over reading raw objects: they correlate
   many API reads server-side and return findings with stable codes, severity, evidence and a fix.
 - A report with a DATA_INCOMPLETE finding or a non-empty `incomplete` list is NOT a clean bill of
   health: say what could not be checked.
@@ -50,6 +54,40 @@ proxmox-ops-mcp operates a Proxmox VE cluster like a careful senior operator.
 - HA-managed guests are moved by the HA manager, not by direct migration: use node maintenance
   (ha-manager crm-command node-maintenance enable <node>) or the HA migrate operations.
 """
+
+
+def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
+    """Drop what tells a model nothing: pydantic's generated ``title`` keywords and ``default: null``.
+
+    ``in_properties`` marks a mapping whose keys are property names (a property may be called
+    "title"); only schema keywords are removed.
+    """
+    if isinstance(node, list):
+        return [compact_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if not in_properties and (key == "title" or (key == "default" and value is None)):
+            continue
+        out[key] = compact_schema(value, in_properties=(key in ("properties", "$defs") and not in_properties))
+    return out
+
+
+class OpsServer(MCPServer[AppContext]):
+    """MCPServer whose tools/list carries compact schemas (every byte is paid for by the model's context)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        return [
+            t.model_copy(
+                update={
+                    "input_schema": compact_schema(t.input_schema),
+                    "output_schema": None if t.output_schema is None else compact_schema(t.output_schema),
+                }
+            )
+            for t in tools
+        ]
 
 
 class ConnectionProblem(RuntimeError):
@@ -137,7 +175,6 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
 def annotations_for(op: Operation) -> ToolAnnotations:
     a = op.annotations
     return ToolAnnotations(
-        title=op.title,
         read_only_hint=a.read_only,
         destructive_hint=a.destructive,
         idempotent_hint=a.idempotent,
@@ -168,7 +205,7 @@ def build_server(
         version = await check_cluster(settings, api) if check_version_on_start else None
         yield AppContext(settings=settings, client=api, audit=audit, signer=signer, clock=clock, pve_version=version)
 
-    mcp: MCPServer[AppContext] = MCPServer(
+    mcp: MCPServer[AppContext] = OpsServer(
         "proxmox-ops-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
     )
     register_tools(mcp, registry, ops, granular=settings.granular_tools)
@@ -177,6 +214,21 @@ def build_server(
 
 
 def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation], *, granular: bool) -> None:
-    for op in ops:
-        fn = make_granular_tool(op, registry.handlers[op.name])
-        mcp.add_tool(fn, name=op.name, title=op.title, description=op.description, annotations=annotations_for(op))
+    """One tool per operation (granular) or domain meta-tools (default); the same handlers either way."""
+    if granular:
+        for op in ops:
+            fn = make_granular_tool(op, registry.handlers[op.name])
+            mcp.add_tool(fn, name=op.name, title=op.title, description=op.description, annotations=annotations_for(op))
+        return
+
+    for meta in build_meta_tools(registry, ops):
+
+        async def run(
+            action: Action, args: dict[str, Any], ctx: Context[AppContext], human: Any, _m: str = meta.name
+        ) -> Any:
+            t = _tool_context(ctx, action.op, human)
+            t.audit_fields["via"] = _m
+            return await action.handler(t, **args)
+
+        fn = make_meta_function(meta, run, HUMAN, Context)
+        mcp.add_tool(fn, name=meta.name, title=meta.title, description=meta.description, annotations=meta.annotations)

@@ -24,6 +24,7 @@ _PRIV_GROUPS: dict[str, dict[str, list[str]]] = {
             "VM.Allocate",
             "VM.Clone",
             "VM.Migrate",
+            "VM.Replicate",
             "VM.Monitor",
             "VM.Snapshot",
             "VM.Snapshot.Rollback",

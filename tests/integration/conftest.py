@@ -39,6 +39,8 @@ def settings_for(tmp_path: Path) -> Callable[..., Settings]:
             "fingerprint": sim.fingerprint,
             "audit_log": tmp_path / "audit.jsonl",
             "retries": 0,
+            # Most tests exercise one operation through its own tool; meta-tool dispatch has its own tests.
+            "granular_tools": True,
         }
         values.update(extra)
         return load_settings(**values)

@@ -97,7 +97,7 @@ async def test_preview_then_confirm_runs_the_task_and_reports_progress(
 
     async with Client(mcp) as c:
         body = await preview(c, "guest_shutdown", vmid=100)
-        assert body["target"] == {"vmid": 100, "name": "web01", "type": "qemu", "node": "pve1", "sid": None}
+        assert body["target"] == {"vmid": 100, "name": "web01", "type": "qemu", "node": "pve1", "sid": None, "id": None}
         assert all(check["ok"] for check in body["checks"]) and body["effects"] and body["risks"]
         assert guest(sim, 100).status == "running"  # a preview changes nothing
         done = await c.call_tool(

@@ -23,6 +23,7 @@ UPID_RE = re.compile(
 )
 HA_SID_RE = re.compile(r"^(?P<type>vm|ct):(?P<vmid>[1-9][0-9]{2,8})$")
 REPLICATION_ID_RE = re.compile(r"^[1-9][0-9]{2,8}-\d{1,9}$")
+BACKUP_JOB_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]{1,63}$")
 VMID_MIN, VMID_MAX = 100, 999_999_999
 MAX_ID_LEN = 128
 
@@ -92,6 +93,12 @@ def check_replication_id(value: str, param: str = "job") -> str:
     return value
 
 
+def check_backup_job(value: str, param: str = "id") -> str:
+    if not isinstance(value, str) or not BACKUP_JOB_RE.fullmatch(value):
+        raise InvalidIdentifier(param, value, "backup job ids start with a letter, then letters, digits, - or _")
+    return value
+
+
 def _schema(pattern: str, min_length: int | None = None, max_length: int | None = None) -> Any:
     """Publish the pattern in the JSON schema; enforcement is our validator (clearer messages)."""
     return Field(json_schema_extra={"pattern": pattern}, min_length=min_length, max_length=max_length)
@@ -104,6 +111,11 @@ StorageId = Annotated[
 ]
 SnapshotName = Annotated[str, _schema(SNAPSHOT_RE.pattern, min_length=2, max_length=40), AfterValidator(check_snapshot)]
 Upid = Annotated[str, _schema(UPID_RE.pattern, max_length=512), AfterValidator(check_upid)]
+HaSid = Annotated[str, _schema(HA_SID_RE.pattern, max_length=12), AfterValidator(check_ha_sid)]
+ReplicationJobId = Annotated[
+    str, _schema(REPLICATION_ID_RE.pattern, max_length=20), AfterValidator(check_replication_id)
+]
+BackupJobId = Annotated[str, _schema(BACKUP_JOB_RE.pattern, max_length=64), AfterValidator(check_backup_job)]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("cluster", "guests", "tasks", "diagnostics", "planning", "writes")
+MODULES = (
+    "cluster",
+    "nodes",
+    "guests",
+    "storage",
+    "backups",
+    "ha",
+    "tasks",
+    "diagnostics",
+    "planning",
+    "writes",
+    "config_writes",
+)
 
 
 def load_all() -> None:

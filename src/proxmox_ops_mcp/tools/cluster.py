@@ -1,4 +1,4 @@
-"""Cluster-level read tools: overview, node status, token permissions."""
+"""Cluster-level read tools: overview, membership, datacenter options, token permissions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from proxmox_ops_mcp.client import api_path, gather
-from proxmox_ops_mcp.client import node as node_seg
 from proxmox_ops_mcp.errors import PveError
-from proxmox_ops_mcp.pve.ids import NodeName
 from proxmox_ops_mcp.security.guard import guarded
 from proxmox_ops_mcp.tools.context import ToolContext
 
@@ -108,47 +106,86 @@ async def cluster_overview(t: ToolContext) -> ClusterOverview:
     )
 
 
-class NodeStatus(BaseModel):
-    node: str
-    pve_version: str | None = None
-    kernel: str | None = None
-    cpu_model: str | None = None
-    cpus: int | None = None
-    cpu_fraction: float | None = None
-    loadavg: list[float] = Field(default_factory=list)
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    swap_used_bytes: int | None = None
-    swap_total_bytes: int | None = None
-    rootfs_used_bytes: int | None = None
-    rootfs_total_bytes: int | None = None
-    uptime_s: int | None = None
-    ksm_shared_bytes: int | None = None
+class Member(BaseModel):
+    name: str
+    nodeid: int | None = None
+    ip: str | None = None
+    online: bool
+
+
+class ClusterMembership(BaseModel):
+    """Corosync's view: cluster name, config version, quorum, members."""
+
+    cluster_name: str | None = Field(None, description="None for a standalone node")
+    config_version: int | None = None
+    quorate: bool | None = None
+    expected_nodes: int | None = None
+    members: list[Member]
+    offline: list[str]
 
 
 @guarded
-async def node_status(t: ToolContext, node: NodeName) -> NodeStatus:
-    """Detailed status of one node (memory, swap, load, kernel, CPU model)."""
-    st: dict[str, Any] = await t.client.get(api_path("nodes", node_seg(node), "status"))
-    mem, swap, root = st.get("memory") or {}, st.get("swap") or {}, st.get("rootfs") or {}
-    cpuinfo = st.get("cpuinfo") or {}
-    kernel = (st.get("current-kernel") or {}).get("release")
-    return NodeStatus(
-        node=node,
-        pve_version=st.get("pveversion"),
-        kernel=kernel,
-        cpu_model=cpuinfo.get("model"),
-        cpus=cpuinfo.get("cpus"),
-        cpu_fraction=st.get("cpu"),
-        loadavg=[float(x) for x in st.get("loadavg") or []],
-        mem_used_bytes=mem.get("used"),
-        mem_total_bytes=mem.get("total"),
-        swap_used_bytes=swap.get("used"),
-        swap_total_bytes=swap.get("total"),
-        rootfs_used_bytes=root.get("used"),
-        rootfs_total_bytes=root.get("total"),
-        uptime_s=st.get("uptime"),
-        ksm_shared_bytes=(st.get("ksm") or {}).get("shared"),
+async def cluster_membership(t: ToolContext) -> ClusterMembership:
+    """GET /cluster/status: who is in the cluster, who is online, is there quorum."""
+    rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "status"))
+    cluster = next((r for r in rows if r.get("type") == "cluster"), None)
+    members = sorted(
+        (
+            Member(name=r["name"], nodeid=r.get("nodeid"), ip=r.get("ip"), online=bool(r.get("online")))
+            for r in rows
+            if r.get("type") == "node"
+        ),
+        key=lambda m: m.name,
+    )
+    return ClusterMembership(
+        cluster_name=cluster.get("name") if cluster else None,
+        config_version=cluster.get("version") if cluster else None,
+        quorate=bool(cluster.get("quorate")) if cluster else None,
+        expected_nodes=cluster.get("nodes") if cluster else None,
+        members=members,
+        offline=[m.name for m in members if not m.online],
+    )
+
+
+class ClusterOptions(BaseModel):
+    """Datacenter options (datacenter.cfg) that change how operations behave."""
+
+    migration_type: str | None = Field(None, description="secure (SSH tunnel) or insecure")
+    migration_network: str | None = None
+    ha_shutdown_policy: str | None = Field(None, description="what HA does with guests when a node shuts down")
+    max_workers: int | None = Field(None, description="parallel jobs for bulk actions")
+    bwlimit: str | None = None
+    console: str | None = None
+    keyboard: str | None = None
+    other: dict[str, str] = Field(default_factory=dict, description="remaining options as PVE returns them")
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+@guarded
+async def cluster_options(t: ToolContext) -> ClusterOptions:
+    """GET /cluster/options, with the operationally relevant options pulled out."""
+    opts: dict[str, Any] = await t.client.get(api_path("cluster", "options"))
+    migration = opts.get("migration") or {}
+    ha = opts.get("ha") or {}
+    if isinstance(migration, str):
+        migration = dict(kv.split("=", 1) for kv in migration.split(",") if "=" in kv)
+    if isinstance(ha, str):
+        ha = dict(kv.split("=", 1) for kv in ha.split(",") if "=" in kv)
+    known = {"migration", "ha", "max_workers", "bwlimit", "console", "keyboard"}
+    return ClusterOptions(
+        migration_type=migration.get("type"),
+        migration_network=migration.get("network"),
+        ha_shutdown_policy=ha.get("shutdown_policy"),
+        max_workers=int(opts["max_workers"]) if opts.get("max_workers") is not None else None,
+        bwlimit=_flat(opts["bwlimit"]) if opts.get("bwlimit") else None,
+        console=opts.get("console"),
+        keyboard=opts.get("keyboard"),
+        other={k: _flat(v) for k, v in sorted(opts.items()) if k not in known},
     )
 
 

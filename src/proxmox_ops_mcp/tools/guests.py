@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from proxmox_ops_mcp.client import gather
 from proxmox_ops_mcp.errors import PveError
-from proxmox_ops_mcp.models import PageInfo, UntrustedText, untrusted
+from proxmox_ops_mcp.models import PageInfo, UntrustedText, iso, untrusted
 from proxmox_ops_mcp.pve.guestconfig import Volume, parse_guest_config, redact
 from proxmox_ops_mcp.pve.ids import NodeName, VmId
 from proxmox_ops_mcp.security.guard import guarded
@@ -174,3 +174,42 @@ async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) ->
         digest=cfg.digest,
         incomplete=[f"{k}: {v.message}" for k, v in got.items() if isinstance(v, PveError)],
     )
+
+
+class Snapshot(BaseModel):
+    name: str
+    parent: str | None = None
+    created: str | None = None
+    age_days: float | None = None
+    with_ram: bool = Field(description="includes the running memory state (vmstate)")
+    description: UntrustedText | None = None
+
+
+class SnapshotList(BaseModel):
+    vmid: int
+    node: str
+    current_parent: str | None = Field(None, description="the snapshot the running state derives from")
+    items: list[Snapshot] = Field(description="oldest first")
+
+
+@guarded
+async def list_snapshots(t: ToolContext, vmid: VmId) -> SnapshotList:
+    """A guest's snapshots with age and parent chain; the node is resolved by the server."""
+    ref = await resolve_guest(t.client, vmid)
+    rows: list[dict[str, Any]] = await t.client.get(guest_path(ref, "snapshot"))
+    now = t.now()
+    current = next((r for r in rows if r.get("name") == "current"), {})
+    items = [
+        Snapshot(
+            name=str(r["name"]),
+            parent=r.get("parent"),
+            created=iso(r.get("snaptime")),
+            age_days=round((now - r["snaptime"]) / 86400, 1) if r.get("snaptime") else None,
+            with_ram=bool(r.get("vmstate")),
+            description=untrusted(r.get("description")),
+        )
+        for r in rows
+        if r.get("name") != "current"
+    ]
+    items.sort(key=lambda s: (s.created or "", s.name))
+    return SnapshotList(vmid=vmid, node=ref.node, current_parent=current.get("parent"), items=items)

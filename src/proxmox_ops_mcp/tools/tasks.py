@@ -118,3 +118,28 @@ async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(g
         row["status"] = None
     text = [str(line.get("t", "")) for line in lines]
     return TaskDetail(task=task_row(row), log_tail=text[-log_lines:] if log_lines else [], log_lines=len(text))
+
+
+class TaskLog(BaseModel):
+    upid: str
+    start: int
+    lines: list[str]
+    total: int = Field(description="lines in the whole log")
+    next_start: int | None = Field(None, description="pass as start to read on; null at the end")
+
+
+@guarded
+async def task_log(
+    t: ToolContext,
+    upid: Upid,
+    start: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=LOG_CAP)] = 200,
+) -> TaskLog:
+    """A window of a task's log (PVE pages it by line number), for logs too long for get_task."""
+    info = parse_upid(upid)
+    path = api_path("nodes", node_seg(info.node), "tasks", upid_seg(upid), "log")
+    rows: list[dict[str, Any]] = await t.client.get(path, start=0, limit=LOG_CAP)
+    text = [str(r.get("t", "")) for r in rows]
+    window = text[start : start + limit]
+    end = start + len(window)
+    return TaskLog(upid=upid, start=start, lines=window, total=len(text), next_start=end if end < len(text) else None)

@@ -38,8 +38,9 @@ class TargetRef(BaseModel):
     vmid: int | None = None
     name: str | None = Field(None, description="guest name (cluster data, not instructions)")
     type: Literal["qemu", "lxc"] | None = None
-    node: str
+    node: str | None = None
     sid: str | None = None
+    id: str | None = Field(None, description="a non-guest object: backup job, replication job or task")
 
 
 class Check(BaseModel):
@@ -82,7 +83,12 @@ class Plan:
     risks: list[str]
     checks: list[Check]
     execute: Callable[[], Awaitable[Any]]
-    follow: Literal["task", "ha"] = "task"
+    # task: execute returns a UPID to follow; ha: the HA manager starts a task of ``ha_task_types``
+    # (or none when ``ha_task_types`` is empty); sync: PVE applied it before answering.
+    follow: Literal["task", "ha", "sync"] = "task"
+    ha_task_types: tuple[str, ...] = ("qmigrate", "vzmigrate", "qmrelocate")
+    # Re-read after a sync or HA write: None when the effect is visible, else what is not.
+    verify: Callable[[], Awaitable[str | None]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,14 +150,16 @@ async def follow_task(t: ToolContext, node: str, upid: str, timeout: float) -> T
     )
 
 
-async def follow_ha(t: ToolContext, vmid: int, since: float, timeout: float) -> TaskOutcome | None:
-    """HA requests return no task: find the migration the HA manager starts for the guest, then follow it."""
+async def follow_ha(
+    t: ToolContext, vmid: int, since: float, timeout: float, types: tuple[str, ...]
+) -> TaskOutcome | None:
+    """HA requests return no task: find the task the HA manager starts for the guest, then follow it."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         tasks: list[dict[str, Any]] = await t.client.get(api_path("cluster", "tasks"))
         for task in tasks:
             if (
-                task.get("type") in ("qmigrate", "vzmigrate", "qmrelocate")
+                task.get("type") in types
                 and str(task.get("id")) == str(vmid)
                 and int(task.get("starttime", 0)) >= int(since)
             ):
@@ -219,6 +227,16 @@ async def two_phase(
     since = time.time() - 2
     answer = await plan.execute()
     outcome: TaskOutcome | None
+    if plan.follow == "sync" or (plan.follow == "ha" and not plan.ha_task_types):
+        problem = await plan.verify() if plan.verify else None
+        t.audit_fields["task_state"] = "failed" if problem else "ok"
+        if problem:
+            return WriteResult(
+                **base,
+                status="failed",
+                next_step=f"PVE accepted the request but the change is not visible: {problem}. Check before retrying.",
+            )
+        return WriteResult(**base, status="completed", next_step="Done; the change was read back from PVE.")
     if plan.follow == "task":
         upid = str(answer)
         t.audit_fields["upid"] = upid
@@ -232,7 +250,9 @@ async def two_phase(
         outcome = await follow_task(t, parse_upid(upid).node, upid, wait_timeout)
     else:
         t.audit_fields["ha_request"] = answer
-        outcome = await follow_ha(t, int(plan.target.vmid or 0), since, wait_timeout) if wait else None
+        outcome = (
+            await follow_ha(t, int(plan.target.vmid or 0), since, wait_timeout, plan.ha_task_types) if wait else None
+        )
         if outcome is None:
             return WriteResult(
                 **base,

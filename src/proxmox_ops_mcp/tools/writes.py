@@ -82,7 +82,7 @@ async def load_guest(t: ToolContext, vmid: int) -> Guest:
     return Guest(ref, parse_guest_config(raw, vmid, ref.type), status)
 
 
-def _lock_check(g: Guest, allow: str | None = None) -> Check:
+def lock_check(g: Guest, allow: str | None = None) -> Check:
     if g.cfg.lock and g.cfg.lock != allow:
         return Check(
             check="no config lock",
@@ -103,7 +103,7 @@ def _ha_note(g: Guest) -> list[str]:
 
 
 async def _common(t: ToolContext, g: Guest, priv: str) -> list[Check]:
-    return [await privilege_check(t, f"/vms/{g.ref.vmid}", [priv]), _lock_check(g)]
+    return [await privilege_check(t, f"/vms/{g.ref.vmid}", [priv]), lock_check(g)]
 
 
 # ---------------------------------------------------------------- power
@@ -166,7 +166,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         resumable = g.paused or g.cfg.lock == "suspended"
         checks = [
             await privilege_check(t, f"/vms/{vmid}", ["VM.PowerMgmt"]),
-            _lock_check(g, allow="suspended"),
+            lock_check(g, allow="suspended"),
             Check(
                 check="guest is paused or hibernated",
                 ok=resumable,
@@ -190,7 +190,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
     )
 
 
-def _params(vmid: int, **extra: Any) -> dict[str, Any]:
+def write_params(vmid: int, **extra: Any) -> dict[str, Any]:
     return {"vmid": vmid, **{k: v for k, v in extra.items() if v is not None}}
 
 
@@ -199,7 +199,9 @@ async def guest_start(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
     """Start a stopped guest."""
-    return await two_phase(t, _params(vmid), lambda: _power_plan(t, vmid, "start"), confirm_token, wait, wait_timeout)
+    return await two_phase(
+        t, write_params(vmid), lambda: _power_plan(t, vmid, "start"), confirm_token, wait, wait_timeout
+    )
 
 
 @guarded
@@ -214,7 +216,7 @@ async def guest_shutdown(
     """Clean shutdown (never forced)."""
     return await two_phase(
         t,
-        _params(vmid, timeout=timeout),
+        write_params(vmid, timeout=timeout),
         lambda: _power_plan(t, vmid, "shutdown", timeout=timeout),
         confirm_token,
         wait,
@@ -227,7 +229,9 @@ async def guest_reboot(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 600
 ) -> WriteResult:
     """Clean reboot."""
-    return await two_phase(t, _params(vmid), lambda: _power_plan(t, vmid, "reboot"), confirm_token, wait, wait_timeout)
+    return await two_phase(
+        t, write_params(vmid), lambda: _power_plan(t, vmid, "reboot"), confirm_token, wait, wait_timeout
+    )
 
 
 @guarded
@@ -235,7 +239,9 @@ async def guest_stop(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
     """Hard power-off (admin tier)."""
-    return await two_phase(t, _params(vmid), lambda: _power_plan(t, vmid, "stop"), confirm_token, wait, wait_timeout)
+    return await two_phase(
+        t, write_params(vmid), lambda: _power_plan(t, vmid, "stop"), confirm_token, wait, wait_timeout
+    )
 
 
 @guarded
@@ -250,7 +256,7 @@ async def guest_reset(
             raise Refused(f"guest_reset is for VMs; {vmid} is a container (use guest_reboot)")
         return p
 
-    return await two_phase(t, _params(vmid), plan, confirm_token, wait, wait_timeout)
+    return await two_phase(t, write_params(vmid), plan, confirm_token, wait, wait_timeout)
 
 
 @guarded
@@ -258,7 +264,9 @@ async def guest_suspend(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
     """Pause a running guest (memory stays on the node)."""
-    return await two_phase(t, _params(vmid), lambda: _power_plan(t, vmid, "suspend"), confirm_token, wait, wait_timeout)
+    return await two_phase(
+        t, write_params(vmid), lambda: _power_plan(t, vmid, "suspend"), confirm_token, wait, wait_timeout
+    )
 
 
 @guarded
@@ -266,7 +274,9 @@ async def guest_resume(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
     """Resume a paused or hibernated guest."""
-    return await two_phase(t, _params(vmid), lambda: _power_plan(t, vmid, "resume"), confirm_token, wait, wait_timeout)
+    return await two_phase(
+        t, write_params(vmid), lambda: _power_plan(t, vmid, "resume"), confirm_token, wait, wait_timeout
+    )
 
 
 # ---------------------------------------------------------------- snapshots
@@ -354,7 +364,7 @@ async def snapshot_create(
 
     return await two_phase(
         t,
-        _params(vmid, name=name, description=description, include_ram=include_ram),
+        write_params(vmid, name=name, description=description, include_ram=include_ram),
         plan,
         confirm_token,
         wait,
@@ -412,7 +422,12 @@ async def snapshot_delete(
 ) -> WriteResult:
     """Delete a snapshot (admin tier)."""
     return await two_phase(
-        t, _params(vmid, name=name), lambda: _snapshot_plan(t, vmid, name, "delete"), confirm_token, wait, wait_timeout
+        t,
+        write_params(vmid, name=name),
+        lambda: _snapshot_plan(t, vmid, name, "delete"),
+        confirm_token,
+        wait,
+        wait_timeout,
     )
 
 
@@ -428,7 +443,7 @@ async def snapshot_rollback(
     """Roll back to a snapshot (admin tier)."""
     return await two_phase(
         t,
-        _params(vmid, name=name),
+        write_params(vmid, name=name),
         lambda: _snapshot_plan(t, vmid, name, "rollback"),
         confirm_token,
         wait,
@@ -459,7 +474,7 @@ async def backup_now(
         checks = [
             await privilege_check(t, f"/vms/{vmid}", ["VM.Backup"]),
             await privilege_check(t, f"/storage/{storage}", ["Datastore.AllocateSpace"]),
-            _lock_check(g),
+            lock_check(g),
         ]
         if cfg is None:
             checks.append(Check(check="storage exists", ok=False, detail=f"no storage '{storage}' visible"))
@@ -505,7 +520,7 @@ async def backup_now(
         )
 
     return await two_phase(
-        t, _params(vmid, storage=storage, mode=mode, protected=protected), plan, confirm_token, wait, wait_timeout
+        t, write_params(vmid, storage=storage, mode=mode, protected=protected), plan, confirm_token, wait, wait_timeout
     )
 
 
@@ -532,6 +547,7 @@ async def guest_migrate(
             raise Refused(f"no node '{target}' in this cluster")
         row = data.guests[vmid]
         guest_type: str = "lxc" if row.get("type") == "lxc" else "qemu"
+        source = str(row["node"])
         ref = TargetRef(vmid=vmid, name=str(row.get("name") or vmid), type=guest_type, node=str(row["node"]))
         if data.ha_managed(vmid) is not None:
             raise Refused(
@@ -583,7 +599,7 @@ async def guest_migrate(
 
         async def execute() -> Any:
             return await t.client.call(
-                "POST", api_path("nodes", node_seg(ref.node), guest_type, vmid_seg(vmid), "migrate"), **params
+                "POST", api_path("nodes", node_seg(source), guest_type, vmid_seg(vmid), "migrate"), **params
             )
 
         summary = effects[0][0].upper() + effects[0][1:]
@@ -599,7 +615,7 @@ async def guest_migrate(
         )
 
     return await two_phase(
-        t, _params(vmid, target=target, allow_offline=allow_offline), plan, confirm_token, wait, wait_timeout
+        t, write_params(vmid, target=target, allow_offline=allow_offline), plan, confirm_token, wait, wait_timeout
     )
 
 
@@ -675,7 +691,7 @@ async def ha_migrate(
 ) -> WriteResult:
     """Ask the HA manager to migrate an HA-managed guest."""
     return await two_phase(
-        t, _params(vmid, node=node), lambda: _ha_plan(t, vmid, node, "migrate"), confirm_token, wait, wait_timeout
+        t, write_params(vmid, node=node), lambda: _ha_plan(t, vmid, node, "migrate"), confirm_token, wait, wait_timeout
     )
 
 
@@ -690,5 +706,5 @@ async def ha_relocate(
 ) -> WriteResult:
     """Ask the HA manager to relocate (stop, move, start) an HA-managed guest."""
     return await two_phase(
-        t, _params(vmid, node=node), lambda: _ha_plan(t, vmid, node, "relocate"), confirm_token, wait, wait_timeout
+        t, write_params(vmid, node=node), lambda: _ha_plan(t, vmid, node, "relocate"), confirm_token, wait, wait_timeout
     )

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from pvesim.api import render
-from pvesim.api.registry import Call, b, route
+from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Cluster, Guest
 
 
@@ -136,6 +136,19 @@ def backup_jobs(call: Call) -> list[dict[str, Any]]:
     return out
 
 
+@route("PUT", "/cluster/backup/{id}")
+def update_backup_job(call: Call) -> None:
+    job = next((j for j in call.cluster.backup_jobs if j.get("id") == call.params["id"]), None)
+    if job is None:
+        raise ApiError(500, f"job '{call.params['id']}' does not exist")
+    for key in str(call.params.get("delete", "")).split(","):
+        if key.strip():
+            job.pop(key.strip(), None)
+    for key, value in call.params.items():
+        if key not in ("id", "delete", "digest"):
+            job[key] = int(value) if isinstance(value, bool) else value
+
+
 @route("GET", "/cluster/backup-info/not-backed-up")
 def not_backed_up(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
@@ -172,14 +185,41 @@ def replication_config_row(job: Any) -> dict[str, Any]:
 def replication(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     rows = []
+    digest = replication_digest(c)
     for job in sorted(c.replication.values(), key=lambda j: j.id):
         if call.can(f"/vms/{job.guest}", "VM.Audit"):
             row = replication_config_row(job)
+            row["digest"] = digest
             guest = c.guests.get(job.guest)
             if guest:
                 row["source"] = guest.node
             rows.append(row)
     return rows
+
+
+def replication_digest(c: Cluster) -> str:
+    return render.digest_of([replication_config_row(j) for j in sorted(c.replication.values(), key=lambda j: j.id)])
+
+
+@route("PUT", "/cluster/replication/{id}")
+def update_replication(call: Call) -> None:
+    c = call.cluster
+    job = c.replication.get(call.params["id"])
+    if job is None:
+        raise ApiError(500, f"replication job '{call.params['id']}' does not exist")
+    if not call.can(f"/vms/{job.guest}", "VM.Replicate"):
+        raise ApiError(403, f"Permission check failed (/vms/{job.guest}, VM.Replicate)")
+    if "digest" in call.params and call.params["digest"] != replication_digest(c):
+        raise ApiError(500, "detected modified configuration - file changed by other user? Try again.")
+    deletes = {k.strip() for k in str(call.params.get("delete", "")).split(",") if k.strip()}
+    if "disable" in deletes:
+        job.disable = False
+    if "disable" in call.params:
+        job.disable = bool(int(call.params["disable"]))
+    if "comment" in call.params:
+        job.comment = str(call.params["comment"])
+    if "schedule" in call.params:
+        job.schedule = str(call.params["schedule"])
 
 
 @route("GET", "/storage")

@@ -107,6 +107,8 @@ def _update_config(call: Call, gtype: str) -> None:
     p = dict(call.params)
     if "digest" in p and p["digest"] != g.digest:
         raise ApiError(500, "checksum mismatch (file change by other user?)")
+    if call.flag("skiplock") and call.user.split("!")[0] != "root@pam":
+        raise ApiError(400, "Parameter verification failed.", {"skiplock": "Only root may use this option."})
     if not call.flag("skiplock"):
         _check_lock(g)
     changes = {k: v for k, v in p.items() if k not in ("node", "vmid", "digest", "delete", "skiplock", "revert")}
@@ -172,13 +174,13 @@ def agent_info(call: Call) -> dict[str, Any]:
 # ---------------------------------------------------------------- power actions
 
 
-def _set_running(c: Cluster, g: Guest) -> None:
+def set_running(c: Cluster, g: Guest) -> None:
     g.status = "running"
     g.qmpstatus = None
     g.started_at = c.clock.now()
 
 
-def _set_stopped(g: Guest) -> None:
+def set_stopped(g: Guest) -> None:
     g.status = "stopped"
     g.qmpstatus = None
     g.started_at = None
@@ -202,11 +204,11 @@ def _power(call: Call, gtype: str, action: str) -> str:
                 return f"{kind} {g.vmid} already running"
             if g.template:
                 return "you can't start a vm if it's a template"
-            _set_running(c, g)
+            set_running(c, g)
         elif action in ("stop", "shutdown"):
             if action == "shutdown" and g.status != "running":
                 return f"{kind} {g.vmid} not running"
-            _set_stopped(g)
+            set_stopped(g)
         elif action in ("reboot", "reset"):
             if g.status != "running":
                 return f"{kind} {g.vmid} not running"
@@ -215,7 +217,7 @@ def _power(call: Call, gtype: str, action: str) -> str:
             if g.status != "running":
                 return f"{kind} {g.vmid} not running"
             if call.flag("todisk"):
-                _set_stopped(g)
+                set_stopped(g)
                 g.config["lock"] = "suspended"
                 g.config["vmstate"] = f"local-lvm:vm-{g.vmid}-state-suspend-{dt.date.today():%Y-%m-%d}"
             else:
@@ -224,7 +226,7 @@ def _power(call: Call, gtype: str, action: str) -> str:
             if g.config.get("lock") == "suspended":
                 g.config.pop("lock")
                 g.config.pop("vmstate", None)
-                _set_running(c, g)
+                set_running(c, g)
             elif g.status == "running" and g.qmpstatus == "paused":
                 g.qmpstatus = None
             elif g.status == "running":
@@ -248,9 +250,9 @@ def _ha_power(call: Call, g: Guest, action: str) -> str:
     def finish() -> str | None:
         res.state = want
         if want == "started" and g.status != "running":
-            _set_running(c, g)
+            set_running(c, g)
         elif want == "stopped" and g.status == "running":
-            _set_stopped(g)
+            set_stopped(g)
         return None
 
     log = [f"Requesting HA {action if action == 'start' else 'stop'} for {KIND[g.type]} {g.vmid}"]
@@ -413,9 +415,9 @@ def _snapshot_rollback(call: Call, gtype: str) -> str:
         g.config.update(snap.config)
         g.config["parent"] = name
         if snap.vmstate or call.flag("start"):
-            _set_running(c, g)
+            set_running(c, g)
         else:
-            _set_stopped(g)
+            set_stopped(g)
         return None
 
     ttype = "qmrollback" if gtype == "qemu" else "vzrollback"
@@ -518,7 +520,7 @@ def schedule_migration(
             return err
         move_guest(c, g, target)
         if g.type == "lxc" and restart and was_running:
-            _set_running(c, g)
+            set_running(c, g)
         return None
 
     kind = KIND[g.type]

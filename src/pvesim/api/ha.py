@@ -6,9 +6,10 @@ import time
 from typing import Any
 
 from pvesim.api import render
-from pvesim.api.guests import request_ha_move
+from pvesim.api.guests import KIND, PREFIX, request_ha_move, set_running, set_stopped
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Cluster, HAResource
+from pvesim.tasks import start_task
 
 
 def _stamp(c: Cluster) -> int:
@@ -148,6 +149,16 @@ def manager_status(call: Call) -> dict[str, Any]:
     }
 
 
+def resources_digest(c: Cluster) -> str:
+    """Like PVE's digest of resources.cfg: any change to any resource changes it."""
+    return render.digest_of(
+        [
+            (r.sid, r.state, r.group, r.max_restart, r.max_relocate, r.failback, r.comment)
+            for r in sorted(c.ha_resources.values(), key=lambda r: r.sid)
+        ]
+    )
+
+
 def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
     row: dict[str, Any] = {
         "sid": res.sid,
@@ -156,7 +167,7 @@ def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
         "max_restart": res.max_restart,
         "max_relocate": res.max_relocate,
         "failback": b(res.failback),
-        "digest": render.digest_of(sorted(c.ha_resources)),
+        "digest": resources_digest(c),
     }
     if res.group:
         row["group"] = res.group
@@ -207,6 +218,39 @@ def ha_rules(call: Call) -> list[dict[str, Any]]:
             continue
         rows.append({"rule": name, "order": order, "digest": render.digest_of(name), **cfg})
     return rows
+
+
+@route("PUT", "/cluster/ha/resources/{sid}")
+def update_ha_resource(call: Call) -> None:
+    """Change a resource's config; the CRM then brings the guest to the requested state (an LRM task)."""
+    c = call.cluster
+    res = _resource(call)
+    if "digest" in call.params and call.params["digest"] != resources_digest(c):
+        raise ApiError(500, "detected modified configuration - file changed by other user? Try again.")
+    if "comment" in call.params:
+        res.comment = str(call.params["comment"])
+    if "state" not in call.params:
+        return
+    res.state = str(call.params["state"])
+    g = c.guests.get(res.vmid)
+    if g is None or not c.nodes[g.node].online:
+        return
+    if res.state == "started" and g.status != "running":
+        action = "start"
+    elif res.state in ("stopped", "disabled") and g.status == "running":
+        action = "shutdown"
+    else:
+        return
+
+    def finish() -> str | None:
+        if action == "start":
+            set_running(c, g)
+        else:
+            set_stopped(g)
+        return None
+
+    log = [f"{'Starting' if action == 'start' else 'Stopping'} {KIND[g.type]} {g.vmid} (HA request)"]
+    start_task(c, g.node, PREFIX[g.type] + action, str(g.vmid), "root@pam", 3, log, finish)
 
 
 def _ha_move(call: Call, kind: str) -> dict[str, Any] | None:

@@ -116,6 +116,21 @@ def _task(call: Call) -> Task:
     )
 
 
+@route("DELETE", "/nodes/{node}/tasks/{upid}")
+def stop_task(call: Call) -> None:
+    """Kill a running task: its effect never happens, and a lock it held stays (how stuck locks are born)."""
+    t = _task(call)
+    if t.user != call.user and not call.can(f"/nodes/{t.node}", "Sys.Modify"):
+        raise ApiError(403, f"Permission check failed (/nodes/{t.node}, Sys.Modify)")
+    if t.running:
+        t.finish = None
+        t.done_at = None
+        t.status = "interrupted by signal"
+        t.endtime = int(call.cluster.clock.now())
+        t.log.append("received interrupt")
+        t.log.append("TASK ERROR: interrupted by signal")
+
+
 @route("GET", "/nodes/{node}/tasks/{upid}/status")
 def task_status(call: Call) -> dict[str, Any]:
     t = _task(call)

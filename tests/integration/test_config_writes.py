@@ -1,0 +1,139 @@
+"""Configuration writes against pvesim: each changes exactly what it previewed, and is read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.integration.pve import api, control
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(c: Client, tool: str, **args: Any) -> dict[str, Any]:
+    """Preview, then confirm; return the final result."""
+    first = await c.call_tool(tool, args)
+    assert not first.is_error, (tool, first.content[0].text)
+    preview: dict[str, Any] = first.structured_content  # type: ignore[assignment]
+    assert preview["status"] == "preview"
+    second = await c.call_tool(tool, {**args, "confirm_token": preview["confirm_token"]})
+    assert not second.is_error, (tool, second.content[0].text)
+    result: dict[str, Any] = second.structured_content  # type: ignore[assignment]
+    return result
+
+
+async def refused(c: Client, tool: str, **args: Any) -> str:
+    result = await c.call_tool(tool, args)
+    assert result.is_error, (tool, result.structured_content)
+    return str(result.content[0].text)
+
+
+async def test_guest_settings(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    was_on = sim.cluster.guests[103].config.get("onboot") == "1"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        tags = await run(c, "guest_set_tags", vmid=100, tags=["web", "prod"])
+        notes = await run(c, "guest_set_notes", vmid=113, notes="Archive VM. Owner: CRM team.")
+        onboot = await run(c, "guest_set_onboot", vmid=103, enabled=not was_on)
+        same = await refused(c, "guest_set_onboot", vmid=103, enabled=not was_on)
+        locked = await refused(c, "guest_set_onboot", vmid=111, enabled=False)
+        bad_tag = await c.call_tool("guest_set_tags", {"vmid": 100, "tags": ["no spaces"]})
+    assert tags["status"] == notes["status"] == onboot["status"] == "completed"
+    assert "[prod, web]" in tags["summary"]
+    config = sim.cluster.guests
+    assert sorted(config[100].config["tags"].split(";")) == ["prod", "web"]
+    assert config[113].config["description"] == "Archive VM. Owner: CRM team."
+    assert config[103].config["onboot"] == ("0" if was_on else "1")
+    assert "already" in same
+    assert "locked ('backup')" in locked
+    assert bad_tag.is_error and "tags" in bad_tag.content[0].text
+    # the old notes (which try to instruct an assistant) were never echoed into the preview text
+    assert "ignore all previous instructions" not in str(notes)
+
+
+async def test_a_config_write_is_refused_when_the_guest_changed(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        first = (await c.call_tool("guest_set_tags", {"vmid": 104, "tags": ["mail"]})).structured_content
+        control(sim, "guests/104", {"set": {"tags": "changed-elsewhere"}})
+        second = await c.call_tool(
+            "guest_set_tags", {"vmid": 104, "tags": ["mail"], "confirm_token": first["confirm_token"]}
+        )
+    assert second.is_error and "state changed since the preview" in second.content[0].text
+    assert sim.cluster.guests[104].config["tags"] == "changed-elsewhere"
+
+
+async def test_stop_a_task_then_clear_the_lock_it_left(start_sim: Any, server_for: Any) -> None:
+    """A backup stopped half way leaves its 'backup' lock, exactly like PVE; guest_unlock clears it."""
+    sim = start_sim("demo", speed=0.01)
+    root = api(sim)
+    upid = root.nodes("pve1").vzdump.post(vmid=104, storage="local", mode="snapshot")
+    assert sim.cluster.guests[104].lock == "backup"
+    async with Client(server_for(sim, "root@pam!pvesim", tier="admin")) as c:
+        stopped = await run(c, "task_stop", upid=upid)
+        again = await refused(c, "task_stop", upid=upid)
+        unlocked = await run(c, "guest_unlock", vmid=104)
+    assert stopped["status"] == "completed" and "half done" in " ".join(stopped["risks"])
+    status = root.nodes("pve1").tasks(upid).status.get()
+    assert status["status"] == "stopped" and status["exitstatus"] == "interrupted by signal"
+    assert "already ended" in again
+    assert unlocked["status"] == "completed" and sim.cluster.guests[104].lock is None
+
+
+async def test_unlock_refuses_while_the_task_runs_and_for_non_root_tokens(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo", speed=0.01)
+    api(sim).nodes("pve1").vzdump.post(vmid=104, storage="local")
+    async with Client(server_for(sim, "root@pam!pvesim", tier="admin")) as c:
+        busy = await refused(c, "guest_unlock", vmid=104)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        not_root = await refused(c, "guest_unlock", vmid=111)
+        not_locked = await refused(c, "guest_unlock", vmid=100)
+    assert "still running" in busy and "holds the lock" in busy
+    assert "only root@pam" in not_root and sim.cluster.guests[111].lock == "backup"
+    assert "not locked" in not_locked
+
+
+async def test_ha_state_change_is_carried_out_by_the_ha_manager(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo", speed=200)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        stopped = await run(c, "ha_set_state", vmid=101, state="stopped")
+        started = await run(c, "ha_set_state", vmid=101, state="started")
+        same = await refused(c, "ha_set_state", vmid=101, state="started")
+        not_ha = await refused(c, "ha_set_state", vmid=100, state="stopped")
+    assert stopped["status"] == "completed" and ":qmshutdown:101:" in stopped["task"]["upid"]
+    assert started["task"]["state"] == "ok" and sim.cluster.guests[101].status == "running"
+    assert sim.cluster.ha_resources["vm:101"].state == "started"
+    assert "started -> started" in same
+    assert "not HA-managed" in not_ha
+
+
+async def test_backup_and_replication_jobs(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        no_priv = await refused(c, "backup_job_set_enabled", id="backup-nightly", enabled=False)
+        replication = await run(c, "replication_set_enabled", job="112-0", enabled=False)
+    async with Client(server_for(sim, "root@pam!pvesim", tier="admin")) as c:
+        preview = (
+            await c.call_tool("backup_job_set_enabled", {"id": "backup-nightly", "enabled": False})
+        ).structured_content
+        disabled = await run(c, "backup_job_set_enabled", id="backup-nightly", enabled=False)
+    assert "lacks Sys.Modify on /" in no_priv
+    assert "no enabled backup job" in " ".join(preview["risks"])
+    assert disabled["status"] == "completed"
+    job = next(j for j in sim.cluster.backup_jobs if j["id"] == "backup-nightly")
+    assert int(job["enabled"]) == 0
+    assert replication["status"] == "completed" and sim.cluster.replication["112-0"].disable is True
+
+
+async def test_pve_refuses_skiplock_for_other_users(start_sim: Any) -> None:
+    """The simulator keeps PVE's rule that only root@pam may skip a lock (what guest_unlock relies on)."""
+    from proxmoxer.core import ResourceException
+
+    sim = start_sim("demo")
+    operator = api(sim, "operator@pve!mcp")
+    with pytest.raises(ResourceException, match="Only root may use this option"):
+        operator.nodes("pve3").qemu(111).config.put(delete="lock", skiplock=1)
+    api(sim).nodes("pve3").qemu(111).config.put(delete="lock", skiplock=1)
+    assert sim.cluster.guests[111].lock is None
