@@ -81,6 +81,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from proxmox_ops_mcp.server import ConnectionProblem, build_server, check_cluster
 
     settings = settings_from(args)
+    if settings.transport == "http":
+        from proxmox_ops_mcp.http import check_bind
+
+        check_bind(settings)  # before touching the cluster: an unsafe bind is a configuration error
     client = ProxmoxerClient(settings)
     try:
         asyncio.run(check_cluster(settings, client))

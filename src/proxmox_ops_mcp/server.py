@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool as MCPTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
@@ -26,7 +27,7 @@ from proxmox_ops_mcp.client import ProxmoxClient, ProxmoxerClient, api_path
 from proxmox_ops_mcp.compat import UnsupportedVersion, check_version
 from proxmox_ops_mcp.config import Settings
 from proxmox_ops_mcp.errors import PveError, advice
-from proxmox_ops_mcp.metatools import Action, build_meta_tools, make_meta_function
+from proxmox_ops_mcp.metatools import Action, MetaTool, build_meta_tools, make_meta_function, parameters_of
 from proxmox_ops_mcp.prompts import register_prompts
 from proxmox_ops_mcp.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from proxmox_ops_mcp.security.audit import AuditLog
@@ -75,7 +76,17 @@ def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
 
 
 class OpsServer(MCPServer[AppContext]):
-    """MCPServer whose tools/list carries compact schemas (every byte is paid for by the model's context)."""
+    """MCPServer with compact tools/list schemas (every byte is paid for by the model's context) and
+    strict arguments: a parameter a tool does not take is an error, never silently dropped."""
+
+    argument_checks: dict[str, Callable[[dict[str, Any]], str | None]]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        check = getattr(self, "argument_checks", {}).get(name)
+        problem = check(arguments or {}) if check else None
+        if problem:
+            raise ToolError(problem)
+        return await super().call_tool(name, arguments, context)
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
@@ -88,6 +99,32 @@ class OpsServer(MCPServer[AppContext]):
             )
             for t in tools
         ]
+
+
+def _only(name: str, allowed: frozenset[str]) -> Callable[[dict[str, Any]], str | None]:
+    def check(arguments: dict[str, Any]) -> str | None:
+        extra = sorted(set(arguments) - allowed)
+        if not extra:
+            return None
+        takes = ", ".join(sorted(allowed)) or "no parameters"
+        return f"{name} does not take {', '.join(map(repr, extra))}; it takes: {takes}"
+
+    return check
+
+
+def _meta_only(meta: MetaTool) -> Callable[[dict[str, Any]], str | None]:
+    union = frozenset({"action"} | {n for a in meta.actions.values() for n in a.types})
+
+    def check(arguments: dict[str, Any]) -> str | None:
+        action = meta.actions.get(str(arguments.get("action")))
+        if action is None:
+            return _only(meta.name, union)(arguments)
+        extra = sorted(set(arguments) - {"action"} - set(action.types))
+        if not extra:
+            return None
+        return f"action '{action.op.name}' does not take {', '.join(map(repr, extra))}. {parameters_of(action)}"
+
+    return check
 
 
 class ConnectionProblem(RuntimeError):
@@ -215,10 +252,14 @@ def build_server(
 
 def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation], *, granular: bool) -> None:
     """One tool per operation (granular) or domain meta-tools (default); the same handlers either way."""
+    checks: dict[str, Callable[[dict[str, Any]], str | None]] = {}
+    if isinstance(mcp, OpsServer):
+        mcp.argument_checks = checks
     if granular:
         for op in ops:
             fn = make_granular_tool(op, registry.handlers[op.name])
             mcp.add_tool(fn, name=op.name, title=op.title, description=op.description, annotations=annotations_for(op))
+            checks[op.name] = _only(op.name, frozenset(handler_parameters(registry.handlers[op.name])))
         return
 
     for meta in build_meta_tools(registry, ops):
@@ -232,3 +273,4 @@ def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation]
 
         fn = make_meta_function(meta, run, HUMAN, Context)
         mcp.add_tool(fn, name=meta.name, title=meta.title, description=meta.description, annotations=meta.annotations)
+        checks[meta.name] = _meta_only(meta)

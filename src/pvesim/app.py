@@ -48,6 +48,8 @@ class Simulator:
         self.control_secret = control_secret
         self.lock = threading.RLock()
         self.requests = 0
+        self.failures_served = 0  # error answers and dropped connections, whatever the cause
+        self.failure_log: list[tuple[int, str, str]] = []  # (status or 0 for a drop, method, path), newest last
 
     @contextmanager
     def mutate(self) -> Iterator[Cluster]:
@@ -100,6 +102,15 @@ async def _params(request: Request) -> dict[str, Any]:
 
 def create_app(sim: Simulator) -> Starlette:
     async def api2(request: Request) -> Response:
+        response = await serve(request)
+        if isinstance(response, _DropResponse) or response.status_code >= 400:
+            sim.failures_served += 1  # lets tests check that every failed read was reported
+            status = 0 if isinstance(response, _DropResponse) else response.status_code
+            sim.failure_log.append((status, request.method, "/" + request.path_params["path"]))
+            del sim.failure_log[:-200]
+        return response
+
+    async def serve(request: Request) -> Response:
         path = "/" + request.path_params["path"].rstrip("/")
         method = request.method
         sim.requests += 1

@@ -166,7 +166,7 @@ def test_pve84_lacks_ha_rules_and_ct_precondition(start_sim) -> None:
 
 
 def test_power_task_lifecycle_changes_state_only_at_the_end(start_sim) -> None:
-    sim = start_sim("demo", speed=20)  # a 2 s shutdown takes 0.1 s of wall time... stop takes 2 sim-s
+    sim = start_sim("demo", speed=3)  # the 3 s start takes 1 s of wall time: long enough to observe it running
     pve = api(sim)
     upid = pve.nodes("pve2").qemu(109).status.start.post()
     assert upid.startswith("UPID:pve2:") and ":qmstart:109:root@pam!pvesim:" in upid

@@ -356,6 +356,18 @@ def _target_groups(
     return out
 
 
+def _merge_alike(verdicts: list[TargetVerdict]) -> list[TargetVerdict]:
+    """Targets that end with the same mode and reasons are one group in the answer (bounded output)."""
+    merged: dict[tuple[object, ...], TargetVerdict] = {}
+    for v in verdicts:
+        key = (v.mode, tuple((r.code, r.blocking, r.detail) for r in v.reasons))
+        if key in merged:
+            merged[key] = TargetVerdict(nodes=sorted(merged[key].nodes + v.nodes), mode=v.mode, reasons=v.reasons)
+        else:
+            merged[key] = v
+    return sorted(merged.values(), key=lambda t: t.nodes)
+
+
 def _compare_with_pve(pre: Row, cfg: GuestConfig, reasons: list[Reason], targets: list[TargetVerdict]) -> None:
     """Stricter answer wins: PVE-reported obstacles we did not see become blocking reasons."""
     ours = set(cfg.local_devices)
@@ -494,6 +506,7 @@ def assess(
             tv.mode = "restart"
         else:
             tv.mode = "live"
+    targets = _merge_alike(targets)
     best = max((t.mode for t in targets), key=lambda m: _RANK[m], default=None)
     if not targets:
         detail = "; ".join(f"{n}: {why}" for n, why in sorted(excluded.items())) or "no other node"

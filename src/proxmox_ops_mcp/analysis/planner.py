@@ -85,6 +85,10 @@ class EvacuationPlan(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="every blocker and data gap, with codes")
     complete: bool = Field(description="false when some data could not be read")
     parameters: dict[str, object] = Field(default_factory=dict)
+    steps_total: int | None = Field(None, description="steps in the whole plan (the tool lists a page of them)")
+    next_offset: int | None = Field(None, description="pass as offset to list the next steps; null when done")
+    blockers_total: int | None = Field(None, description="blockers in the whole plan")
+    blocker_counts: dict[str, int] = Field(default_factory=dict, description="blockers per code, all of them")
 
 
 def _configured(data: ClusterData, node: str) -> int:

@@ -93,14 +93,17 @@ class CoveredGuest(BaseModel):
 
 class BackupJobDetail(BaseModel):
     job: BackupJob
-    covers: list[CoveredGuest] = Field(description="guests this job backs up, by PVE's selection rules")
+    covers_total: int = Field(description="how many guests the job covers")
+    covers: list[CoveredGuest] = Field(description="the first `limit` guests it covers, by vmid")
     unknown: list[int] = Field(
         default_factory=list, description="guests whose coverage depends on pool membership (not read)"
     )
 
 
 @guarded
-async def get_backup_job(t: ToolContext, id: BackupJobId) -> BackupJobDetail:
+async def get_backup_job(
+    t: ToolContext, id: BackupJobId, limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100
+) -> BackupJobDetail:
     """One backup job and exactly which guests it covers (node filter, vmid list, all/exclude)."""
     got = await gather(
         t.client,
@@ -121,7 +124,7 @@ async def get_backup_job(t: ToolContext, id: BackupJobId) -> BackupJobDetail:
             unknown.append(int(g["vmid"]))
         elif verdict:
             covers.append(CoveredGuest(vmid=int(g["vmid"]), name=str(g.get("name", g["vmid"])), node=str(g["node"])))
-    return BackupJobDetail(job=_job(row), covers=covers, unknown=unknown)
+    return BackupJobDetail(job=_job(row), covers_total=len(covers), covers=covers[:limit], unknown=unknown[:limit])
 
 
 class Backup(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated
 
 from pydantic import Field
@@ -23,8 +24,15 @@ async def plan_node_evacuation(
     exclude_targets: Annotated[list[NodeName], Field(max_length=64)] | None = None,
     allow_offline: bool = False,
     headroom_percent: Headroom = 10.0,
+    offset: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100,
 ) -> EvacuationPlan:
-    """Read everything needed in one call (bounded concurrency) and plan; nothing moves."""
+    """Read everything needed in one call (bounded concurrency) and plan; nothing moves.
+
+    The plan is computed whole (deterministic), then listed a page at a time so an answer stays
+    bounded on a node with hundreds of guests: ``limit`` steps from ``offset``, the first
+    ``limit`` blockers, and counts of everything.
+    """
     await t.progress(0, 2, f"reading the cluster, the configs of {node}'s guests and PVE's migrate preconditions")
     data = await collect(t.client, t.now(), ["migration", "ha"], node=node, preconditions=True)
     if node not in data.nodes:
@@ -37,7 +45,24 @@ async def plan_node_evacuation(
         data, node, allowed=targets, denied=exclude_targets, allow_offline=allow_offline, headroom_pct=headroom_percent
     )
     await t.progress(2, 2, plan.summary)
-    return plan
+    return page(plan, offset, limit)
+
+
+def page(plan: EvacuationPlan, offset: int, limit: int) -> EvacuationPlan:
+    """One page of steps, the first blockers, counts of all; findings that repeat a blocker are dropped."""
+    blocker_codes = {b.code for b in plan.blockers}
+    end = offset + limit
+    return plan.model_copy(
+        update={
+            "steps": plan.steps[offset:end],
+            "steps_total": len(plan.steps),
+            "next_offset": end if end < len(plan.steps) else None,
+            "blockers": plan.blockers[:limit],
+            "blockers_total": len(plan.blockers),
+            "blocker_counts": dict(sorted(Counter(b.code for b in plan.blockers).items())),
+            "findings": [f for f in plan.findings if f.code not in blocker_codes][:limit],
+        }
+    )
 
 
 @guarded

@@ -1,0 +1,230 @@
+"""Every read operation under injected faults tells the truth.
+
+The oracle: pvesim counts every error answer and dropped connection it serves. If a call made
+pvesim fail at least once, its answer must be a clean error or say that it is partial (an
+``incomplete`` list, a ``DATA_INCOMPLETE``/``CHECK_SKIPPED`` finding, ``complete: false``). Never a
+crash, never a hang past the configured timeout, never an unqualified clean report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from proxmox_ops_mcp.registry import load_registry
+from pvesim.server import SimServer
+from tests.integration.pve import control
+
+pytestmark = pytest.mark.anyio
+
+REGISTRY = load_registry()
+READS = sorted(o.name for o in REGISTRY.operations.values() if not o.is_write)
+ARGS: dict[str, dict[str, Any]] = {
+    "node_status": {"node": "pve3"},
+    "node_disks": {"node": "pve3"},
+    "node_zfs_pools": {"node": "pve3"},
+    "node_updates": {"node": "pve3"},
+    "node_repositories": {"node": "pve3"},
+    "node_certificates": {"node": "pve3"},
+    "node_subscription": {"node": "pve3"},
+    "get_guest": {"vmid": 112},
+    "list_snapshots": {"vmid": 113},
+    "storage_content": {"node": "pve3", "storage": "local-zfs"},
+    "get_backup_job": {"id": "backup-nightly"},
+    "explain_finding": {"code": "BACKUP_STALE"},
+    "plan_node_evacuation": {"node": "pve2"},
+    "check_guest_migration": {"vmid": 112},
+    "list_replication_jobs": {},
+}
+
+
+# Failures that are answers, each reported as its own finding: a guest agent that does not respond
+# (GUEST_AGENT_SILENT) and PVE refusing the migrate precondition of a locked guest (MIGRATE_LOCKED).
+SEMANTIC = re.compile(r"/agent/info$|^/nodes/pve3/qemu/111/migrate$")
+
+
+def real_failures(sim: SimServer, since: int) -> list[tuple[int, str, str]]:
+    count = sim.sim.failures_served - since
+    log = sim.sim.failure_log[-count:] if count else []
+    return [f for f in log if not SEMANTIC.search(f[2])]
+
+
+def flagged(body: Any) -> bool:
+    """Does the answer say, somewhere, that it is partial?"""
+    if isinstance(body, dict):
+        if body.get("incomplete") or body.get("complete") is False:
+            return True
+        if body.get("code") in ("DATA_INCOMPLETE", "CHECK_SKIPPED"):
+            return True
+        return any(flagged(v) for v in body.values())
+    if isinstance(body, list):
+        return any(flagged(v) for v in body)
+    return False
+
+
+async def sweep(sim: SimServer, mcp: Any, upid: str) -> dict[str, str]:
+    """Call every read; return how each ended: clean, flagged, error or unaffected."""
+    outcomes: dict[str, str] = {}
+    async with Client(mcp) as c:
+        for op in READS:
+            args = ARGS.get(op, {})
+            if op in ("get_task", "task_log"):
+                args = {"upid": upid}
+            before = sim.sim.failures_served
+            started = time.monotonic()
+            result = await c.call_tool(op, args)
+            elapsed = time.monotonic() - started
+            failed = real_failures(sim, before)
+            text = result.content[0].text if result.content else ""
+            assert "Traceback" not in text, (op, text)
+            assert elapsed < 30, (op, elapsed)
+            if result.is_error:
+                assert text.startswith(f"Error executing tool {op}: ") and len(text) > len(op) + 30, (op, text)
+                assert failed or "refused" in text or "no " in text, (op, text)
+                outcomes[op] = "error"
+            else:
+                partial = flagged(result.structured_content)
+                assert partial or not failed, (op, "failed reads but a clean report", failed[:5])
+                outcomes[op] = "flagged" if partial else "unaffected"
+    return outcomes
+
+
+def no_crash(audit: Path) -> None:
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert not [r for r in records if r.get("outcome") == "crashed"]
+
+
+def a_upid(sim: SimServer) -> str:
+    return str(next(t.upid for t in sim.cluster.tasks if t.node == "pve1"))
+
+
+async def test_baseline_has_no_failures(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    """Without faults no read fails and nothing is partial, so every 'flagged' below is the fault's doing."""
+    sim = start_sim("demo")
+    outcomes = await sweep(sim, server_for(sim, "root@pam!pvesim"), a_upid(sim))
+    assert set(outcomes.values()) == {"unaffected"}, outcomes
+    no_crash(tmp_path / "audit.jsonl")
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {"errors": [{"pattern": r"/storage/[^/]+/content$", "status": 500, "message": "storage timeout"}]},
+        {"errors": [{"pattern": r"^/cluster/backup", "status": 500}]},
+        {"errors": [{"pattern": r"^/cluster/ha/", "status": 503, "message": "ha manager busy"}]},
+        {"errors": [{"pattern": r"/(qemu|lxc)/\d+/(config|status/current)$", "status": 500}]},
+        {"drop": [{"pattern": r"/tasks"}]},
+        {"errors": [{"pattern": r"^/nodes/pve3/", "status": 596, "message": "Connection timed out"}]},
+        {"errors": [{"pattern": ".", "rate": 0.15, "status": 500}], "seed": 7},
+    ],
+    ids=[
+        "storage-content-500",
+        "backup-jobs-500",
+        "ha-503",
+        "guest-config-500",
+        "tasks-dropped",
+        "pve3-596",
+        "random-15pct",
+    ],
+)
+async def test_reads_under_faults(start_sim: Any, server_for: Any, tmp_path: Path, faults: dict[str, Any]) -> None:
+    sim = start_sim("demo")
+    upid = a_upid(sim)
+    control(sim, "faults", faults)
+    outcomes = await sweep(sim, server_for(sim, "root@pam!pvesim", retries=1), upid)
+    assert "flagged" in outcomes.values() or "error" in outcomes.values(), outcomes
+    no_crash(tmp_path / "audit.jsonl")
+
+
+async def test_reads_with_a_node_offline(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    sim = start_sim("demo")
+    upid = a_upid(sim)
+    control(sim, "nodes/pve3", {"online": False})
+    outcomes = await sweep(sim, server_for(sim, "root@pam!pvesim", retries=0), upid)
+    assert outcomes["node_status"] == "error" and outcomes["check_cluster_health"] == "flagged"
+    no_crash(tmp_path / "audit.jsonl")
+
+
+async def test_a_token_losing_privileges_mid_session(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
+    sim = start_sim("demo")
+    mcp = server_for(sim, "auditor@pve!mcp")
+    async with Client(mcp) as c:
+        before = await c.call_tool("diagnose_capacity", {})
+        control(sim, "tokens/auditor@pve!mcp", {"acl": [{"path": "/vms", "role": "PVEAuditor"}]})
+        after = await c.call_tool("diagnose_capacity", {})
+        node = await c.call_tool("node_status", {"node": "pve1"})
+    assert not flagged(before.structured_content)
+    assert flagged(after.structured_content)
+    assert node.is_error and "Sys.Audit" in node.content[0].text and "grant PVEAuditor" in node.content[0].text
+
+
+async def test_slow_api_never_hangs_past_the_timeout(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    control(sim, "faults", {"slow": [{"pattern": r"^/cluster/backup$", "delay": 4}]})
+    mcp = server_for(sim, "root@pam!pvesim", timeout=1, retries=1)
+    async with Client(mcp) as c:
+        for op in ("list_backup_jobs", "diagnose_backups"):
+            started = time.monotonic()
+            result = await c.call_tool(op, {})
+            elapsed = time.monotonic() - started
+            assert elapsed < 8, (op, elapsed)  # 2 attempts x 1 s + backoff, per wave
+            assert (result.is_error and "timed out" in result.content[0].text) or flagged(result.structured_content)
+
+
+async def test_reads_are_retried_and_writes_never(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    control(sim, "faults", {"drop": [{"pattern": r"^/cluster/options$"}]})
+    async with Client(server_for(sim, "root@pam!pvesim", retries=2)) as c:
+        before = sim.sim.failures_served
+        read = await c.call_tool("cluster_options", {})
+        read_attempts = sim.sim.failures_served - before
+        preview = (await c.call_tool("guest_reboot", {"vmid": 104})).structured_content
+    assert read.is_error and read_attempts == 3
+    assert preview is None  # read-only tier: guest_reboot does not exist here
+
+    control(sim, "faults", {"drop": [{"pattern": r"/status/reboot$"}]})
+    async with Client(server_for(sim, "root@pam!pvesim", retries=2, tier="operator")) as c:
+        body = (await c.call_tool("guest_reboot", {"vmid": 104})).structured_content
+        before = sim.sim.failures_served
+        done = await c.call_tool("guest_reboot", {"vmid": 104, "confirm_token": body["confirm_token"]})
+        attempts = sim.sim.failures_served - before
+    assert done.is_error and attempts == 1
+    assert "connection" in done.content[0].text.lower()
+
+
+async def test_outputs_are_bounded_on_a_large_cluster(start_sim: Any, server_for: Any) -> None:
+    """Output size does not grow with the cluster: lists page, findings are capped, long lists are cut."""
+    from pvesim.generator import generate
+
+    sim = start_sim(generate(nodes=6, guests=1500, seed=11), speed=5000)
+    upid = str(sim.cluster.tasks[0].upid) if sim.cluster.tasks else None
+    sizes: dict[str, int] = {}
+    async with Client(server_for(sim, "root@pam!pvesim")) as c:
+        for op in READS:
+            args = dict(ARGS.get(op, {}))
+            if op in ("get_task", "task_log"):
+                if upid is None:
+                    continue
+                args = {"upid": upid}
+            for key in list(args):
+                if key == "node":
+                    args[key] = "pve01"
+                if key == "vmid":
+                    args[key] = min(sim.cluster.guests)
+            if op == "storage_content":
+                args = {"node": "pve01", "storage": "local-lvm"}
+            if op == "get_backup_job":
+                jobs = sim.cluster.backup_jobs
+                if not jobs:
+                    continue
+                args = {"id": jobs[0]["id"]}
+            result = await c.call_tool(op, args)
+            sizes[op] = len(result.content[0].text)
+    too_big = {op: n for op, n in sizes.items() if n > 64_000}
+    assert not too_big, too_big

@@ -1,0 +1,145 @@
+"""The HTTP transport over real HTTP: a server subprocess, bearer auth, DNS-rebinding protection,
+body size cap, /health, and the refusal to serve a network interface without a token."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from pvesim.server import SimServer
+
+pytestmark = pytest.mark.anyio
+TOKEN = "t0ps3cret-for-tests-only"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_env(sim: SimServer, tmp_path: Path, **extra: str) -> dict[str, str]:
+    token_id, secret = sim.token("auditor@pve!mcp")
+    return {
+        **os.environ,
+        "PVE_OPS_URL": sim.address,
+        "PVE_OPS_TOKEN_ID": token_id,
+        "PVE_OPS_TOKEN_SECRET": secret,
+        "PVE_OPS_FINGERPRINT": sim.fingerprint,
+        "PVE_OPS_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+        "PVE_OPS_TRANSPORT": "http",
+        **extra,
+    }
+
+
+@contextmanager
+def http_server(env: dict[str, str], port: int) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxmox_ops_mcp", "serve"],
+        env={**env, "PVE_OPS_HTTP_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise AssertionError(f"server did not start: {err}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+async def test_bearer_token_health_rebinding_and_size_limit(demo_sim: SimServer, tmp_path: Path) -> None:
+    port = free_port()
+    env = server_env(demo_sim, tmp_path, PVE_OPS_HTTP_BEARER_TOKEN=TOKEN, PVE_OPS_MAX_REQUEST_BYTES="65536")
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with http_server(env, port) as base:
+        health = httpx2.get(f"{base}/health")
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        anonymous = httpx2.post(f"{base}/mcp", json=init, headers=accept)
+        assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
+        wrong = httpx2.post(f"{base}/mcp", json=init, headers={**accept, "Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        auth = {**accept, "Authorization": f"Bearer {TOKEN}"}
+        rebound = httpx2.post(f"{base}/mcp", json=init, headers={**auth, "Host": "evil.example"})
+        assert rebound.status_code in (400, 403, 421), rebound.status_code
+        huge = httpx2.post(f"{base}/mcp", content=b'{"jsonrpc":"2.0","x":"' + b"a" * 200_000 + b'"}', headers=auth)
+        assert huge.status_code == 413, huge.status_code
+
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
+        ):
+            tools = {t.name for t in (await c.list_tools()).tools}
+            overview = await c.call_tool("cluster", {"action": "cluster_overview"})
+    assert "cluster" in tools and "operate" not in tools
+    assert overview.structured_content["result"]["cluster_name"] == "demo"
+    assert TOKEN not in (tmp_path / "audit.jsonl").read_text()
+
+
+async def test_loopback_needs_no_token(demo_sim: SimServer, tmp_path: Path) -> None:
+    port = free_port()
+    with http_server(server_env(demo_sim, tmp_path), port) as base:
+        async with Client(f"{base}/mcp") as c:
+            result = await c.call_tool("diagnostics", {"action": "explain_finding", "code": "BACKUP_STALE"})
+    assert result.structured_content["result"]["code"] == "BACKUP_STALE"
+
+
+def test_network_bind_without_token_is_refused(demo_sim: SimServer, tmp_path: Path) -> None:
+    env = {**server_env(demo_sim, tmp_path), "PVE_OPS_HTTP_HOST": "0.0.0.0", "PVE_OPS_HTTP_PORT": str(free_port())}
+    done = subprocess.run(
+        [sys.executable, "-m", "proxmox_ops_mcp", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "refusing to serve MCP on 0.0.0.0 without --http-bearer-token" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_network_bind_with_token_starts(demo_sim: SimServer, tmp_path: Path) -> None:
+    port = free_port()
+    env: dict[str, Any] = {
+        **server_env(demo_sim, tmp_path, PVE_OPS_HTTP_BEARER_TOKEN=TOKEN),
+        "PVE_OPS_HTTP_HOST": "0.0.0.0",
+    }
+    with http_server(env, port) as base:
+        ok = httpx2.post(
+            f"{base}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"},
+        )
+        assert ok.status_code != 401
