@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 from mcp.types import Tool as MCPTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
@@ -242,8 +243,17 @@ def build_server(
         version = await check_cluster(settings, api) if check_version_on_start else None
         yield AppContext(settings=settings, client=api, audit=audit, signer=signer, clock=clock, pve_version=version)
 
+    # With a shared key file (HTTP replicas), the SDK's sealed elicitation state must open on any replica too.
+    state_security = (
+        RequestStateSecurity(keys=[signer.derived_key("request-state")]) if settings.confirm_key_file else None
+    )
     mcp: MCPServer[AppContext] = OpsServer(
-        "proxmox-ops-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+        "proxmox-ops-mcp",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level="WARNING",
+        request_state_security=state_security,
     )
     register_tools(mcp, registry, ops, granular=settings.granular_tools)
     register_prompts(mcp)

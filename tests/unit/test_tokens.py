@@ -142,3 +142,10 @@ def test_short_keys_and_unreadable_key_files_are_rejected(tmp_path: Any) -> None
     (tmp_path / "key").write_bytes(KEY + b"\n")
     _, token = _issue(TokenSigner.from_file(tmp_path / "key", 300))
     TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
+
+
+def test_derived_keys_are_shared_by_replicas_and_separate_from_the_token_key() -> None:
+    a, b, other = TokenSigner(KEY), TokenSigner(KEY), TokenSigner(b"o" * 32)
+    assert a.derived_key("request-state") == b.derived_key("request-state") != other.derived_key("request-state")
+    assert a.derived_key("request-state") != a.derived_key("something-else")
+    assert KEY not in a.derived_key("request-state") and len(a.derived_key("request-state")) == 32

@@ -58,6 +58,10 @@ class TokenSigner:
             raise ValueError(f"cannot read confirm_key_file {path}: {exc.strerror}") from exc
         return cls(raw, ttl)
 
+    def derived_key(self, purpose: str) -> bytes:
+        """A separate key for another purpose (e.g. sealing MCP request state), same secret source."""
+        return hmac.new(self._key, f"proxmox-ops-mcp/{purpose}".encode(), hashlib.sha256).digest()
+
     def issue(
         self, op: str, params: dict[str, Any], target: dict[str, Any], state: str, now: float, summary: str = ""
     ) -> str:
