@@ -25,16 +25,22 @@ from proxmox_ops_mcp.pve.ids import BackupJobId, ReplicationJobId, Upid, VmId, p
 from proxmox_ops_mcp.security.guard import Refused, guarded
 from proxmox_ops_mcp.tools.context import ToolContext
 from proxmox_ops_mcp.tools.fetch import guest_path
-from proxmox_ops_mcp.tools.twophase import Check, Plan, TargetRef, WriteResult, fingerprint, privilege_check, two_phase
+from proxmox_ops_mcp.tools.twophase import (
+    Check,
+    Plan,
+    TargetRef,
+    WriteResult,
+    fingerprint,
+    privilege_check,
+    sentence,
+    toggle_check,
+    two_phase,
+)
 from proxmox_ops_mcp.tools.writes import Guest, Token, WaitTimeout, load_guest, lock_check, write_params
 
 Tag = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_][a-zA-Z0-9_\-+.]{0,63}$")]
 Notes = Annotated[str, Field(max_length=8192)]
 WAIT_SYNC = 60
-
-
-def _capital(text: str) -> str:
-    return text[0].upper() + text[1:]
 
 
 def _norm(key: str, value: Any) -> Any:
@@ -65,7 +71,7 @@ async def _config_plan(
     return Plan(
         target=g.target(),
         state=g.state(),
-        summary=_capital(effect),
+        summary=sentence(effect),
         effects=[effect],
         risks=risks,
         checks=checks,
@@ -140,15 +146,7 @@ async def guest_set_onboot(
             [] if enabled else ["after a node reboot this guest stays off until someone starts it"],
             {"onboot": "1" if enabled else "0"},
         )
-        p.checks.append(
-            Check(
-                check="setting changes",
-                ok=g.cfg.onboot != enabled,
-                detail=f"start on boot is already {'on' if enabled else 'off'}"
-                if g.cfg.onboot == enabled
-                else f"{'off' if enabled else 'on'} -> {'on' if enabled else 'off'}",
-            )
-        )
+        p.checks.append(toggle_check(g.cfg.onboot, enabled, on="on", off="off"))
         return p
 
     return await two_phase(t, write_params(vmid, enabled=enabled), plan, confirm_token, False, WAIT_SYNC)
@@ -205,7 +203,7 @@ async def guest_unlock(t: ToolContext, vmid: VmId, confirm_token: Token | None =
         return Plan(
             target=g.target(),
             state=g.state(*running),
-            summary=_capital(effect),
+            summary=sentence(effect),
             effects=[effect],
             risks=risks,
             checks=checks,
@@ -275,7 +273,7 @@ async def ha_set_state(
         return Plan(
             target=target,
             state=g.state(current, digest),
-            summary=_capital(effects[0]),
+            summary=sentence(effects[0]),
             effects=effects,
             risks=risks,
             checks=checks,
@@ -319,11 +317,7 @@ async def backup_job_set_enabled(
         ]
         checks = [
             await privilege_check(t, "/", ["Sys.Modify"]),
-            Check(
-                check="setting changes",
-                ok=on != enabled,
-                detail=f"{'enabled' if on else 'disabled'} -> {'enabled' if enabled else 'disabled'}",
-            ),
+            toggle_check(on, enabled),
         ]
         effect = (
             f"{'enable' if enabled else 'disable'} backup job '{id}' ({job.get('schedule')}, {len(covered)} guests)"
@@ -351,7 +345,7 @@ async def backup_job_set_enabled(
         return Plan(
             target=TargetRef(id=f"backup job {id}"),
             state=fingerprint(sorted(job.items())),
-            summary=_capital(effect),
+            summary=sentence(effect),
             effects=[effect],
             risks=risks,
             checks=checks,
@@ -380,11 +374,7 @@ async def replication_set_enabled(
         guest = int(row["guest"])
         checks = [
             await privilege_check(t, f"/vms/{guest}", ["VM.Replicate"]),
-            Check(
-                check="setting changes",
-                ok=on != enabled,
-                detail=f"{'enabled' if on else 'disabled'} -> {'enabled' if enabled else 'disabled'}",
-            ),
+            toggle_check(on, enabled),
         ]
         effect = f"{'enable' if enabled else 'disable'} replication job {job} (guest {guest} to {row.get('target')})"
         risks = (
@@ -411,7 +401,7 @@ async def replication_set_enabled(
         return Plan(
             target=TargetRef(vmid=guest, node=row.get("source"), id=f"replication job {job}"),
             state=fingerprint(sorted((k, v) for k, v in row.items() if k != "digest"), digest),
-            summary=_capital(effect),
+            summary=sentence(effect),
             effects=[effect],
             risks=risks,
             checks=checks,
@@ -463,7 +453,7 @@ async def task_stop(t: ToolContext, upid: Upid, confirm_token: Token | None = No
         return Plan(
             target=TargetRef(node=info.node, id=upid),
             state=fingerprint(status.get("status"), status.get("exitstatus")),
-            summary=_capital(effect),
+            summary=sentence(effect),
             effects=[effect],
             risks=risks,
             checks=checks,

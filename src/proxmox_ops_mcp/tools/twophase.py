@@ -92,6 +92,18 @@ class Plan:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def sentence(text: str) -> str:
+    """An effect line ("stop VM 100 ...") as a summary ("Stop VM 100 ...")."""
+    return text[:1].upper() + text[1:]
+
+
+def toggle_check(current: bool, wanted: bool, on: str = "enabled", off: str = "disabled") -> Check:
+    """The precondition of an on/off write: it must change something."""
+    word = {True: on, False: off}
+    detail = f"already {word[wanted]}" if current == wanted else f"{word[current]} -> {word[wanted]}"
+    return Check(check="setting changes", ok=current != wanted, detail=detail)
+
+
 def fingerprint(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:24]
 

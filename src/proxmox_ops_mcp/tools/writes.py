@@ -31,6 +31,7 @@ from proxmox_ops_mcp.tools.twophase import (
     WriteResult,
     fingerprint,
     privilege_check,
+    sentence,
     two_phase,
 )
 
@@ -182,7 +183,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
     return Plan(
         target=g.target(),
         state=g.state(),
-        summary=effects[0][0].upper() + effects[0][1:],
+        summary=sentence(effects[0]),
         effects=effects,
         risks=risks,
         checks=checks,
@@ -403,7 +404,7 @@ async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> P
     return Plan(
         target=g.target(),
         state=g.state(*existing),
-        summary=effects[0][0].upper() + effects[0][1:],
+        summary=sentence(effects[0]),
         effects=effects,
         risks=risks,
         checks=checks,
@@ -512,7 +513,7 @@ async def backup_now(
         return Plan(
             target=g.target(),
             state=g.state(),
-            summary=effects[0][0].upper() + effects[0][1:],
+            summary=sentence(effects[0]),
             effects=effects,
             risks=risks,
             checks=checks,
@@ -602,7 +603,7 @@ async def guest_migrate(
                 "POST", api_path("nodes", node_seg(source), guest_type, vmid_seg(vmid), "migrate"), **params
             )
 
-        summary = effects[0][0].upper() + effects[0][1:]
+        summary = sentence(effects[0])
         return Plan(
             target=ref,
             state=state,
@@ -671,7 +672,7 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
     return Plan(
         target=ref,
         state=fingerprint(ref.node, state, res.get("state"), res.get("digest")),
-        summary=effects[0][0].upper() + effects[0][1:],
+        summary=sentence(effects[0]),
         effects=effects,
         risks=risks,
         checks=checks,
