@@ -134,17 +134,8 @@ def stop_task(call: Call) -> None:
 @route("GET", "/nodes/{node}/tasks/{upid}/status")
 def task_status(call: Call) -> dict[str, Any]:
     t = _task(call)
-    row: dict[str, Any] = {
-        "upid": t.upid,
-        "node": t.node,
-        "pid": t.pid,
-        "pstart": t.pstart,
-        "starttime": t.starttime,
-        "type": t.type,
-        "id": t.id,
-        "user": t.user,
-        "status": "running" if t.running else "stopped",
-    }
+    row = render.task_identity(t)
+    row["status"] = "running" if t.running else "stopped"
     if not t.running:
         row["exitstatus"] = t.status
     return row

@@ -134,8 +134,9 @@ def storage_resource(cluster: Cluster, s: Storage, node: str) -> dict[str, Any]:
     return row
 
 
-def task_row(t: Task) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def task_identity(t: Task) -> dict[str, Any]:
+    """The fields every task answer carries (task lists and a task's status)."""
+    return {
         "upid": t.upid,
         "node": t.node,
         "pid": t.pid,
@@ -145,6 +146,10 @@ def task_row(t: Task) -> dict[str, Any]:
         "id": t.id,
         "user": t.user,
     }
+
+
+def task_row(t: Task) -> dict[str, Any]:
+    row = task_identity(t)
     if not t.running:
         row["status"] = t.status
         row["endtime"] = t.endtime
