@@ -8,6 +8,7 @@ the guest in between; every change is read back before it is reported as done.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -43,6 +44,29 @@ Notes = Annotated[str, Field(max_length=8192)]
 WAIT_SYNC = 60
 
 
+def _sync_plan(
+    target: TargetRef,
+    state: str,
+    effect: str,
+    risks: list[str],
+    checks: list[Check],
+    execute: Callable[[], Awaitable[Any]],
+    verify: Callable[[], Awaitable[str | None]],
+) -> Plan:
+    """A write PVE applies before answering (no task): one effect, read back by ``verify``."""
+    return Plan(
+        target=target,
+        state=state,
+        summary=sentence(effect),
+        effects=[effect],
+        risks=risks,
+        checks=checks,
+        execute=execute,
+        follow="sync",
+        verify=verify,
+    )
+
+
 def _norm(key: str, value: Any) -> Any:
     """Config values as compared after a write (PVE may reorder tags)."""
     if value is None or value == "":
@@ -68,17 +92,7 @@ async def _config_plan(
         wrong = [k for k, v in readback.items() if _norm(k, raw.get(k)) != _norm(k, v)]
         return f"{', '.join(wrong)} still differ(s) in the guest config" if wrong else None
 
-    return Plan(
-        target=g.target(),
-        state=g.state(),
-        summary=sentence(effect),
-        effects=[effect],
-        risks=risks,
-        checks=checks,
-        execute=execute,
-        follow="sync",
-        verify=verify,
-    )
+    return _sync_plan(g.target(), g.state(), effect, risks, checks, execute, verify)
 
 
 @guarded
@@ -200,17 +214,7 @@ async def guest_unlock(t: ToolContext, vmid: VmId, confirm_token: Token | None =
             return f"still locked ('{raw['lock']}')" if raw.get("lock") else None
 
         effect = f"remove the '{g.cfg.lock}' lock from {g.label}"
-        return Plan(
-            target=g.target(),
-            state=g.state(*running),
-            summary=sentence(effect),
-            effects=[effect],
-            risks=risks,
-            checks=checks,
-            execute=execute,
-            follow="sync",
-            verify=verify,
-        )
+        return _sync_plan(g.target(), g.state(*running), effect, risks, checks, execute, verify)
 
     return await two_phase(t, write_params(vmid), plan, confirm_token, False, WAIT_SYNC)
 
@@ -342,16 +346,8 @@ async def backup_job_set_enabled(
             now = next((j for j in rows if str(j.get("id")) == id), {})
             return None if bool(int(now.get("enabled", 1) or 0)) == enabled else "the job's enabled flag did not change"
 
-        return Plan(
-            target=TargetRef(id=f"backup job {id}"),
-            state=fingerprint(sorted(job.items())),
-            summary=sentence(effect),
-            effects=[effect],
-            risks=risks,
-            checks=checks,
-            execute=execute,
-            follow="sync",
-            verify=verify,
+        return _sync_plan(
+            TargetRef(id=f"backup job {id}"), fingerprint(sorted(job.items())), effect, risks, checks, execute, verify
         )
 
     return await two_phase(t, {"id": id, "enabled": enabled}, plan, confirm_token, False, WAIT_SYNC)
@@ -398,16 +394,14 @@ async def replication_set_enabled(
             cur = next((r for r in now if str(r.get("id")) == job), {})
             return None if (not int(cur.get("disable", 0) or 0)) == enabled else "the job's disable flag did not change"
 
-        return Plan(
-            target=TargetRef(vmid=guest, node=row.get("source"), id=f"replication job {job}"),
-            state=fingerprint(sorted((k, v) for k, v in row.items() if k != "digest"), digest),
-            summary=sentence(effect),
-            effects=[effect],
-            risks=risks,
-            checks=checks,
-            execute=execute,
-            follow="sync",
-            verify=verify,
+        return _sync_plan(
+            TargetRef(vmid=guest, node=row.get("source"), id=f"replication job {job}"),
+            fingerprint(sorted((k, v) for k, v in row.items() if k != "digest"), digest),
+            effect,
+            risks,
+            checks,
+            execute,
+            verify,
         )
 
     return await two_phase(t, {"job": job, "enabled": enabled}, plan, confirm_token, False, WAIT_SYNC)
@@ -450,16 +444,14 @@ async def task_stop(t: ToolContext, upid: Upid, confirm_token: Token | None = No
                 await anyio.sleep(0.5)
             return "the task is still running"
 
-        return Plan(
-            target=TargetRef(node=info.node, id=upid),
-            state=fingerprint(status.get("status"), status.get("exitstatus")),
-            summary=sentence(effect),
-            effects=[effect],
-            risks=risks,
-            checks=checks,
-            execute=execute,
-            follow="sync",
-            verify=verify,
+        return _sync_plan(
+            TargetRef(node=info.node, id=upid),
+            fingerprint(status.get("status"), status.get("exitstatus")),
+            effect,
+            risks,
+            checks,
+            execute,
+            verify,
         )
 
     return await two_phase(t, {"upid": upid}, plan, confirm_token, False, WAIT_SYNC)
