@@ -4,12 +4,8 @@ body size cap, /health, and the refusal to serve a network interface without a t
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +15,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
+from tests.httpserver import free_port, serving
 
 pytestmark = pytest.mark.anyio
 TOKEN = "t0ps3cret-for-tests-only"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def server_env(sim: SimServer, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -44,33 +35,8 @@ def server_env(sim: SimServer, tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
-@contextmanager
-def http_server(env: dict[str, str], port: int) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "proxmox_ops_mcp", "serve"],
-        env={**env, "PVE_OPS_HTTP_PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise AssertionError(f"server did not start: {err}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stderr:
-            proc.stderr.close()
+def http_server(env: dict[str, str], port: int) -> Any:
+    return serving([sys.executable, "-m", "proxmox_ops_mcp", "serve"], port, {**env, "PVE_OPS_HTTP_PORT": str(port)})
 
 
 async def test_bearer_token_health_rebinding_and_size_limit(demo_sim: SimServer, tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
+
+from tests.httpserver import free_port, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEROP = ROOT / ".interop"
@@ -102,29 +102,9 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
 
 @pytest.fixture
 def demo_http(tmp_path: Path) -> Iterator[str]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [*DEMO, "--http-port", str(port), "--state-dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.2)
+    port = free_port()
+    with serving([*DEMO, "--http-port", str(port), "--state-dir", str(tmp_path)], port, cwd=ROOT) as base:
         yield f"{base}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_inspector_over_http(demo_http: str) -> None:
