@@ -90,7 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(check_cluster(settings, client))
     except ConnectionProblem as exc:
         return _fail(str(exc), 3)
-    mcp = build_server(settings, client=client)
+    mcp = build_server(settings, client=client, check_version_on_start=False)  # checked just above
     return run_transport(mcp, settings)
 
 

@@ -109,3 +109,18 @@ def test_network_bind_with_token_starts(demo_sim: SimServer, tmp_path: Path) -> 
             headers={"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"},
         )
         assert ok.status_code != 401
+
+
+def test_serve_refuses_an_unsupported_pve_version_before_serving(start_sim: Any, tmp_path: Path) -> None:
+    old = start_sim("healthy", version="7.4.17")
+    env = {**server_env(old, tmp_path), "PVE_OPS_HTTP_PORT": str(free_port())}
+    done = subprocess.run(
+        [sys.executable, "-m", "proxmox_ops_mcp", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert "Proxmox VE 7.4.17 is not supported" in done.stderr and "Traceback" not in done.stderr
