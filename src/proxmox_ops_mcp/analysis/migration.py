@@ -476,18 +476,25 @@ def assess(
             memory_bytes=cfg.memory_bytes,
             reasons=[_reason("MIGRATE_NOT_PROVABLE", True, detail="the guest's state is unknown (node unreachable)")],
         )
+    targets_key = (source, tuple(allowed) if allowed is not None else None, tuple(denied or ()))
+    pre = data.preconditions.get(vmid) if gtype == "qemu" else None
+    shape = None
+    if pre is None and not replication_jobs_of(data, vmid):
+        shape = (_shape(cfg), gtype, status, allow_downtime, targets_key)
+        hit = data.memo.setdefault("shapes", {}).get(shape)
+        if hit is not None:  # a guest alike in every respect the verdict reads: share its (read-only) answer
+            verdict, local_bytes, reasons, targets = hit
+            return Migratability(
+                **base,
+                verdict=verdict,
+                memory_bytes=cfg.memory_bytes,
+                local_disk_bytes=local_bytes,
+                reasons=reasons,
+                targets=targets,
+            )
     reasons, local_bytes = _guest_reasons(data, cfg, running)
     targets_ok, excluded = eligible_targets(data, source, allowed, denied)
-    pre = data.preconditions.get(vmid) if gtype == "qemu" else None
-    targets = _target_groups(
-        data,
-        cfg,
-        source,
-        targets_ok,
-        running,
-        per_node=pre is not None,
-        targets_key=(source, tuple(allowed) if allowed is not None else None, tuple(denied or ())),
-    )
+    targets = _target_groups(data, cfg, source, targets_ok, running, per_node=pre is not None, targets_key=targets_key)
     if pre is not None:
         _compare_with_pve(pre, cfg, reasons, targets)
     if running and gtype == "lxc":
@@ -511,6 +518,8 @@ def assess(
     if not targets:
         detail = "; ".join(f"{n}: {why}" for n, why in sorted(excluded.items())) or "no other node"
         reasons.append(_reason("MIGRATE_NO_TARGET", True, detail=f"no eligible target ({detail})"))
+    if shape is not None:
+        data.memo["shapes"][shape] = (best or "blocked", local_bytes, reasons, targets)
     return Migratability(
         **base,
         verdict=best or "blocked",
@@ -518,6 +527,38 @@ def assess(
         local_disk_bytes=local_bytes,
         reasons=reasons,
         targets=targets,
+    )
+
+
+def _shape(cfg: GuestConfig) -> tuple[object, ...]:
+    """Everything of a config that a verdict reads, except its identity (vmid, name, memory).
+
+    Volume ids only matter through their storage, unless they are host paths, CD-ROM media or
+    storage-less (they appear in reasons); snapshots matter through the qcow2 suffix.
+    """
+    return (
+        cfg.type,
+        cfg.lock,
+        cfg.template,
+        cfg.cpu_host,
+        cfg.parent_snapshot is not None,
+        tuple(cfg.local_devices),
+        tuple(sorted(cfg.mapped_devices)),
+        tuple(cfg.ct_devices),
+        tuple(cfg.raw_lxc_keys),
+        tuple(
+            (
+                v.key,
+                v.storage,
+                v.size_bytes,
+                v.cdrom,
+                v.host_path,
+                v.shared_flag,
+                v.cloudinit,
+                v.volid if v.cdrom or v.host_path or v.storage is None else v.volid.endswith(".qcow2"),
+            )
+            for v in cfg.volumes
+        ),
     )
 
 

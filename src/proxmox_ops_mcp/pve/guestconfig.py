@@ -40,6 +40,9 @@ _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024*
 
 def parse_size(text: str) -> int | None:
     """PVE disk size notation ('32G', '2708862K', '4M') to bytes; None when unparseable."""
+    unit = _UNITS.get(text[-1:].upper()) if text else None
+    if unit is not None and text[:-1].isdigit():  # the common form, without the regex
+        return int(text[:-1]) * unit
     m = _SIZE.match(text.strip())
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()]) if m else None
 
@@ -138,6 +141,10 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
     return {k: (REDACTED if _SECRET_KEY.search(k) else v) for k, v in config.items()}
 
 
+_BACKUP_FLAG_KEYS = ("scsi", "virtio", "sata", "ide", "mp")
+_TRUE = frozenset(["1", "yes", "on", "true"])
+
+
 def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
     default = "file" if gtype == "qemu" else "volume"
     opts = parse_property_string(value, default)
@@ -145,20 +152,21 @@ def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
     if volid is None:
         return None
     host = volid.startswith("/")
-    storage = None if host or ":" not in volid else volid.split(":", 1)[0]
-    size = parse_size(opts["size"]) if "size" in opts else None
+    size = opts.get("size")
+    shared = opts.get("shared")
+    # positional, in field order: this runs for every volume of every guest
     return Volume(
-        key=key,
-        volid=volid,
-        storage=storage,
-        size_bytes=size,
-        cdrom=opts.get("media") == "cdrom" or volid == "cdrom",
-        unused=key.startswith("unused"),
-        host_path=host,
-        mountpoint=opts.get("mp"),
-        shared_flag=_flag(opts.get("shared", "0")),
-        backup=not (key.startswith(("scsi", "virtio", "sata", "ide", "mp")) and opts.get("backup") == "0"),
-        cloudinit="cloudinit" in volid,
+        key,
+        volid,
+        None if host or ":" not in volid else volid.partition(":")[0],
+        parse_size(size) if size is not None else None,
+        opts.get("media") == "cdrom" or volid == "cdrom",
+        key.startswith("unused"),
+        host,
+        opts.get("mp"),
+        shared is not None and shared.lower() in _TRUE,
+        opts.get("backup") != "0" or not key.startswith(_BACKUP_FLAG_KEYS),
+        "cloudinit" in volid,
     )
 
 
@@ -184,21 +192,31 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+_VOLUME, _DEVICE = 1, 2
+_QEMU_KIND = dict.fromkeys(_QEMU_DISK_KEYS, _VOLUME) | dict.fromkeys(_QEMU_DEVICE_KEYS, _DEVICE)
+_LXC_KIND = dict.fromkeys(_LXC_VOLUME_KEYS, _VOLUME)
+
+
 def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> GuestConfig:
-    """Parse a ``GET .../config`` answer (secrets are never copied); malformed values fall back to defaults."""
+    """Parse a ``GET .../config`` answer (secrets are never copied); malformed values fall back to defaults.
+
+    One pass over the keys with a table lookup each: it runs for every guest of the cluster.
+    """
     volumes: list[Volume] = []
     local: list[str] = []
     mapped: dict[str, str] = {}
     ct_devices: list[str] = []
     raw_lxc: list[str] = []
     qemu = gtype == "qemu"
-    volume_keys = _QEMU_DISK_KEYS if qemu else _LXC_VOLUME_KEYS
+    kinds = _QEMU_KIND if qemu else _LXC_KIND
+    get = raw.get
     for key, value in raw.items():
-        if key in volume_keys:
-            vol = _volume(key, str(value), gtype)
+        kind = kinds.get(key)
+        if kind == _VOLUME:
+            vol = _volume(key, value if type(value) is str else str(value), gtype)
             if vol is not None:
                 volumes.append(vol)
-        elif qemu and key in _QEMU_DEVICE_KEYS:
+        elif kind == _DEVICE:
             text = str(value)
             if key.startswith("serial") and text == "socket":
                 continue
@@ -209,46 +227,48 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
                 mapped[key] = opts["mapping"]
             else:
                 local.append(key)
-        elif not qemu and key.startswith("dev") and key[3:].isdigit():
-            ct_devices.append(key)
-        elif not qemu and (key.startswith("lxc.") or key == "lxc"):
-            raw_lxc.append(key)
-    cpu_opts = parse_property_string(str(raw.get("cpu", "")), "cputype") if raw.get("cpu") else {}
-    cores = _int(raw.get("cores", 1), 1)
-    sockets = _int(raw.get("sockets", 1), 1) if gtype == "qemu" else 1
-    vcpus = _int(raw["vcpus"], cores * sockets) if gtype == "qemu" and raw.get("vcpus") else cores * sockets
-    name_key = "name" if gtype == "qemu" else "hostname"
-    tags = str(raw.get("tags", "")).replace(";", " ").replace(",", " ").split()
-    agent_raw = raw.get("agent", 0)
+        elif not qemu and kind is None:
+            if key.startswith("dev") and key[3:].isdigit():
+                ct_devices.append(key)
+            elif key.startswith("lxc.") or key == "lxc":
+                raw_lxc.append(key)
+    cpu = get("cpu")
+    cpu_type = (parse_property_string(str(cpu), "cputype").get("cputype") or None) if cpu else None
+    cores = _int(get("cores", 1), 1)
+    sockets = _int(get("sockets", 1), 1) if qemu else 1
+    vcpus = _int(raw["vcpus"], cores * sockets) if qemu and get("vcpus") else cores * sockets
+    tags = get("tags")
+    agent_raw = get("agent", 0)
     agent_on = (
         _flag(agent_raw)
         if agent_raw in (0, 1, "0", "1")
         else _flag(parse_property_string(str(agent_raw), "enabled").get("enabled", "0"))
     )
+    lock = get("lock")
     return GuestConfig(
         vmid=vmid,
         type=gtype,
-        name=str(raw.get(name_key) or f"{'VM' if gtype == 'qemu' else 'CT'} {vmid}"),
-        memory_mib=_memory(raw.get("memory"), 512),
+        name=str(get("name" if qemu else "hostname") or f"{'VM' if qemu else 'CT'} {vmid}"),
+        memory_mib=_memory(get("memory"), 512),
         balloon_mib=_int(raw["balloon"], 0) if "balloon" in raw else None,
         cores=cores,
         sockets=sockets,
         vcpus=vcpus,
-        cpu_type=cpu_opts.get("cputype") or None,
-        onboot=_flag(raw.get("onboot", 0)),
+        cpu_type=cpu_type,
+        onboot=_flag(get("onboot", 0)),
         agent_enabled=agent_on,
-        template=_flag(raw.get("template", 0)),
-        lock=str(raw["lock"]) if raw.get("lock") else None,
-        tags=tags,
-        description=str(raw["description"]) if raw.get("description") else None,
+        template=_flag(get("template", 0)),
+        lock=str(lock) if lock else None,
+        tags=str(tags).replace(";", " ").replace(",", " ").split() if tags else [],
+        description=str(raw["description"]) if get("description") else None,
         volumes=volumes,
-        local_devices=sorted(local),
+        local_devices=sorted(local) if local else local,
         mapped_devices=mapped,
-        ct_devices=sorted(ct_devices),
+        ct_devices=sorted(ct_devices) if ct_devices else ct_devices,
         raw_lxc_keys=raw_lxc,
         unprivileged=_flag(raw["unprivileged"]) if "unprivileged" in raw else None,
-        machine=str(raw["machine"]) if raw.get("machine") else None,
-        parent_snapshot=str(raw["parent"]) if raw.get("parent") else None,
-        hibernated=bool(raw.get("vmstate")) or raw.get("lock") == "suspended",
-        digest=str(raw["digest"]) if raw.get("digest") else None,
+        machine=str(raw["machine"]) if get("machine") else None,
+        parent_snapshot=str(raw["parent"]) if get("parent") else None,
+        hibernated=bool(get("vmstate")) or lock == "suspended",
+        digest=str(raw["digest"]) if get("digest") else None,
     )
