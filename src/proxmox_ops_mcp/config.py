@@ -46,7 +46,9 @@ class Settings(BaseSettings):
     insecure: bool = Field(False, description="disable TLS verification entirely (logged as a warning; avoid)")
     timeout: float = Field(10.0, gt=0, le=600, description="read timeout per API request, seconds")
     connect_timeout: float = Field(5.0, gt=0, le=120, description="connect timeout per API request, seconds")
-    concurrency: int = Field(8, ge=1, le=64, description="API requests in flight at once per tool call")
+    concurrency: int = Field(
+        16, ge=1, le=64, description="API requests in flight at once (one pool, shared by concurrent tool calls)"
+    )
     retries: int = Field(2, ge=0, le=5, description="retries of failed reads (never writes), with backoff")
 
     # --- MCP transport

@@ -239,9 +239,17 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-        api = client or ProxmoxerClient(settings)
-        version = await check_cluster(settings, api) if check_version_on_start else None
-        yield AppContext(settings=settings, client=api, audit=audit, signer=signer, clock=clock, pve_version=version)
+        own = ProxmoxerClient(settings) if client is None else None
+        api = own if own is not None else client
+        assert api is not None
+        try:
+            version = await check_cluster(settings, api) if check_version_on_start else None
+            yield AppContext(
+                settings=settings, client=api, audit=audit, signer=signer, clock=clock, pve_version=version
+            )
+        finally:
+            if own is not None:
+                own.close()
 
     # With a shared key file (HTTP replicas), the SDK's sealed elicitation state must open on any replica too.
     state_security = (

@@ -1,0 +1,83 @@
+"""The client's request pool: a bound shared by concurrent callers, and cancellation that drops what is queued.
+
+Real proxmoxer over HTTPS against pvesim with added latency; in-flight requests are counted by
+wrapping the client's own request function, so nothing here depends on timing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from proxmox_ops_mcp.client import ApiPath, ProxmoxerClient, api_path, gather
+from proxmox_ops_mcp.config import Settings
+from pvesim.server import SimServer
+
+from .pve import control
+
+pytestmark = pytest.mark.anyio
+
+
+class InFlight:
+    """Wraps ``ProxmoxerClient._request`` to count requests in flight and started."""
+
+    def __init__(self, client: ProxmoxerClient) -> None:
+        self.now = self.peak = self.started = 0
+        self._lock = threading.Lock()
+        self.first_started = threading.Event()
+        inner = client._request
+
+        def counted(method: str, path: ApiPath, params: dict[str, Any]) -> Any:
+            with self._lock:
+                self.now += 1
+                self.started += 1
+                self.peak = max(self.peak, self.now)
+            self.first_started.set()
+            try:
+                return inner(method, path, params)
+            finally:
+                with self._lock:
+                    self.now -= 1
+
+        client._request = counted  # type: ignore[method-assign]
+
+
+async def test_concurrency_bound_holds_across_concurrent_callers(
+    start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
+) -> None:
+    sim = start_sim("demo")
+    control(sim, "faults", {"latency": 0.05})
+    client = ProxmoxerClient(settings_for(sim, concurrency=3))
+    counter = InFlight(client)
+    reads = [(f"r{i}", api_path("version"), {}) for i in range(8)]
+    try:
+        async with anyio.create_task_group() as tg:  # two tool calls at once share one pool
+            for _ in range(2):
+                tg.start_soon(gather, client, reads)
+    finally:
+        client.close()
+    assert counter.started == 16
+    assert counter.peak == 3, f"{counter.peak} requests were in flight at once with concurrency 3"
+
+
+async def test_cancelled_caller_drops_queued_requests(
+    start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
+) -> None:
+    sim = start_sim("demo")
+    control(sim, "faults", {"latency": 0.3})
+    client = ProxmoxerClient(settings_for(sim, concurrency=1))
+    counter = InFlight(client)
+    reads = [(f"r{i}", api_path("version"), {}) for i in range(10)]
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gather, client, reads)
+            await anyio.to_thread.run_sync(counter.first_started.wait, 10)
+            tg.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(lambda: client._pool.submit(lambda: None).result(10))  # the pool drained
+    finally:
+        client.close()
+    assert counter.started < 10, "requests still queued when the caller was cancelled must not be sent"
