@@ -112,8 +112,19 @@ class ClusterData:
 
 
 def guest_subject(data: ClusterData, vmid: int) -> Subject:
-    row = data.guests.get(vmid, {})
-    return Subject.model_construct(kind="guest", id=str(vmid), name=row.get("name"), node=row.get("node"))
+    """The guest as a finding's subject (one shared instance per guest and snapshot)."""
+    memo = data.memo.setdefault("subjects", {})
+    subject = memo.get(vmid)
+    if subject is None:
+        row = data.guests.get(vmid, {})
+        name, node = row.get("name"), row.get("node")
+        subject = memo[vmid] = Subject(
+            kind="guest",
+            id=str(vmid),
+            name=None if name is None else str(name),
+            node=None if node is None else str(node),
+        )
+    return subject  # type: ignore[no-any-return]
 
 
 def incomplete_findings(data: ClusterData, area: str) -> list[Finding]:

@@ -69,10 +69,10 @@ def finding(
 ) -> Finding:
     """Create a finding for a registered code (an unregistered code is a programming error)."""
     info = CODES[code]
-    # every value is built by our code with its final type: skip re-validation (thousands per report)
-    return Finding.model_construct(
+    # validated construction (pydantic-core) is also faster than model_construct: thousands per report
+    return Finding(
         code=code,
-        severity=severity or Severity(info.severity),
+        severity=severity or info.severity,
         subject=subject,
         message=message,
         evidence=evidence or {},

@@ -27,7 +27,7 @@ AREAS: dict[str, Analyzer] = {
     "cluster": lambda d, t: analyze_cluster(d),
     "ha": lambda d, t: analyze_ha(d),
     "backups": analyze_backups,
-    "migration": lambda d, t: analyze_migratability(d)[0],
+    "migration": lambda d, t: analyze_migratability(d, verdicts=False)[0],
     "capacity": lambda d, t: analyze_storage(d, t) + analyze_nodes(d, t),
     "replication": analyze_replication,
     "guests": analyze_guests,

@@ -449,6 +449,42 @@ def assess(
     allow_downtime: bool = False,
 ) -> Migratability:
     """The full verdict for one guest over every eligible target."""
+    return _assess(data, vmid, allowed, denied, allow_downtime, _situation(data, vmid, allowed, denied, allow_downtime))
+
+
+def _situation(
+    data: ClusterData, vmid: int, allowed: list[str] | None, denied: list[str] | None, allow_downtime: bool
+) -> tuple[object, ...] | None:
+    """What a verdict depends on, for guests whose verdict can be shared; None for the others.
+
+    Not shared: unreadable configs or states, PVE precondition answers (per guest) and guests with
+    replication jobs (their targets are per job).
+    """
+    cfg = data.parsed.get(vmid)
+    row = data.guests.get(vmid)
+    if cfg is None or row is None:
+        return None
+    status = row.get("status", "unknown")
+    gtype = row.get("type", "qemu")
+    if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or replication_jobs_of(data, vmid):
+        return None
+    source = str(row.get("node", ""))
+    targets_key = (
+        (source, None, ())
+        if allowed is None and not denied
+        else (source, allowed and tuple(allowed), tuple(denied or ()))
+    )
+    return (_shape(data, cfg), gtype, str(status), allow_downtime, targets_key)
+
+
+def _assess(
+    data: ClusterData,
+    vmid: int,
+    allowed: list[str] | None,
+    denied: list[str] | None,
+    allow_downtime: bool,
+    situation: tuple[object, ...] | None,
+) -> Migratability:
     row = data.guests.get(vmid) or {}
     gtype = row.get("type", "qemu")
     source = str(row.get("node", ""))
@@ -476,24 +512,22 @@ def assess(
             memory_bytes=cfg.memory_bytes,
             reasons=[_reason("MIGRATE_NOT_PROVABLE", True, detail="the guest's state is unknown (node unreachable)")],
         )
-    targets_key = (source, tuple(allowed) if allowed is not None else None, tuple(denied or ()))
+    shared = data.memo.setdefault("verdicts", {})
+    if situation is not None and situation in shared:
+        # a guest alike in every respect the verdict reads: share its (read-only) answer
+        verdict, local_bytes, reasons, targets = shared[situation]
+        return Migratability(
+            **base,
+            verdict=verdict,
+            memory_bytes=cfg.memory_bytes,
+            local_disk_bytes=local_bytes,
+            reasons=reasons,
+            targets=targets,
+        )
     pre = data.preconditions.get(vmid) if gtype == "qemu" else None
-    shape = None
-    if pre is None and not replication_jobs_of(data, vmid):
-        shape = (_shape(cfg), gtype, status, allow_downtime, targets_key)
-        hit = data.memo.setdefault("shapes", {}).get(shape)
-        if hit is not None:  # a guest alike in every respect the verdict reads: share its (read-only) answer
-            verdict, local_bytes, reasons, targets = hit
-            return Migratability(
-                **base,
-                verdict=verdict,
-                memory_bytes=cfg.memory_bytes,
-                local_disk_bytes=local_bytes,
-                reasons=reasons,
-                targets=targets,
-            )
     reasons, local_bytes = _guest_reasons(data, cfg, running)
     targets_ok, excluded = eligible_targets(data, source, allowed, denied)
+    targets_key = (source, tuple(allowed) if allowed is not None else None, tuple(denied or ()))
     targets = _target_groups(data, cfg, source, targets_ok, running, per_node=pre is not None, targets_key=targets_key)
     if pre is not None:
         _compare_with_pve(pre, cfg, reasons, targets)
@@ -518,8 +552,8 @@ def assess(
     if not targets:
         detail = "; ".join(f"{n}: {why}" for n, why in sorted(excluded.items())) or "no other node"
         reasons.append(_reason("MIGRATE_NO_TARGET", True, detail=f"no eligible target ({detail})"))
-    if shape is not None:
-        data.memo["shapes"][shape] = (best or "blocked", local_bytes, reasons, targets)
+    if situation is not None:
+        shared[situation] = (best or "blocked", local_bytes, reasons, targets)
     return Migratability(
         **base,
         verdict=best or "blocked",
@@ -530,11 +564,12 @@ def assess(
     )
 
 
-def _shape(cfg: GuestConfig) -> tuple[object, ...]:
+def _shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     """Everything of a config that a verdict reads, except its identity (vmid, name, memory).
 
     Volume ids only matter through their storage, unless they are host paths, CD-ROM media or
-    storage-less (they appear in reasons); snapshots matter through the qcow2 suffix.
+    storage-less (they appear in reasons); snapshots matter through the qcow2 suffix; sizes only
+    for disks a move would copy (not on shared storage).
     """
     return (
         cfg.type,
@@ -550,7 +585,7 @@ def _shape(cfg: GuestConfig) -> tuple[object, ...]:
             (
                 v.key,
                 v.storage,
-                v.size_bytes,
+                v.size_bytes if v.storage is None or not storage_shared(data, v.storage) else None,
                 v.cdrom,
                 v.host_path,
                 v.shared_flag,
@@ -574,76 +609,94 @@ def ha_problems(data: ClusterData, m: Migratability) -> list[str]:
     return problems
 
 
+# a finding of one guest, minus the guest: (code, message prefix, message suffix, evidence, severity)
+Template = tuple[str, str, str, dict[str, object], Severity | None]
+
+
 def analyze_migratability(
-    data: ClusterData, *, vmids: list[int] | None = None, allow_downtime: bool = True
+    data: ClusterData, *, vmids: list[int] | None = None, allow_downtime: bool = True, verdicts: bool = True
 ) -> tuple[list[Finding], list[Migratability]]:
     """Findings on how guests can move (capability view: downtime moves count as possible).
 
     Blocked guests get one finding per blocking reason; movable guests get findings for what
     limits them (targets excluded by cpu: host or storage, disk copies, restarts). HA guests are
     reported as HA_GUEST_NOT_MIGRATABLE when something would stall failover or maintenance.
+    Guests in the same situation share their findings' wording; ``verdicts=False`` (the health
+    check) skips building the per-guest verdicts when only findings are wanted.
     """
     out: list[Finding] = []
-    verdicts = []
+    answers: list[Migratability] = []
+    templates: dict[tuple[object, ...], list[Template]] = data.memo.setdefault("finding_templates", {})
     for vmid in vmids if vmids is not None else sorted(data.guests):
         ha = data.ha_managed(vmid) is not None
-        m = assess(data, vmid, allow_downtime=allow_downtime or ha)
-        verdicts.append(m)
-        if ha:
-            problems = ha_problems(data, m)
-            if problems:
-                out.append(
-                    finding(
-                        "HA_GUEST_NOT_MIGRATABLE",
-                        guest_subject(data, vmid),
-                        f"HA guest {vmid} ({m.name}): " + "; ".join(problems),
-                        {"problems": problems, "node": m.node},
-                    )
-                )
-            continue
-        seen: set[str] = set()
-        if m.verdict == "blocked":
-            for r in m.blocking:
-                if r.code not in seen:
-                    seen.add(r.code)
-                    out.append(
-                        finding(
-                            r.code,
-                            guest_subject(data, vmid),
-                            f"{vmid} ({m.name}) cannot migrate: {r.detail}",
-                            {"keys": r.keys, "node": m.node},
-                        )
-                    )
-            continue
-        for tv in m.targets:
-            for r in tv.reasons:
-                if r.blocking and r.code not in seen:
-                    seen.add(r.code)
-                    movable = m.movable_to()
-                    out.append(
-                        finding(
-                            r.code,
-                            guest_subject(data, vmid),
-                            f"{vmid} ({m.name}) can only move to {', '.join(movable)}: {r.detail}",
-                            {"movable_to": movable, "node": m.node},
-                            severity=Severity.WARNING if r.code == "MIGRATE_CPU_HOST" else Severity.INFO,
-                        )
-                    )
-        for r in m.reasons:
-            if r.code in seen or r.code not in (
-                "MIGRATE_LOCAL_DISK",
-                "MIGRATE_RESTART_REQUIRED",
-                "MIGRATE_PVE_DISAGREES",
-            ):
-                continue
-            seen.add(r.code)
-            out.append(
-                finding(
-                    r.code,
-                    guest_subject(data, vmid),
-                    f"{vmid} ({m.name}): {r.detail}",
-                    {"keys": r.keys, "verdict": m.verdict, "copy_bytes": m.local_disk_bytes},
-                    severity=Severity.INFO if not r.blocking else None,
-                )
+        downtime = allow_downtime or ha
+        situation = _situation(data, vmid, None, None, downtime)
+        key = (situation, ha) if situation is not None else None
+        found = templates.get(key) if key is not None else None
+        if found is None or verdicts:
+            m = _assess(data, vmid, None, None, downtime, situation)
+            if verdicts:
+                answers.append(m)
+            if found is None:
+                found = _templates(data, m, ha)
+                if key is not None:
+                    templates[key] = found
+        if found:
+            row = data.guests.get(vmid) or {}
+            who = f"{vmid} ({row.get('name') or vmid})"
+            subject = guest_subject(data, vmid)
+            for code, prefix, suffix, evidence, severity in found:
+                out.append(finding(code, subject, f"{prefix}{who}{suffix}", evidence, severity=severity))
+    return out, answers
+
+
+def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
+    if ha:
+        problems = ha_problems(data, m)
+        if not problems:
+            return []
+        return [
+            (
+                "HA_GUEST_NOT_MIGRATABLE",
+                "HA guest ",
+                ": " + "; ".join(problems),
+                {"problems": problems, "node": m.node},
+                None,
             )
-    return out, verdicts
+        ]
+    out: list[Template] = []
+    seen: set[str] = set()
+    if m.verdict == "blocked":
+        for r in m.blocking:
+            if r.code not in seen:
+                seen.add(r.code)
+                out.append((r.code, "", f" cannot migrate: {r.detail}", {"keys": r.keys, "node": m.node}, None))
+        return out
+    for tv in m.targets:
+        for r in tv.reasons:
+            if r.blocking and r.code not in seen:
+                seen.add(r.code)
+                movable = m.movable_to()
+                out.append(
+                    (
+                        r.code,
+                        "",
+                        f" can only move to {', '.join(movable)}: {r.detail}",
+                        {"movable_to": movable, "node": m.node},
+                        Severity.WARNING if r.code == "MIGRATE_CPU_HOST" else Severity.INFO,
+                    )
+                )
+    for r in m.reasons:
+        if r.code in seen or r.code not in ("MIGRATE_LOCAL_DISK", "MIGRATE_RESTART_REQUIRED", "MIGRATE_PVE_DISAGREES"):
+            continue
+        seen.add(r.code)
+        out.append(
+            (
+                r.code,
+                "",
+                f": {r.detail}",
+                {"keys": r.keys, "verdict": m.verdict, "copy_bytes": m.local_disk_bytes},
+                Severity.INFO if not r.blocking else None,
+            )
+        )
+    return out
