@@ -58,14 +58,18 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
     }
     newest: dict[int, Row] = {}
+    newest_ctime: dict[int, int] = {}
     for b in data.backups:
         vmid = b.get("vmid")
         if vmid is None:
             continue
-        vmid = int(vmid)
-        if vmid not in newest or int(b.get("ctime", 0)) > int(newest[vmid].get("ctime", 0)):
-            newest[vmid] = b
+        vmid, ctime = int(vmid), int(b.get("ctime", 0))
+        if vmid not in newest or ctime > newest_ctime[vmid]:
+            newest[vmid], newest_ctime[vmid] = b, ctime
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
+    jobs = [(job, _enabled(job)) for job in data.backup_jobs]
+    policies: dict[tuple[int, ...], tuple[set[Any], float, str]] = {}  # enabled jobs -> storages, threshold, basis
+    storage_types: dict[str, Any] = {}
     for vmid, g in sorted(data.guests.items()):
         if g.get("template"):
             continue
@@ -73,12 +77,12 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         enabled: list[Row] = []
         disabled: list[Row] = []
         unknown: list[Row] = []
-        for job in data.backup_jobs:
+        for job, on in jobs:
             covered = job_covers(job, vmid, node)
             if covered is None:
                 unknown.append(job)
             elif covered:
-                (enabled if _enabled(job) else disabled).append(job)
+                (enabled if on else disabled).append(job)
         maybe_by_pool = bool(unknown) and vmid not in pve_uncovered
         if (not enabled and not maybe_by_pool) or vmid in pve_uncovered:
             out.append(
@@ -93,7 +97,11 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                     },
                 )
             )
-        expected_storages = {j.get("storage") for j in enabled}
+        policy_key = tuple(map(id, enabled))
+        policy = policies.get(policy_key)
+        if policy is None:
+            policy = policies[policy_key] = _policy(enabled, t)
+        expected_storages, threshold, basis = policy
         if (unreadable & expected_storages) or (not enabled and unreadable):
             continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
         latest = newest.get(vmid)
@@ -107,14 +115,6 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
             continue
-        intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
-        if intervals:
-            interval = min(intervals)
-            threshold = interval + max(2 * 3600, 0.1 * interval)
-            basis = f"job schedule every {_hours(interval)} h"
-        else:
-            threshold = t.backup_stale_default_hours * 3600
-            basis = "default"
         age = now - int(latest.get("ctime", 0))
         if age > threshold:
             sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
@@ -134,7 +134,10 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                     severity=sev,
                 )
             )
-        storage_type = data.storage_defs.get(str(latest.get("storage")), {}).get("type")
+        storage = str(latest.get("storage"))
+        if storage not in storage_types:
+            storage_types[storage] = data.storage_defs.get(storage, {}).get("type")
+        storage_type = storage_types[storage]
         if storage_type == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
             state = (latest.get("verification") or {}).get("state")
             if state != "ok":
@@ -174,6 +177,19 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+def _policy(enabled: list[Row], t: Thresholds) -> tuple[set[Any], float, str]:
+    """What the covering jobs imply: their storages, the staleness threshold and its basis."""
+    intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
+    if intervals:
+        interval = min(intervals)
+        return (
+            {j.get("storage") for j in enabled},
+            interval + max(2 * 3600, 0.1 * interval),
+            (f"job schedule every {_hours(interval)} h"),
+        )
+    return {j.get("storage") for j in enabled}, t.backup_stale_default_hours * 3600, "default"
 
 
 def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:

@@ -4,8 +4,9 @@ vCPU ratio, and whether the cluster can absorb the loss of its largest node."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
-from proxmox_ops_mcp.analysis.data import ClusterData, Row
+from proxmox_ops_mcp.analysis.data import ClusterData
 from proxmox_ops_mcp.analysis.findings import Finding, Severity, Subject, finding
 from proxmox_ops_mcp.analysis.migration import storage_shared
 from proxmox_ops_mcp.analysis.thresholds import Thresholds
@@ -26,12 +27,18 @@ def _thin(data: ClusterData, storage: str, stype: str | None) -> bool:
 def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
     """Virtual disk bytes per (storage, node); node None for shared storage."""
     out: dict[tuple[str, str | None], int] = defaultdict(int)
+    shared: dict[str, bool] = {}
+    guests = data.guests
     for vmid, cfg in data.parsed.items():
-        node = (data.guests.get(vmid) or {}).get("node")
+        node = None
         for vol in cfg.volumes:
-            if vol.storage and not vol.cdrom and vol.size_bytes:
-                key = (vol.storage, None if storage_shared(data, vol.storage) else node)
-                out[key] += vol.size_bytes
+            storage = vol.storage
+            if storage and not vol.cdrom and vol.size_bytes:
+                if storage not in shared:
+                    shared[storage] = storage_shared(data, storage)
+                if node is None:
+                    node = (guests.get(vmid) or {}).get("node")
+                out[(storage, None if shared[storage] else node)] += vol.size_bytes
     return out
 
 
@@ -105,11 +112,23 @@ def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
-def _running_on(data: ClusterData) -> dict[str, list[Row]]:
-    out: dict[str, list[Row]] = defaultdict(list)
+@dataclass
+class _Running:
+    """Running guests of a node, summed in one pass over the cluster's guests."""
+
+    count: int = 0
+    memory: int = 0  # configured bytes
+    vcpus: float = 0.0
+
+
+def _running_on(data: ClusterData) -> dict[str, _Running]:
+    out: dict[str, _Running] = defaultdict(_Running)
     for g in data.guests.values():
         if g.get("status") == "running" and not g.get("template"):
-            out[str(g.get("node"))].append(g)
+            node = out[str(g.get("node"))]
+            node.count += 1
+            node.memory += int(g.get("maxmem") or 0)
+            node.vcpus += float(g.get("maxcpu") or 0)
     return out
 
 
@@ -121,9 +140,9 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
         st = data.node_status.get(node) or {}
         total = int((st.get("memory") or {}).get("total") or res.get("maxmem") or 0)
         subject = Subject(kind="node", id=node)
-        guests = running.get(node, [])
+        guests = running.get(node) or _Running()
         if total:
-            configured = sum(int(g.get("maxmem") or 0) for g in guests)
+            configured = guests.memory
             pct = _pct(configured, total)
             if pct > t.memory_overcommit_warning_pct:
                 sev = Severity.CRITICAL if pct > t.memory_overcommit_critical_pct else Severity.WARNING
@@ -137,7 +156,7 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                             "configured_bytes": configured,
                             "total_bytes": total,
                             "pct": pct,
-                            "running_guests": len(guests),
+                            "running_guests": guests.count,
                         },
                         severity=sev,
                     )
@@ -171,7 +190,7 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
         cpus = int(res.get("maxcpu") or (st.get("cpuinfo") or {}).get("cpus") or 0)
         if cpus:
-            vcpus = sum(float(g.get("maxcpu") or 0) for g in guests)
+            vcpus = guests.vcpus
             ratio = vcpus / cpus
             if ratio > t.vcpu_ratio_warning:
                 out.append(
@@ -186,7 +205,7 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
-def _n_plus_1(data: ClusterData, running: dict[str, list[Row]]) -> list[Finding]:
+def _n_plus_1(data: ClusterData, running: dict[str, _Running]) -> list[Finding]:
     online = data.online_nodes
     if len(online) < 2:
         return []
@@ -194,7 +213,7 @@ def _n_plus_1(data: ClusterData, running: dict[str, list[Row]]) -> list[Finding]
     if not all(mem.values()):
         return []
     largest = max(online, key=lambda n: mem[n])
-    need = sum(int(g.get("maxmem") or 0) for n in online for g in running.get(n, []))
+    need = sum(running[n].memory for n in online if n in running)
     have = sum(mem.values()) - mem[largest]
     if need <= have:
         return []
