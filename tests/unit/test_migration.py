@@ -201,3 +201,38 @@ def test_findings_capability_view_and_ha() -> None:
     found, _ = analyze_migratability(ha)
     assert [f.code for f in found] == ["HA_GUEST_NOT_MIGRATABLE"]
     assert "without replication" in found[0].message
+
+
+def test_guests_alike_share_a_verdict_but_not_what_sets_them_apart() -> None:
+    """Verdicts are shared between guests in the same situation; identity, local sizes and locks are not."""
+    rows = [
+        guest_row(101, "pve1", name="a"),
+        guest_row(102, "pve1", name="b"),  # same situation as 101: same answer, own name
+        guest_row(103, "pve1", name="c"),  # a bigger local disk: its own copy size
+        guest_row(104, "pve1", name="d", lock="backup"),
+        guest_row(105, "pve2", name="e"),  # another source node: other targets
+    ]
+    local = "local-lvm:vm-{}-disk-0,size={}G"
+    configs = {
+        101: qemu_config("a", scsi0=local.format(101, 32)),
+        102: qemu_config("b", scsi0=local.format(102, 32)),
+        103: qemu_config("c", scsi0=local.format(103, 64)),
+        104: qemu_config("d", scsi0=local.format(104, 32), lock="backup"),
+        105: qemu_config("e", scsi0=local.format(105, 32)),
+    }
+    d = _data(rows[0], configs[101], resources=[node_row("pve1"), node_row("pve2"), node_row("pve3"), *rows])
+    d.configs = configs
+    findings, verdicts = analyze_migratability(d)
+    by_vmid = {m.vmid: m for m in verdicts}
+    assert by_vmid[101].reasons is by_vmid[102].reasons  # shared, read-only
+    assert (by_vmid[101].name, by_vmid[102].name) == ("a", "b")
+    assert (by_vmid[101].local_disk_bytes, by_vmid[103].local_disk_bytes) == (32 * 1024**3, 64 * 1024**3)
+    assert by_vmid[104].verdict == "blocked" and by_vmid[101].verdict == "live"
+    assert by_vmid[101].movable_to() == ["pve2", "pve3"] and by_vmid[105].movable_to() == ["pve1", "pve3"]
+    messages = {(f.subject.id, f.code): f.message for f in findings}
+    assert messages[("101", "MIGRATE_LOCAL_DISK")].startswith("101 (a): local disks scsi0 (local-lvm)")
+    assert messages[("102", "MIGRATE_LOCAL_DISK")].startswith("102 (b): local disks scsi0 (local-lvm)")
+    assert "64 GiB" in messages[("103", "MIGRATE_LOCAL_DISK")] and "32 GiB" in messages[("101", "MIGRATE_LOCAL_DISK")]
+    assert messages[("104", "MIGRATE_LOCKED")] == "104 (d) cannot migrate: config lock 'backup'"
+    only_findings, none = analyze_migratability(d, verdicts=False)  # the health check's path: same findings
+    assert none == [] and [f.model_dump() for f in only_findings] == [f.model_dump() for f in findings]
