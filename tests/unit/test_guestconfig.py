@@ -88,3 +88,19 @@ def test_sizes() -> None:
     assert parse_size("4M") == 4 * 1024**2
     assert parse_size("1.5T") == int(1.5 * 1024**4)
     assert parse_size("bogus") is None
+
+
+def test_fast_paths_read_every_form_alike() -> None:
+    """The common forms are read without the general parser; every form must give the same answer."""
+    for cpu in ("host", " host ", "host,flags=+aes", "cputype=host", "flags=+aes,cputype=host"):
+        assert parse_guest_config({"cpu": cpu}, 300, "qemu").cpu_type == "host", cpu
+    assert parse_guest_config({"cpu": ""}, 300, "qemu").cpu_type is None
+    for memory in (4096, "4096", "current=4096"):
+        assert parse_guest_config({"memory": memory}, 300, "qemu").memory_mib == 4096, memory
+    assert parse_guest_config({"memory": "lots"}, 300, "qemu").memory_mib == 512
+    for cores, sockets in ((2, 3), ("2", "3"), (True, 3)):
+        cfg = parse_guest_config({"cores": cores, "sockets": sockets}, 300, "qemu")
+        assert (cfg.cores, cfg.sockets, cfg.vcpus) == (int(cores), 3, int(cores) * 3)
+    broken = parse_guest_config({"cores": None, "sockets": "many"}, 300, "qemu")
+    assert (broken.cores, broken.sockets, broken.vcpus) == (1, 1, 1)
+    assert parse_guest_config({"cores": 4, "sockets": 2}, 301, "lxc").vcpus == 4  # containers have no sockets

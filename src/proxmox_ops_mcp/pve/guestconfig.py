@@ -232,10 +232,20 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
                 ct_devices.append(key)
             elif key.startswith("lxc.") or key == "lxc":
                 raw_lxc.append(key)
+    # the common forms take a fast path; anything else goes through the general helpers
     cpu = get("cpu")
-    cpu_type = (parse_property_string(str(cpu), "cputype").get("cputype") or None) if cpu else None
-    cores = _int(get("cores", 1), 1)
-    sockets = _int(get("sockets", 1), 1) if qemu else 1
+    if not cpu:
+        cpu_type = None
+    elif type(cpu) is str and "," not in cpu and "=" not in cpu:
+        cpu_type = cpu.strip() or None
+    else:
+        cpu_type = parse_property_string(str(cpu), "cputype").get("cputype") or None
+    cores = get("cores", 1)
+    if type(cores) is not int:
+        cores = _int(cores, 1)
+    sockets = get("sockets", 1) if qemu else 1
+    if type(sockets) is not int:
+        sockets = _int(sockets, 1)
     vcpus = _int(raw["vcpus"], cores * sockets) if qemu and get("vcpus") else cores * sockets
     tags = get("tags")
     agent_raw = get("agent", 0)
@@ -244,12 +254,14 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         if agent_raw in (0, 1, "0", "1")
         else _flag(parse_property_string(str(agent_raw), "enabled").get("enabled", "0"))
     )
+    memory = get("memory")
+    memory_mib = memory if type(memory) is int else _memory(memory, 512)
     lock = get("lock")
     return GuestConfig(
         vmid=vmid,
         type=gtype,
         name=str(get("name" if qemu else "hostname") or f"{'VM' if qemu else 'CT'} {vmid}"),
-        memory_mib=_memory(get("memory"), 512),
+        memory_mib=memory_mib,
         balloon_mib=_int(raw["balloon"], 0) if "balloon" in raw else None,
         cores=cores,
         sockets=sockets,
