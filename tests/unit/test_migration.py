@@ -148,6 +148,11 @@ def test_target_eligibility() -> None:
     m = assess(d, 100)
     assert m.verdict == "blocked" and m.blocking[0].code == "MIGRATE_NO_TARGET"
     assert assess(_data(guest_row(100, "pve1"), qemu_config("a")), 100, allowed=["pve3"]).targets[0].nodes == ["pve3"]
+    shared = _data(guest_row(100, "pve1"), qemu_config("a"))  # restrictions are part of what verdicts share
+    assert assess(shared, 100, allowed=["pve2"]).movable_to() == ["pve2"]
+    assert assess(shared, 100, allowed=[]).blocking[0].code == "MIGRATE_NO_TARGET"
+    assert assess(shared, 100, denied=["pve2"]).movable_to() == ["pve3"]
+    assert assess(shared, 100).movable_to() == ["pve2", "pve3"]
 
 
 def test_missing_config_or_unknown_state_is_not_provable() -> None:

@@ -468,13 +468,12 @@ def _situation(
     gtype = row.get("type", "qemu")
     if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or replication_jobs_of(data, vmid):
         return None
-    source = str(row.get("node", ""))
-    targets_key = (
-        (source, None, ())
-        if allowed is None and not denied
-        else (source, allowed and tuple(allowed), tuple(denied or ()))
-    )
-    return (_shape(data, cfg), gtype, str(status), allow_downtime, targets_key)
+    return (_shape(data, cfg), gtype, str(status), allow_downtime, _targets_key(row, allowed, denied))
+
+
+def _targets_key(row: Row, allowed: list[str] | None, denied: list[str] | None) -> tuple[object, ...]:
+    """Source and target restrictions: what decides a guest's eligible targets."""
+    return (str(row.get("node", "")), tuple(allowed) if allowed is not None else None, tuple(denied or ()))
 
 
 def _assess(
@@ -527,8 +526,9 @@ def _assess(
     pre = data.preconditions.get(vmid) if gtype == "qemu" else None
     reasons, local_bytes = _guest_reasons(data, cfg, running)
     targets_ok, excluded = eligible_targets(data, source, allowed, denied)
-    targets_key = (source, tuple(allowed) if allowed is not None else None, tuple(denied or ()))
-    targets = _target_groups(data, cfg, source, targets_ok, running, per_node=pre is not None, targets_key=targets_key)
+    targets = _target_groups(
+        data, cfg, source, targets_ok, running, per_node=pre is not None, targets_key=_targets_key(row, allowed, denied)
+    )
     if pre is not None:
         _compare_with_pve(pre, cfg, reasons, targets)
     if running and gtype == "lxc":
