@@ -181,15 +181,12 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 def _policy(enabled: list[Row], t: Thresholds) -> tuple[set[Any], float, str]:
     """What the covering jobs imply: their storages, the staleness threshold and its basis."""
+    storages = {j.get("storage") for j in enabled}
     intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
-    if intervals:
-        interval = min(intervals)
-        return (
-            {j.get("storage") for j in enabled},
-            interval + max(2 * 3600, 0.1 * interval),
-            (f"job schedule every {_hours(interval)} h"),
-        )
-    return {j.get("storage") for j in enabled}, t.backup_stale_default_hours * 3600, "default"
+    if not intervals:
+        return storages, t.backup_stale_default_hours * 3600, "default"
+    interval = min(intervals)
+    return storages, interval + max(2 * 3600, 0.1 * interval), f"job schedule every {_hours(interval)} h"
 
 
 def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
