@@ -69,7 +69,6 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
     jobs = [(job, _enabled(job)) for job in data.backup_jobs]
     policies: dict[tuple[int, ...], tuple[set[Any], float, str]] = {}  # enabled jobs -> storages, threshold, basis
-    storage_types: dict[str, Any] = {}
     for vmid, g in sorted(data.guests.items()):
         if g.get("template"):
             continue
@@ -134,10 +133,7 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                     severity=sev,
                 )
             )
-        storage = str(latest.get("storage"))
-        if storage not in storage_types:
-            storage_types[storage] = data.storage_defs.get(storage, {}).get("type")
-        storage_type = storage_types[storage]
+        storage_type = data.storage_defs.get(str(latest.get("storage")), {}).get("type")
         if storage_type == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
             state = (latest.get("verification") or {}).get("state")
             if state != "ok":

@@ -27,18 +27,12 @@ def _thin(data: ClusterData, storage: str, stype: str | None) -> bool:
 def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
     """Virtual disk bytes per (storage, node); node None for shared storage."""
     out: dict[tuple[str, str | None], int] = defaultdict(int)
-    shared: dict[str, bool] = {}
-    guests = data.guests
     for vmid, cfg in data.parsed.items():
-        node = None
+        node = (data.guests.get(vmid) or {}).get("node")
         for vol in cfg.volumes:
-            storage = vol.storage
-            if storage and not vol.cdrom and vol.size_bytes:
-                if storage not in shared:
-                    shared[storage] = storage_shared(data, storage)
-                if node is None:
-                    node = (guests.get(vmid) or {}).get("node")
-                out[(storage, None if shared[storage] else node)] += vol.size_bytes
+            if vol.storage and not vol.cdrom and vol.size_bytes:
+                key = (vol.storage, None if storage_shared(data, vol.storage) else node)
+                out[key] += vol.size_bytes
     return out
 
 
