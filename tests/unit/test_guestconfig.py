@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from proxmox_ops_mcp.pve.guestconfig import REDACTED, parse_guest_config, parse_size, redact
+from proxmox_ops_mcp.pve.guestconfig import (
+    REDACTED,
+    _options,
+    parse_guest_config,
+    parse_property_string,
+    parse_size,
+    redact,
+)
 
 QEMU = {
     "name": "app01",
@@ -104,3 +111,58 @@ def test_fast_paths_read_every_form_alike() -> None:
     broken = parse_guest_config({"cores": None, "sockets": "many"}, 300, "qemu")
     assert (broken.cores, broken.sockets, broken.vcpus) == (1, 1, 1)
     assert parse_guest_config({"cores": 4, "sockets": 2}, 301, "lxc").vcpus == 4  # containers have no sockets
+
+
+def test_every_field_comes_from_its_key() -> None:
+    """The model is built positionally (it runs per guest): each field must hold its own key's value."""
+    raw = {
+        "name": "n1",
+        "memory": 3072,
+        "balloon": 1024,
+        "cores": 3,
+        "sockets": 2,
+        "vcpus": 5,
+        "cpu": "kvm64",
+        "onboot": 1,
+        "agent": 1,
+        "template": 0,
+        "lock": "snapshot",
+        "tags": "a,b",
+        "description": "d",
+        "machine": "q35",
+        "parent": "snap1",
+        "vmstate": "local:state",
+        "digest": "f" * 40,
+        "scsi0": "local:vm-1-disk-0,size=1G",
+        "usb0": "host=1-2",
+        "hostpci0": "mapping=gpu",
+    }
+    cfg = parse_guest_config(raw, 7, "qemu")
+    assert (cfg.vmid, cfg.type, cfg.name, cfg.memory_mib, cfg.balloon_mib) == (7, "qemu", "n1", 3072, 1024)
+    assert (cfg.cores, cfg.sockets, cfg.vcpus, cfg.cpu_type) == (3, 2, 5, "kvm64")
+    assert (cfg.onboot, cfg.agent_enabled, cfg.template, cfg.lock) == (True, True, False, "snapshot")
+    assert (cfg.tags, cfg.description, cfg.machine, cfg.parent_snapshot) == (["a", "b"], "d", "q35", "snap1")
+    assert (cfg.hibernated, cfg.digest, cfg.unprivileged) == (True, "f" * 40, None)
+    assert [v.key for v in cfg.volumes] == ["scsi0"] and cfg.local_devices == ["usb0"]
+    assert cfg.mapped_devices == {"hostpci0": "gpu"} and cfg.ct_devices == [] and cfg.raw_lxc_keys == []
+    ct_raw = {"hostname": "c", "dev1": "/dev/x", "dev0": "/dev/y", "lxc.a": "b", "unprivileged": 0}
+    ct = parse_guest_config(ct_raw, 8, "lxc")
+    assert (ct.name, ct.ct_devices, ct.raw_lxc_keys, ct.unprivileged) == ("c", ["dev0", "dev1"], ["lxc.a"], False)
+
+
+def test_volume_options_fast_path_matches_the_general_parser() -> None:
+    for value in (
+        "local-lvm:vm-1-disk-0,size=32G",
+        "local-lvm:vm-1-disk-0,cache=writeback,discard=on,iothread=1,size=32G,ssd=1",
+        "none,media=cdrom",
+        "/srv/share,mp=/share,ro,shared=1",
+        "local:vm-1-disk-0,,size=1G,",
+        "file=local:vm-1-disk-0,size=1G",
+        "local:vm-1-disk-0,file=other:vm-1-disk-0",
+        "local:vm-1-disk-0, size = 8G",
+        "local:vm-1-disk-0,size=1G,size=2G",
+        ",size=1G",
+        "",
+    ):
+        for default in ("file", "volume"):
+            assert _options(value, default) == parse_property_string(value, default), (value, default)

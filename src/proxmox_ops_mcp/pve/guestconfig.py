@@ -145,15 +145,32 @@ _BACKUP_FLAG_KEYS = ("scsi", "virtio", "sata", "ide", "mp")
 _TRUE = frozenset(["1", "yes", "on", "true"])
 
 
+def _options(value: str, default: str) -> dict[str, str]:
+    """``parse_property_string`` for the common volume form ``volid,k=v,...`` (no spaces, no named volid)."""
+    if " " in value or not value.isprintable():  # whitespace to strip: the general parser
+        return parse_property_string(value, default)
+    parts = value.split(",")
+    first = parts[0]
+    if "=" in first or not first:
+        return parse_property_string(value, default)
+    opts = {default: first}
+    for part in parts[1:]:
+        if part:
+            k, eq, v = part.partition("=")
+            opts[k] = v if eq else "1"
+    return opts
+
+
 def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
     default = "file" if gtype == "qemu" else "volume"
-    opts = parse_property_string(value, default)
+    opts = _options(value, default)
     volid = opts.pop(default, opts.pop("file", None))
     if volid is None:
         return None
-    host = volid.startswith("/")
+    host = volid[:1] == "/"
     size = opts.get("size")
     shared = opts.get("shared")
+    unused = key[:6] == "unused"
     # positional, in field order: this runs for every volume of every guest
     return Volume(
         key,
@@ -161,7 +178,7 @@ def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
         None if host or ":" not in volid else volid.partition(":")[0],
         parse_size(size) if size is not None else None,
         opts.get("media") == "cdrom" or volid == "cdrom",
-        key.startswith("unused"),
+        unused,
         host,
         opts.get("mp"),
         shared is not None and shared.lower() in _TRUE,
@@ -257,30 +274,31 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     memory = get("memory")
     memory_mib = memory if type(memory) is int else _memory(memory, 512)
     lock = get("lock")
+    # positional, in field order (keywords cost twice as much here; the test suite checks the mapping)
     return GuestConfig(
-        vmid=vmid,
-        type=gtype,
-        name=str(get("name" if qemu else "hostname") or f"{'VM' if qemu else 'CT'} {vmid}"),
-        memory_mib=memory_mib,
-        balloon_mib=_int(raw["balloon"], 0) if "balloon" in raw else None,
-        cores=cores,
-        sockets=sockets,
-        vcpus=vcpus,
-        cpu_type=cpu_type,
-        onboot=_flag(get("onboot", 0)),
-        agent_enabled=agent_on,
-        template=_flag(get("template", 0)),
-        lock=str(lock) if lock else None,
-        tags=str(tags).replace(";", " ").replace(",", " ").split() if tags else [],
-        description=str(raw["description"]) if get("description") else None,
-        volumes=volumes,
-        local_devices=sorted(local) if local else local,
-        mapped_devices=mapped,
-        ct_devices=sorted(ct_devices) if ct_devices else ct_devices,
-        raw_lxc_keys=raw_lxc,
-        unprivileged=_flag(raw["unprivileged"]) if "unprivileged" in raw else None,
-        machine=str(raw["machine"]) if get("machine") else None,
-        parent_snapshot=str(raw["parent"]) if get("parent") else None,
-        hibernated=bool(get("vmstate")) or lock == "suspended",
-        digest=str(raw["digest"]) if get("digest") else None,
+        vmid,
+        gtype,
+        str(get("name" if qemu else "hostname") or f"{'VM' if qemu else 'CT'} {vmid}"),
+        memory_mib,
+        cores,
+        vcpus,
+        sockets,
+        _int(raw["balloon"], 0) if "balloon" in raw else None,
+        cpu_type,
+        _flag(get("onboot", 0)),
+        agent_on,
+        _flag(get("template", 0)),
+        str(lock) if lock else None,
+        str(tags).replace(";", " ").replace(",", " ").split() if tags else [],
+        str(raw["description"]) if get("description") else None,
+        volumes,
+        sorted(local) if local else local,
+        mapped,
+        sorted(ct_devices) if ct_devices else ct_devices,
+        raw_lxc,
+        _flag(raw["unprivileged"]) if "unprivileged" in raw else None,
+        str(raw["machine"]) if get("machine") else None,
+        str(raw["parent"]) if get("parent") else None,
+        bool(get("vmstate")) or lock == "suspended",
+        str(raw["digest"]) if get("digest") else None,
     )
