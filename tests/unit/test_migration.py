@@ -241,3 +241,20 @@ def test_guests_alike_share_a_verdict_but_not_what_sets_them_apart() -> None:
     assert messages[("104", "MIGRATE_LOCKED")] == "104 (d) cannot migrate: config lock 'backup'"
     only_findings, none = analyze_migratability(d, verdicts=False)  # the health check's path: same findings
     assert none == [] and [f.model_dump() for f in only_findings] == [f.model_dump() for f in findings]
+
+
+def test_ha_membership_follows_the_guest_type_and_ignores_ignored() -> None:
+    rows = [guest_row(101, "pve1"), guest_row(102, "pve1", gtype="lxc"), guest_row(103, "pve1")]
+    d = _data(
+        rows[0],
+        qemu_config("a"),
+        resources=[node_row("pve1"), *rows],
+        ha_resources=[
+            {"sid": "ct:101", "state": "started"},  # 101 is a VM: a ct: sid does not manage it
+            {"sid": "ct:102", "state": "started"},
+            {"sid": "vm:103", "state": "ignored"},
+            {"sid": "vm:0104", "state": "started"},  # not PVE's spelling of a sid
+            {"sid": "vm:105", "state": "started"},  # no such guest: a VM sid still counts
+        ],
+    )
+    assert [v for v in (101, 102, 103, 104, 105) if d.ha_managed(v) is not None] == [102, 105]

@@ -101,11 +101,22 @@ class ClusterData:
     def ha_by_sid(self) -> dict[str, Row]:
         return {r["sid"]: r for r in self.ha_resources}
 
+    @cached_property
+    def ha_by_vmid(self) -> dict[int, Row]:
+        """HA resources (not ``ignored``) by guest: ``ct:N`` only for a container N, ``vm:N`` otherwise."""
+        out = {}
+        for sid, res in self.ha_by_sid.items():
+            prefix, _, num = str(sid).partition(":")
+            if res.get("state") == "ignored" or not num.isdigit() or num != str(int(num)):
+                continue
+            vmid = int(num)
+            row = self.guests.get(vmid)
+            if prefix == ("ct" if row and row.get("type") == "lxc" else "vm"):
+                out[vmid] = res
+        return out
+
     def ha_managed(self, vmid: int) -> Row | None:
-        row = self.guests.get(vmid)
-        prefix = "ct" if row and row.get("type") == "lxc" else "vm"
-        res = self.ha_by_sid.get(f"{prefix}:{vmid}")
-        return res if res is not None and res.get("state") != "ignored" else None
+        return self.ha_by_vmid.get(vmid)
 
     def missing_for(self, area: str) -> list[Missing]:
         return [m for m in self.missing if not m.affects or area in m.affects]

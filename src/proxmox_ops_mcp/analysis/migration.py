@@ -119,14 +119,22 @@ def cpu_model(data: ClusterData, node: str) -> str | None:
     return str(model) if model else None
 
 
-def replication_jobs_of(data: ClusterData, vmid: int) -> list[Row]:
+def _replication_by_guest(data: ClusterData) -> dict[int, list[Row]]:
     memo = data.memo.get("replication")
     if memo is None:
         memo = {}
         for job in data.replication_jobs:
             memo.setdefault(int(job.get("guest", 0)), []).append(job)
         data.memo["replication"] = memo
-    return list(memo.get(vmid, []))
+    return memo
+
+
+def replication_jobs_of(data: ClusterData, vmid: int) -> list[Row]:
+    return list(_replication_by_guest(data).get(vmid, []))
+
+
+def _replicated(data: ClusterData, vmid: int) -> bool:
+    return vmid in _replication_by_guest(data)
 
 
 def eligible_targets(
@@ -466,7 +474,7 @@ def _situation(
         return None
     status = row.get("status", "unknown")
     gtype = row.get("type", "qemu")
-    if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or replication_jobs_of(data, vmid):
+    if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or _replicated(data, vmid):
         return None
     return (_shape(data, cfg), gtype, str(status), allow_downtime, _targets_key(row, allowed, denied))
 
@@ -569,31 +577,43 @@ def _shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
 
     Volume ids only matter through their storage, unless they are host paths, CD-ROM media or
     storage-less (they appear in reasons); snapshots matter through the qcow2 suffix; sizes only
-    for disks a move would copy (not on shared storage).
+    for disks a move would copy (not on shared storage). The CPU type stands in for "is it
+    host": a finer key only shares less. Built for every guest, so plain loops, no generators.
     """
-    return (
-        cfg.type,
-        cfg.lock,
-        cfg.template,
-        cfg.cpu_host,
-        cfg.parent_snapshot is not None,
-        tuple(cfg.local_devices),
-        tuple(sorted(cfg.mapped_devices)),
-        tuple(cfg.ct_devices),
-        tuple(cfg.raw_lxc_keys),
-        tuple(
+    shared = data.memo.setdefault("shared", {})
+    volumes: list[tuple[object, ...]] = []
+    for v in cfg.volumes:
+        storage = v.storage
+        if storage is None:
+            volumes.append((v.key, None, v.size_bytes, v.cdrom, v.host_path, v.shared_flag, v.cloudinit, v.volid))
+            continue
+        on_shared = shared.get(storage)
+        if on_shared is None:
+            on_shared = storage_shared(data, storage)
+        volumes.append(
             (
                 v.key,
-                v.storage,
-                v.size_bytes if v.storage is None or not storage_shared(data, v.storage) else None,
+                storage,
+                None if on_shared else v.size_bytes,
                 v.cdrom,
                 v.host_path,
                 v.shared_flag,
                 v.cloudinit,
-                v.volid if v.cdrom or v.host_path or v.storage is None else v.volid.endswith(".qcow2"),
+                v.volid if v.cdrom or v.host_path else v.volid.endswith(".qcow2"),
             )
-            for v in cfg.volumes
-        ),
+        )
+    mapped = cfg.mapped_devices
+    return (
+        cfg.type,
+        cfg.lock,
+        cfg.template,
+        cfg.cpu_type,
+        cfg.parent_snapshot is not None,
+        tuple(cfg.local_devices) if cfg.local_devices else (),
+        tuple(sorted(mapped)) if mapped else (),
+        tuple(cfg.ct_devices) if cfg.ct_devices else (),
+        tuple(cfg.raw_lxc_keys) if cfg.raw_lxc_keys else (),
+        tuple(volumes),
     )
 
 
