@@ -73,6 +73,10 @@ def test_schedule_intervals(schedule: str, seconds: float | None) -> None:
         ({"all": 1, "node": "pve2"}, 100, "pve1", False),
         ({"pool": "prod"}, 100, "pve1", None),
         ({}, 100, "pve1", False),
+        ({"all": 0, "exclude": "100"}, 101, "pve1", False),
+        ({"all": "bogus"}, 100, "pve1", False),  # malformed: covers nobody, no traceback
+        ({"vmid": "100", "pool": "prod"}, 100, "pve1", True),  # an explicit list wins over the pool
+        ({"all": 1, "node": "pve1"}, 100, None, True),  # node unknown: the node filter cannot exclude
     ],
 )
 def test_job_selection_follows_pve(job, vmid: int, node: str, expected) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -30,17 +31,42 @@ def _ids(text: Any) -> frozenset[int]:
     return _id_set(str(text or ""))
 
 
-def job_covers(job: Row, vmid: int, node: str | None) -> bool | None:
-    """True/False per PVE's selection rules; None when it depends on pool membership we do not read."""
-    if job.get("node") and node and job["node"] != node:
-        return False
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A job's guest selection, read once per job: PVE's ``vmid`` list, ``pool``, ``all`` minus ``exclude``."""
+
+    node: str | None
+    ids: frozenset[int] | None  # an explicit vmid list
+    pool: bool
+    excluded: frozenset[int] | None  # ``all`` jobs: who is left out; None when the job is not ``all``
+
+
+def selection(job: Row) -> Selection:
+    node = job.get("node") or None
     if job.get("vmid"):
-        return vmid in _ids(job["vmid"])
+        return Selection(node, _ids(job["vmid"]), False, None)
     if job.get("pool"):
+        return Selection(node, None, True, None)
+    try:
+        every = bool(int(job.get("all", 0) or 0))
+    except (TypeError, ValueError):
+        every = False
+    return Selection(node, None, False, _ids(job.get("exclude")) if every else None)
+
+
+def covers(sel: Selection, vmid: int, node: str | None) -> bool | None:
+    """True/False per PVE's selection rules; None when it depends on pool membership we do not read."""
+    if sel.node and node and sel.node != node:
+        return False
+    if sel.ids is not None:
+        return vmid in sel.ids
+    if sel.pool:
         return None
-    if int(job.get("all", 0) or 0):
-        return vmid not in _ids(job.get("exclude"))
-    return False
+    return sel.excluded is not None and vmid not in sel.excluded
+
+
+def job_covers(job: Row, vmid: int, node: str | None) -> bool | None:
+    return covers(selection(job), vmid, node)
 
 
 def _enabled(job: Row) -> bool:
@@ -51,14 +77,26 @@ def _hours(seconds: float) -> float:
     return round(seconds / 3600, 1)
 
 
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """What a set of covering enabled jobs implies for a guest (derived once per distinct set)."""
+
+    jobs: list[Row]
+    threshold: float
+    basis: str
+    unprovable: bool  # a storage it should be on could not be read: no "none"/"stale" verdict
+
+
 def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     now = data.now
     unreadable = {
         m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
     }
+    guests = data.guests
     newest: dict[int, Row] = {}
     newest_ctime: dict[int, int] = {}
+    orphans: dict[int, list[Row]] = defaultdict(list)
     for b in data.backups:
         vmid = b.get("vmid")
         if vmid is None:
@@ -66,42 +104,47 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         vmid, ctime = int(vmid), int(b.get("ctime", 0))
         if vmid not in newest or ctime > newest_ctime[vmid]:
             newest[vmid], newest_ctime[vmid] = b, ctime
+        if vmid not in guests:
+            orphans[vmid].append(b)
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
-    jobs = [(job, _enabled(job)) for job in data.backup_jobs]
-    policies: dict[tuple[int, ...], tuple[set[Any], float, str]] = {}  # enabled jobs -> storages, threshold, basis
-    for vmid, g in sorted(data.guests.items()):
+    jobs = [(1 << i, _enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
+    policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs -> policy
+    storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
+    for vmid in data.guest_ids:
+        g = guests[vmid]
         if g.get("template"):
             continue
         node = g.get("node")
-        enabled: list[Row] = []
-        disabled: list[Row] = []
-        unknown: list[Row] = []
-        for job, on in jobs:
-            covered = job_covers(job, vmid, node)
+        on_mask = off_mask = 0
+        unknown = False
+        for bit, on, sel, _job in jobs:
+            covered = covers(sel, vmid, node)
             if covered is None:
-                unknown.append(job)
+                unknown = True
             elif covered:
-                (enabled if on else disabled).append(job)
-        maybe_by_pool = bool(unknown) and vmid not in pve_uncovered
-        if (not enabled and not maybe_by_pool) or vmid in pve_uncovered:
+                if on:
+                    on_mask |= bit
+                else:
+                    off_mask |= bit
+        policy = policies.get(on_mask)
+        if policy is None:
+            policy = policies[on_mask] = _policy([j for bit, _on, _sel, j in jobs if on_mask & bit], t, unreadable)
+        uncovered = vmid in pve_uncovered
+        if (not on_mask and not (unknown and not uncovered)) or uncovered:
+            disabled = [str(j["id"]) for bit, _on, _sel, j in jobs if off_mask & bit]
             out.append(
                 finding(
                     "BACKUP_NOT_SCHEDULED",
                     guest_subject(data, vmid),
                     f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
-                    + (f" (only by disabled job {', '.join(j['id'] for j in disabled)})" if disabled else ""),
+                    + (f" (only by disabled job {', '.join(disabled)})" if disabled else ""),
                     {
-                        "covered_only_by_disabled": [j["id"] for j in disabled],
-                        "in_pve_not_backed_up": vmid in pve_uncovered if data.not_backed_up is not None else None,
+                        "covered_only_by_disabled": disabled,
+                        "in_pve_not_backed_up": uncovered if data.not_backed_up is not None else None,
                     },
                 )
             )
-        policy_key = tuple(map(id, enabled))
-        policy = policies.get(policy_key)
-        if policy is None:
-            policy = policies[policy_key] = _policy(enabled, t)
-        expected_storages, threshold, basis = policy
-        if (unreadable & expected_storages) or (not enabled and unreadable):
+        if policy.unprovable:
             continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
         latest = newest.get(vmid)
         if latest is None:
@@ -110,11 +153,15 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                     "BACKUP_NONE",
                     guest_subject(data, vmid),
                     f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
-                    {"covering_jobs": [j["id"] for j in enabled], "storages_read": sorted(data.backup_storages_read)},
+                    {
+                        "covering_jobs": [j["id"] for j in policy.jobs],
+                        "storages_read": sorted(data.backup_storages_read),
+                    },
                 )
             )
             continue
-        age = now - int(latest.get("ctime", 0))
+        age = now - newest_ctime[vmid]
+        threshold = policy.threshold
         if age > threshold:
             sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
             out.append(
@@ -122,20 +169,20 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                     "BACKUP_STALE",
                     guest_subject(data, vmid),
                     f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
-                    f"(threshold {_hours(threshold)} h, {basis})",
+                    f"(threshold {_hours(threshold)} h, {policy.basis})",
                     {
                         "age_hours": _hours(age),
                         "threshold_hours": _hours(threshold),
-                        "basis": basis,
+                        "basis": policy.basis,
                         "newest_volid": latest.get("volid"),
                         "storage": latest.get("storage"),
                     },
                     severity=sev,
                 )
             )
-        storage_type = data.storage_defs.get(str(latest.get("storage")), {}).get("type")
-        if storage_type == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
-            state = (latest.get("verification") or {}).get("state")
+        if storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
+            verification = latest.get("verification") or {}
+            state = verification.get("state")
             if state != "ok":
                 failed = state == "failed"
                 out.append(
@@ -147,7 +194,7 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
                         {
                             "volid": latest.get("volid"),
                             "verification": state,
-                            "verify_upid": (latest.get("verification") or {}).get("upid"),
+                            "verify_upid": verification.get("upid"),
                         },
                         severity=Severity.CRITICAL if failed else Severity.WARNING,
                     )
@@ -155,10 +202,6 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     out += _job_findings(data, t)
     out += _failed_runs(data, t)
     out += _excluded_disks(data)
-    orphans: dict[int, list[Row]] = defaultdict(list)
-    for b in data.backups:
-        if b.get("vmid") is not None and int(b["vmid"]) not in data.guests:
-            orphans[int(b["vmid"])].append(b)
     for vmid, rows in sorted(orphans.items()):
         out.append(
             finding(
@@ -175,14 +218,17 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
-def _policy(enabled: list[Row], t: Thresholds) -> tuple[set[Any], float, str]:
+def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str]) -> _Policy:
     """What the covering jobs imply: their storages, the staleness threshold and its basis."""
     storages = {j.get("storage") for j in enabled}
+    unprovable = bool(unreadable & storages) or (not enabled and bool(unreadable))
     intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
     if not intervals:
-        return storages, t.backup_stale_default_hours * 3600, "default"
+        return _Policy(enabled, t.backup_stale_default_hours * 3600, "default", unprovable)
     interval = min(intervals)
-    return storages, interval + max(2 * 3600, 0.1 * interval), f"job schedule every {_hours(interval)} h"
+    return _Policy(
+        enabled, interval + max(2 * 3600, 0.1 * interval), f"job schedule every {_hours(interval)} h", unprovable
+    )
 
 
 def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:

@@ -69,6 +69,11 @@ class ClusterData:
         return {int(r["vmid"]): r for r in self.resources if r.get("type") in ("qemu", "lxc")}
 
     @cached_property
+    def guest_ids(self) -> list[int]:
+        """Guest vmids in ascending order: the order every per-guest diagnostic reports in."""
+        return sorted(self.guests)
+
+    @cached_property
     def nodes(self) -> dict[str, Row]:
         """Node rows from /cluster/resources, completed with /cluster/status membership."""
         out = {r["node"]: dict(r) for r in self.resources if r.get("type") == "node"}

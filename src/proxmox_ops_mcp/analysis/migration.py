@@ -647,7 +647,7 @@ def analyze_migratability(
     out: list[Finding] = []
     answers: list[Migratability] = []
     templates: dict[tuple[object, ...], list[Template]] = data.memo.setdefault("finding_templates", {})
-    for vmid in vmids if vmids is not None else sorted(data.guests):
+    for vmid in vmids if vmids is not None else data.guest_ids:
         ha = data.ha_managed(vmid) is not None
         downtime = allow_downtime or ha
         situation = _situation(data, vmid, None, None, downtime)
