@@ -7,6 +7,7 @@ first and stay compact: counts for everything, details for the first ``limit``.
 
 from __future__ import annotations
 
+from collections import Counter
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -22,7 +23,10 @@ class Severity(StrEnum):
 
     @property
     def rank(self) -> int:
-        return {"info": 0, "warning": 1, "critical": 2}[self.value]
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
 SubjectKind = Literal[
@@ -81,7 +85,7 @@ def finding(
 
 
 def rank_key(f: Finding) -> tuple[int, str, str, str]:
-    return (-f.severity.rank, f.code, f.subject.kind, f.subject.id.zfill(12))
+    return (-_SEVERITY_RANK[f.severity], f.code, f.subject.kind, f.subject.id.zfill(12))
 
 
 class Counts(BaseModel):
@@ -107,29 +111,31 @@ class Report(BaseModel):
 
 def make_report(area: str, findings: list[Finding], checked: list[str], limit: int | None = 50) -> Report:
     ranked = sorted(findings, key=rank_key)
-    counts = Counts()
+    # count distinct (code, severity) pairs first: a handful, however many findings there are
+    pairs = Counter((f.code, f.severity) for f in ranked)
+    counts = dict.fromkeys(Severity, 0)
     by_code: dict[str, int] = {}
-    by_area: dict[str, Counts] = {}
-    for f in ranked:
-        setattr(counts, f.severity.value, getattr(counts, f.severity.value) + 1)
-        by_code[f.code] = by_code.get(f.code, 0) + 1
-        area_counts = by_area.setdefault(CODES[f.code].area, Counts())
-        setattr(area_counts, f.severity.value, getattr(area_counts, f.severity.value) + 1)
+    by_area: dict[str, dict[Severity, int]] = {}
+    for (code, severity), n in pairs.items():
+        counts[severity] += n
+        by_code[code] = by_code.get(code, 0) + n
+        by_area.setdefault(CODES[code].area, dict.fromkeys(Severity, 0))[severity] += n
     worst = ranked[0].severity.value if ranked else "ok"
     shown = ranked if limit is None else ranked[:limit]
-    complete = not any(f.code == "DATA_INCOMPLETE" for f in ranked)
-    summary = f"{counts.critical} critical, {counts.warning} warning, {counts.info} info" + (
+    complete = "DATA_INCOMPLETE" not in by_code
+    total = Counts(**{s.value: n for s, n in counts.items()})
+    summary = f"{total.critical} critical, {total.warning} warning, {total.info} info" + (
         "" if complete else "; INCOMPLETE: some data could not be read"
     )
     return Report(
         area=area,
         status=worst,
         complete=complete,
-        counts=counts,
+        counts=total,
         by_code=dict(sorted(by_code.items())),
         findings=shown,
         omitted=len(ranked) - len(shown),
         checked=checked,
-        by_area=dict(sorted(by_area.items())),
+        by_area={a: Counts(**{s.value: n for s, n in c.items()}) for a, c in sorted(by_area.items())},
         summary=summary,
     )
