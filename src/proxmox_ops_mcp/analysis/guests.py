@@ -39,8 +39,10 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
     tasks_by_node: dict[str, list[Row]] = defaultdict(list)
     for task in data.tasks:
         tasks_by_node[str(task.get("node"))].append(task)
-    for vmid, g in sorted(data.guests.items()):
-        cfg = data.parsed.get(vmid)
+    guests, parsed, snapshots, agent = data.guests, data.parsed, data.snapshots, data.agent
+    for vmid in data.guest_ids:
+        g = guests[vmid]
+        cfg = parsed.get(vmid)
         lock = g.get("lock") or (cfg.lock if cfg else None)
         if lock == "suspended":
             out.append(
@@ -79,7 +81,8 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                             },
                         )
                     )
-        snaps = [s for s in data.snapshots.get(vmid, []) if s.get("name") != "current"]
+        rows = snapshots.get(vmid)
+        snaps = [s for s in rows if s.get("name") != "current"] if rows else []
         old = [s for s in snaps if s.get("snaptime") and data.now - int(s["snaptime"]) > t.snapshot_age_days * 86400]
         if old:
             oldest = min(int(s["snaptime"]) for s in old)
@@ -104,7 +107,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"count": len(snaps), "threshold": t.snapshot_count},
                 )
             )
-        if data.agent.get(vmid) is False:
+        if agent.get(vmid) is False:
             out.append(
                 finding(
                     "GUEST_AGENT_NOT_RUNNING",
