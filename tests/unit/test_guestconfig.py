@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from proxmox_ops_mcp.pve.guestconfig import (
     REDACTED,
-    _options,
+    _volume,
+    _volume_general,
     parse_guest_config,
-    parse_property_string,
     parse_size,
     redact,
 )
@@ -150,19 +150,33 @@ def test_every_field_comes_from_its_key() -> None:
     assert (ct.name, ct.ct_devices, ct.raw_lxc_keys, ct.unprivileged) == ("c", ["dev0", "dev1"], ["lxc.a"], False)
 
 
-def test_volume_options_fast_path_matches_the_general_parser() -> None:
+def test_volume_fast_path_matches_the_general_parser() -> None:
     for value in (
         "local-lvm:vm-1-disk-0,size=32G",
         "local-lvm:vm-1-disk-0,cache=writeback,discard=on,iothread=1,size=32G,ssd=1",
+        "local-lvm:vm-1-disk-0",
+        "local-lvm:vm-1-disk-0,",
         "none,media=cdrom",
+        "cdrom,media=cdrom",
+        "local:iso/x.iso,media=cdrom,size=2708862K",
         "/srv/share,mp=/share,ro,shared=1",
+        "/srv/share,mp=/share,shared=yes",
         "local:vm-1-disk-0,,size=1G,",
+        "local:vm-1-disk-0,backup=0,size=1G",
+        "local:vm-1-cloudinit,media=cdrom",
         "file=local:vm-1-disk-0,size=1G",
+        "volume=local:vm-1-disk-0,size=1G",
         "local:vm-1-disk-0,file=other:vm-1-disk-0",
+        "local:vm-1-disk-0,volume=other:vm-1-disk-0",
         "local:vm-1-disk-0, size = 8G",
         "local:vm-1-disk-0,size=1G,size=2G",
+        "local:vm-1-disk-0,size=1.5T",
+        "local:vm-1-disk-0,size=bogus",
         ",size=1G",
         "",
+        "size=1G",
     ):
-        for default in ("file", "volume"):
-            assert _options(value, default) == parse_property_string(value, default), (value, default)
+        for key in ("scsi0", "mp0", "rootfs", "unused3", "efidisk0"):
+            for gtype in ("qemu", "lxc"):
+                fast, general = _volume(key, value, gtype), _volume_general(key, value, gtype)  # type: ignore[arg-type]
+                assert fast == general, (key, value, gtype)

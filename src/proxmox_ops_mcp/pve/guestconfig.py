@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -145,44 +146,65 @@ _BACKUP_FLAG_KEYS = ("scsi", "virtio", "sata", "ide", "mp")
 _TRUE = frozenset(["1", "yes", "on", "true"])
 
 
-def _options(value: str, default: str) -> dict[str, str]:
-    """``parse_property_string`` for the common volume form ``volid,k=v,...`` (no spaces, no named volid)."""
-    if " " in value or not value.isprintable():  # whitespace to strip: the general parser
-        return parse_property_string(value, default)
-    parts = value.split(",")
-    first = parts[0]
-    if "=" in first or not first:
-        return parse_property_string(value, default)
-    opts = {default: first}
-    for part in parts[1:]:
-        if part:
-            k, eq, v = part.partition("=")
-            opts[k] = v if eq else "1"
-    return opts
+# what a volume's options say: size in bytes, CD-ROM media, mount point, shared=1, backup=0
+_Facts = tuple[int | None, bool, str | None, bool, bool]
+_NO_OPTIONS: _Facts = (None, False, None, False, False)
+
+
+def _facts(opts: dict[str, str]) -> _Facts:
+    size = opts.get("size")
+    shared = opts.get("shared")
+    return (
+        parse_size(size) if size is not None else None,
+        opts.get("media") == "cdrom",
+        opts.get("mp"),
+        shared is not None and shared.lower() in _TRUE,
+        opts.get("backup") == "0",
+    )
+
+
+@lru_cache(maxsize=8192)
+def _option_facts(options: str) -> _Facts | None:
+    """The facts of an options string such as ``iothread=1,size=32G``; guests repeat these a lot.
+
+    None when the options name the volume again (``file=``/``volume=``): the general path decides.
+    """
+    opts = parse_property_string(options)
+    return None if "file" in opts or "volume" in opts else _facts(opts)
 
 
 def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
+    head, comma, rest = value.partition(",")
+    if head and "=" not in head and " " not in value and value.isprintable():  # ``volid[,options]``
+        facts = _option_facts(rest) if comma else _NO_OPTIONS
+        if facts is not None:
+            return _build(key, head, facts)
+    return _volume_general(key, value, gtype)
+
+
+def _volume_general(key: str, value: str, gtype: GuestType) -> Volume | None:
+    """Any volume form, through the general parser (also the reference the fast path is tested against)."""
     default = "file" if gtype == "qemu" else "volume"
-    opts = _options(value, default)
+    opts = parse_property_string(value, default)
     volid = opts.pop(default, opts.pop("file", None))
-    if volid is None:
-        return None
+    return None if volid is None else _build(key, volid, _facts(opts))
+
+
+def _build(key: str, volid: str, facts: _Facts) -> Volume:
+    size, media_cdrom, mountpoint, shared, backup_off = facts
     host = volid[:1] == "/"
-    size = opts.get("size")
-    shared = opts.get("shared")
-    unused = key[:6] == "unused"
     # positional, in field order: this runs for every volume of every guest
     return Volume(
         key,
         volid,
         None if host or ":" not in volid else volid.partition(":")[0],
-        parse_size(size) if size is not None else None,
-        opts.get("media") == "cdrom" or volid == "cdrom",
-        unused,
+        size,
+        media_cdrom or volid == "cdrom",
+        key[:6] == "unused",
         host,
-        opts.get("mp"),
-        shared is not None and shared.lower() in _TRUE,
-        opts.get("backup") != "0" or not key.startswith(_BACKUP_FLAG_KEYS),
+        mountpoint,
+        shared,
+        not backup_off or not key.startswith(_BACKUP_FLAG_KEYS),
         "cloudinit" in volid,
     )
 
