@@ -55,6 +55,7 @@ LXC = {
 def test_qemu_config() -> None:
     cfg = parse_guest_config(QEMU, 106, "qemu")
     assert (cfg.name, cfg.memory_mib, cfg.vcpus, cfg.cpu_type, cfg.cpu_host) == ("app01", 8192, 8, "host", True)
+    assert [v.key for v in cfg.volumes] == ["scsi0", "scsi1", "ide2", "ide0", "efidisk0", "unused0"]  # config order
     vols = {v.key: v for v in cfg.volumes}
     assert vols["scsi0"].storage == "local-lvm" and vols["scsi0"].size_bytes == 40 * 1024**3
     assert vols["scsi1"].size_bytes == 1024**4 and not vols["scsi1"].backup

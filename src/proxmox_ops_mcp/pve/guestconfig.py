@@ -8,6 +8,7 @@ password or secret) are redacted here, so no later layer can leak them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated, Any, Literal
@@ -234,12 +235,13 @@ def _int(value: Any, default: int) -> int:
 _VOLUME, _DEVICE = 1, 2
 _QEMU_KIND = dict.fromkeys(_QEMU_DISK_KEYS, _VOLUME) | dict.fromkeys(_QEMU_DEVICE_KEYS, _DEVICE)
 _LXC_KIND = dict.fromkeys(_LXC_VOLUME_KEYS, _VOLUME)
+_QEMU_KEYS = frozenset(_QEMU_KIND)
 
 
 def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> GuestConfig:
     """Parse a ``GET .../config`` answer (secrets are never copied); malformed values fall back to defaults.
 
-    One pass over the keys with a table lookup each: it runs for every guest of the cluster.
+    A table lookup per interesting key: it runs for every guest of the cluster.
     """
     volumes: list[Volume] = []
     local: list[str] = []
@@ -247,16 +249,21 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     ct_devices: list[str] = []
     raw_lxc: list[str] = []
     qemu = gtype == "qemu"
-    kinds = _QEMU_KIND if qemu else _LXC_KIND
     get = raw.get
-    for key, value in raw.items():
-        kind = kinds.get(key)
+    if qemu:  # only volume and device keys need a look: find them in C, keep the config's order
+        found = _QEMU_KEYS.intersection(raw)
+        keys: Iterable[str] = found if len(found) < 2 else [k for k in raw if k in found]
+    else:  # containers: dev* and lxc.* keys cannot be listed, so every key is looked at
+        keys = raw
+    for key in keys:
+        kind = _QEMU_KIND.get(key) if qemu else _LXC_KIND.get(key)
         if kind == _VOLUME:
+            value = raw[key]
             vol = _volume(key, value if type(value) is str else str(value), gtype)
             if vol is not None:
                 volumes.append(vol)
         elif kind == _DEVICE:
-            text = str(value)
+            text = str(raw[key])
             if key.startswith("serial") and text == "socket":
                 continue
             if key.startswith("usb") and "spice" in text:
