@@ -258,3 +258,43 @@ def test_ha_membership_follows_the_guest_type_and_ignores_ignored() -> None:
         ],
     )
     assert [v for v in (101, 102, 103, 104, 105) if d.ha_managed(v) is not None] == [102, 105]
+
+
+def test_health_wording_shared_across_nodes_matches_per_guest_verdicts() -> None:
+    """The health path words alike guests on different nodes once; each finding still names its own node."""
+    local = "local-lvm:vm-{}-disk-0,size=32G"
+    zfs = "local-zfs:vm-{}-disk-0,size=8G"  # local-zfs exists on pve1 and pve3 only: targets depend on the node
+    guests = {
+        101: ("pve1", {}, local),
+        102: ("pve2", {}, local),
+        103: ("pve1", {"lock": "backup"}, local),
+        104: ("pve3", {"lock": "backup"}, local),
+        105: ("pve1", {}, zfs),
+        106: ("pve3", {}, zfs),
+        107: ("pve1", {}, local),  # HA-managed, local disk without replication
+        108: ("pve2", {}, local),  # HA-managed
+        109: ("pve2", {"cpu": "host"}, "ceph-vm:vm-{}-disk-0,size=8G"),  # pve3 has another CPU model
+        110: ("pve3", {"cpu": "host"}, "ceph-vm:vm-{}-disk-0,size=8G"),
+    }
+    rows = [guest_row(v, node, name=f"g{v}", lock=extra.get("lock")) for v, (node, extra, _) in guests.items()]
+    configs = {v: qemu_config(f"g{v}", scsi0=disk.format(v), **extra) for v, (_, extra, disk) in guests.items()}
+
+    def snapshot():  # type: ignore[no-untyped-def]
+        d = _data(
+            rows[0],
+            configs[101],
+            resources=[node_row("pve1"), node_row("pve2"), node_row("pve3"), *rows],
+            ha_resources=[{"sid": "vm:107", "state": "started"}, {"sid": "vm:108", "state": "started"}],
+        )
+        d.configs = configs
+        return d
+
+    with_verdicts, _ = analyze_migratability(snapshot())
+    health, _ = analyze_migratability(snapshot(), verdicts=False)
+    assert [f.model_dump() for f in health] == [f.model_dump() for f in with_verdicts]
+    codes_by_guest = {(f.subject.id, f.code) for f in health}
+    assert {("103", "MIGRATE_LOCKED"), ("104", "MIGRATE_LOCKED"), ("107", "HA_GUEST_NOT_MIGRATABLE")} <= codes_by_guest
+    assert {("105", "MIGRATE_STORAGE_UNAVAILABLE"), ("109", "MIGRATE_CPU_HOST")} <= codes_by_guest
+    for f in health:
+        if "node" in f.evidence:
+            assert f.evidence["node"] == guests[int(f.subject.id)][0], f

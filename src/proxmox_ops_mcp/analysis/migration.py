@@ -629,8 +629,9 @@ def ha_problems(data: ClusterData, m: Migratability) -> list[str]:
     return problems
 
 
-# a finding of one guest, minus the guest: (code, message prefix, message suffix, evidence, severity)
-Template = tuple[str, str, str, dict[str, object], Severity | None]
+# a finding of one guest, minus the guest: (code, message prefix, message suffix, evidence, severity,
+# whether the guest's node is appended to the evidence)
+Template = tuple[str, str, str, dict[str, object], Severity | None, bool]
 
 
 def analyze_migratability(
@@ -647,12 +648,17 @@ def analyze_migratability(
     out: list[Finding] = []
     answers: list[Migratability] = []
     templates: dict[tuple[object, ...], list[Template]] = data.memo.setdefault("finding_templates", {})
+    ha_of = data.ha_by_vmid
     for vmid in vmids if vmids is not None else data.guest_ids:
-        ha = data.ha_managed(vmid) is not None
+        ha = vmid in ha_of
         downtime = allow_downtime or ha
         situation = _situation(data, vmid, None, None, downtime)
         key = (situation, ha) if situation is not None else None
         found = templates.get(key) if key is not None else None
+        if found is None and not verdicts and situation is not None and key is not None:
+            found = _node_free_templates(data, vmid, situation, ha)
+            if found is not None:
+                templates[key] = found
         if found is None or verdicts:
             m = _assess(data, vmid, None, None, downtime, situation)
             if verdicts:
@@ -665,9 +671,52 @@ def analyze_migratability(
             row = data.guests.get(vmid) or {}
             who = f"{vmid} ({row.get('name') or vmid})"
             subject = guest_subject(data, vmid)
-            for code, prefix, suffix, evidence, severity in found:
-                out.append(finding(code, subject, f"{prefix}{who}{suffix}", evidence, severity=severity))
+            node = str(row.get("node", ""))
+            for code, prefix, suffix, evidence, severity, with_node in found:
+                facts = {**evidence, "node": node} if with_node else evidence
+                out.append(finding(code, subject, f"{prefix}{who}{suffix}", facts, severity=severity))
     return out, answers
+
+
+def _node_free_templates(
+    data: ClusterData, vmid: int, situation: tuple[object, ...], ha: bool
+) -> list[Template] | None:
+    """The findings' wording for guests alike but on different nodes, when the node cannot change it.
+
+    That holds when every eligible target takes the guest alike and without a reason: then the
+    source node only names itself in the evidence. One verdict per shape instead of one per shape
+    and node. None when it does not hold (the caller words this guest's findings itself).
+    """
+    shape, gtype, status, downtime, targets_key = situation
+    if not isinstance(downtime, bool) or not isinstance(targets_key, tuple) or targets_key[1:] != (None, ()):
+        return None  # target restrictions: not the health check's question
+    source = str(targets_key[0])
+    cfg = data.parsed[vmid]
+    targets_ok, _excluded = eligible_targets(data, source)
+    groups = _target_groups(data, cfg, source, targets_ok, status == "running", False, targets_key)
+    if not groups or any(g.reasons for g in groups):
+        return None
+    memo: dict[tuple[object, ...], list[Template] | None] = data.memo.setdefault("node_free_templates", {})
+    free_key = (shape, gtype, status, downtime, ha)
+    if free_key not in memo:
+        m = _assess(data, vmid, None, None, downtime, situation)
+        memo[free_key] = _without_node(_templates(data, m, ha), m.node)
+    return memo[free_key]
+
+
+def _without_node(found: list[Template], node: str) -> list[Template] | None:
+    """Templates with the source node taken out of the evidence; None if the node shows anywhere else."""
+    out: list[Template] = []
+    for code, prefix, suffix, evidence, severity, with_node in found:
+        keys = list(evidence)
+        named = "node" in evidence
+        if with_node or (named and (keys[-1] != "node" or evidence["node"] != node)):
+            return None
+        rest = {k: v for k, v in evidence.items() if k != "node"}
+        if node in prefix or node in suffix or node in repr(rest):
+            return None
+        out.append((code, prefix, suffix, rest, severity, named))
+    return out
 
 
 def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
@@ -682,6 +731,7 @@ def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
                 ": " + "; ".join(problems),
                 {"problems": problems, "node": m.node},
                 None,
+                False,
             )
         ]
     out: list[Template] = []
@@ -690,7 +740,7 @@ def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
         for r in m.blocking:
             if r.code not in seen:
                 seen.add(r.code)
-                out.append((r.code, "", f" cannot migrate: {r.detail}", {"keys": r.keys, "node": m.node}, None))
+                out.append((r.code, "", f" cannot migrate: {r.detail}", {"keys": r.keys, "node": m.node}, None, False))
         return out
     for tv in m.targets:
         for r in tv.reasons:
@@ -704,6 +754,7 @@ def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
                         f" can only move to {', '.join(movable)}: {r.detail}",
                         {"movable_to": movable, "node": m.node},
                         Severity.WARNING if r.code == "MIGRATE_CPU_HOST" else Severity.INFO,
+                        False,
                     )
                 )
     for r in m.reasons:
@@ -717,6 +768,7 @@ def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
                 f": {r.detail}",
                 {"keys": r.keys, "verdict": m.verdict, "copy_bytes": m.local_disk_bytes},
                 Severity.INFO if not r.blocking else None,
+                False,
             )
         )
     return out
