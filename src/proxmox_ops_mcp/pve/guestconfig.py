@@ -236,6 +236,7 @@ _VOLUME, _DEVICE = 1, 2
 _QEMU_KIND = dict.fromkeys(_QEMU_DISK_KEYS, _VOLUME) | dict.fromkeys(_QEMU_DEVICE_KEYS, _DEVICE)
 _LXC_KIND = dict.fromkeys(_LXC_VOLUME_KEYS, _VOLUME)
 _QEMU_KEYS = frozenset(_QEMU_KIND)
+_RARE_KEYS = frozenset(["vcpus", "tags", "template", "balloon", "lock", "description", "machine", "parent", "vmstate"])
 
 
 def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> GuestConfig:
@@ -292,8 +293,21 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     sockets = get("sockets", 1) if qemu else 1
     if type(sockets) is not int:
         sockets = _int(sockets, 1)
-    vcpus = _int(raw["vcpus"], cores * sockets) if qemu and get("vcpus") else cores * sockets
-    tags = get("tags")
+    tags = None
+    vcpus = cores * sockets
+    template = hibernated = False
+    balloon = lock = description = machine = parent = None
+    if not _RARE_KEYS.isdisjoint(raw):  # most configs set none of these: one C-level test instead of ten lookups
+        if qemu and get("vcpus"):
+            vcpus = _int(raw["vcpus"], vcpus)
+        tags = get("tags")
+        template = _flag(get("template", 0))
+        balloon = _int(raw["balloon"], 0) if "balloon" in raw else None
+        lock = get("lock")
+        description = str(raw["description"]) if get("description") else None
+        machine = str(raw["machine"]) if get("machine") else None
+        parent = str(raw["parent"]) if get("parent") else None
+        hibernated = bool(get("vmstate"))
     agent_raw = get("agent", 0)
     agent_on = (
         _flag(agent_raw)
@@ -302,7 +316,6 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     )
     memory = get("memory")
     memory_mib = memory if type(memory) is int else _memory(memory, 512)
-    lock = get("lock")
     # positional, in field order (keywords cost twice as much here; the test suite checks the mapping)
     return GuestConfig(
         vmid,
@@ -312,22 +325,22 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         cores,
         vcpus,
         sockets,
-        _int(raw["balloon"], 0) if "balloon" in raw else None,
+        balloon,
         cpu_type,
         _flag(get("onboot", 0)),
         agent_on,
-        _flag(get("template", 0)),
+        template,
         str(lock) if lock else None,
         str(tags).replace(";", " ").replace(",", " ").split() if tags else [],
-        str(raw["description"]) if get("description") else None,
+        description,
         volumes,
         sorted(local) if local else local,
         mapped,
         sorted(ct_devices) if ct_devices else ct_devices,
         raw_lxc,
         _flag(raw["unprivileged"]) if "unprivileged" in raw else None,
-        str(raw["machine"]) if get("machine") else None,
-        str(raw["parent"]) if get("parent") else None,
-        bool(get("vmstate")) or lock == "suspended",
+        machine,
+        parent,
+        hibernated or lock == "suspended",
         str(raw["digest"]) if get("digest") else None,
     )
