@@ -62,9 +62,9 @@ def test_qemu_config() -> None:
     assert vols["ide2"].cdrom and vols["ide2"].storage == "local" and vols["ide2"].size_bytes == 2708862 * 1024
     assert vols["ide0"].empty_drive and vols["ide0"].cdrom
     assert vols["unused0"].unused
-    assert cfg.local_devices == ["hostpci0", "usb1"]  # serial socket and SPICE USB do not pin the guest
+    assert cfg.local_devices == ("hostpci0", "usb1")  # serial socket and SPICE USB do not pin the guest
     assert cfg.mapped_devices == {"hostpci1": "gpu-a100"}
-    assert cfg.agent_enabled and cfg.onboot and cfg.tags == ["prod", "app"] and cfg.lock == "backup"
+    assert cfg.agent_enabled and cfg.onboot and cfg.tags == ("prod", "app") and cfg.lock == "backup"
 
 
 def test_lxc_config() -> None:
@@ -73,7 +73,7 @@ def test_lxc_config() -> None:
     assert vols["mp0"].host_path and vols["mp0"].mountpoint == "/share" and not vols["mp0"].shared_flag
     assert vols["mp2"].host_path and vols["mp2"].shared_flag
     assert vols["mp1"].storage == "local-lvm" and vols["rootfs"].storage == "ceph-vm"
-    assert cfg.ct_devices == ["dev0"] and cfg.raw_lxc_keys == ["lxc.cgroup2.devices.allow"]
+    assert cfg.ct_devices == ("dev0",) and cfg.raw_lxc_keys == ("lxc.cgroup2.devices.allow",)
     assert cfg.unprivileged and cfg.memory_mib == 2048 and cfg.vcpus == 2
 
 
@@ -142,13 +142,13 @@ def test_every_field_comes_from_its_key() -> None:
     assert (cfg.vmid, cfg.type, cfg.name, cfg.memory_mib, cfg.balloon_mib) == (7, "qemu", "n1", 3072, 1024)
     assert (cfg.cores, cfg.sockets, cfg.vcpus, cfg.cpu_type) == (3, 2, 5, "kvm64")
     assert (cfg.onboot, cfg.agent_enabled, cfg.template, cfg.lock) == (True, True, False, "snapshot")
-    assert (cfg.tags, cfg.description, cfg.machine, cfg.parent_snapshot) == (["a", "b"], "d", "q35", "snap1")
+    assert (cfg.tags, cfg.description, cfg.machine, cfg.parent_snapshot) == (("a", "b"), "d", "q35", "snap1")
     assert (cfg.hibernated, cfg.digest, cfg.unprivileged) == (True, "f" * 40, None)
-    assert [v.key for v in cfg.volumes] == ["scsi0"] and cfg.local_devices == ["usb0"]
-    assert cfg.mapped_devices == {"hostpci0": "gpu"} and cfg.ct_devices == [] and cfg.raw_lxc_keys == []
+    assert [v.key for v in cfg.volumes] == ["scsi0"] and cfg.local_devices == ("usb0",)
+    assert cfg.mapped_devices == {"hostpci0": "gpu"} and cfg.ct_devices == () and cfg.raw_lxc_keys == ()
     ct_raw = {"hostname": "c", "dev1": "/dev/x", "dev0": "/dev/y", "lxc.a": "b", "unprivileged": 0}
     ct = parse_guest_config(ct_raw, 8, "lxc")
-    assert (ct.name, ct.ct_devices, ct.raw_lxc_keys, ct.unprivileged) == ("c", ["dev0", "dev1"], ["lxc.a"], False)
+    assert (ct.name, ct.ct_devices, ct.raw_lxc_keys, ct.unprivileged) == ("c", ("dev0", "dev1"), ("lxc.a",), False)
 
 
 def test_volume_fast_path_matches_the_general_parser() -> None:

@@ -178,7 +178,7 @@ def _guest_reasons(data: ClusterData, cfg: GuestConfig, running: bool) -> tuple[
             _reason(
                 "MIGRATE_PASSTHROUGH",
                 True,
-                keys=cfg.local_devices,
+                keys=list(cfg.local_devices),
                 detail=f"local devices {', '.join(cfg.local_devices)}",
             )
         )
@@ -256,7 +256,7 @@ def _guest_reasons(data: ClusterData, cfg: GuestConfig, running: bool) -> tuple[
             )
         )
     if cfg.type == "lxc" and (cfg.ct_devices or cfg.raw_lxc_keys):
-        keys = cfg.ct_devices + cfg.raw_lxc_keys
+        keys = [*cfg.ct_devices, *cfg.raw_lxc_keys]
         reasons.append(
             _reason(
                 "MIGRATE_CT_DEVICE",
@@ -609,10 +609,10 @@ def _shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
         cfg.template,
         cfg.cpu_type,
         cfg.parent_snapshot is not None,
-        tuple(cfg.local_devices) if cfg.local_devices else (),
+        cfg.local_devices,
         tuple(sorted(mapped)) if mapped else (),
-        tuple(cfg.ct_devices) if cfg.ct_devices else (),
-        tuple(cfg.raw_lxc_keys) if cfg.raw_lxc_keys else (),
+        cfg.ct_devices,
+        cfg.raw_lxc_keys,
         tuple(volumes),
     )
 
@@ -690,11 +690,7 @@ def _node_free_templates(
     shape, gtype, status, downtime, targets_key = situation
     if not isinstance(downtime, bool) or not isinstance(targets_key, tuple) or targets_key[1:] != (None, ()):
         return None  # target restrictions: not the health check's question
-    source = str(targets_key[0])
-    cfg = data.parsed[vmid]
-    targets_ok, _excluded = eligible_targets(data, source)
-    groups = _target_groups(data, cfg, source, targets_ok, status == "running", False, targets_key)
-    if not groups or any(g.reasons for g in groups):
+    if not _targets_clean(data, data.parsed[vmid], str(targets_key[0]), status == "running"):
         return None
     memo: dict[tuple[object, ...], list[Template] | None] = data.memo.setdefault("node_free_templates", {})
     free_key = (shape, gtype, status, downtime, ha)
@@ -702,6 +698,20 @@ def _node_free_templates(
         m = _assess(data, vmid, None, None, downtime, situation)
         memo[free_key] = _without_node(_templates(data, m, ha), m.node)
     return memo[free_key]
+
+
+def _targets_clean(data: ClusterData, cfg: GuestConfig, source: str, running: bool) -> bool:
+    """Whether every eligible target takes this guest alike and without a reason (memoised per storages)."""
+    storages = tuple(sorted({v.storage for v in cfg.volumes if v.storage and not v.empty_drive}))
+    check_cpu = cfg.type == "qemu" and running and cfg.cpu_host
+    memo: dict[tuple[object, ...], bool] = data.memo.setdefault("clean_targets", {})
+    key = (storages, check_cpu, source)
+    clean = memo.get(key)
+    if clean is None:
+        targets_ok, _excluded = eligible_targets(data, source)
+        groups = _target_groups(data, cfg, source, targets_ok, running, False, (source, None, ()))
+        clean = memo[key] = bool(groups) and not any(g.reasons for g in groups)
+    return clean
 
 
 def _without_node(found: list[Template], node: str) -> list[Template] | None:

@@ -101,7 +101,10 @@ class Volume:
 
 @dataclass(slots=True)
 class GuestConfig:
-    """The parts of a guest config that operations decisions depend on (a plain dataclass: parsed in bulk)."""
+    """The parts of a guest config that operations decisions depend on (a plain dataclass: parsed in bulk).
+
+    Key lists are tuples: read-only, and the empty ones (nearly all) are one shared object.
+    """
 
     vmid: int
     type: GuestType
@@ -116,13 +119,13 @@ class GuestConfig:
     agent_enabled: bool = False
     template: bool = False
     lock: str | None = None
-    tags: list[str] = field(default_factory=list)
+    tags: tuple[str, ...] = ()
     description: str | None = None
     volumes: list[Volume] = field(default_factory=list)
-    local_devices: Annotated[list[str], _doc("passthrough keys that pin the guest")] = field(default_factory=list)
+    local_devices: Annotated[tuple[str, ...], _doc("passthrough keys that pin the guest")] = ()
     mapped_devices: Annotated[dict[str, str], _doc("key -> resource mapping name")] = field(default_factory=dict)
-    ct_devices: Annotated[list[str], _doc("container device passthrough (devN)")] = field(default_factory=list)
-    raw_lxc_keys: list[str] = field(default_factory=list)
+    ct_devices: Annotated[tuple[str, ...], _doc("container device passthrough (devN)")] = ()
+    raw_lxc_keys: tuple[str, ...] = ()
     unprivileged: bool | None = None
     machine: str | None = None
     parent_snapshot: str | None = None
@@ -331,13 +334,13 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         agent_on,
         template,
         str(lock) if lock else None,
-        str(tags).replace(";", " ").replace(",", " ").split() if tags else [],
+        tuple(str(tags).replace(";", " ").replace(",", " ").split()) if tags else (),
         description,
         volumes,
-        sorted(local) if local else local,
+        tuple(sorted(local)) if local else (),
         mapped,
-        sorted(ct_devices) if ct_devices else ct_devices,
-        raw_lxc,
+        tuple(sorted(ct_devices)) if ct_devices else (),
+        tuple(raw_lxc) if raw_lxc else (),
         _flag(raw["unprivileged"]) if "unprivileged" in raw else None,
         machine,
         parent,
