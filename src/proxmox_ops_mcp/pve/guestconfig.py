@@ -197,11 +197,12 @@ def _volume_general(key: str, value: str, gtype: GuestType) -> Volume | None:
 def _build(key: str, volid: str, facts: _Facts) -> Volume:
     size, media_cdrom, mountpoint, shared, backup_off = facts
     host = volid[:1] == "/"
+    colon = volid.find(":")
     # positional, in field order: this runs for every volume of every guest
     return Volume(
         key,
         volid,
-        None if host or ":" not in volid else volid.partition(":")[0],
+        None if host or colon < 0 else volid[:colon],
         size,
         media_cdrom or volid == "cdrom",
         key[:6] == "unused",
@@ -248,10 +249,10 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     A table lookup per interesting key: it runs for every guest of the cluster.
     """
     volumes: list[Volume] = []
-    local: list[str] = []
     mapped: dict[str, str] = {}
-    ct_devices: list[str] = []
-    raw_lxc: list[str] = []
+    local: tuple[str, ...] = ()  # rare: grown by concatenation, so the common case allocates nothing
+    ct_devices: tuple[str, ...] = ()
+    raw_lxc: tuple[str, ...] = ()
     qemu = gtype == "qemu"
     get = raw.get
     if qemu:  # only volume and device keys need a look: find them in C, keep the config's order
@@ -276,12 +277,12 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
             if "mapping" in opts:
                 mapped[key] = opts["mapping"]
             else:
-                local.append(key)
+                local += (key,)
         elif not qemu and kind is None:
             if key.startswith("dev") and key[3:].isdigit():
-                ct_devices.append(key)
+                ct_devices += (key,)
             elif key.startswith("lxc.") or key == "lxc":
-                raw_lxc.append(key)
+                raw_lxc += (key,)
     # the common forms take a fast path; anything else goes through the general helpers
     cpu = get("cpu")
     if not cpu:
@@ -337,10 +338,10 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         tuple(str(tags).replace(";", " ").replace(",", " ").split()) if tags else (),
         description,
         volumes,
-        tuple(sorted(local)) if local else (),
+        tuple(sorted(local)) if len(local) > 1 else local,
         mapped,
-        tuple(sorted(ct_devices)) if ct_devices else (),
-        tuple(raw_lxc) if raw_lxc else (),
+        tuple(sorted(ct_devices)) if len(ct_devices) > 1 else ct_devices,
+        raw_lxc,
         _flag(raw["unprivileged"]) if "unprivileged" in raw else None,
         machine,
         parent,
