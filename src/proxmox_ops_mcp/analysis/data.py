@@ -127,6 +127,9 @@ class ClusterData:
         return [m for m in self.missing if not m.affects or area in m.affects]
 
 
+_validate_subject = Subject.__pydantic_validator__.validate_python  # validated, without the __init__ frame
+
+
 def guest_subject(data: ClusterData, vmid: int) -> Subject:
     """The guest as a finding's subject (one shared instance per guest and snapshot)."""
     memo = data.memo.setdefault("subjects", {})
@@ -134,11 +137,13 @@ def guest_subject(data: ClusterData, vmid: int) -> Subject:
     if subject is None:
         row = data.guests.get(vmid, {})
         name, node = row.get("name"), row.get("node")
-        subject = memo[vmid] = Subject(
-            kind="guest",
-            id=str(vmid),
-            name=None if name is None else str(name),
-            node=None if node is None else str(node),
+        subject = memo[vmid] = _validate_subject(
+            {
+                "kind": "guest",
+                "id": str(vmid),
+                "name": None if name is None else str(name),
+                "node": None if node is None else str(node),
+            }
         )
     return subject  # type: ignore[no-any-return]
 
