@@ -120,6 +120,13 @@ class ClusterData:
                 out[vmid] = res
         return out
 
+    @cached_property
+    def replication_by_guest(self) -> dict[int, list[Row]]:
+        out: dict[int, list[Row]] = {}
+        for job in self.replication_jobs:
+            out.setdefault(int(job.get("guest", 0)), []).append(job)
+        return out
+
     def ha_managed(self, vmid: int) -> Row | None:
         return self.ha_by_vmid.get(vmid)
 

@@ -119,22 +119,8 @@ def cpu_model(data: ClusterData, node: str) -> str | None:
     return str(model) if model else None
 
 
-def _replication_by_guest(data: ClusterData) -> dict[int, list[Row]]:
-    memo = data.memo.get("replication")
-    if memo is None:
-        memo = {}
-        for job in data.replication_jobs:
-            memo.setdefault(int(job.get("guest", 0)), []).append(job)
-        data.memo["replication"] = memo
-    return memo
-
-
 def replication_jobs_of(data: ClusterData, vmid: int) -> list[Row]:
-    return list(_replication_by_guest(data).get(vmid, []))
-
-
-def _replicated(data: ClusterData, vmid: int) -> bool:
-    return vmid in _replication_by_guest(data)
+    return list(data.replication_by_guest.get(vmid, []))
 
 
 def eligible_targets(
@@ -474,8 +460,10 @@ def _situation(
         return None
     status = row.get("status", "unknown")
     gtype = row.get("type", "qemu")
-    if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or _replicated(data, vmid):
+    if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or vmid in data.replication_by_guest:
         return None
+    if allowed is None and not denied:  # the health check's case, without the helper call
+        return (_shape(data, cfg), gtype, str(status), allow_downtime, (str(row.get("node", "")), None, ()))
     return (_shape(data, cfg), gtype, str(status), allow_downtime, _targets_key(row, allowed, denied))
 
 
