@@ -75,6 +75,7 @@ def test_schedule_intervals(schedule: str, seconds: float | None) -> None:
         ({}, 100, "pve1", False),
         ({"all": 0, "exclude": "100"}, 101, "pve1", False),
         ({"all": "bogus"}, 100, "pve1", False),  # malformed: covers nobody, no traceback
+        ({"vmid": "100,²,x"}, 100, "pve1", True),  # digits int() refuses are skipped, not a traceback
         ({"vmid": "100", "pool": "prod"}, 100, "pve1", True),  # an explicit list wins over the pool
         ({"all": 1, "node": "pve1"}, 100, None, True),  # node unknown: the node filter cannot exclude
     ],

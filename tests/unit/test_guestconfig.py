@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from proxmox_ops_mcp.pve.guestconfig import (
     REDACTED,
     _volume,
@@ -181,3 +184,56 @@ def test_volume_fast_path_matches_the_general_parser() -> None:
             for gtype in ("qemu", "lxc"):
                 fast, general = _volume(key, value, gtype), _volume_general(key, value, gtype)  # type: ignore[arg-type]
                 assert fast == general, (key, value, gtype)
+
+
+_KEYS = [
+    *[
+        "name",
+        "hostname",
+        "memory",
+        "balloon",
+        "cores",
+        "sockets",
+        "vcpus",
+        "cpu",
+        "agent",
+        "onboot",
+        "template",
+        "tags",
+        "lock",
+        "description",
+    ],
+    *[
+        "machine",
+        "parent",
+        "vmstate",
+        "digest",
+        "unprivileged",
+        "scsi0",
+        "ide2",
+        "efidisk0",
+        "unused0",
+        "rootfs",
+        "mp0",
+        "hostpci0",
+        "usb0",
+    ],
+    *["serial0", "dev0", "lxc.mount.entry"],
+]
+_VALUES = st.one_of(
+    st.text(),
+    st.text(alphabet="0123456789²³١٢,=:;/ KMGTP.").map(str.strip),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.none(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.one_of(st.sampled_from(_KEYS), st.text(max_size=8)), _VALUES, max_size=12))
+def test_any_config_parses_without_a_traceback(raw: dict) -> None:  # type: ignore[type-arg]
+    """Config values are cluster data, so possibly hostile: the parser falls back to defaults instead of raising."""
+    for gtype in ("qemu", "lxc"):
+        cfg = parse_guest_config(raw, 100, gtype)  # type: ignore[arg-type]
+        assert cfg.vmid == 100 and isinstance(cfg.memory_mib, int) and isinstance(cfg.vcpus, int)

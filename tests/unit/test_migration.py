@@ -254,6 +254,7 @@ def test_ha_membership_follows_the_guest_type_and_ignores_ignored() -> None:
             {"sid": "ct:102", "state": "started"},
             {"sid": "vm:103", "state": "ignored"},
             {"sid": "vm:0104", "state": "started"},  # not PVE's spelling of a sid
+            {"sid": "vm:²", "state": "started"},  # not a number int() takes: skipped
             {"sid": "vm:105", "state": "started"},  # no such guest: a VM sid still counts
         ],
     )

@@ -24,7 +24,7 @@ _FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
 
 @lru_cache(maxsize=256)
 def _id_set(text: str) -> frozenset[int]:
-    return frozenset(int(v) for v in re.split(r"[,;\s]+", text) if v.isdigit())
+    return frozenset(int(v) for v in re.split(r"[,;\s]+", text) if v.isdecimal())
 
 
 def _ids(text: Any) -> frozenset[int]:
@@ -274,7 +274,7 @@ def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue
         log = data.task_logs.get(str(task.get("upid")), [])
         failed = sorted({int(m.group(1)) for line in log for m in [_FAILED_VM.search(line)] if m})
-        if tid.isdigit():
+        if tid.isdecimal():
             failed = failed or [int(tid)]
         jobs = sorted(
             {

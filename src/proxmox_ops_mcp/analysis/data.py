@@ -112,7 +112,7 @@ class ClusterData:
         out = {}
         for sid, res in self.ha_by_sid.items():
             prefix, _, num = str(sid).partition(":")
-            if res.get("state") == "ignored" or not num.isdigit() or num != str(int(num)):
+            if res.get("state") == "ignored" or not num.isdecimal() or num != str(int(num)):
                 continue
             vmid = int(num)
             row = self.guests.get(vmid)

@@ -43,7 +43,7 @@ _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024*
 def parse_size(text: str) -> int | None:
     """PVE disk size notation ('32G', '2708862K', '4M') to bytes; None when unparseable."""
     unit = _UNITS.get(text[-1:].upper()) if text else None
-    if unit is not None and text[:-1].isdigit():  # the common form, without the regex
+    if unit is not None and text[:-1].isdecimal():  # the common form, without the regex
         return int(text[:-1]) * unit
     m = _SIZE.match(text.strip())
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()]) if m else None
@@ -220,7 +220,7 @@ def _memory(raw: Any, default: int) -> int:
     if isinstance(raw, int):
         return raw
     text = str(raw)
-    if text.isdigit():
+    if text.isdecimal():
         return int(text)
     opts = parse_property_string(text, "current")
     try:
@@ -232,7 +232,7 @@ def _memory(raw: Any, default: int) -> int:
 def _int(value: Any, default: int) -> int:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
 
 
@@ -278,7 +278,7 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
                 mapped[key] = opts["mapping"]
             else:
                 local += (key,)
-        elif not qemu and kind is None:
+        elif not qemu and kind is None and key[:1] in ("d", "l"):
             if key.startswith("dev") and key[3:].isdigit():
                 ct_devices += (key,)
             elif key.startswith("lxc.") or key == "lxc":
@@ -319,7 +319,12 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         else _flag(parse_property_string(str(agent_raw), "enabled").get("enabled", "0"))
     )
     memory = get("memory")
-    memory_mib = memory if type(memory) is int else _memory(memory, 512)
+    if type(memory) is int:
+        memory_mib = memory
+    elif type(memory) is str and memory.isdecimal():  # PVE often answers numbers as strings
+        memory_mib = int(memory)
+    else:
+        memory_mib = _memory(memory, 512)
     # positional, in field order (keywords cost twice as much here; the test suite checks the mapping)
     return GuestConfig(
         vmid,
