@@ -7,6 +7,7 @@ concurrent reads and records every read that failed in ``missing``, which become
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -60,7 +61,8 @@ class ClusterData:
     agent: dict[int, bool] = field(default_factory=dict)  # vmid -> agent answered
     preconditions: dict[int, Row] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
-    memo: dict[str, Any] = field(default_factory=dict, repr=False)  # derived lookup tables, built on first use
+    # derived lookup tables, built on first use; a missing table is an empty dict (no throwaway {} per lookup)
+    memo: defaultdict[str, Any] = field(default_factory=lambda: defaultdict(dict), repr=False)
 
     # ------------------------------------------------------------ derived views (computed once)
 
@@ -139,7 +141,7 @@ _validate_subject = Subject.__pydantic_validator__.validate_python  # validated,
 
 def guest_subject(data: ClusterData, vmid: int) -> Subject:
     """The guest as a finding's subject (one shared instance per guest and snapshot)."""
-    memo = data.memo.setdefault("subjects", {})
+    memo = data.memo["subjects"]
     subject = memo.get(vmid)
     if subject is None:
         row = data.guests.get(vmid, {})

@@ -83,7 +83,7 @@ def _reason(code: str, blocking: bool, detail: str, keys: list[str] | None = Non
 
 
 def storage_shared(data: ClusterData, storage: str) -> bool:
-    memo = data.memo.setdefault("shared", {})
+    memo = data.memo["shared"]
     if storage not in memo:
         cfg = data.storage_defs.get(storage)
         memo[storage] = cfg is not None and (bool(int(cfg.get("shared", 0) or 0)) or cfg.get("type") in _SHARED_TYPES)
@@ -91,7 +91,7 @@ def storage_shared(data: ClusterData, storage: str) -> bool:
 
 
 def storage_on(data: ClusterData, storage: str, node: str) -> bool:
-    memo = data.memo.setdefault("storage_on", {})
+    memo = data.memo["storage_on"]
     key = (storage, node)
     if key not in memo:
         cfg = data.storage_defs.get(storage)
@@ -127,7 +127,7 @@ def eligible_targets(
     data: ClusterData, source: str, allowed: list[str] | None = None, denied: list[str] | None = None
 ) -> tuple[list[str], dict[str, str]]:
     """Nodes a guest may be sent to, and why the others are excluded (shared results: do not mutate)."""
-    memo = data.memo.setdefault("eligible", {})
+    memo = data.memo["eligible"]
     key = (source, tuple(allowed) if allowed is not None else None, tuple(denied or ()))
     if key in memo:
         return memo[key]  # type: ignore[no-any-return]  # shared, read-only
@@ -260,7 +260,7 @@ def _guest_reasons(data: ClusterData, cfg: GuestConfig, running: bool) -> tuple[
 
 
 def _available_storages(data: ClusterData, node: str) -> frozenset[str]:
-    memo = data.memo.setdefault("avail", {})
+    memo = data.memo["avail"]
     if node not in memo:
         memo[node] = frozenset(s for s in data.storage_defs if storage_on(data, s, node))
     return frozenset(memo[node])
@@ -268,7 +268,7 @@ def _available_storages(data: ClusterData, node: str) -> frozenset[str]:
 
 def _node_classes(data: ClusterData, nodes: list[str]) -> list[tuple[str | None, frozenset[str], list[str]]]:
     """Targets grouped by what decides a verdict: CPU model and the storages available there."""
-    memo = data.memo.setdefault("classes", {})
+    memo = data.memo["classes"]
     key = tuple(nodes)
     if key not in memo:
         groups: dict[tuple[str | None, frozenset[str]], list[str]] = {}
@@ -299,7 +299,7 @@ def _target_groups(
         if cfg.type == "qemu" and running
         else []
     )
-    memo = data.memo.setdefault("groups", {})
+    memo = data.memo["groups"]
     memo_key = (storages, check_cpu, targets_key)
     if not jobs and not per_node and memo_key in memo:
         # node lists are shared between guests and never mutated; reasons are copied (PVE comparison appends)
@@ -507,7 +507,7 @@ def _assess(
             memory_bytes=cfg.memory_bytes,
             reasons=[_reason("MIGRATE_NOT_PROVABLE", True, detail="the guest's state is unknown (node unreachable)")],
         )
-    shared = data.memo.setdefault("verdicts", {})
+    shared = data.memo["verdicts"]
     if situation is not None and situation in shared:
         # a guest alike in every respect the verdict reads: share its (read-only) answer
         verdict, local_bytes, reasons, targets = shared[situation]
@@ -568,7 +568,7 @@ def _shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     for disks a move would copy (not on shared storage). The CPU type stands in for "is it
     host": a finer key only shares less. Built for every guest, so plain loops, no generators.
     """
-    shared = data.memo.setdefault("shared", {})
+    shared = data.memo["shared"]
     volumes: list[tuple[object, ...]] = []
     for v in cfg.volumes:
         storage = v.storage
@@ -635,7 +635,7 @@ def analyze_migratability(
     """
     out: list[Finding] = []
     answers: list[Migratability] = []
-    templates: dict[tuple[object, ...], list[Template]] = data.memo.setdefault("finding_templates", {})
+    templates: dict[tuple[object, ...], list[Template]] = data.memo["finding_templates"]
     ha_of = data.ha_by_vmid
     for vmid in vmids if vmids is not None else data.guest_ids:
         ha = vmid in ha_of
@@ -680,7 +680,7 @@ def _node_free_templates(
         return None  # target restrictions: not the health check's question
     if not _targets_clean(data, data.parsed[vmid], str(targets_key[0]), status == "running"):
         return None
-    memo: dict[tuple[object, ...], list[Template] | None] = data.memo.setdefault("node_free_templates", {})
+    memo: dict[tuple[object, ...], list[Template] | None] = data.memo["node_free_templates"]
     free_key = (shape, gtype, status, downtime, ha)
     if free_key not in memo:
         m = _assess(data, vmid, None, None, downtime, situation)
@@ -692,7 +692,7 @@ def _targets_clean(data: ClusterData, cfg: GuestConfig, source: str, running: bo
     """Whether every eligible target takes this guest alike and without a reason (memoised per storages)."""
     storages = tuple(sorted({v.storage for v in cfg.volumes if v.storage and not v.empty_drive}))
     check_cpu = cfg.type == "qemu" and running and cfg.cpu_host
-    memo: dict[tuple[object, ...], bool] = data.memo.setdefault("clean_targets", {})
+    memo: dict[tuple[object, ...], bool] = data.memo["clean_targets"]
     key = (storages, check_cpu, source)
     clean = memo.get(key)
     if clean is None:
