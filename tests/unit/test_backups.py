@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxmox_ops_mcp.analysis.backups import analyze_backups, job_covers
 from proxmox_ops_mcp.analysis.data import Missing
@@ -211,3 +213,33 @@ def test_retention_excluded_disks_and_orphans() -> None:
 
 def test_empty_cluster() -> None:
     assert analyze_backups(data(), T) == []
+
+
+_JOB = st.fixed_dictionaries(
+    {"enabled": st.sampled_from([0, 1])},
+    optional={
+        "all": st.sampled_from([0, 1]),
+        "exclude": st.sets(st.integers(100, 106)).map(lambda s: ",".join(map(str, sorted(s)))),
+        "vmid": st.sets(st.integers(100, 106)).map(lambda s: ",".join(map(str, sorted(s)))),
+        "pool": st.just("prod"),
+        "node": st.sampled_from(["pve1", "pve2"]),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_JOB, max_size=4), st.lists(st.sampled_from(["pve1", "pve2"]), min_size=7, max_size=7))
+def test_coverage_matches_each_jobs_own_selection(jobs: list[dict], nodes: list[str]) -> None:  # type: ignore[type-arg]
+    """Guests no job lists share their node's answer: the report must equal asking every job per guest."""
+    jobs = [dict(DAILY, id=f"job{i}", **job) for i, job in enumerate(jobs)]
+    guests = [guest_row(100 + i, node) for i, node in enumerate(nodes)]
+    d = _data(guests, [backup_row(100 + i, "pbs", HOUR, "ok") for i in range(7)], jobs)
+    found = {f.subject.id: f for f in analyze_backups(d, T) if f.code == "BACKUP_NOT_SCHEDULED"}
+    for g in guests:
+        verdicts = [(job_covers(j, g["vmid"], g["node"]), bool(j["enabled"])) for j in jobs]
+        enabled = any(c and on for c, on in verdicts)
+        maybe = any(c is None for c, _on in verdicts)
+        assert (str(g["vmid"]) in found) == (not enabled and not maybe), (g, jobs)
+        if str(g["vmid"]) in found:
+            disabled = [j["id"] for j, (c, on) in zip(jobs, verdicts, strict=True) if c and not on]
+            assert found[str(g["vmid"])].evidence["covered_only_by_disabled"] == disabled

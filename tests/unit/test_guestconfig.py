@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from proxmox_ops_mcp.pve.guestconfig import (
     REDACTED,
+    _flag,
     _volume,
     _volume_general,
     parse_guest_config,
@@ -115,6 +116,11 @@ def test_fast_paths_read_every_form_alike() -> None:
     broken = parse_guest_config({"cores": None, "sockets": "many"}, 300, "qemu")
     assert (broken.cores, broken.sockets, broken.vcpus) == (1, 1, 1)
     assert parse_guest_config({"cores": 4, "sockets": 2}, 301, "lxc").vcpus == 4  # containers have no sockets
+    for value in (1, "1", 0, "0", None, True, False, 1.0, "yes", "on", "true", " 1 ", "no", 2, "", [1]):
+        cfg = parse_guest_config({"onboot": value, "agent": value}, 300, "qemu")
+        assert (cfg.onboot, cfg.agent_enabled) == (_flag(value), _flag(value)), value
+    for agent, on in (("enabled=1,fstrim_cloned_disks=1", True), ("1,type=virtio", True), ("enabled=0", False)):
+        assert parse_guest_config({"agent": agent}, 300, "qemu").agent_enabled is on, agent
 
 
 def test_every_field_comes_from_its_key() -> None:

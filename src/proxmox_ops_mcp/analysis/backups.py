@@ -108,6 +108,9 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
             orphans[vmid].append(b)
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
     jobs = [(1 << i, _enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
+    # a vmid no job lists (by vmid or exclude) is covered alike on its node: one answer per node
+    listed = {v for _bit, _on, sel, _job in jobs for ids in (sel.ids, sel.excluded) if ids for v in ids}
+    by_node: dict[str | None, tuple[int, int, bool]] = {}
     policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs -> policy
     storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
     for vmid in data.guest_ids:
@@ -115,17 +118,13 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         if g.get("template"):
             continue
         node = g.get("node")
-        on_mask = off_mask = 0
-        unknown = False
-        for bit, on, sel, _job in jobs:
-            covered = covers(sel, vmid, node)
-            if covered is None:
-                unknown = True
-            elif covered:
-                if on:
-                    on_mask |= bit
-                else:
-                    off_mask |= bit
+        if vmid in listed:
+            on_mask, off_mask, unknown = _coverage(jobs, vmid, node)
+        else:
+            masks = by_node.get(node)
+            if masks is None:
+                masks = by_node[node] = _coverage(jobs, _UNLISTED, node)
+            on_mask, off_mask, unknown = masks
         policy = policies.get(on_mask)
         if policy is None:
             policy = policies[on_mask] = _policy([j for bit, _on, _sel, j in jobs if on_mask & bit], t, unreadable)
@@ -216,6 +215,25 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+_UNLISTED = -1  # a vmid no job can name (job vmid lists hold non-negative numbers only)
+
+
+def _coverage(jobs: list[tuple[int, bool, Selection, Row]], vmid: int, node: str | None) -> tuple[int, int, bool]:
+    """Bitmasks of the enabled and the disabled jobs covering a guest, and whether a pool job might."""
+    on_mask = off_mask = 0
+    unknown = False
+    for bit, on, sel, _job in jobs:
+        covered = covers(sel, vmid, node)
+        if covered is None:
+            unknown = True
+        elif covered:
+            if on:
+                on_mask |= bit
+            else:
+                off_mask |= bit
+    return on_mask, off_mask, unknown
 
 
 def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str]) -> _Policy:

@@ -313,11 +313,11 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         parent = str(raw["parent"]) if get("parent") else None
         hibernated = bool(get("vmstate"))
     agent_raw = get("agent", 0)
-    agent_on = (
-        _flag(agent_raw)
-        if agent_raw in (0, 1, "0", "1")
-        else _flag(parse_property_string(str(agent_raw), "enabled").get("enabled", "0"))
-    )
+    if agent_raw in (0, 1, "0", "1"):  # the common forms, as _flag reads them
+        agent_on = agent_raw in (1, "1")
+    else:
+        agent_on = _flag(parse_property_string(str(agent_raw), "enabled").get("enabled", "0"))
+    onboot = get("onboot", 0)
     memory = get("memory")
     if type(memory) is int:
         memory_mib = memory
@@ -336,7 +336,7 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         sockets,
         balloon,
         cpu_type,
-        _flag(get("onboot", 0)),
+        onboot in (1, "1") or (onboot not in (0, "0", None) and _flag(onboot)),
         agent_on,
         template,
         str(lock) if lock else None,
