@@ -82,31 +82,8 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                         )
                     )
         rows = snapshots.get(vmid)
-        snaps = [s for s in rows if s.get("name") != "current"] if rows else []
-        old = [s for s in snaps if s.get("snaptime") and data.now - int(s["snaptime"]) > t.snapshot_age_days * 86400]
-        if old:
-            oldest = min(int(s["snaptime"]) for s in old)
-            out.append(
-                finding(
-                    "SNAPSHOT_OLD",
-                    guest_subject(data, vmid),
-                    f"{vmid} ({g.get('name')}) has {len(old)} snapshot(s) older than "
-                    f"{t.snapshot_age_days:.0f} days (oldest {(data.now - oldest) / 86400:.0f} days)",
-                    {
-                        "snapshots": [s.get("name") for s in old],
-                        "oldest_age_days": round((data.now - oldest) / 86400, 1),
-                    },
-                )
-            )
-        if len(snaps) > t.snapshot_count:
-            out.append(
-                finding(
-                    "SNAPSHOT_COUNT_HIGH",
-                    guest_subject(data, vmid),
-                    f"{vmid} ({g.get('name')}) has {len(snaps)} snapshots",
-                    {"count": len(snaps), "threshold": t.snapshot_count},
-                )
-            )
+        if rows:
+            out += _snapshot_findings(data, t, vmid, g, rows)
         if agent.get(vmid) is False:
             out.append(
                 finding(
@@ -123,4 +100,34 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                     f"{vmid} ({g.get('name')}) is running but will not start after a node reboot (onboot unset)",
                 )
             )
+    return out
+
+
+def _snapshot_findings(data: ClusterData, t: Thresholds, vmid: int, g: Row, rows: list[Row]) -> list[Finding]:
+    out: list[Finding] = []
+    snaps = [s for s in rows if s.get("name") != "current"]
+    old = [s for s in snaps if s.get("snaptime") and data.now - int(s["snaptime"]) > t.snapshot_age_days * 86400]
+    if old:
+        oldest = min(int(s["snaptime"]) for s in old)
+        out.append(
+            finding(
+                "SNAPSHOT_OLD",
+                guest_subject(data, vmid),
+                f"{vmid} ({g.get('name')}) has {len(old)} snapshot(s) older than "
+                f"{t.snapshot_age_days:.0f} days (oldest {(data.now - oldest) / 86400:.0f} days)",
+                {
+                    "snapshots": [s.get("name") for s in old],
+                    "oldest_age_days": round((data.now - oldest) / 86400, 1),
+                },
+            )
+        )
+    if len(snaps) > t.snapshot_count:
+        out.append(
+            finding(
+                "SNAPSHOT_COUNT_HIGH",
+                guest_subject(data, vmid),
+                f"{vmid} ({g.get('name')}) has {len(snaps)} snapshots",
+                {"count": len(snaps), "threshold": t.snapshot_count},
+            )
+        )
     return out
