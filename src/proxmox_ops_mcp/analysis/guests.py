@@ -81,10 +81,10 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                             },
                         )
                     )
-        rows = snapshots.get(vmid)
+        rows = snapshots.get(vmid) if snapshots else None
         if rows:
             out += _snapshot_findings(data, t, vmid, g, rows)
-        if agent.get(vmid) is False:
+        if agent and agent.get(vmid) is False:
             out.append(
                 finding(
                     "GUEST_AGENT_NOT_RUNNING",
