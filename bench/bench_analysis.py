@@ -12,16 +12,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from payload import cluster_payload
 
 from proxmox_ops_mcp.analysis.data import ClusterData
 from proxmox_ops_mcp.analysis.health import AREAS, diagnose
 from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from pvesim.payload import cluster_payload
 
 
 def to_data(loaded: dict) -> ClusterData:  # type: ignore[type-arg]

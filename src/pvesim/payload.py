@@ -1,7 +1,7 @@
-"""Build the raw API payloads of a generated cluster by calling pvesim's handlers in-process.
+"""The raw API payloads of a generated cluster, rendered by pvesim's own handlers in-process.
 
-The result has the same shape the collector produces from HTTPS reads (it is rendered by the same
-pvesim code), without spending minutes on 10,000 config requests before a benchmark.
+They have the shape the diagnostics collector gathers over HTTPS (the same handlers answer both),
+without 10,000 config requests first: for the analysis benchmark and the health report snapshot.
 """
 
 from __future__ import annotations
