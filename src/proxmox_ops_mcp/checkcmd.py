@@ -82,7 +82,10 @@ def render(report: Report, color: bool) -> str:
         f"INFO:     {c.info}",
     ]
     if not report.complete:
-        lines += ["", "NOTE: some data could not be read (see DATA sections); this is not a clean bill of health."]
+        lines += [
+            "",
+            "NOTE: some data could not be read or analysed (see DATA sections); this is not a clean bill of health.",
+        ]
     return "\n".join(lines) + "\n"
 
 

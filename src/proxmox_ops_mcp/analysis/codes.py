@@ -33,6 +33,16 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
     ),
     (
         "data",
+        "ANALYSIS_FAILED",
+        "warning",
+        "An area could not be analysed",
+        "The cluster answered with a value of an unexpected type or form (text where a number belongs, "
+        "a list where a name belongs), and the area's checks stopped there. Its findings are incomplete; "
+        "the other areas are reported as usual.",
+        "Look at the value named in the evidence. If PVE returned it, report it with the PVE version.",
+    ),
+    (
+        "data",
         "CHECK_SKIPPED",
         "info",
         "A check was limited on purpose",

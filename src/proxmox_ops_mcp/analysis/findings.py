@@ -105,7 +105,9 @@ class Report(BaseModel):
 
     area: str
     status: Literal["ok", "info", "warning", "critical"] = Field(description="worst severity found")
-    complete: bool = Field(description="false when some data could not be read (see DATA_INCOMPLETE findings)")
+    complete: bool = Field(
+        description="false when some data could not be read or analysed (see DATA_INCOMPLETE, ANALYSIS_FAILED)"
+    )
     counts: Counts
     by_code: dict[str, int] = Field(default_factory=dict)
     findings: list[Finding]
@@ -128,10 +130,10 @@ def make_report(area: str, findings: list[Finding], checked: list[str], limit: i
         by_area.setdefault(CODES[code].area, dict.fromkeys(Severity, 0))[severity] += n
     worst = ranked[0].severity.value if ranked else "ok"
     shown = ranked if limit is None else ranked[:limit]
-    complete = "DATA_INCOMPLETE" not in by_code
+    complete = "DATA_INCOMPLETE" not in by_code and "ANALYSIS_FAILED" not in by_code
     total = Counts(**{s.value: n for s, n in counts.items()})
     summary = f"{total.critical} critical, {total.warning} warning, {total.info} info" + (
-        "" if complete else "; INCOMPLETE: some data could not be read"
+        "" if complete else "; INCOMPLETE: some data could not be read or analysed"
     )
     return Report(
         area=area,

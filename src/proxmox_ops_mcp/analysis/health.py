@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from proxmox_ops_mcp.analysis.backups import analyze_backups
 from proxmox_ops_mcp.analysis.capacity import analyze_nodes, analyze_storage
 from proxmox_ops_mcp.analysis.cluster import analyze_cluster, analyze_ha
 from proxmox_ops_mcp.analysis.data import ClusterData, incomplete_findings
-from proxmox_ops_mcp.analysis.findings import Finding, Report, make_report
+from proxmox_ops_mcp.analysis.findings import Finding, Report, Subject, finding, make_report
 from proxmox_ops_mcp.analysis.guests import analyze_guests
 from proxmox_ops_mcp.analysis.migration import analyze_migratability
 from proxmox_ops_mcp.analysis.operations import (
@@ -22,6 +23,10 @@ from proxmox_ops_mcp.analysis.replication import analyze_replication
 from proxmox_ops_mcp.analysis.thresholds import Thresholds
 
 Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
+log = logging.getLogger(__name__)
+# what a value of the wrong type or form raises in the analysis (a number that is not one, a list
+# where a name belongs, a missing key); anything else is a bug and propagates
+_MALFORMED = (ArithmeticError, AttributeError, LookupError, TypeError, ValueError)
 
 AREAS: dict[str, Analyzer] = {
     "cluster": lambda d, t: analyze_cluster(d),
@@ -48,7 +53,11 @@ def diagnose(
     chosen = areas or list(AREAS)
     findings: list[Finding] = []
     for area in chosen:
-        findings += AREAS[area](data, t)
+        try:
+            findings += AREAS[area](data, t)
+        except _MALFORMED as exc:  # one area's bad data must not cost the whole report, nor pass silently
+            log.warning("analysis of %s failed on cluster data", area, exc_info=True)
+            findings.append(_failed(area, exc))
     seen: set[str] = set()
     for area in chosen:
         for f in incomplete_findings(data, area):
@@ -56,3 +65,13 @@ def diagnose(
                 seen.add(f.subject.id)
                 findings.append(f)
     return make_report(name, findings, chosen, limit)
+
+
+def _failed(area: str, exc: Exception) -> Finding:
+    detail = str(exc)[:200]  # cluster text may be in it: evidence, not the message
+    return finding(
+        "ANALYSIS_FAILED",
+        Subject(kind="data", id=f"analysis/{area}"),
+        f"the {area} checks stopped on a value of unexpected type or form ({type(exc).__name__})",
+        {"area": area, "error_type": type(exc).__name__, "error": detail},
+    )

@@ -1,0 +1,87 @@
+"""Cluster data of an unexpected type or form: an area that cannot analyse it says so, the others still report."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxmox_ops_mcp.analysis.data import ClusterData
+from proxmox_ops_mcp.analysis.findings import Severity
+from proxmox_ops_mcp.analysis.health import AREAS, diagnose
+from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from pvesim.payload import cluster_payload
+from tests.unit.pve_fixtures import HOUR, backup_row, cluster_status, data, guest_row, node_row
+
+T = Thresholds()
+JOB = {"id": "daily", "schedule": "21:00", "storage": "pbs", "all": 1, "enabled": 1, "prune-backups": "keep-last=3"}
+
+
+def test_an_area_that_cannot_read_its_data_reports_it_and_the_others_still_run() -> None:
+    bad = backup_row(100, "pbs", HOUR, "ok")
+    bad["ctime"] = "yesterday"  # not a number
+    d = data(
+        cluster_status=cluster_status({"pve1": True}),
+        resources=[node_row("pve1"), guest_row(100, "pve1", lock="backup")],
+        backup_jobs=[JOB],
+        backups=[bad],
+        backup_storages_read=["pbs"],
+    )
+    report = diagnose(d, T, limit=None)
+    failed = [f for f in report.findings if f.code == "ANALYSIS_FAILED"]
+    assert [f.evidence["area"] for f in failed] == ["backups"] and failed[0].severity is Severity.WARNING
+    assert failed[0].evidence["error_type"] == "ValueError" and "yesterday" in failed[0].evidence["error"]
+    assert "yesterday" not in failed[0].message  # cluster text stays in the evidence
+    assert report.complete is False and "INCOMPLETE" in report.summary
+    assert "GUEST_LOCK_STUCK" in report.by_code  # the guests area still ran
+
+
+_FROZEN = 1796300000.0
+_HOSTILE = st.sampled_from(["x", "²", "", None, True, -1, 1e300, float("inf"), [], {}, [1], {"a": 1}])
+
+
+@pytest.fixture(scope="module")
+def wire() -> dict:  # type: ignore[type-arg]
+    real = time.time
+    time.time = lambda: _FROZEN  # the generated ages are relative to the simulator's clock
+    try:
+        _cluster, payload = cluster_payload(30, nodes=3, seed=2)
+    finally:
+        time.time = real
+    return json.loads(json.dumps(payload))  # type: ignore[no-any-return]
+
+
+def _rows(w: dict) -> list[dict]:  # type: ignore[type-arg]
+    """Every API row (a dict) in the payload, however deeply listed."""
+    out: list[dict] = []  # type: ignore[type-arg]
+    stack: list[object] = list(w.values())
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            out.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_no_malformed_value_makes_the_health_check_raise(wire: dict, draw: st.DataObject) -> None:  # type: ignore[type-arg]
+    w = copy.deepcopy(wire)
+    for _ in range(draw.draw(st.integers(1, 3))):
+        rows = [r for r in _rows(w) if r]
+        row = draw.draw(st.sampled_from(rows))
+        row[draw.draw(st.sampled_from(sorted(row)))] = draw.draw(_HOSTILE)
+    try:
+        d = ClusterData(**{**w, "configs": {int(k): v for k, v in w["configs"].items()}})
+    except (TypeError, ValueError):
+        return  # the payload itself lost its shape (a config key that is no vmid): the collector's concern
+    report = diagnose(d, T, limit=None)
+    failed = {f.evidence["area"] for f in report.findings if f.code == "ANALYSIS_FAILED"}
+    assert failed <= set(AREAS)
+    assert not failed or report.complete is False  # a stopped area is never a clean bill of health
