@@ -7,6 +7,17 @@ from __future__ import annotations
 
 import re
 
+# What reading a value of unexpected type or form raises (int("x"), .get on a string, a missing key).
+# Cluster data can be malformed (a proxy, a plugin, a damaged config): reports and tools name it as
+# such instead of passing the raw exception text on. Anything else is a bug and propagates.
+MALFORMED_VALUE_ERRORS: tuple[type[Exception], ...] = (
+    ArithmeticError,
+    AttributeError,
+    LookupError,
+    TypeError,
+    ValueError,
+)
+
 _PERM = re.compile(r"Permission check failed \((?P<path>[^,]+), (?P<priv>[^)]+)\)")
 
 # Which built-in role grants a privilege, for actionable permission errors.

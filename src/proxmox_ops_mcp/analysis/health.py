@@ -21,12 +21,10 @@ from proxmox_ops_mcp.analysis.operations import (
 )
 from proxmox_ops_mcp.analysis.replication import analyze_replication
 from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from proxmox_ops_mcp.errors import MALFORMED_VALUE_ERRORS
 
 Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
 log = logging.getLogger(__name__)
-# what a value of the wrong type or form raises in the analysis (a number that is not one, a list
-# where a name belongs, a missing key); anything else is a bug and propagates
-_MALFORMED = (ArithmeticError, AttributeError, LookupError, TypeError, ValueError)
 
 AREAS: dict[str, Analyzer] = {
     "cluster": lambda d, t: analyze_cluster(d),
@@ -55,7 +53,7 @@ def diagnose(
     for area in chosen:
         try:
             findings += AREAS[area](data, t)
-        except _MALFORMED as exc:  # one area's bad data must not cost the whole report, nor pass silently
+        except MALFORMED_VALUE_ERRORS as exc:  # one area's bad data must not cost the whole report, nor pass silently
             log.warning("analysis of %s failed on cluster data", area, exc_info=True)
             findings.append(_failed(area, exc))
     seen: set[str] = set()

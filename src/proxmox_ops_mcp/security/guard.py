@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from proxmox_ops_mcp.errors import PveError, advice
+from proxmox_ops_mcp.errors import MALFORMED_VALUE_ERRORS, PveError, advice
 from proxmox_ops_mcp.pve.ids import InvalidIdentifier
 from proxmox_ops_mcp.security.audit import redact_params
 from proxmox_ops_mcp.security.tokens import TokenRefused
@@ -95,6 +95,14 @@ def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
         except ToolError as exc:
             audit("failed", error=str(exc))
             raise
+        except MALFORMED_VALUE_ERRORS as exc:
+            log.exception("tool %s crashed", op.name)
+            audit("crashed", error_type=type(exc).__name__)
+            raise ToolError(
+                f"{op.name} stopped on an unexpected {type(exc).__name__}: a value of unexpected type or form in "
+                "the cluster's answer, or a bug. The server log has the traceback."
+                + (" Check the guest's state before repeating a write." if op.is_write else "")
+            ) from None
         except Exception:
             log.exception("tool %s crashed", op.name)
             audit("crashed")
