@@ -67,8 +67,28 @@ class ClusterData:
     # ------------------------------------------------------------ derived views (computed once)
 
     @cached_property
+    def _by_type(self) -> tuple[dict[int, Row], list[Row], set[int]]:
+        """Guest rows by vmid, node rows and container vmids, in one pass over /cluster/resources."""
+        guests: dict[int, Row] = {}
+        nodes: list[Row] = []
+        containers: set[int] = set()
+        for r in self.resources:
+            kind = r.get("type")
+            if kind == "qemu":
+                vmid = int(r["vmid"])
+                guests[vmid] = r
+                containers.discard(vmid)  # the last row of a vmid wins, as in the guest table
+            elif kind == "lxc":
+                vmid = int(r["vmid"])
+                guests[vmid] = r
+                containers.add(vmid)
+            elif kind == "node":
+                nodes.append(r)
+        return guests, nodes, containers
+
+    @cached_property
     def guests(self) -> dict[int, Row]:
-        return {int(r["vmid"]): r for r in self.resources if r.get("type") in ("qemu", "lxc")}
+        return self._by_type[0]
 
     @cached_property
     def guest_ids(self) -> list[int]:
@@ -78,7 +98,7 @@ class ClusterData:
     @cached_property
     def nodes(self) -> dict[str, Row]:
         """Node rows from /cluster/resources, completed with /cluster/status membership."""
-        out = {r["node"]: dict(r) for r in self.resources if r.get("type") == "node"}
+        out = {r["node"]: dict(r) for r in self._by_type[1]}
         for r in self.cluster_status:
             if r.get("type") == "node":
                 row = out.setdefault(r["name"], {"node": r["name"], "type": "node"})
@@ -94,9 +114,9 @@ class ClusterData:
     @cached_property
     def parsed(self) -> dict[int, GuestConfig]:
         out = {}
+        guests, _nodes, containers = self._by_type
         for vmid, raw in self.configs.items():
-            row = self.guests.get(vmid)
-            lxc = row["type"] == "lxc" if row else ("hostname" in raw or "rootfs" in raw)
+            lxc = vmid in containers if vmid in guests else ("hostname" in raw or "rootfs" in raw)
             out[vmid] = parse_guest_config(raw, vmid, "lxc" if lxc else "qemu")
         return out
 
