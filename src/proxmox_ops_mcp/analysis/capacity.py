@@ -28,15 +28,12 @@ def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
     """Virtual disk bytes per (storage, node); node None for shared storage."""
     out: dict[tuple[str, str | None], int] = defaultdict(int)
     guests = data.guests
-    shared: dict[str, bool] = {}
     for vmid, cfg in data.parsed.items():
         node = None
         for vol in cfg.volumes:
             storage = vol.storage
             if storage and not vol.cdrom and vol.size_bytes:
-                on_shared = shared.get(storage)
-                if on_shared is None:
-                    on_shared = shared[storage] = storage_shared(data, storage)
+                on_shared = storage_shared(data, storage)
                 if not on_shared and node is None:
                     node = (guests.get(vmid) or {}).get("node")
                 out[(storage, None if on_shared else node)] += vol.size_bytes

@@ -278,6 +278,12 @@ def _node_classes(data: ClusterData, nodes: list[str]) -> list[tuple[str | None,
     return list(memo[key])
 
 
+def _target_needs(cfg: GuestConfig, running: bool) -> tuple[tuple[str, ...], bool]:
+    """What a guest needs from a target: its storages, and the source's CPU model (running cpu: host)."""
+    storages = tuple(sorted({v.storage for v in cfg.volumes if v.storage and not v.empty_drive}))
+    return storages, cfg.type == "qemu" and running and cfg.cpu_host
+
+
 def _target_groups(
     data: ClusterData,
     cfg: GuestConfig,
@@ -292,8 +298,7 @@ def _target_groups(
     Guests with the same storages and CPU constraint share the grouping (memoised), so a large
     cluster costs one evaluation per distinct situation, not one per guest and node.
     """
-    storages = tuple(sorted({v.storage for v in cfg.volumes if v.storage and not v.empty_drive}))
-    check_cpu = cfg.type == "qemu" and running and cfg.cpu_host
+    storages, check_cpu = _target_needs(cfg, running)
     jobs = (
         [j for j in replication_jobs_of(data, cfg.vmid) if not j.get("disable")]
         if cfg.type == "qemu" and running
@@ -462,8 +467,6 @@ def _situation(
     gtype = row.get("type", "qemu")
     if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or vmid in data.replication_by_guest:
         return None
-    if allowed is None and not denied:  # the health check's case, without the helper call
-        return (_shape(data, cfg), gtype, str(status), allow_downtime, (str(row.get("node", "")), None, ()))
     return (_shape(data, cfg), gtype, str(status), allow_downtime, _targets_key(row, allowed, denied))
 
 
@@ -568,16 +571,13 @@ def _shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     for disks a move would copy (not on shared storage). The CPU type stands in for "is it
     host": a finer key only shares less. Built for every guest, so plain loops, no generators.
     """
-    shared = data.memo["shared"]
     volumes: list[tuple[object, ...]] = []
     for v in cfg.volumes:
         storage = v.storage
         if storage is None:
             volumes.append((v.key, None, v.size_bytes, v.cdrom, v.host_path, v.shared_flag, v.cloudinit, v.volid))
             continue
-        on_shared = shared.get(storage)
-        if on_shared is None:
-            on_shared = storage_shared(data, storage)
+        on_shared = storage_shared(data, storage)
         volumes.append(
             (
                 v.key,
@@ -690,10 +690,8 @@ def _node_free_templates(
 
 def _targets_clean(data: ClusterData, cfg: GuestConfig, source: str, running: bool) -> bool:
     """Whether every eligible target takes this guest alike and without a reason (memoised per storages)."""
-    storages = tuple(sorted({v.storage for v in cfg.volumes if v.storage and not v.empty_drive}))
-    check_cpu = cfg.type == "qemu" and running and cfg.cpu_host
     memo: dict[tuple[object, ...], bool] = data.memo["clean_targets"]
-    key = (storages, check_cpu, source)
+    key = (*_target_needs(cfg, running), source)
     clean = memo.get(key)
     if clean is None:
         targets_ok, _excluded = eligible_targets(data, source)
