@@ -18,10 +18,10 @@ interop:             ## the official MCP Inspector CLI and conformance suite, fo
 	scripts/interop/setup.sh || echo "WARNING: MCP interop clients not installed: tests/interop will be skipped"
 
 demo: setup          ## the server against the built-in simulated cluster (HTTP, prints an Inspector command)
-	$(BIN)/proxmox-ops-mcp demo
+	$(BIN)/pve-steward demo
 
 demo-stdio: setup    ## same, over stdio for desktop clients
-	$(BIN)/proxmox-ops-mcp demo --stdio
+	$(BIN)/pve-steward demo --stdio
 
 lint: setup
 	$(BIN)/ruff check src tests scripts bench

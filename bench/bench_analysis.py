@@ -14,9 +14,9 @@ import gc
 import json
 import time
 
-from proxmox_ops_mcp.analysis.data import ClusterData
-from proxmox_ops_mcp.analysis.health import AREAS, diagnose
-from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.health import AREAS, diagnose
+from pve_steward.analysis.thresholds import Thresholds
 from pvesim.payload import cluster_payload
 
 

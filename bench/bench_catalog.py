@@ -16,9 +16,9 @@ from typing import Any
 
 from mcp import Client
 
-from proxmox_ops_mcp.config import load_settings
-from proxmox_ops_mcp.server import build_server
-from proxmox_ops_mcp.testing import FakeClient
+from pve_steward.config import load_settings
+from pve_steward.server import build_server
+from pve_steward.testing import FakeClient
 
 TOKEN_TARGET = 3000
 OPERATIONS_TARGET = 60

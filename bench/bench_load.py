@@ -84,16 +84,16 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory(prefix="load-bench-")
     env = {
         **os.environ,
-        "PVE_OPS_URL": sim.address,
-        "PVE_OPS_TOKEN_ID": "auditor@pve!mcp",
-        "PVE_OPS_TOKEN_SECRET": sim.tokens["auditor@pve!mcp"],
-        "PVE_OPS_FINGERPRINT": sim.fingerprint,
-        "PVE_OPS_AUDIT_LOG": str(Path(tmp.name) / "audit.jsonl"),
-        "PVE_OPS_TRANSPORT": "http",
-        "PVE_OPS_HTTP_PORT": str(port),
+        "PVE_STEWARD_URL": sim.address,
+        "PVE_STEWARD_TOKEN_ID": "auditor@pve!mcp",
+        "PVE_STEWARD_TOKEN_SECRET": sim.tokens["auditor@pve!mcp"],
+        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
+        "PVE_STEWARD_AUDIT_LOG": str(Path(tmp.name) / "audit.jsonl"),
+        "PVE_STEWARD_TRANSPORT": "http",
+        "PVE_STEWARD_HTTP_PORT": str(port),
     }
     server = subprocess.Popen(
-        [sys.executable, "-m", "proxmox_ops_mcp", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "pve_steward", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:

@@ -30,11 +30,11 @@ from mcp import Client
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simproc import SimProcess
 
-from proxmox_ops_mcp.analysis.planner import plan_evacuation
-from proxmox_ops_mcp.client import ProxmoxerClient, api_path
-from proxmox_ops_mcp.config import Settings, load_settings
-from proxmox_ops_mcp.server import build_server
-from proxmox_ops_mcp.tools.collect import collect
+from pve_steward.analysis.planner import plan_evacuation
+from pve_steward.client import ProxmoxerClient, api_path
+from pve_steward.config import Settings, load_settings
+from pve_steward.server import build_server
+from pve_steward.tools.collect import collect
 from pvesim.generator import generate
 
 NODE = "pve01"

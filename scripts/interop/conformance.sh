@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the official MCP conformance suite against `proxmox-ops-mcp demo` over streamable HTTP.
+# Run the official MCP conformance suite against `pve-steward demo` over streamable HTTP.
 # Scenarios that need fixture tools/prompts/resources we deliberately do not ship are listed,
 # with the reason, in conformance-baseline.yml; the run fails on any other failure.
 # Usage: scripts/interop/conformance.sh [extra conformance args]   (after scripts/interop/setup.sh)
@@ -10,7 +10,7 @@ export PATH=$DIR/bin:$PATH HOME=$DIR/home
 PORT=$("$ROOT/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 OUT=${CONFORMANCE_OUT:-$DIR/results/conformance}
 rm -rf "$OUT"; mkdir -p "$OUT"
-"$ROOT/.venv/bin/proxmox-ops-mcp" demo --http-port "$PORT" --state-dir "$OUT/state" > "$OUT/server.log" 2>&1 &
+"$ROOT/.venv/bin/pve-steward" demo --http-port "$PORT" --state-dir "$OUT/state" > "$OUT/server.log" 2>&1 &
 SPID=$!
 trap 'kill $SPID 2>/dev/null; wait $SPID 2>/dev/null' EXIT
 for _ in $(seq 100); do

@@ -17,7 +17,7 @@ ln -sfn "$WHEEL/bin" "$DIR/bin"
 export PATH=$WHEEL/bin:$PATH HOME=$DIR/home
 npm() { node "$WHEEL/lib/node_modules/npm/bin/npm-cli.js" "$@"; }  # the wheel's bin/npm is not runnable as copied
 cd "$DIR"
-[ -f package.json ] || printf '{"name": "proxmox-ops-mcp-interop", "private": true}\n' > package.json
+[ -f package.json ] || printf '{"name": "pve-steward-interop", "private": true}\n' > package.json
 if ! npm ls "${PACKAGES[@]}" >/dev/null 2>&1; then
   npm install --no-fund --no-audit --loglevel=error "${PACKAGES[@]}"
 fi

@@ -1,6 +1,6 @@
 """pvesim: a Proxmox VE API simulator (HTTPS, API tokens, privileges, UPID tasks, scenarios, faults).
 
-A separate package from proxmox_ops_mcp and never imported by it: the server talks to pvesim
+A separate package from pve_steward and never imported by it: the server talks to pvesim
 over HTTPS exactly as it would to a real cluster, so tests against it are honest.
 """
 

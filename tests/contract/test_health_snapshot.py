@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from proxmox_ops_mcp.analysis.data import ClusterData
-from proxmox_ops_mcp.analysis.health import diagnose
-from proxmox_ops_mcp.analysis.migration import analyze_migratability
-from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.health import diagnose
+from pve_steward.analysis.migration import analyze_migratability
+from pve_steward.analysis.thresholds import Thresholds
 from pvesim.payload import cluster_payload
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "health-400-guests.json"

@@ -10,8 +10,8 @@ import pytest
 from mcp.server import MCPServer
 
 import pvesim
-from proxmox_ops_mcp.config import Settings, load_settings
-from proxmox_ops_mcp.server import build_server
+from pve_steward.config import Settings, load_settings
+from pve_steward.server import build_server
 from pvesim.scenario import DEFAULT_TOKENS
 from pvesim.server import SimServer
 

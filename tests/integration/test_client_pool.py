@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from proxmox_ops_mcp.client import ApiPath, ProxmoxerClient, api_path, gather
-from proxmox_ops_mcp.config import Settings
+from pve_steward.client import ApiPath, ProxmoxerClient, api_path, gather
+from pve_steward.config import Settings
 from pvesim.server import SimServer
 
 from .pve import control

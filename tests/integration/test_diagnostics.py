@@ -125,7 +125,7 @@ def _check(sim: SimServer, tmp_path: Path, *extra: str) -> subprocess.CompletedP
         [
             sys.executable,
             "-m",
-            "proxmox_ops_mcp",
+            "pve_steward",
             "check",
             "--url",
             sim.address,
@@ -159,7 +159,7 @@ def test_check_command_prints_groups_and_exits_by_severity(demo_sim: SimServer, 
         [
             sys.executable,
             "-m",
-            "proxmox_ops_mcp",
+            "pve_steward",
             "check",
             "--url",
             "127.0.0.1:1",

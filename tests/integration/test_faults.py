@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from proxmox_ops_mcp.registry import load_registry
+from pve_steward.registry import load_registry
 from pvesim.server import SimServer
 from tests.integration.pve import control
 

@@ -25,23 +25,23 @@ def server_env(sim: SimServer, tmp_path: Path, **extra: str) -> dict[str, str]:
     token_id, secret = sim.token("auditor@pve!mcp")
     return {
         **os.environ,
-        "PVE_OPS_URL": sim.address,
-        "PVE_OPS_TOKEN_ID": token_id,
-        "PVE_OPS_TOKEN_SECRET": secret,
-        "PVE_OPS_FINGERPRINT": sim.fingerprint,
-        "PVE_OPS_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-        "PVE_OPS_TRANSPORT": "http",
+        "PVE_STEWARD_URL": sim.address,
+        "PVE_STEWARD_TOKEN_ID": token_id,
+        "PVE_STEWARD_TOKEN_SECRET": secret,
+        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
+        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+        "PVE_STEWARD_TRANSPORT": "http",
         **extra,
     }
 
 
 def http_server(env: dict[str, str], port: int) -> Any:
-    return serving([sys.executable, "-m", "proxmox_ops_mcp", "serve"], port, {**env, "PVE_OPS_HTTP_PORT": str(port)})
+    return serving([sys.executable, "-m", "pve_steward", "serve"], port, {**env, "PVE_STEWARD_HTTP_PORT": str(port)})
 
 
 async def test_bearer_token_health_rebinding_and_size_limit(demo_sim: SimServer, tmp_path: Path) -> None:
     port = free_port()
-    env = server_env(demo_sim, tmp_path, PVE_OPS_HTTP_BEARER_TOKEN=TOKEN, PVE_OPS_MAX_REQUEST_BYTES="65536")
+    env = server_env(demo_sim, tmp_path, PVE_STEWARD_HTTP_BEARER_TOKEN=TOKEN, PVE_STEWARD_MAX_REQUEST_BYTES="65536")
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -82,9 +82,13 @@ async def test_loopback_needs_no_token(demo_sim: SimServer, tmp_path: Path) -> N
 
 
 def test_network_bind_without_token_is_refused(demo_sim: SimServer, tmp_path: Path) -> None:
-    env = {**server_env(demo_sim, tmp_path), "PVE_OPS_HTTP_HOST": "0.0.0.0", "PVE_OPS_HTTP_PORT": str(free_port())}
+    env = {
+        **server_env(demo_sim, tmp_path),
+        "PVE_STEWARD_HTTP_HOST": "0.0.0.0",
+        "PVE_STEWARD_HTTP_PORT": str(free_port()),
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "proxmox_ops_mcp", "serve"],
+        [sys.executable, "-m", "pve_steward", "serve"],
         env=env,
         capture_output=True,
         text=True,
@@ -99,8 +103,8 @@ def test_network_bind_without_token_is_refused(demo_sim: SimServer, tmp_path: Pa
 def test_network_bind_with_token_starts(demo_sim: SimServer, tmp_path: Path) -> None:
     port = free_port()
     env: dict[str, Any] = {
-        **server_env(demo_sim, tmp_path, PVE_OPS_HTTP_BEARER_TOKEN=TOKEN),
-        "PVE_OPS_HTTP_HOST": "0.0.0.0",
+        **server_env(demo_sim, tmp_path, PVE_STEWARD_HTTP_BEARER_TOKEN=TOKEN),
+        "PVE_STEWARD_HTTP_HOST": "0.0.0.0",
     }
     with http_server(env, port) as base:
         ok = httpx2.post(
@@ -113,9 +117,9 @@ def test_network_bind_with_token_starts(demo_sim: SimServer, tmp_path: Path) -> 
 
 def test_serve_refuses_an_unsupported_pve_version_before_serving(start_sim: Any, tmp_path: Path) -> None:
     old = start_sim("healthy", version="7.4.17")
-    env = {**server_env(old, tmp_path), "PVE_OPS_HTTP_PORT": str(free_port())}
+    env = {**server_env(old, tmp_path), "PVE_STEWARD_HTTP_PORT": str(free_port())}
     done = subprocess.run(
-        [sys.executable, "-m", "proxmox_ops_mcp", "serve"],
+        [sys.executable, "-m", "pve_steward", "serve"],
         env=env,
         capture_output=True,
         text=True,

@@ -10,11 +10,11 @@ import pytest
 from mcp import Client
 from pydantic import TypeAdapter
 
-from proxmox_ops_mcp.config import load_settings
-from proxmox_ops_mcp.registry import handler_hints, load_registry
-from proxmox_ops_mcp.security.tiers import Tier
-from proxmox_ops_mcp.server import build_server
-from proxmox_ops_mcp.testing import FakeClient
+from pve_steward.config import load_settings
+from pve_steward.registry import handler_hints, load_registry
+from pve_steward.security.tiers import Tier
+from pve_steward.server import build_server
+from pve_steward.testing import FakeClient
 from pvesim.server import SimServer
 
 pytestmark = pytest.mark.anyio

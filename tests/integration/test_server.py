@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from proxmox_ops_mcp.security.audit import verify
-from proxmox_ops_mcp.server import ConnectionProblem, build_server
+from pve_steward.security.audit import verify
+from pve_steward.server import ConnectionProblem, build_server
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
 from tests.integration.pve import api
@@ -172,13 +172,13 @@ async def test_stdio_subprocess_lists_tools(demo_sim: SimServer, tmp_path: Path)
     token_id, secret = demo_sim.token("auditor@pve!mcp")
     env = {
         **os.environ,
-        "PVE_OPS_URL": demo_sim.address,
-        "PVE_OPS_TOKEN_ID": token_id,
-        "PVE_OPS_TOKEN_SECRET": secret,
-        "PVE_OPS_FINGERPRINT": demo_sim.fingerprint,
-        "PVE_OPS_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+        "PVE_STEWARD_URL": demo_sim.address,
+        "PVE_STEWARD_TOKEN_ID": token_id,
+        "PVE_STEWARD_TOKEN_SECRET": secret,
+        "PVE_STEWARD_FINGERPRINT": demo_sim.fingerprint,
+        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
     }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "proxmox_ops_mcp", "--granular-tools"], env=env)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pve_steward", "--granular-tools"], env=env)
     async with Client(params) as c:
         names = {t.name for t in (await c.list_tools()).tools}
         overview = await c.call_tool("cluster_overview", {})

@@ -10,8 +10,8 @@ import pytest
 from mcp import Client
 from mcp.types import ElicitResult
 
-from proxmox_ops_mcp.security.audit import verify
-from proxmox_ops_mcp.server import build_server
+from pve_steward.security.audit import verify
+from pve_steward.server import build_server
 from pvesim.server import SimServer
 from tests.integration.pve import control
 
@@ -201,12 +201,12 @@ async def test_tokens_from_another_server_key_are_refused_but_replicas_share_one
 
 async def test_tier_is_enforced_behind_registration(start_sim: Any, settings_for: Any, tmp_path: Path) -> None:
     """An admin-tier token presented to an operator server: the tool does not exist, and the handler refuses."""
-    from proxmox_ops_mcp.registry import load_registry
-    from proxmox_ops_mcp.security.audit import AuditLog
-    from proxmox_ops_mcp.security.guard import Refused
-    from proxmox_ops_mcp.security.tokens import TokenSigner
-    from proxmox_ops_mcp.testing import FakeClient
-    from proxmox_ops_mcp.tools.context import AppContext, ToolContext
+    from pve_steward.registry import load_registry
+    from pve_steward.security.audit import AuditLog
+    from pve_steward.security.guard import Refused
+    from pve_steward.security.tokens import TokenSigner
+    from pve_steward.testing import FakeClient
+    from pve_steward.tools.context import AppContext, ToolContext
 
     sim = start_sim("demo")
     key = tmp_path / "confirm.key"

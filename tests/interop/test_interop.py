@@ -26,7 +26,7 @@ INSPECTOR = INTEROP / "node_modules" / ".bin" / "mcp-inspector"
 pytestmark = pytest.mark.skipif(
     not (NODE.exists() and INSPECTOR.exists()), reason="run scripts/interop/setup.sh to install the MCP clients"
 )
-DEMO = [sys.executable, "-m", "proxmox_ops_mcp", "demo"]
+DEMO = [sys.executable, "-m", "pve_steward", "demo"]
 
 
 def inspector(*args: str, timeout: float = 90, rc: int = 0) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxmox_ops_mcp.analysis.data import ClusterData
+from pve_steward.analysis.data import ClusterData
 
 NOW = 1_800_000_000.0  # fixed clock for every unit test (2027-01-15)
 GiB = 1024**3

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from proxmox_ops_mcp.cli import main
-from proxmox_ops_mcp.security.audit import AuditLog, redact_params, verify
+from pve_steward.cli import main
+from pve_steward.security.audit import AuditLog, redact_params, verify
 
 
 def _write(path: Path, n: int = 5) -> AuditLog:
@@ -70,7 +70,7 @@ def test_reordered_records_are_named(tmp_path: Path) -> None:
 
 def test_rehashed_edit_still_breaks_the_next_link(tmp_path: Path) -> None:
     """Someone who recomputes the edited record's hash still breaks the following record's ``prev``."""
-    from proxmox_ops_mcp.security.audit import record_hash
+    from pve_steward.security.audit import record_hash
 
     path = tmp_path / "audit.jsonl"
     _write(path)
@@ -131,7 +131,7 @@ def test_audit_verify_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 WRITER = """
 import sys
 from pathlib import Path
-from proxmox_ops_mcp.security.audit import AuditLog
+from pve_steward.security.audit import AuditLog
 log = AuditLog(Path(sys.argv[1]))
 print("ready", flush=True)
 i = 0

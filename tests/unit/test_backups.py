@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxmox_ops_mcp.analysis.backups import analyze_backups, job_covers
-from proxmox_ops_mcp.analysis.data import Missing
-from proxmox_ops_mcp.analysis.findings import Severity
-from proxmox_ops_mcp.analysis.schedule import interval_seconds
-from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from pve_steward.analysis.backups import analyze_backups, job_covers
+from pve_steward.analysis.data import Missing
+from pve_steward.analysis.findings import Severity
+from pve_steward.analysis.schedule import interval_seconds
+from pve_steward.analysis.thresholds import Thresholds
 from tests.unit.pve_fixtures import DAY, HOUR, backup_row, data, guest_row, node_row, qemu_config, storage_cfg, task
 
 T = Thresholds()

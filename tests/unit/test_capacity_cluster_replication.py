@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from proxmox_ops_mcp.analysis.capacity import analyze_nodes, analyze_storage
-from proxmox_ops_mcp.analysis.cluster import analyze_cluster, analyze_ha
-from proxmox_ops_mcp.analysis.findings import Severity
-from proxmox_ops_mcp.analysis.replication import analyze_replication
-from proxmox_ops_mcp.analysis.thresholds import Thresholds, thresholds_from
+from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
+from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
+from pve_steward.analysis.findings import Severity
+from pve_steward.analysis.replication import analyze_replication
+from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from tests.unit.pve_fixtures import (
     HOUR,
     GiB,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from proxmox_ops_mcp.cli import build_parser, main
-from proxmox_ops_mcp.config import Settings, load_settings
-from proxmox_ops_mcp.security.tiers import Tier
+from pve_steward.cli import build_parser, main
+from pve_steward.config import Settings, load_settings
+from pve_steward.security.tiers import Tier
 
 FP = "AB:" * 31 + "CD"
 
@@ -19,15 +19,15 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for key in list(os.environ):
-        if key.startswith("PVE_OPS_"):
+        if key.startswith("PVE_STEWARD_"):
             monkeypatch.delenv(key)
 
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     toml = tmp_path / "ops.toml"
     toml.write_text('url = "pve-file.lan"\ntimeout = 30\nconcurrency = 3\ntoolsets = ["cluster"]\n')
-    monkeypatch.setenv("PVE_OPS_TIMEOUT", "20")
-    monkeypatch.setenv("PVE_OPS_CONCURRENCY", "5")
+    monkeypatch.setenv("PVE_STEWARD_TIMEOUT", "20")
+    monkeypatch.setenv("PVE_STEWARD_CONCURRENCY", "5")
     s = load_settings(toml, concurrency=7)
     assert s.url == "pve-file.lan"  # from the file
     assert s.timeout == 20  # env beats file
@@ -72,7 +72,7 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     for name in Settings.model_fields:
         assert "--" + name.replace("_", "-") in out
-        assert "PVE_OPS_" + name.upper() in out
+        assert "PVE_STEWARD_" + name.upper() in out
 
 
 def test_bad_configuration_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

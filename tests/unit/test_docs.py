@@ -6,15 +6,15 @@ import ast
 import re
 from pathlib import Path
 
-from proxmox_ops_mcp.docs import render_all
-from proxmox_ops_mcp.registry import load_registry
+from pve_steward.docs import render_all
+from pve_steward.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tools_md_is_current() -> None:
     current = (ROOT / "docs" / "tools.md").read_text(encoding="utf-8")
-    assert current == render_all(load_registry()), "run `proxmox-ops-mcp docs` and commit docs/tools.md"
+    assert current == render_all(load_registry()), "run `pve-steward docs` and commit docs/tools.md"
 
 
 def test_every_design_record_is_indexed() -> None:
@@ -43,18 +43,16 @@ def _imports(path: Path) -> set[str]:
 
 def test_layering() -> None:
     src = ROOT / "src"
-    for path in (src / "proxmox_ops_mcp" / "analysis").rglob("*.py"):
+    for path in (src / "pve_steward" / "analysis").rglob("*.py"):
         bad = {
             m
             for m in _imports(path)
-            if m.startswith(
-                ("proxmox_ops_mcp.client", "proxmox_ops_mcp.tools", "mcp", "proxmoxer", "requests", "pvesim")
-            )
+            if m.startswith(("pve_steward.client", "pve_steward.tools", "mcp", "proxmoxer", "requests", "pvesim"))
         }
         assert not bad, f"{path.name} imports {bad}"
     for path in (src / "pvesim").rglob("*.py"):
-        assert not {m for m in _imports(path) if m.startswith("proxmox_ops_mcp")}, path
-    for path in (src / "proxmox_ops_mcp").rglob("*.py"):
+        assert not {m for m in _imports(path) if m.startswith("pve_steward")}, path
+    for path in (src / "pve_steward").rglob("*.py"):
         if path.name != "cli.py":
             assert not {m for m in _imports(path) if m.startswith("pvesim")}, f"{path} imports pvesim"
         if path.name != "client.py":

@@ -6,8 +6,8 @@ import pytest
 import requests
 from proxmoxer import ResourceException
 
-from proxmox_ops_mcp.client import _encode, api_path, map_error, node, vmid
-from proxmox_ops_mcp.errors import (
+from pve_steward.client import _encode, api_path, map_error, node, vmid
+from pve_steward.errors import (
     PveApiError,
     PveAuthError,
     PveNotFound,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxmox_ops_mcp.pve.guestconfig import (
+from pve_steward.pve.guestconfig import (
     REDACTED,
     _flag,
     _volume,

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from proxmox_ops_mcp.analysis.codes import CODES, render_codes
-from proxmox_ops_mcp.analysis.data import Missing
-from proxmox_ops_mcp.analysis.findings import Severity, Subject, finding
-from proxmox_ops_mcp.analysis.guests import analyze_guests
-from proxmox_ops_mcp.analysis.health import AREAS, diagnose
-from proxmox_ops_mcp.analysis.operations import (
+from pve_steward.analysis.codes import CODES, render_codes
+from pve_steward.analysis.data import Missing
+from pve_steward.analysis.findings import Severity, Subject, finding
+from pve_steward.analysis.guests import analyze_guests
+from pve_steward.analysis.health import AREAS, diagnose
+from pve_steward.analysis.operations import (
     analyze_certificates,
     analyze_hardware,
     analyze_repositories,
     analyze_tasks,
     analyze_updates,
 )
-from proxmox_ops_mcp.analysis.thresholds import Thresholds
+from pve_steward.analysis.thresholds import Thresholds
 from tests.unit.pve_fixtures import DAY, HOUR, NOW, cluster_status, data, guest_row, node_row, qemu_config, task
 
 T = Thresholds()

@@ -21,11 +21,11 @@ from mcp import Client
 from pydantic import ValidationError
 from pydantic_core import to_json
 
-from proxmox_ops_mcp.config import load_settings
-from proxmox_ops_mcp.metatools import build_meta_tools
-from proxmox_ops_mcp.registry import load_registry
-from proxmox_ops_mcp.server import build_server
-from proxmox_ops_mcp.testing import FakeClient
+from pve_steward.config import load_settings
+from pve_steward.metatools import build_meta_tools
+from pve_steward.registry import load_registry
+from pve_steward.server import build_server
+from pve_steward.testing import FakeClient
 
 REGISTRY = load_registry()
 OPS = sorted(REGISTRY.operations.values(), key=lambda o: o.name)

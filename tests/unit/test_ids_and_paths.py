@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxmox_ops_mcp.client import api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
-from proxmox_ops_mcp.pve.ids import InvalidIdentifier, parse_upid
+from pve_steward.client import api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
+from pve_steward.pve.ids import InvalidIdentifier, parse_upid
 
 HOSTILE = [
     "../",

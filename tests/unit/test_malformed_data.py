@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from proxmox_ops_mcp.analysis.data import ClusterData
-from proxmox_ops_mcp.analysis.findings import Severity
-from proxmox_ops_mcp.analysis.health import AREAS, diagnose
-from proxmox_ops_mcp.analysis.thresholds import Thresholds
-from proxmox_ops_mcp.config import load_settings
-from proxmox_ops_mcp.server import build_server
-from proxmox_ops_mcp.testing import FakeClient
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.findings import Severity
+from pve_steward.analysis.health import AREAS, diagnose
+from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.config import load_settings
+from pve_steward.server import build_server
+from pve_steward.testing import FakeClient
 from pvesim.payload import cluster_payload
 from tests.unit.pve_fixtures import HOUR, backup_row, cluster_status, data, guest_row, node_row
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from proxmox_ops_mcp.analysis.data import ClusterData, Missing
-from proxmox_ops_mcp.analysis.planner import plan_evacuation, plan_guest_move
+from pve_steward.analysis.data import ClusterData, Missing
+from pve_steward.analysis.planner import plan_evacuation, plan_guest_move
 from tests.unit.pve_fixtures import (
     GiB,
     cluster_status,

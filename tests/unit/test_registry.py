@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxmox_ops_mcp.registry import DEFINITIONS_VERSION, Registry, RegistryError, load_registry, read_tools_file
-from proxmox_ops_mcp.security.guard import HANDLERS, guarded
-from proxmox_ops_mcp.security.tiers import Tier
-from proxmox_ops_mcp.tools.context import ToolContext
+from pve_steward.registry import DEFINITIONS_VERSION, Registry, RegistryError, load_registry, read_tools_file
+from pve_steward.security.guard import HANDLERS, guarded
+from pve_steward.security.tiers import Tier
+from pve_steward.tools.context import ToolContext
 
-PACKAGED = Path(__file__).resolve().parents[2] / "src" / "proxmox_ops_mcp" / "tools.yaml"
+PACKAGED = Path(__file__).resolve().parents[2] / "src" / "pve_steward" / "tools.yaml"
 
 
 def _spec() -> dict:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxmox_ops_mcp.security.tokens import TokenRefused, TokenSigner
+from pve_steward.security.tokens import TokenRefused, TokenSigner
 
 KEY = b"k" * 32
 PARAMS = {"vmid": 100, "timeout": 180}

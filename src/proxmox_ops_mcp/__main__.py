@@ -1,3 +1,0 @@
-from proxmox_ops_mcp.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,3 @@
+from pve_steward.cli import main
+
+raise SystemExit(main())

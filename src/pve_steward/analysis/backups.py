@@ -1,0 +1,339 @@
+"""Backup diagnostics: coverage, freshness, failed runs, verification, retention, excluded disks.
+
+Coverage follows PVE's own job selection (``all`` minus ``exclude``, a ``vmid`` list, the ``node``
+filter), counting only enabled jobs, and is cross-checked with PVE's not-backed-up list, which
+counts disabled jobs as covering. A guest's "no backup"/"stale" verdict is only given when every
+storage its jobs write to could be read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pve_steward.analysis.data import ClusterData, Row, guest_subject
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.schedule import interval_seconds
+from pve_steward.analysis.thresholds import Thresholds
+
+_FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
+
+
+@lru_cache(maxsize=256)
+def _id_set(text: str) -> frozenset[int]:
+    return frozenset(int(v) for v in re.split(r"[,;\s]+", text) if v.isdecimal())
+
+
+def _ids(text: Any) -> frozenset[int]:
+    return _id_set(str(text or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A job's guest selection, read once per job: PVE's ``vmid`` list, ``pool``, ``all`` minus ``exclude``."""
+
+    node: str | None
+    ids: frozenset[int] | None  # an explicit vmid list
+    pool: bool
+    excluded: frozenset[int] | None  # ``all`` jobs: who is left out; None when the job is not ``all``
+
+
+def selection(job: Row) -> Selection:
+    node = job.get("node") or None
+    if job.get("vmid"):
+        return Selection(node, _ids(job["vmid"]), False, None)
+    if job.get("pool"):
+        return Selection(node, None, True, None)
+    try:
+        every = bool(int(job.get("all", 0) or 0))
+    except (TypeError, ValueError):
+        every = False
+    return Selection(node, None, False, _ids(job.get("exclude")) if every else None)
+
+
+def covers(sel: Selection, vmid: int, node: str | None) -> bool | None:
+    """True/False per PVE's selection rules; None when it depends on pool membership we do not read."""
+    if sel.node and node and sel.node != node:
+        return False
+    if sel.ids is not None:
+        return vmid in sel.ids
+    if sel.pool:
+        return None
+    return sel.excluded is not None and vmid not in sel.excluded
+
+
+def job_covers(job: Row, vmid: int, node: str | None) -> bool | None:
+    return covers(selection(job), vmid, node)
+
+
+def _enabled(job: Row) -> bool:
+    return bool(int(job.get("enabled", 1) or 0))
+
+
+def _hours(seconds: float) -> float:
+    return round(seconds / 3600, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """What a set of covering enabled jobs implies for a guest (derived once per distinct set)."""
+
+    jobs: list[Row]
+    threshold: float
+    basis: str
+    unprovable: bool  # a storage it should be on could not be read: no "none"/"stale" verdict
+
+
+def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    now = data.now
+    unreadable = {
+        m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
+    }
+    guests = data.guests
+    newest: dict[int, Row] = {}
+    newest_ctime: dict[int, int] = {}
+    orphans: dict[int, list[Row]] = defaultdict(list)
+    for b in data.backups:
+        vmid = b.get("vmid")
+        if vmid is None:
+            continue
+        vmid, ctime = int(vmid), int(b.get("ctime", 0))
+        if vmid not in newest or ctime > newest_ctime[vmid]:
+            newest[vmid], newest_ctime[vmid] = b, ctime
+        if vmid not in guests:
+            orphans[vmid].append(b)
+    pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
+    jobs = [(1 << i, _enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
+    # a vmid no job lists (by vmid or exclude) is covered alike on its node: one answer per node
+    listed = {v for _bit, _on, sel, _job in jobs for ids in (sel.ids, sel.excluded) if ids for v in ids}
+    by_node: dict[str | None, tuple[int, int, bool]] = {}
+    policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs -> policy
+    storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
+    for vmid in data.guest_ids:
+        g = guests[vmid]
+        if g.get("template"):
+            continue
+        node = g.get("node")
+        if vmid in listed:
+            on_mask, off_mask, unknown = _coverage(jobs, vmid, node)
+        else:
+            masks = by_node.get(node)
+            if masks is None:
+                masks = by_node[node] = _coverage(jobs, _UNLISTED, node)
+            on_mask, off_mask, unknown = masks
+        policy = policies.get(on_mask)
+        if policy is None:
+            policy = policies[on_mask] = _policy([j for bit, _on, _sel, j in jobs if on_mask & bit], t, unreadable)
+        uncovered = vmid in pve_uncovered
+        if (not on_mask and not (unknown and not uncovered)) or uncovered:
+            disabled = [str(j["id"]) for bit, _on, _sel, j in jobs if off_mask & bit]
+            out.append(
+                finding(
+                    "BACKUP_NOT_SCHEDULED",
+                    guest_subject(data, vmid),
+                    f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
+                    + (f" (only by disabled job {', '.join(disabled)})" if disabled else ""),
+                    {
+                        "covered_only_by_disabled": disabled,
+                        "in_pve_not_backed_up": uncovered if data.not_backed_up is not None else None,
+                    },
+                )
+            )
+        if policy.unprovable:
+            continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
+        latest = newest.get(vmid)
+        if latest is None:
+            out.append(
+                finding(
+                    "BACKUP_NONE",
+                    guest_subject(data, vmid),
+                    f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
+                    {
+                        "covering_jobs": [j["id"] for j in policy.jobs],
+                        "storages_read": sorted(data.backup_storages_read),
+                    },
+                )
+            )
+            continue
+        age = now - newest_ctime[vmid]
+        threshold = policy.threshold
+        if age > threshold:
+            sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
+            out.append(
+                finding(
+                    "BACKUP_STALE",
+                    guest_subject(data, vmid),
+                    f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
+                    f"(threshold {_hours(threshold)} h, {policy.basis})",
+                    {
+                        "age_hours": _hours(age),
+                        "threshold_hours": _hours(threshold),
+                        "basis": policy.basis,
+                        "newest_volid": latest.get("volid"),
+                        "storage": latest.get("storage"),
+                    },
+                    severity=sev,
+                )
+            )
+        if storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
+            verification = latest.get("verification") or {}
+            state = verification.get("state")
+            if state != "ok":
+                failed = state == "failed"
+                out.append(
+                    finding(
+                        "BACKUP_VERIFY_FAILED",
+                        guest_subject(data, vmid),
+                        f"newest backup of {vmid} ({g.get('name')}) "
+                        + ("FAILED verification" if failed else "has not been verified"),
+                        {
+                            "volid": latest.get("volid"),
+                            "verification": state,
+                            "verify_upid": verification.get("upid"),
+                        },
+                        severity=Severity.CRITICAL if failed else Severity.WARNING,
+                    )
+                )
+    out += _job_findings(data, t)
+    out += _failed_runs(data, t)
+    out += _excluded_disks(data)
+    for vmid, rows in sorted(orphans.items()):
+        out.append(
+            finding(
+                "BACKUP_ORPHANED",
+                Subject(kind="guest", id=str(vmid)),
+                f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
+                {
+                    "count": len(rows),
+                    "bytes": sum(int(r.get("size", 0)) for r in rows),
+                    "storages": sorted({str(r.get("storage")) for r in rows}),
+                },
+            )
+        )
+    return out
+
+
+_UNLISTED = -1  # a vmid no job can name (job vmid lists hold non-negative numbers only)
+
+
+def _coverage(jobs: list[tuple[int, bool, Selection, Row]], vmid: int, node: str | None) -> tuple[int, int, bool]:
+    """Bitmasks of the enabled and the disabled jobs covering a guest, and whether a pool job might."""
+    on_mask = off_mask = 0
+    unknown = False
+    for bit, on, sel, _job in jobs:
+        covered = covers(sel, vmid, node)
+        if covered is None:
+            unknown = True
+        elif covered:
+            if on:
+                on_mask |= bit
+            else:
+                off_mask |= bit
+    return on_mask, off_mask, unknown
+
+
+def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str]) -> _Policy:
+    """What the covering jobs imply: their storages, the staleness threshold and its basis."""
+    storages = {j.get("storage") for j in enabled}
+    unprovable = bool(unreadable & storages) or (not enabled and bool(unreadable))
+    intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
+    if not intervals:
+        return _Policy(enabled, t.backup_stale_default_hours * 3600, "default", unprovable)
+    interval = min(intervals)
+    return _Policy(
+        enabled, interval + max(2 * 3600, 0.1 * interval), f"job schedule every {_hours(interval)} h", unprovable
+    )
+
+
+def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for job in data.backup_jobs:
+        subject = Subject(kind="backup_job", id=str(job.get("id")), node=job.get("node"))
+        if not _enabled(job):
+            out.append(
+                finding(
+                    "BACKUP_JOB_DISABLED",
+                    subject,
+                    f"backup job {job.get('id')} is disabled",
+                    {"schedule": job.get("schedule"), "storage": job.get("storage")},
+                )
+            )
+            continue
+        storage_cfg = data.storage_defs.get(str(job.get("storage")), {})
+        if not job.get("prune-backups") and not storage_cfg.get("prune-backups") and not storage_cfg.get("maxfiles"):
+            out.append(
+                finding(
+                    "BACKUP_JOB_NO_RETENTION",
+                    subject,
+                    f"backup job {job.get('id')} keeps every backup on {job.get('storage')}",
+                    {"storage": job.get("storage")},
+                )
+            )
+    return out
+
+
+def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
+    since = data.now - t.backup_task_window_hours * 3600
+    latest: dict[tuple[str, str], Row] = {}
+    for task in data.tasks:
+        if task.get("type") != "vzdump" or int(task.get("starttime", 0)) < since or task.get("status") is None:
+            continue
+        key = (str(task.get("node")), str(task.get("id", "")))
+        if key not in latest or int(task["starttime"]) > int(latest[key]["starttime"]):
+            latest[key] = task
+    out = []
+    for (node, tid), task in sorted(latest.items()):
+        status = str(task.get("status"))
+        if status == "OK" or status.startswith("WARNINGS"):
+            continue
+        log = data.task_logs.get(str(task.get("upid")), [])
+        failed = sorted({int(m.group(1)) for line in log for m in [_FAILED_VM.search(line)] if m})
+        if tid.isdecimal():
+            failed = failed or [int(tid)]
+        jobs = sorted(
+            {
+                str(j["id"])
+                for j in data.backup_jobs
+                if _enabled(j)
+                and (not failed or any(job_covers(j, v, node) for v in failed))
+                and (not j.get("node") or j["node"] == node)
+            }
+        )
+        out.append(
+            finding(
+                "BACKUP_JOB_FAILED",
+                Subject(kind="task", id=str(task.get("upid")), node=node),
+                f"last backup run on {node} failed ({status})"
+                + (f": VM {', '.join(map(str, failed))}" if failed else ""),
+                {
+                    "upid": task.get("upid"),
+                    "status": status,
+                    "starttime": task.get("starttime"),
+                    "failed_vmids": failed,
+                    "jobs": jobs,
+                },
+            )
+        )
+    return out
+
+
+def _excluded_disks(data: ClusterData) -> list[Finding]:
+    out = []
+    for vmid, cfg in sorted(data.parsed.items()):
+        if cfg.template:
+            continue
+        keys = [v.key for v in cfg.volumes if not v.backup and not v.cdrom and not v.unused]
+        if keys:
+            out.append(
+                finding(
+                    "BACKUP_DISK_EXCLUDED",
+                    guest_subject(data, vmid),
+                    f"{', '.join(keys)} of {vmid} ({cfg.name}) excluded from backups (backup=0)",
+                    {"disks": keys},
+                )
+            )
+    return out

@@ -1,0 +1,225 @@
+"""Capacity: storage usage and thin overcommit, node memory (configured vs physical, pressure, swap),
+vCPU ratio, and whether the cluster can absorb the loss of its largest node."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.migration import storage_shared
+from pve_steward.analysis.thresholds import Thresholds
+
+GiB = 1024**3
+_THIN = {"lvmthin", "rbd"}
+
+
+def _pct(used: float, total: float) -> float:
+    return round(100.0 * used / total, 1) if total else 0.0
+
+
+def _thin(data: ClusterData, storage: str, stype: str | None) -> bool:
+    cfg = data.storage_defs.get(storage, {})
+    return stype in _THIN or (stype == "zfspool" and bool(int(cfg.get("sparse", 0) or 0)))
+
+
+def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
+    """Virtual disk bytes per (storage, node); node None for shared storage."""
+    out: dict[tuple[str, str | None], int] = defaultdict(int)
+    guests = data.guests
+    for vmid, cfg in data.parsed.items():
+        node = None
+        for vol in cfg.volumes:
+            storage = vol.storage
+            if storage and not vol.cdrom and vol.size_bytes:
+                on_shared = storage_shared(data, storage)
+                if not on_shared and node is None:
+                    node = (guests.get(vmid) or {}).get("node")
+                out[(storage, None if on_shared else node)] += vol.size_bytes
+    return out
+
+
+def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    seen_shared: set[str] = set()
+    provisioned = _provisioned(data)
+    for node in sorted(data.node_storage):
+        if node not in data.online_nodes:
+            continue
+        for row in data.node_storage[node]:
+            sid = str(row.get("storage"))
+            shared = bool(row.get("shared")) or storage_shared(data, sid)
+            if shared and sid in seen_shared:
+                continue
+            subject = Subject(kind="storage", id=sid, node=None if shared else node)
+            if int(row.get("enabled", 1) or 0) and not int(row.get("active", 0) or 0):
+                out.append(
+                    finding(
+                        "STORAGE_INACTIVE",
+                        subject,
+                        f"storage {sid} is enabled but not active on {node}",
+                        {"node": node, "type": row.get("type")},
+                    )
+                )
+                continue
+            if shared:
+                seen_shared.add(sid)
+            total, used = int(row.get("total") or 0), int(row.get("used") or 0)
+            if not total:
+                continue
+            pct = _pct(used, total)
+            where = "" if shared else f" on {node}"
+            if pct >= t.storage_warning_pct:
+                sev = Severity.CRITICAL if pct >= t.storage_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "STORAGE_USAGE_HIGH",
+                        subject,
+                        f"storage {sid}{where} is {pct} % full",
+                        {
+                            "used_bytes": used,
+                            "total_bytes": total,
+                            "used_pct": pct,
+                            "warning_pct": t.storage_warning_pct,
+                            "critical_pct": t.storage_critical_pct,
+                        },
+                        severity=sev,
+                    )
+                )
+            if _thin(data, sid, row.get("type")):
+                prov = provisioned.get((sid, None if shared else node), 0)
+                ratio = prov / total
+                if ratio > t.thin_overcommit_ratio:
+                    sev = Severity.CRITICAL if pct >= t.storage_warning_pct else Severity.WARNING
+                    out.append(
+                        finding(
+                            "STORAGE_THIN_OVERCOMMIT",
+                            subject,
+                            f"thin storage {sid}{where}: {prov // GiB} GiB provisioned on "
+                            f"{total // GiB} GiB ({ratio:.2f}x), {pct} % used",
+                            {
+                                "provisioned_bytes": prov,
+                                "total_bytes": total,
+                                "ratio": round(ratio, 2),
+                                "used_pct": pct,
+                            },
+                            severity=sev,
+                        )
+                    )
+    return out
+
+
+@dataclass
+class _Running:
+    """Running guests of a node, summed in one pass over the cluster's guests."""
+
+    count: int = 0
+    memory: int = 0  # configured bytes
+    vcpus: float = 0.0
+
+
+def _running_on(data: ClusterData) -> dict[str, _Running]:
+    out: dict[str, _Running] = defaultdict(_Running)
+    for g in data.guests.values():
+        if g.get("status") == "running" and not g.get("template"):
+            node = out[str(g.get("node"))]
+            node.count += 1
+            node.memory += int(g.get("maxmem") or 0)
+            node.vcpus += float(g.get("maxcpu") or 0)
+    return out
+
+
+def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    running = _running_on(data)
+    for node in data.online_nodes:
+        res = data.nodes[node]
+        st = data.node_status.get(node) or {}
+        total = int((st.get("memory") or {}).get("total") or res.get("maxmem") or 0)
+        subject = Subject(kind="node", id=node)
+        guests = running.get(node) or _Running()
+        if total:
+            configured = guests.memory
+            pct = _pct(configured, total)
+            if pct > t.memory_overcommit_warning_pct:
+                sev = Severity.CRITICAL if pct > t.memory_overcommit_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "NODE_MEMORY_OVERCOMMIT",
+                        subject,
+                        f"{node}: running guests are configured with {configured // GiB} GiB on "
+                        f"{total // GiB} GiB ({pct} %)",
+                        {
+                            "configured_bytes": configured,
+                            "total_bytes": total,
+                            "pct": pct,
+                            "running_guests": guests.count,
+                        },
+                        severity=sev,
+                    )
+                )
+            used = int((st.get("memory") or {}).get("used") or res.get("mem") or 0)
+            used_pct = _pct(used, total)
+            if used_pct >= t.memory_pressure_warning_pct:
+                sev = Severity.CRITICAL if used_pct >= t.memory_pressure_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "NODE_MEMORY_PRESSURE",
+                        subject,
+                        f"{node}: memory {used_pct} % used",
+                        {"used_bytes": used, "total_bytes": total, "pct": used_pct},
+                        severity=sev,
+                    )
+                )
+        swap = st.get("swap") or {}
+        if swap.get("total"):
+            swap_pct = _pct(int(swap.get("used") or 0), int(swap["total"]))
+            if swap_pct >= t.swap_warning_pct and int(swap.get("used") or 0) > 0:
+                sev = Severity.CRITICAL if swap_pct >= t.swap_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "NODE_SWAP_USED",
+                        subject,
+                        f"{node}: {swap_pct} % of swap in use",
+                        {"used_bytes": swap.get("used"), "total_bytes": swap.get("total"), "pct": swap_pct},
+                        severity=sev,
+                    )
+                )
+        cpus = int(res.get("maxcpu") or (st.get("cpuinfo") or {}).get("cpus") or 0)
+        if cpus:
+            vcpus = guests.vcpus
+            ratio = vcpus / cpus
+            if ratio > t.vcpu_ratio_warning:
+                out.append(
+                    finding(
+                        "NODE_VCPU_OVERCOMMIT",
+                        subject,
+                        f"{node}: {vcpus:.0f} vCPUs on {cpus} CPUs ({ratio:.1f}:1)",
+                        {"vcpus": vcpus, "cpus": cpus, "ratio": round(ratio, 2)},
+                    )
+                )
+    out += _n_plus_1(data, running)
+    return out
+
+
+def _n_plus_1(data: ClusterData, running: dict[str, _Running]) -> list[Finding]:
+    online = data.online_nodes
+    if len(online) < 2:
+        return []
+    mem = {n: int(data.nodes[n].get("maxmem") or 0) for n in online}
+    if not all(mem.values()):
+        return []
+    largest = max(online, key=lambda n: mem[n])
+    need = sum(running[n].memory for n in online if n in running)
+    have = sum(mem.values()) - mem[largest]
+    if need <= have:
+        return []
+    return [
+        finding(
+            "CLUSTER_NO_N_PLUS_1",
+            Subject(kind="cluster", id="cluster"),
+            f"running guests need {need // GiB} GiB but the cluster without {largest} has {have // GiB} GiB",
+            {"configured_bytes": need, "capacity_without_largest_bytes": have, "largest_node": largest},
+        )
+    ]

@@ -1,0 +1,192 @@
+"""The input of every diagnostic: API payloads exactly as PVE returns them, plus ``now``.
+
+A plain dataclass (no validation pass over thousands of rows): the tools layer fills it from
+concurrent reads and records every read that failed in ``missing``, which becomes a
+``DATA_INCOMPLETE`` finding. Tests build it from JSON fixtures.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Missing:
+    what: str  # e.g. "guest configs on pve3", "backup contents of pbs-main"
+    path: str
+    error: str
+    node: str | None = None
+    status: int | None = None
+    affects: tuple[str, ...] = ()  # areas whose checks are incomplete
+    optional: bool = False  # a check limited on purpose (privileges, caps): CHECK_SKIPPED, not DATA_INCOMPLETE
+
+
+@dataclass
+class ClusterData:
+    now: float
+    cluster_status: list[Row] = field(default_factory=list)
+    resources: list[Row] = field(default_factory=list)
+    version: Row | None = None
+    storage_config: list[Row] = field(default_factory=list)
+    node_status: dict[str, Row] = field(default_factory=dict)
+    node_storage: dict[str, list[Row]] = field(default_factory=dict)
+    configs: dict[int, Row] = field(default_factory=dict)
+    snapshots: dict[int, list[Row]] = field(default_factory=dict)
+    backup_jobs: list[Row] = field(default_factory=list)
+    not_backed_up: list[Row] | None = None
+    backups: list[Row] = field(default_factory=list)  # storage content rows, each with "storage" added
+    backup_storages_read: list[str] = field(default_factory=list)
+    tasks: list[Row] = field(default_factory=list)
+    task_logs: dict[str, list[str]] = field(default_factory=dict)
+    ha_status: list[Row] = field(default_factory=list)
+    ha_resources: list[Row] = field(default_factory=list)
+    ha_groups: list[Row] = field(default_factory=list)
+    ha_rules: list[Row] = field(default_factory=list)
+    replication_jobs: list[Row] = field(default_factory=list)
+    replication_state: dict[str, list[Row]] = field(default_factory=dict)
+    certificates: dict[str, list[Row]] = field(default_factory=dict)
+    updates: dict[str, list[Row]] = field(default_factory=dict)
+    repositories: dict[str, Row] = field(default_factory=dict)
+    subscriptions: dict[str, Row] = field(default_factory=dict)
+    disks: dict[str, list[Row]] = field(default_factory=dict)
+    zfs: dict[str, list[Row]] = field(default_factory=dict)
+    agent: dict[int, bool] = field(default_factory=dict)  # vmid -> agent answered
+    preconditions: dict[int, Row] = field(default_factory=dict)
+    missing: list[Missing] = field(default_factory=list)
+    # derived lookup tables, built on first use; a missing table is an empty dict (no throwaway {} per lookup)
+    memo: defaultdict[str, Any] = field(default_factory=lambda: defaultdict(dict), repr=False)
+
+    # ------------------------------------------------------------ derived views (computed once)
+
+    @cached_property
+    def _by_type(self) -> tuple[dict[int, Row], list[Row], set[int]]:
+        """Guest rows by vmid, node rows and container vmids, in one pass over /cluster/resources."""
+        guests: dict[int, Row] = {}
+        nodes: list[Row] = []
+        containers: set[int] = set()
+        for r in self.resources:
+            kind = r.get("type")
+            if kind == "qemu":
+                vmid = int(r["vmid"])
+                guests[vmid] = r
+                containers.discard(vmid)  # the last row of a vmid wins, as in the guest table
+            elif kind == "lxc":
+                vmid = int(r["vmid"])
+                guests[vmid] = r
+                containers.add(vmid)
+            elif kind == "node":
+                nodes.append(r)
+        return guests, nodes, containers
+
+    @cached_property
+    def guests(self) -> dict[int, Row]:
+        return self._by_type[0]
+
+    @cached_property
+    def guest_ids(self) -> list[int]:
+        """Guest vmids in ascending order: the order every per-guest diagnostic reports in."""
+        return sorted(self.guests)
+
+    @cached_property
+    def nodes(self) -> dict[str, Row]:
+        """Node rows from /cluster/resources, completed with /cluster/status membership."""
+        out = {r["node"]: dict(r) for r in self._by_type[1]}
+        for r in self.cluster_status:
+            if r.get("type") == "node":
+                row = out.setdefault(r["name"], {"node": r["name"], "type": "node"})
+                row["online"] = bool(r.get("online"))
+        for row in out.values():
+            row.setdefault("online", row.get("status") == "online")
+        return out
+
+    @cached_property
+    def online_nodes(self) -> list[str]:
+        return sorted(n for n, r in self.nodes.items() if r.get("online"))
+
+    @cached_property
+    def parsed(self) -> dict[int, GuestConfig]:
+        out = {}
+        guests, _nodes, containers = self._by_type
+        for vmid, raw in self.configs.items():
+            lxc = vmid in containers if vmid in guests else ("hostname" in raw or "rootfs" in raw)
+            out[vmid] = parse_guest_config(raw, vmid, "lxc" if lxc else "qemu")
+        return out
+
+    @cached_property
+    def storage_defs(self) -> dict[str, Row]:
+        return {r["storage"]: r for r in self.storage_config}
+
+    @cached_property
+    def ha_by_sid(self) -> dict[str, Row]:
+        return {r["sid"]: r for r in self.ha_resources}
+
+    @cached_property
+    def ha_by_vmid(self) -> dict[int, Row]:
+        """HA resources (not ``ignored``) by guest: ``ct:N`` only for a container N, ``vm:N`` otherwise."""
+        out = {}
+        for sid, res in self.ha_by_sid.items():
+            prefix, _, num = str(sid).partition(":")
+            if res.get("state") == "ignored" or not num.isdecimal() or num != str(int(num)):
+                continue
+            vmid = int(num)
+            row = self.guests.get(vmid)
+            if prefix == ("ct" if row and row.get("type") == "lxc" else "vm"):
+                out[vmid] = res
+        return out
+
+    @cached_property
+    def replication_by_guest(self) -> dict[int, list[Row]]:
+        out: dict[int, list[Row]] = {}
+        for job in self.replication_jobs:
+            out.setdefault(int(job.get("guest", 0)), []).append(job)
+        return out
+
+    def ha_managed(self, vmid: int) -> Row | None:
+        return self.ha_by_vmid.get(vmid)
+
+    def missing_for(self, area: str) -> list[Missing]:
+        return [m for m in self.missing if not m.affects or area in m.affects]
+
+
+_validate_subject = Subject.__pydantic_validator__.validate_python  # validated, without the __init__ frame
+
+
+def guest_subject(data: ClusterData, vmid: int) -> Subject:
+    """The guest as a finding's subject (one shared instance per guest and snapshot)."""
+    memo = data.memo["subjects"]
+    subject = memo.get(vmid)
+    if subject is None:
+        row = data.guests.get(vmid, {})
+        name, node = row.get("name"), row.get("node")
+        subject = memo[vmid] = _validate_subject(
+            {
+                "kind": "guest",
+                "id": str(vmid),
+                "name": None if name is None else str(name),
+                "node": None if node is None else str(node),
+            }
+        )
+    return subject  # type: ignore[no-any-return]
+
+
+def incomplete_findings(data: ClusterData, area: str) -> list[Finding]:
+    out = []
+    for m in data.missing_for(area):
+        code = "CHECK_SKIPPED" if m.optional else "DATA_INCOMPLETE"
+        out.append(
+            finding(
+                code,
+                Subject(kind="data", id=m.path, node=m.node),
+                f"{'skipped' if m.optional else 'could not read'} {m.what}: {m.error}",
+                {"path": m.path, "status": m.status, "error": m.error, "affects": list(m.affects)},
+            )
+        )
+    return out

@@ -1,0 +1,133 @@
+"""Guest hygiene: stuck locks, old or numerous snapshots, silent guest agents, onboot, hibernation."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pve_steward.analysis.data import ClusterData, Row, guest_subject
+from pve_steward.analysis.findings import Finding, finding
+from pve_steward.analysis.thresholds import Thresholds
+
+# Which task types set each lock (a vzdump of several guests has an empty id).
+_LOCK_TASKS = {
+    "backup": {"vzdump"},
+    "migrate": {"qmigrate", "vzmigrate", "hamigrate"},
+    "snapshot": {"qmsnapshot", "vzsnapshot"},
+    "snapshot-delete": {"qmdelsnapshot", "vzdelsnapshot"},
+    "rollback": {"qmrollback", "vzrollback"},
+    "clone": {"qmclone", "vzclone"},
+    "create": {"qmcreate", "vzcreate"},
+    "disk": {"qmmove", "move_volume", "resize"},
+    "mounted": {"vzmount"},
+    "fstrim": {"pctfstrim"},
+}
+
+
+def _related(tasks: list[Row], vmid: int, node: str | None, lock: str) -> list[Row]:
+    types = _LOCK_TASKS.get(lock)
+    out = []
+    for task in tasks:
+        same_guest = str(task.get("id")) == str(vmid)
+        node_wide_backup = task.get("type") == "vzdump" and not task.get("id") and task.get("node") == node
+        if (same_guest or (lock == "backup" and node_wide_backup)) and (types is None or task.get("type") in types):
+            out.append(task)
+    return out
+
+
+def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    tasks_by_node: dict[str, list[Row]] = defaultdict(list)
+    for task in data.tasks:
+        tasks_by_node[str(task.get("node"))].append(task)
+    guests, parsed, snapshots, agent = data.guests, data.parsed, data.snapshots, data.agent
+    for vmid in data.guest_ids:
+        g = guests[vmid]
+        cfg = parsed.get(vmid)
+        lock = g.get("lock") or (cfg.lock if cfg else None)
+        if lock == "suspended":
+            out.append(
+                finding("GUEST_HIBERNATED", guest_subject(data, vmid), f"{vmid} ({g.get('name')}) is hibernated")
+            )
+        elif lock:
+            related = _related(tasks_by_node.get(str(g.get("node")), []), vmid, g.get("node"), str(lock))
+            active = [r for r in related if r.get("status") is None]
+            if active:
+                out.append(
+                    finding(
+                        "GUEST_LOCKED",
+                        guest_subject(data, vmid),
+                        f"{vmid} ({g.get('name')}) locked '{lock}' by a running {active[0].get('type')} task",
+                        {"lock": lock, "upid": active[0].get("upid")},
+                    )
+                )
+            else:
+                ended = [int(r["endtime"]) for r in related if r.get("endtime")]
+                age = data.now - max(ended) if ended else None
+                if age is None or age > t.lock_stuck_minutes * 60:
+                    out.append(
+                        finding(
+                            "GUEST_LOCK_STUCK",
+                            guest_subject(data, vmid),
+                            f"{vmid} ({g.get('name')}) has lock '{lock}' and no task holds it"
+                            + (
+                                f"; the last {lock} task ended {age / 3600:.1f} h ago"
+                                if age is not None
+                                else "; no related task in the history read"
+                            ),
+                            {
+                                "lock": lock,
+                                "last_related_task_age_hours": round(age / 3600, 1) if age else None,
+                                "threshold_minutes": t.lock_stuck_minutes,
+                            },
+                        )
+                    )
+        rows = snapshots.get(vmid) if snapshots else None
+        if rows:
+            out += _snapshot_findings(data, t, vmid, g, rows)
+        if agent and agent.get(vmid) is False:
+            out.append(
+                finding(
+                    "GUEST_AGENT_NOT_RUNNING",
+                    guest_subject(data, vmid),
+                    f"{vmid} ({g.get('name')}) has the guest agent enabled but it does not answer",
+                )
+            )
+        if cfg is not None and g.get("status") == "running" and not cfg.template and not cfg.onboot:
+            out.append(
+                finding(
+                    "GUEST_NO_ONBOOT",
+                    guest_subject(data, vmid),
+                    f"{vmid} ({g.get('name')}) is running but will not start after a node reboot (onboot unset)",
+                )
+            )
+    return out
+
+
+def _snapshot_findings(data: ClusterData, t: Thresholds, vmid: int, g: Row, rows: list[Row]) -> list[Finding]:
+    out: list[Finding] = []
+    snaps = [s for s in rows if s.get("name") != "current"]
+    old = [s for s in snaps if s.get("snaptime") and data.now - int(s["snaptime"]) > t.snapshot_age_days * 86400]
+    if old:
+        oldest = min(int(s["snaptime"]) for s in old)
+        out.append(
+            finding(
+                "SNAPSHOT_OLD",
+                guest_subject(data, vmid),
+                f"{vmid} ({g.get('name')}) has {len(old)} snapshot(s) older than "
+                f"{t.snapshot_age_days:.0f} days (oldest {(data.now - oldest) / 86400:.0f} days)",
+                {
+                    "snapshots": [s.get("name") for s in old],
+                    "oldest_age_days": round((data.now - oldest) / 86400, 1),
+                },
+            )
+        )
+    if len(snaps) > t.snapshot_count:
+        out.append(
+            finding(
+                "SNAPSHOT_COUNT_HIGH",
+                guest_subject(data, vmid),
+                f"{vmid} ({g.get('name')}) has {len(snaps)} snapshots",
+                {"count": len(snaps), "threshold": t.snapshot_count},
+            )
+        )
+    return out

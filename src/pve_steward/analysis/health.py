@@ -1,0 +1,75 @@
+"""The aggregate health check: every diagnostic over one snapshot of the cluster, ranked together."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pve_steward.analysis.backups import analyze_backups
+from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
+from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
+from pve_steward.analysis.data import ClusterData, incomplete_findings
+from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
+from pve_steward.analysis.guests import analyze_guests
+from pve_steward.analysis.migration import analyze_migratability
+from pve_steward.analysis.operations import (
+    analyze_certificates,
+    analyze_hardware,
+    analyze_repositories,
+    analyze_tasks,
+    analyze_updates,
+)
+from pve_steward.analysis.replication import analyze_replication
+from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.errors import MALFORMED_VALUE_ERRORS
+
+Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
+log = logging.getLogger(__name__)
+
+AREAS: dict[str, Analyzer] = {
+    "cluster": lambda d, t: analyze_cluster(d),
+    "ha": lambda d, t: analyze_ha(d),
+    "backups": analyze_backups,
+    "migration": lambda d, t: analyze_migratability(d, verdicts=False)[0],
+    "capacity": lambda d, t: analyze_storage(d, t) + analyze_nodes(d, t),
+    "replication": analyze_replication,
+    "guests": analyze_guests,
+    "operations": lambda d, t: (
+        analyze_tasks(d, t)
+        + analyze_certificates(d, t)
+        + analyze_repositories(d)
+        + analyze_updates(d)
+        + analyze_hardware(d, t)
+    ),
+}
+
+
+def diagnose(
+    data: ClusterData, t: Thresholds, areas: list[str] | None = None, limit: int | None = 50, name: str = "health"
+) -> Report:
+    """Run the chosen areas (default: all); every failed read is reported once."""
+    chosen = areas or list(AREAS)
+    findings: list[Finding] = []
+    for area in chosen:
+        try:
+            findings += AREAS[area](data, t)
+        except MALFORMED_VALUE_ERRORS as exc:  # one area's bad data must not cost the whole report, nor pass silently
+            log.warning("analysis of %s failed on cluster data", area, exc_info=True)
+            findings.append(_failed(area, exc))
+    seen: set[str] = set()
+    for area in chosen:
+        for f in incomplete_findings(data, area):
+            if f.subject.id not in seen:
+                seen.add(f.subject.id)
+                findings.append(f)
+    return make_report(name, findings, chosen, limit)
+
+
+def _failed(area: str, exc: Exception) -> Finding:
+    detail = str(exc)[:200]  # cluster text may be in it: evidence, not the message
+    return finding(
+        "ANALYSIS_FAILED",
+        Subject(kind="data", id=f"analysis/{area}"),
+        f"the {area} checks stopped on a value of unexpected type or form ({type(exc).__name__})",
+        {"area": area, "error_type": type(exc).__name__, "error": detail},
+    )

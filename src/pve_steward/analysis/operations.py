@@ -1,0 +1,181 @@
+"""Operations: failed tasks, certificates, APT repositories and updates, disk SMART, ZFS pools."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.thresholds import Thresholds
+
+_PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-manager")
+
+
+def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
+    since = data.now - t.task_window_hours * 3600
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for task in data.tasks:
+        status = task.get("status")
+        if status is None or status == "OK" or str(status).startswith("WARNINGS"):
+            continue
+        if int(task.get("starttime", 0)) >= since:
+            groups[(str(task.get("node")), str(task.get("type")))].append(task)
+    out = []
+    for (node, ttype), rows in sorted(groups.items()):
+        rows.sort(key=lambda r: int(r.get("starttime", 0)), reverse=True)
+        newest = rows[0]
+        out.append(
+            finding(
+                "TASK_FAILED_RECENT",
+                Subject(kind="task", id=f"{node}/{ttype}", node=node),
+                f"{len(rows)} failed {ttype} task(s) on {node} in {t.task_window_hours:.0f} h; newest: "
+                f"{newest.get('status')}",
+                {
+                    "count": len(rows),
+                    "type": ttype,
+                    "newest_upid": newest.get("upid"),
+                    "newest_status": newest.get("status"),
+                    "ids": sorted({str(r.get("id")) for r in rows}),
+                },
+            )
+        )
+    return out
+
+
+def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for node, certs in sorted(data.certificates.items()):
+        for cert in certs:
+            notafter = cert.get("notafter")
+            if notafter is None:
+                continue
+            days = (int(notafter) - data.now) / 86400
+            subject = Subject(kind="certificate", id=f"{node}/{cert.get('filename')}", node=node)
+            evidence = {
+                "filename": cert.get("filename"),
+                "notafter": notafter,
+                "days_left": round(days, 1),
+                "subject": cert.get("subject"),
+            }
+            if days < 0:
+                out.append(
+                    finding(
+                        "CERT_EXPIRED",
+                        subject,
+                        f"{cert.get('filename')} on {node} expired {-days:.0f} days ago",
+                        evidence,
+                    )
+                )
+            elif days <= t.cert_warning_days:
+                sev = Severity.CRITICAL if days <= t.cert_critical_days else Severity.WARNING
+                out.append(
+                    finding(
+                        "CERT_EXPIRING",
+                        subject,
+                        f"{cert.get('filename')} on {node} expires in {days:.0f} days",
+                        evidence,
+                        severity=sev,
+                    )
+                )
+    return out
+
+
+def analyze_repositories(data: ClusterData) -> list[Finding]:
+    out = []
+    for node, repos in sorted(data.repositories.items()):
+        status = {str(r.get("handle")): r.get("status") for r in repos.get("standard-repos") or []}
+        subject = Subject(kind="repository", id=node, node=node)
+        enterprise, nosub, test = (
+            status.get("enterprise") == 1,
+            status.get("no-subscription") == 1,
+            status.get("test") == 1,
+        )
+        sub = data.subscriptions.get(node)
+        if enterprise and sub is not None and sub.get("status") != "active":
+            out.append(
+                finding(
+                    "REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION",
+                    subject,
+                    f"{node}: pve-enterprise is enabled but the subscription is '{sub.get('status')}'",
+                    {"subscription": sub.get("status")},
+                )
+            )
+        if not enterprise and not nosub:
+            out.append(
+                finding(
+                    "REPO_NO_PVE_REPO",
+                    subject,
+                    f"{node}: no Proxmox VE repository is enabled",
+                    {"standard_repos": status},
+                )
+            )
+        if test:
+            out.append(finding("REPO_TEST_ENABLED", subject, f"{node}: the pvetest repository is enabled"))
+        if nosub and not enterprise:
+            out.append(finding("REPO_NO_SUBSCRIPTION", subject, f"{node}: uses the no-subscription repository"))
+    return out
+
+
+def analyze_updates(data: ClusterData) -> list[Finding]:
+    out = []
+    for node, updates in sorted(data.updates.items()):
+        if not updates:
+            continue
+        pve = sorted(str(u.get("Package")) for u in updates if str(u.get("Package", "")).startswith(_PVE_PACKAGES))
+        out.append(
+            finding(
+                "UPDATES_PENDING",
+                Subject(kind="node", id=node),
+                f"{node}: {len(updates)} package update(s) pending"
+                + (f", including {', '.join(pve[:5])}" if pve else ""),
+                {"count": len(updates), "proxmox_packages": pve},
+            )
+        )
+    return out
+
+
+def analyze_hardware(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for node, disks in sorted(data.disks.items()):
+        for disk in disks:
+            subject = Subject(kind="disk", id=f"{node}:{disk.get('devpath')}", node=node)
+            health = str(disk.get("health") or "UNKNOWN").upper()
+            evidence = {
+                "devpath": disk.get("devpath"),
+                "model": disk.get("model"),
+                "serial": disk.get("serial"),
+                "health": health,
+            }
+            if health not in ("PASSED", "OK", "UNKNOWN"):
+                out.append(
+                    finding(
+                        "DISK_SMART_FAILED",
+                        subject,
+                        f"{node}: disk {disk.get('devpath')} ({disk.get('model')}) SMART health {health}",
+                        evidence,
+                    )
+                )
+            wear = disk.get("wearout")
+            if isinstance(wear, int | float) and not isinstance(wear, bool) and wear <= t.wearout_warning_pct:
+                sev = Severity.CRITICAL if wear <= t.wearout_critical_pct else Severity.WARNING
+                out.append(
+                    finding(
+                        "DISK_WEAROUT_HIGH",
+                        subject,
+                        f"{node}: disk {disk.get('devpath')} has {wear} % life left",
+                        {**evidence, "remaining_pct": wear},
+                        severity=sev,
+                    )
+                )
+    for node, pools in sorted(data.zfs.items()):
+        for pool in pools:
+            if str(pool.get("health")).upper() != "ONLINE":
+                out.append(
+                    finding(
+                        "ZFS_POOL_DEGRADED",
+                        Subject(kind="zfs_pool", id=f"{node}:{pool.get('name')}", node=node),
+                        f"{node}: ZFS pool {pool.get('name')} is {pool.get('health')}",
+                        {"health": pool.get("health"), "size": pool.get("size"), "alloc": pool.get("alloc")},
+                    )
+                )
+    return out

@@ -1,0 +1,77 @@
+"""Storage replication (pvesr): failing jobs, lag beyond a multiple of the schedule, disabled jobs."""
+
+from __future__ import annotations
+
+from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.schedule import interval_seconds
+from pve_steward.analysis.thresholds import Thresholds
+
+
+def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    state: dict[str, Row] = {}
+    for rows in data.replication_state.values():
+        for row in rows:
+            state[str(row.get("id"))] = row
+    for job in sorted(data.replication_jobs, key=lambda j: str(j.get("id"))):
+        jid = str(job.get("id"))
+        guest = int(job.get("guest", 0))
+        subject = Subject(
+            kind="replication_job",
+            id=jid,
+            name=str((data.guests.get(guest) or {}).get("name") or ""),
+            node=(data.guests.get(guest) or {}).get("node"),
+        )
+        if job.get("remove_job"):
+            out.append(
+                finding(
+                    "REPLICATION_PENDING_REMOVAL",
+                    subject,
+                    f"replication job {jid} is marked for removal",
+                    {"remove_job": job.get("remove_job")},
+                )
+            )
+            continue
+        if int(job.get("disable", 0) or 0):
+            out.append(
+                finding(
+                    "REPLICATION_DISABLED", subject, f"replication job {jid} is disabled", {"target": job.get("target")}
+                )
+            )
+            continue
+        st = state.get(jid)
+        if st is None:
+            continue  # its node's status was not readable: DATA_INCOMPLETE covers it
+        fails = int(st.get("fail_count", 0) or 0)
+        if fails:
+            sev = Severity.CRITICAL if fails >= t.replication_fail_critical else Severity.WARNING
+            out.append(
+                finding(
+                    "REPLICATION_FAILING",
+                    subject,
+                    f"replication {jid} to {job.get('target')} failed {fails} times: {st.get('error', '?')}",
+                    {"fail_count": fails, "error": st.get("error"), "target": job.get("target")},
+                    severity=sev,
+                )
+            )
+        interval = interval_seconds(str(job.get("schedule") or "*/15")) or 900.0
+        last = int(st.get("last_sync", 0) or 0)
+        lag = data.now - last if last else None
+        limit = t.replication_lag_factor * interval
+        if lag is None or lag > limit:
+            out.append(
+                finding(
+                    "REPLICATION_STALE",
+                    subject,
+                    f"replication {jid} last synced "
+                    + (f"{lag / 3600:.1f} h ago" if lag is not None else "never")
+                    + f" (limit {limit / 3600:.1f} h)",
+                    {
+                        "lag_seconds": round(lag) if lag is not None else None,
+                        "limit_seconds": limit,
+                        "schedule": job.get("schedule"),
+                    },
+                )
+            )
+    return out

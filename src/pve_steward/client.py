@@ -1,0 +1,347 @@
+"""The only module that talks to Proxmox VE (and the only one that imports proxmoxer).
+
+Tools depend on the two-method :class:`ProxmoxClient` protocol. Requests go to paths built
+from fixed API words and validated identifiers only (:func:`api_path`), never from strings a
+caller supplied. Errors come out as :mod:`pve_steward.errors` types. Requests run on a
+pool of ``concurrency`` worker threads sharing one connection pool (so the bound holds across
+concurrent tool calls); reads are retried with backoff on transient failures, and every request
+has a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import anyio
+import anyio.to_thread
+import requests
+from proxmoxer import AuthenticationError, ProxmoxAPI, ResourceException
+from requests.adapters import HTTPAdapter
+
+from pve_steward.config import Settings
+from pve_steward.errors import (
+    PveApiError,
+    PveAuthError,
+    PveError,
+    PveNotFound,
+    PveParamError,
+    PvePermissionError,
+    PveTimeout,
+    PveTlsError,
+    PveUnavailable,
+)
+from pve_steward.pve import ids
+
+log = logging.getLogger(__name__)
+logging.getLogger("proxmoxer").setLevel(logging.WARNING)  # proxmoxer logs request bodies at INFO
+
+WriteMethod = Literal["POST", "PUT", "DELETE"]
+
+# Every literal word that may appear in a request path. Caller-supplied values never become
+# words: they must be one of the typed segments below, each checked against PVE's format.
+API_WORDS = frozenset(
+    {
+        "version",
+        "cluster",
+        "status",
+        "resources",
+        "tasks",
+        "ha",
+        "current",
+        "manager_status",
+        "groups",
+        "rules",
+        "backup",
+        "backup-info",
+        "not-backed-up",
+        "replication",
+        "options",
+        "storage",
+        "nodes",
+        "qemu",
+        "lxc",
+        "config",
+        "snapshot",
+        "migrate",
+        "content",
+        "log",
+        "certificates",
+        "info",
+        "apt",
+        "update",
+        "repositories",
+        "disks",
+        "list",
+        "zfs",
+        "subscription",
+        "access",
+        "permissions",
+        "vzdump",
+        "start",
+        "stop",
+        "shutdown",
+        "reboot",
+        "suspend",
+        "resume",
+        "reset",
+        "rollback",
+        "relocate",
+        "agent",
+        "pending",
+        "services",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A validated identifier inside a path (node name, vmid, storage, snapshot, UPID, HA sid...)."""
+
+    value: str
+
+
+def node(name: str, param: str = "node") -> Segment:
+    return Segment(ids.check_node(name, param))
+
+
+def vmid(value: int, param: str = "vmid") -> Segment:
+    return Segment(str(ids.check_vmid(value, param)))
+
+
+def storage(value: str, param: str = "storage") -> Segment:
+    return Segment(ids.check_storage(value, param))
+
+
+def snapshot(value: str, param: str = "snapshot") -> Segment:
+    return Segment(ids.check_snapshot(value, param))
+
+
+def upid(value: str, param: str = "upid") -> Segment:
+    return Segment(ids.check_upid(value, param))
+
+
+def ha_sid(value: str, param: str = "sid") -> Segment:
+    return Segment(ids.check_ha_sid(value, param))
+
+
+def replication_job(value: str, param: str = "job") -> Segment:
+    return Segment(ids.check_replication_id(value, param))
+
+
+def backup_job(value: str, param: str = "id") -> Segment:
+    return Segment(ids.check_backup_job(value, param))
+
+
+@dataclass(frozen=True)
+class ApiPath:
+    segments: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "/" + "/".join(self.segments)
+
+    def join(self, *parts: str | Segment) -> ApiPath:
+        return ApiPath(self.segments + api_path(*parts).segments)
+
+
+def api_path(*parts: str | Segment) -> ApiPath:
+    """Build a path from fixed API words and validated segments; anything else is a programming error."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, Segment):
+            out.append(part.value)
+        elif part in API_WORDS:
+            out.append(part)
+        else:
+            raise ValueError(f"'{part}' is not a known API path word; wrap caller input in a typed segment")
+    return ApiPath(tuple(out))
+
+
+class ProxmoxClient(Protocol):
+    """What tools may do with the cluster: read, and call a write method."""
+
+    async def get(self, path: ApiPath, /, **params: Any) -> Any: ...
+
+    async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any: ...
+
+
+# ---------------------------------------------------------------- proxmoxer-backed implementation
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Verifies the server certificate by SHA-256 fingerprint (what PVE admins have for self-signed certs)."""
+
+    def __init__(self, fingerprint: str, pool_maxsize: int) -> None:
+        self._fingerprint = fingerprint
+        super().__init__(pool_connections=1, pool_maxsize=pool_maxsize)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["assert_fingerprint"] = self._fingerprint
+        super().init_poolmanager(*args, **kwargs)
+
+
+def _encode(params: dict[str, Any]) -> dict[str, Any]:
+    """PVE wants booleans as 1/0 (it rejects 'True'); None means 'not given'."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        out[key] = int(value) if isinstance(value, bool) else value
+    return out
+
+
+_NOT_FOUND_HINTS = ("does not exist", "no such", "not found", "unable to find")
+
+
+def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
+    """Translate proxmoxer/requests exceptions into our error types (the one place that knows them)."""
+    where = f"{method} {path}"
+    if isinstance(exc, ResourceException):
+        status = int(exc.status_code)
+        message = str(exc.content or exc.status_message).strip()
+        if status == 401:
+            return PveAuthError(f"authentication failed ({message})", status=status, path=str(path))
+        if status == 403:
+            return PvePermissionError(message, status=status, path=str(path))
+        if status == 400:
+            errors = exc.errors if isinstance(exc.errors, dict) else {}
+            detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
+            return PveParamError(
+                f"PVE rejected the parameters of {where}: {detail or message}",
+                {str(k): str(v) for k, v in errors.items()},
+                status=status,
+                path=str(path),
+            )
+        if status in (404, 501):
+            return PveNotFound(f"{where}: not available on this PVE version ({message})", status=status, path=str(path))
+        if 595 <= status <= 599:
+            return PveUnavailable(f"node unreachable for {where}: {message}", status=status, path=str(path))
+        if any(h in message.lower() for h in _NOT_FOUND_HINTS):
+            return PveNotFound(message, status=status, path=str(path))
+        return PveApiError(f"{where} failed: {message}", status=status, path=str(path))
+    if isinstance(exc, AuthenticationError):
+        return PveAuthError(f"authentication failed: {exc}", path=str(path))
+    if isinstance(exc, requests.exceptions.SSLError):
+        reason = "certificate fingerprint mismatch" if "fingerprint" in str(exc).lower() else "certificate not trusted"
+        return PveTlsError(f"TLS verification failed for {where}: {reason}", path=str(path))
+    if isinstance(exc, requests.exceptions.Timeout):
+        return PveTimeout(f"{where} timed out", path=str(path))
+    if isinstance(exc, requests.exceptions.RequestException):
+        return PveUnavailable(f"{where}: connection failed ({type(exc).__name__})", path=str(path))
+    return PveApiError(f"{where} failed unexpectedly: {type(exc).__name__}", path=str(path))
+
+
+def _transient(err: PveError) -> bool:
+    return (
+        isinstance(err, PveTimeout)
+        or (isinstance(err, PveUnavailable) and err.status is None)
+        or err.status in (502, 503, 504)
+    )
+
+
+class ProxmoxerClient:
+    """:class:`ProxmoxClient` over proxmoxer's HTTPS backend with token auth."""
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.url or not settings.token_id:
+            raise ValueError("url and token_id are required to connect (see --help)")
+        secret = settings.secret()
+        if not secret:
+            raise ValueError("a token secret is required: set token_secret_file or PVE_STEWARD_TOKEN_SECRET")
+        user, _, token_name = settings.token_id.partition("!")
+        verify: bool | str = True
+        if settings.fingerprint:
+            verify = False  # the fingerprint is checked by the adapter instead of the CA chain
+        elif settings.ca_file is not None:
+            verify = str(settings.ca_file)
+        elif settings.insecure or not settings.verify_tls:
+            verify = False
+            log.warning(
+                "TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url
+            )
+        self._api = ProxmoxAPI(
+            settings.url,
+            user=user,
+            token_name=token_name,
+            token_value=secret,
+            verify_ssl=verify,
+            timeout=(settings.connect_timeout, settings.timeout),
+        )
+        session: requests.Session = self._api._store["session"]  # proxmoxer 2.x keeps its session here
+        session.trust_env = False  # environment CA bundles must not override our TLS choice
+        adapter: HTTPAdapter = (
+            _PinnedAdapter(settings.fingerprint, settings.concurrency)
+            if settings.fingerprint
+            else HTTPAdapter(pool_connections=1, pool_maxsize=settings.concurrency)
+        )
+        session.mount("https://", adapter)
+        # Workers take the next queued request as soon as one finishes, without a round trip
+        # through the event loop: at a 20 ms latency this keeps the pool close to fully busy.
+        self._pool = ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="pve-api")
+        self._retries = settings.retries
+        self.requests_made = 0
+
+    def _request(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
+        resource = self._api(list(path.segments))
+        self.requests_made += 1
+        try:
+            if method == "GET":
+                result = resource.get(**params)
+            elif method == "POST":
+                result = resource.post(**params)
+            elif method == "PUT":
+                result = resource.put(**params)
+            else:
+                result = resource.delete(**params)
+        except Exception as exc:  # the boundary: everything is mapped to our own types here
+            raise map_error(exc, method, path) from None
+        if isinstance(result, dict) and set(result) == {"errors"} and isinstance(result["errors"], bytes):
+            raise PveApiError(f"{method} {path}: the API answered with a non-JSON body", path=str(path))
+        return result
+
+    async def get(self, path: ApiPath, /, **params: Any) -> Any:
+        encoded = _encode(params)
+        delay = 0.2
+        for attempt in range(self._retries + 1):
+            try:
+                # cancelling the caller drops the request if it has not started yet
+                return await asyncio.wrap_future(self._pool.submit(self._request, "GET", path, encoded))
+            except PveError as err:
+                if attempt >= self._retries or not _transient(err):
+                    raise
+                log.info("retrying GET %s after %s (attempt %d)", path, type(err).__name__, attempt + 1)
+                await anyio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any:
+        # Writes are never retried: a lost answer does not mean the write did not happen. A write
+        # that has started is waited for even when the caller is cancelled, so its outcome is known.
+        future = self._pool.submit(self._request, method, path, _encode(params))
+        return await anyio.to_thread.run_sync(future.result)
+
+    def close(self) -> None:
+        """Stop the worker threads (queued requests are dropped)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def gather(
+    client: ProxmoxClient, paths: Iterable[tuple[str, ApiPath, dict[str, Any]]]
+) -> dict[str, Any | PveError]:
+    """Run many reads concurrently (the client bounds concurrency); each result is data or the error."""
+    results: dict[str, Any | PveError] = {}
+
+    async def one(key: str, path: ApiPath, params: dict[str, Any]) -> None:
+        try:
+            results[key] = await client.get(path, **params)
+        except PveError as err:
+            results[key] = err
+
+    async with anyio.create_task_group() as tg:
+        for key, path, params in paths:
+            tg.start_soon(one, key, path, params)
+    return results

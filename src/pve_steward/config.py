@@ -1,0 +1,182 @@
+"""Configuration: defaults < TOML file < environment (``PVE_STEWARD_*``) < command-line flags.
+
+One pydantic settings object; the CLI's flags are generated from its fields, so ``--help``
+documents every option and cannot drift from what is read. Secrets are ``SecretStr`` and are
+never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from pve_steward.security.tiers import Tier
+
+ENV_PREFIX = "PVE_STEWARD_"
+TOKEN_ID_RE = re.compile(r"^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$")
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "pve-steward"
+
+
+class Settings(BaseSettings):
+    """Every option of pve-steward (flag ``--some-option`` = env ``PVE_STEWARD_SOME_OPTION`` = TOML key)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
+
+    # --- connection to Proxmox VE
+    url: str | None = Field(None, description="PVE API address: host, host:port or https://host:port")
+    token_id: str | None = Field(None, description="API token id, user@realm!tokenname")
+    token_secret: SecretStr | None = Field(None, description="API token secret (prefer --token-secret-file)")
+    token_secret_file: Path | None = Field(None, description="file holding the API token secret")
+    verify_tls: bool = Field(True, description="verify the PVE certificate against the system CAs or --ca-file")
+    ca_file: Path | None = Field(None, description="CA bundle (PEM) that signed the PVE certificate")
+    fingerprint: str | None = Field(
+        None,
+        description="pin the PVE certificate by SHA-256 fingerprint "
+        "(pvenode cert info); works with self-signed certificates",
+    )
+    insecure: bool = Field(False, description="disable TLS verification entirely (logged as a warning; avoid)")
+    timeout: float = Field(10.0, gt=0, le=600, description="read timeout per API request, seconds")
+    connect_timeout: float = Field(5.0, gt=0, le=120, description="connect timeout per API request, seconds")
+    concurrency: int = Field(
+        16, ge=1, le=64, description="API requests in flight at once (one pool, shared by concurrent tool calls)"
+    )
+    retries: int = Field(2, ge=0, le=5, description="retries of failed reads (never writes), with backoff")
+
+    # --- MCP transport
+    transport: Literal["stdio", "http"] = Field("stdio", description="MCP transport")
+    http_host: str = Field("127.0.0.1", description="HTTP bind address (non-loopback requires --http-bearer-token)")
+    http_port: int = Field(8765, ge=0, le=65535, description="HTTP port")
+    http_bearer_token: SecretStr | None = Field(None, description="bearer token HTTP clients must send")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="extra Host headers accepted over HTTP (DNS-rebinding protection), e.g. mcp.lan:*",
+    )
+    max_request_bytes: int = Field(1_048_576, ge=1024, description="largest accepted HTTP request body, bytes")
+
+    # --- what is registered
+    tier: Tier = Field(Tier.READ_ONLY, description="highest write tier to register: read_only, operator, admin")
+    read_only: bool = Field(False, description="register no write tools at all (overrides --tier)")
+    granular_tools: bool = Field(False, description="one MCP tool per operation instead of domain meta-tools")
+    toolsets: list[str] | None = Field(None, description="only these toolsets (comma-separated)")
+    disable_toolsets: list[str] = Field(default_factory=list, description="toolsets to leave out (comma-separated)")
+    tools_file: Path | None = Field(None, description="tool definitions file overriding the packaged tools.yaml")
+    disable_version_check: bool = Field(
+        False, description="start even if the PVE version is outside the supported range (logged)"
+    )
+
+    # --- safety
+    audit_log: Path = Field(
+        default_factory=lambda: default_state_dir() / "audit.jsonl",
+        description="append-only, hash-chained audit log (JSON lines)",
+    )
+    audit_reads: bool = Field(True, description="also audit read-only tool calls")
+    confirm_ttl: int = Field(300, ge=10, le=3600, description="lifetime of a write confirmation token, seconds")
+    confirm_key_file: Path | None = Field(
+        None, description="HMAC key for confirmation tokens, shared by HTTP replicas (default: random per process)"
+    )
+
+    # --- diagnostics
+    thresholds: dict[str, float] = Field(
+        default_factory=dict, description="override diagnostic thresholds, e.g. storage_warning_pct=75"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
+
+    @field_validator("token_id")
+    @classmethod
+    def _token_id(cls, v: str | None) -> str | None:
+        if v is not None and not TOKEN_ID_RE.fullmatch(v):
+            raise ValueError("token_id must look like user@realm!tokenname (for example ops@pve!mcp)")
+        return v
+
+    @field_validator("fingerprint")
+    @classmethod
+    def _fingerprint(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        hexed = v.replace(":", "").strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", hexed):
+            raise ValueError("fingerprint must be a SHA-256 digest: 64 hex digits, colons allowed")
+        return hexed
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.strip().rstrip("/")
+        if v.startswith("http://"):
+            raise ValueError("the PVE API is only served over HTTPS; use https:// or a bare host")
+        v = v.removeprefix("https://").removesuffix("/api2/json")
+        if not re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+)(:\d{1,5})?", v):
+            raise ValueError(f"'{v}' is not a host or host:port")
+        return v
+
+    @field_validator("toolsets", "disable_toolsets", "allowed_hosts", mode="before")
+    @classmethod
+    def _csv(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _kv(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            pairs = [p.split("=", 1) for p in v.split(",") if p.strip()]
+            if any(len(p) != 2 for p in pairs):
+                raise ValueError("thresholds take name=value pairs separated by commas")
+            return {k.strip(): float(val) for k, val in pairs}
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.token_secret is not None and self.token_secret_file is not None:
+            raise ValueError("give either token_secret or token_secret_file, not both")
+        if self.insecure and self.fingerprint:
+            raise ValueError("insecure and fingerprint contradict each other; a pinned fingerprint is verified")
+        if self.read_only:
+            self.tier = Tier.READ_ONLY
+        return self
+
+    def secret(self) -> str | None:
+        """The token secret, read from the file if one is configured."""
+        if self.token_secret is not None:
+            return self.token_secret.get_secret_value()
+        if self.token_secret_file is not None:
+            try:
+                return self.token_secret_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ValueError(f"cannot read token_secret_file {self.token_secret_file}: {exc.strerror}") from exc
+        return None
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from defaults, a TOML file (optional), the environment and explicit overrides."""
+    path = config_file or (Path(os.environ[ENV_PREFIX + "CONFIG"]) if os.environ.get(ENV_PREFIX + "CONFIG") else None)
+    if path is not None and not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+
+    class _FileSettings(Settings):
+        model_config = SettingsConfigDict(**{**Settings.model_config, "toml_file": path})
+
+    values = {k: v for k, v in overrides.items() if v is not None}
+    return _FileSettings(**values)

@@ -1,0 +1,257 @@
+"""Domain meta-tools: a few MCP tools, each taking an ``action`` plus that action's parameters.
+
+Read operations are grouped by toolset into read tools (named after the toolset, truthfully
+``readOnlyHint: true``); write operations are grouped by the tier they need into ``operate``
+(operator) and ``administer`` (admin), so which write tools exist follows ``--tier`` and their
+annotations describe their own risk. The input schema is the action enum plus the union of the actions'
+parameters, all optional at the schema level; each call is validated against the chosen action's
+own parameters (the handler's typed signature), with an error that names the action's parameters.
+The result is an envelope ``{action, result}`` whose ``result`` is the handler's model, unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema, create_model
+
+from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters
+
+# Parameters every write action shares; described once in the tool description, not per action.
+WRITE_COMMON = ("confirm_token", "wait", "wait_timeout")
+
+
+class ActionResult(BaseModel):
+    """What every meta-tool returns: the action that ran and its result (that operation's own model).
+
+    The advertised output schema is the bare envelope: each action's result schema is documented in
+    docs/tools.md and advertised in full by ``--granular-tools``.
+    """
+
+    model_config = ConfigDict(json_schema_extra=lambda schema, _cls: _bare_envelope(schema))
+    action: str
+    result: dict[str, Any]
+
+
+def _bare_envelope(schema: dict[str, Any]) -> None:
+    for key in ("description", "title", "required"):
+        schema.pop(key, None)
+    schema["properties"] = {"action": {"type": "string"}, "result": {"type": "object"}}
+
+
+@dataclass
+class Action:
+    op: Operation
+    handler: Callable[..., Any]
+    model: type[BaseModel]  # validates this action's parameters
+    required: list[str]
+    optional: list[str]
+    types: dict[str, Any]  # parameter -> its type as the handler declares it (with constraints)
+
+    def signature_line(self) -> str:
+        params = list(self.required) + [f"{p}?" for p in self.optional if p not in WRITE_COMMON]
+        task = "*" if "wait" in self.types else ""
+        return f"- {self.op.name}{task}({', '.join(params)}): {self.op.summary}"
+
+
+@dataclass
+class MetaTool:
+    name: str
+    toolset: str
+    write: bool
+    title: str
+    toolset_description: str
+    actions: dict[str, Action] = field(default_factory=dict)
+
+    @property
+    def annotations(self) -> ToolAnnotations:
+        ops = [a.op.annotations for a in self.actions.values()]
+        return ToolAnnotations(
+            read_only_hint=all(a.read_only for a in ops),
+            destructive_hint=any(a.destructive for a in ops),
+            idempotent_hint=all(a.idempotent for a in ops),
+            open_world_hint=any(a.open_world for a in ops),
+        )
+
+    @property
+    def description(self) -> str:
+        lines = [f"{self.toolset_description}. Actions:"]
+        if self.write:
+            lines[0] = (
+                f"{self.toolset_description}. Two-phase: without confirm_token an action only previews and returns "
+                "a token; after the user agrees, call again with the same parameters + confirm_token. "
+                "* = runs a PVE task, also takes wait?, wait_timeout?. Actions:"
+            )
+        lines += [a.signature_line() for a in sorted(self.actions.values(), key=lambda a: a.op.name)]
+        return "\n".join(lines)
+
+
+def _action(op: Operation, handler: Callable[..., Any]) -> Action:
+    hints = handler_hints(handler)
+    fields: dict[str, Any] = {}
+    types: dict[str, Any] = {}
+    required: list[str] = []
+    optional: list[str] = []
+    for p in handler_parameters(handler).values():
+        types[p.name] = hints[p.name]
+        annotation = _described(hints[p.name], op.parameters.get(p.name))
+        if p.default is inspect.Parameter.empty:
+            fields[p.name] = (annotation, ...)
+            required.append(p.name)
+        else:
+            fields[p.name] = (annotation, p.default)
+            optional.append(p.name)
+    model = create_model(f"{op.name}_parameters", __config__=ConfigDict(extra="forbid"), **fields)
+    return Action(op=op, handler=handler, model=model, required=required, optional=optional, types=types)
+
+
+def _described(tp: Any, description: str | None) -> Any:
+    return Annotated[tp, Field(description=description)]
+
+
+def build_meta_tools(registry: Registry, ops: list[Operation]) -> list[MetaTool]:
+    """Group the selected operations: one read tool per toolset, one write tool per tier."""
+    tools: dict[str, MetaTool] = {}
+    for op in ops:
+        if op.is_write:
+            spec = registry.write_tools[op.tier]
+            name, title, description, group = spec.name, spec.title, spec.description, op.tier.value
+        else:
+            toolset = registry.toolsets[op.toolset]
+            name, title, description, group = op.toolset, toolset.title, toolset.description, op.toolset
+        meta = tools.get(name)
+        if meta is None:
+            meta = tools[name] = MetaTool(name, group, op.is_write, title, description)
+        meta.actions[op.name] = _action(op, registry.handlers[op.name])
+    return [tools[name] for name in sorted(tools)]
+
+
+def _param_schema(meta: MetaTool, name: str) -> dict[str, Any]:
+    """One JSON schema for a parameter shared by several actions (anyOf when their types differ).
+
+    Every meta-tool parameter is optional at the schema level, so ``null`` branches are dropped;
+    what a parameter means is in the action lines of the description and in docs/tools.md.
+    """
+    schemas: list[dict[str, Any]] = []
+    for action in meta.actions.values():
+        if name not in action.types:
+            continue
+        schema = _non_null(TypeAdapter(action.types[name]).json_schema())
+        if schema not in schemas:
+            schemas.append(schema)
+    return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+
+
+# Syntax and bounds are checked per action, with an error naming the parameter and the action's
+# parameters; the advertised schema keeps types and enums only, so the catalog stays small.
+_DROPPED = (
+    "title",
+    "default",
+    "description",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "maxItems",
+    "minItems",
+)
+
+
+def _non_null(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = {k: v for k, v in schema.items() if k not in _DROPPED}
+    if isinstance(schema.get("items"), dict):
+        schema["items"] = _non_null(schema["items"])
+    branches = schema.get("anyOf")
+    if branches:
+        kept = [_non_null(b) for b in branches if b.get("type") != "null"]
+        rest = {k: v for k, v in schema.items() if k != "anyOf"}
+        return {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
+    return schema
+
+
+def invalid(action: Action, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(x) for x in err["loc"]) or "(parameters)"
+        problems.append(f"parameter '{where}': {err['msg']}")
+    return f"action '{action.op.name}': " + "; ".join(problems) + f". {parameters_of(action)}"
+
+
+def parameters_of(action: Action) -> str:
+    req = ", ".join(action.required) or "none"
+    opt = ", ".join(action.optional) or "none"
+    return f"Parameters of {action.op.name}: required {req}; optional {opt}."
+
+
+def validate_action(meta: MetaTool, action_name: str, given: dict[str, Any]) -> tuple[Action, dict[str, Any]]:
+    """The chosen action and its validated arguments; a ToolError names what is wrong and what is allowed."""
+    action = meta.actions.get(action_name)
+    if action is None:
+        raise ToolError(f"unknown action '{action_name}' for {meta.name}; actions: {', '.join(meta.actions)}")
+    provided = {k: v for k, v in given.items() if v is not None}
+    extra = sorted(set(provided) - set(action.model.model_fields))
+    if extra:
+        raise ToolError(
+            f"action '{action_name}' does not take {', '.join(repr(e) for e in extra)}. {parameters_of(action)}"
+        )
+    try:
+        validated = action.model.model_validate(provided)
+    except ValidationError as exc:
+        raise ToolError(invalid(action, exc)) from None
+    return action, {name: getattr(validated, name) for name in action.model.model_fields}
+
+
+def make_meta_function(
+    meta: MetaTool,
+    run: Callable[[Action, dict[str, Any], Any, Any], Any],
+    human_annotation: Any,
+    context_annotation: Any,
+) -> Callable[..., Any]:
+    """An MCP tool function: ``action`` + the union of parameters; ``run`` executes the validated action."""
+    names: list[str] = []
+    for action in meta.actions.values():
+        names += [n for n in action.model.model_fields if n not in names]
+    action_enum = Literal[tuple(meta.actions)]  # type: ignore[valid-type]
+    params = [
+        inspect.Parameter(
+            "action",
+            inspect.Parameter.KEYWORD_ONLY,
+            # Always an enum (pydantic would write a one-action tool as "const"); clients look for the list.
+            annotation=Annotated[action_enum, WithJsonSchema({"enum": list(meta.actions), "type": "string"})],
+        )
+    ]
+    for name in names:
+        schema = _param_schema(meta, name)
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[Any, WithJsonSchema(schema)],
+            )
+        )
+    params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=context_annotation))
+    if meta.write:
+        params.append(inspect.Parameter("human", inspect.Parameter.KEYWORD_ONLY, annotation=human_annotation))
+
+    async def tool(**kwargs: Any) -> ActionResult:
+        ctx = kwargs.pop("ctx")
+        human = kwargs.pop("human", None)
+        action, args = validate_action(meta, kwargs.pop("action"), kwargs)
+        result = await run(action, args, ctx, human)
+        dumped = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+        return ActionResult(action=action.op.name, result=dumped)
+
+    tool.__name__ = meta.name
+    tool.__doc__ = meta.description
+    tool.__signature__ = inspect.Signature(params, return_annotation=ActionResult)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": ActionResult}
+    return tool

@@ -1,0 +1,118 @@
+"""``@guarded``: every tool handler runs through it.
+
+It refuses an operation the configuration does not allow (defence in depth behind registration),
+maps our errors to ``ToolError`` messages with the fix, times the call and writes exactly one
+audit record per call, whatever the outcome. A handler that is not guarded cannot be
+registered (the registry refuses to load it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
+from pve_steward.pve.ids import InvalidIdentifier
+from pve_steward.security.audit import redact_params
+from pve_steward.security.tokens import TokenRefused
+from pve_steward.tools.context import ToolContext
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+Handler = Callable[..., Awaitable[Any]]
+HANDLERS: dict[str, Handler] = {}
+
+
+class Refused(ToolError):
+    """A deliberate refusal (not an error in PVE): precondition failed, policy, invalid input."""
+
+
+def policy_refusal(t: ToolContext) -> str | None:
+    op = t.op
+    settings = t.settings
+    if op.is_write and settings.read_only:
+        return f"{op.name} is a write and this server runs read-only"
+    if op.is_write and not settings.tier.allows(op.tier):
+        return f"{op.name} needs tier {op.tier.value}; this server is configured for {settings.tier.value}"
+    return None
+
+
+def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
+        op = t.op
+        started = time.monotonic()
+        base: dict[str, Any] = {
+            "event": "tool_call",
+            "tool": op.name,
+            "write": op.is_write,
+            "tier": op.tier.value,
+            "server_tier": t.settings.tier.value,
+            "pve_token": t.settings.token_id,  # the id only; the secret never reaches the log
+            "params": redact_params(kwargs),
+        }
+        if t.client_identity:
+            base["client"] = t.client_identity
+
+        def audit(outcome: str, **extra: Any) -> None:
+            if op.is_write or t.settings.audit_reads or outcome not in ("ok",):
+                t.app.audit.append(
+                    {
+                        **base,
+                        **t.audit_fields,
+                        "outcome": outcome,
+                        "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                        **extra,
+                    }
+                )
+
+        refusal = policy_refusal(t)
+        if refusal:
+            audit("denied", reason=refusal)
+            raise Refused(refusal)
+        try:
+            result = await fn(t, **kwargs)
+        except TokenRefused as exc:
+            audit("refused", reason=str(exc))
+            raise Refused(f"confirmation refused: {exc}") from None
+        except Refused as exc:
+            audit("refused", reason=str(exc))
+            raise
+        except InvalidIdentifier as exc:
+            audit("invalid", reason=str(exc))
+            raise Refused(str(exc)) from None
+        except PveError as exc:
+            hint = advice(exc)
+            audit("failed", error=exc.message, error_type=type(exc).__name__)
+            raise ToolError(exc.message + (f". Fix: {hint}" if hint else "")) from None
+        except ToolError as exc:
+            audit("failed", error=str(exc))
+            raise
+        except MALFORMED_VALUE_ERRORS as exc:
+            log.exception("tool %s crashed", op.name)
+            audit("crashed", error_type=type(exc).__name__)
+            raise ToolError(
+                f"{op.name} stopped on an unexpected {type(exc).__name__}: a value of unexpected type or form in "
+                "the cluster's answer, or a bug. The server log has the traceback."
+                + (" Check the guest's state before repeating a write." if op.is_write else "")
+            ) from None
+        except Exception:
+            log.exception("tool %s crashed", op.name)
+            audit("crashed")
+            raise
+        # A write whose PVE task failed is a failed call in the audit trail, even though the tool answered.
+        audit("task_failed" if t.audit_fields.get("task_state") == "failed" else "ok")
+        return result
+
+    wrapper.__guarded__ = True  # type: ignore[attr-defined]
+    if name in HANDLERS and HANDLERS[name] is not wrapper:
+        raise RuntimeError(f"two tool handlers are named {name}")
+    HANDLERS[name] = wrapper
+    return wrapper

@@ -1,0 +1,231 @@
+"""Backup read tools: jobs, which guests a job covers, backup archives, guests no job covers.
+
+The judgement (stale, failed, unverified...) lives in ``diagnose_backups``; these are the
+typed views an operator drills into afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from pve_steward.analysis.backups import job_covers
+from pve_steward.analysis.schedule import interval_seconds
+from pve_steward.client import api_path, gather
+from pve_steward.client import node as node_seg
+from pve_steward.client import storage as storage_seg
+from pve_steward.errors import PveError
+from pve_steward.models import PageInfo, UntrustedText, iso, untrusted
+from pve_steward.pve.ids import BackupJobId, VmId
+from pve_steward.security.guard import Refused, guarded
+from pve_steward.tools.context import ToolContext
+
+MAX_PAGE = 500
+
+
+def _ok(value: Any) -> Any:
+    """A read every row of the answer depends on: its failure is the tool's failure."""
+    if isinstance(value, PveError):
+        raise value
+    return value
+
+
+class BackupJob(BaseModel):
+    id: str
+    enabled: bool
+    schedule: str | None
+    interval_hours: float | None = Field(None, description="longest gap between two runs; null if not understood")
+    next_run: str | None = None
+    storage: str | None
+    mode: str | None
+    selection: str = Field(description="all, all except ..., vmids ..., or pool ...")
+    node: str | None = Field(None, description="only guests on this node")
+    retention: str | None = Field(None, description="prune-backups settings")
+    comment: UntrustedText | None = None
+
+
+def _job(r: dict[str, Any]) -> BackupJob:
+    if r.get("vmid"):
+        selection = f"vmids {r['vmid']}"
+    elif r.get("pool"):
+        selection = f"pool {r['pool']}"
+    elif int(r.get("all", 0) or 0):
+        selection = f"all except {r['exclude']}" if r.get("exclude") else "all"
+    else:
+        selection = "none"
+    prune = r.get("prune-backups")
+    retention = ",".join(f"{k}={v}" for k, v in sorted(prune.items())) if isinstance(prune, dict) else prune
+    interval = interval_seconds(r.get("schedule"))
+    return BackupJob(
+        id=str(r.get("id")),
+        enabled=bool(int(r.get("enabled", 1) or 0)),
+        schedule=r.get("schedule"),
+        interval_hours=round(interval / 3600, 1) if interval else None,
+        next_run=iso(r.get("next-run")),
+        storage=r.get("storage"),
+        mode=r.get("mode"),
+        selection=selection,
+        node=r.get("node"),
+        retention=retention or None,
+        comment=untrusted(r.get("comment")),
+    )
+
+
+class BackupJobs(BaseModel):
+    items: list[BackupJob]
+    disabled: list[str]
+
+
+@guarded
+async def list_backup_jobs(t: ToolContext) -> BackupJobs:
+    """GET /cluster/backup with schedules read into intervals."""
+    rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup"))
+    items = sorted((_job(r) for r in rows), key=lambda j: j.id)
+    return BackupJobs(items=items, disabled=[j.id for j in items if not j.enabled])
+
+
+class CoveredGuest(BaseModel):
+    vmid: int
+    name: str
+    node: str
+
+
+class BackupJobDetail(BaseModel):
+    job: BackupJob
+    covers_total: int = Field(description="how many guests the job covers")
+    covers: list[CoveredGuest] = Field(description="the first `limit` guests it covers, by vmid")
+    unknown: list[int] = Field(
+        default_factory=list, description="guests whose coverage depends on pool membership (not read)"
+    )
+
+
+@guarded
+async def get_backup_job(
+    t: ToolContext, id: BackupJobId, limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100
+) -> BackupJobDetail:
+    """One backup job and exactly which guests it covers (node filter, vmid list, all/exclude)."""
+    got = await gather(
+        t.client,
+        [("jobs", api_path("cluster", "backup"), {}), ("guests", api_path("cluster", "resources"), {"type": "vm"})],
+    )
+    jobs: list[dict[str, Any]] = _ok(got["jobs"])
+    guests: list[dict[str, Any]] = _ok(got["guests"])
+    row = next((r for r in jobs if str(r.get("id")) == id), None)
+    if row is None:
+        known = ", ".join(sorted(str(r.get("id")) for r in jobs)) or "none"
+        raise Refused(f"no backup job '{id}'; jobs: {known}")
+    covers, unknown = [], []
+    for g in sorted(guests, key=lambda g: int(g.get("vmid", 0))):
+        if g.get("type") not in ("qemu", "lxc") or g.get("template"):
+            continue
+        verdict = job_covers(row, int(g["vmid"]), g.get("node"))
+        if verdict is None:
+            unknown.append(int(g["vmid"]))
+        elif verdict:
+            covers.append(CoveredGuest(vmid=int(g["vmid"]), name=str(g.get("name", g["vmid"])), node=str(g["node"])))
+    return BackupJobDetail(job=_job(row), covers_total=len(covers), covers=covers[:limit], unknown=unknown[:limit])
+
+
+class Backup(BaseModel):
+    volid: str
+    storage: str
+    vmid: int | None
+    created: str | None
+    age_hours: float | None
+    size_bytes: int | None = None
+    protected: bool = False
+    verified: str | None = Field(None, description="PBS verification: ok or failed; null if never verified")
+    notes: UntrustedText | None = None
+
+
+class BackupList(BaseModel):
+    page: PageInfo
+    items: list[Backup]
+    storages_read: list[str]
+    incomplete: list[str] = Field(default_factory=list, description="backup storages that could not be read")
+
+
+@guarded
+async def list_backups(
+    t: ToolContext,
+    vmid: VmId | None = None,
+    offset: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 50,
+) -> BackupList:
+    """Backup archives on every backup storage (each read once, on a node that has it), newest first."""
+    got = await gather(t.client, [("config", api_path("storage"), {}), ("nodes", api_path("nodes"), {})])
+    config: list[dict[str, Any]] = _ok(got["config"])
+    nodes: list[dict[str, Any]] = _ok(got["nodes"])
+    online = sorted(str(n["node"]) for n in nodes if n.get("status") == "online")
+    reads: list[tuple[str, Any, dict[str, Any]]] = []
+    incomplete: list[str] = []
+    for s in config:
+        if "backup" not in str(s.get("content", "")).split(",") or int(s.get("disable", 0) or 0):
+            continue
+        allowed = str(s["nodes"]).split(",") if s.get("nodes") else online
+        where = next((n for n in online if n in allowed), None)
+        if where is None:
+            incomplete.append(f"{s['storage']}: no online node has it")
+            continue
+        params: dict[str, Any] = {"content": "backup"}
+        if vmid is not None:
+            params["vmid"] = vmid
+        reads.append(
+            (
+                str(s["storage"]),
+                api_path("nodes", node_seg(where), "storage", storage_seg(str(s["storage"])), "content"),
+                params,
+            )
+        )
+    contents = await gather(t.client, reads)
+    now = t.now()
+    rows: list[Backup] = []
+    for sid, result in sorted(contents.items()):
+        if isinstance(result, PveError):
+            incomplete.append(f"{sid}: {result.message}")
+            continue
+        for r in result:
+            created = r.get("ctime")
+            rows.append(
+                Backup(
+                    volid=str(r["volid"]),
+                    storage=sid,
+                    vmid=int(r["vmid"]) if r.get("vmid") is not None else None,
+                    created=iso(created),
+                    age_hours=round((now - created) / 3600, 1) if created else None,
+                    size_bytes=r.get("size"),
+                    protected=bool(r.get("protected")),
+                    verified=(r.get("verification") or {}).get("state"),
+                    notes=untrusted(r.get("notes")),
+                )
+            )
+    rows.sort(key=lambda b: (b.age_hours if b.age_hours is not None else float("inf"), b.volid))
+    page = rows[offset : offset + limit]
+    end = offset + len(page)
+    return BackupList(
+        page=PageInfo(total=len(rows), offset=offset, returned=len(page), next_offset=end if end < len(rows) else None),
+        items=page,
+        storages_read=sorted(k for k, v in contents.items() if not isinstance(v, PveError)),
+        incomplete=incomplete,
+    )
+
+
+class UncoveredGuest(BaseModel):
+    vmid: int
+    name: str | None
+    type: str | None
+
+
+class UncoveredGuests(BaseModel):
+    count: int
+    items: list[UncoveredGuest]
+
+
+@guarded
+async def guests_without_backup_job(t: ToolContext) -> UncoveredGuests:
+    """GET /cluster/backup-info/not-backed-up: guests no backup job selects (PVE's own computation)."""
+    rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup-info", "not-backed-up"))
+    items = [UncoveredGuest(vmid=int(r["vmid"]), name=r.get("name"), type=r.get("type")) for r in rows]
+    items.sort(key=lambda g: g.vmid)
+    return UncoveredGuests(count=len(items), items=items)

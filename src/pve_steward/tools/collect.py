@@ -1,0 +1,362 @@
+"""Fill a :class:`ClusterData` for the diagnostics, with every read concurrent and bounded.
+
+Reads happen in three waves (cluster-wide, then per node and per guest, then what depends on
+those answers). Offline nodes are not queried; what could not be read is recorded in
+``missing`` with the areas it affects, so reports say what they could not check. A 403 on a
+read that needs more than auditor rights (pending updates need Sys.Modify) is recorded as an
+optional gap (CHECK_SKIPPED), not as a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pve_steward.analysis.data import ClusterData, Missing
+from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
+from pve_steward.client import node as node_seg
+from pve_steward.client import storage as storage_seg
+from pve_steward.client import upid as upid_seg
+from pve_steward.client import vmid as vmid_seg
+from pve_steward.errors import PveError, PveNotFound, PvePermissionError
+from pve_steward.pve.guestconfig import parse_property_string
+
+ALL_AREAS = ("cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations")
+NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
+NEEDS_TASKS = {"backups", "guests", "operations"}
+OPTIONAL = {"updates"}  # reads that need more than an auditor role
+
+Read = tuple[str, ApiPath, dict[str, Any]]
+
+
+class Collector:
+    def __init__(self, client: ProxmoxClient, now: float, areas: Iterable[str]) -> None:
+        self.client = client
+        self.areas = set(areas)
+        self.data = ClusterData(now=now)
+
+    def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
+        optional = key.split(":", 1)[0] in OPTIONAL and isinstance(err, PvePermissionError)
+        self.data.missing.append(
+            Missing(
+                what=what + (" (optional: needs more privileges)" if optional else ""),
+                path=err.path or key,
+                error=err.message,
+                node=node,
+                status=err.status,
+                affects=tuple(affects),
+                optional=optional,
+            )
+        )
+
+    async def _read(self, reads: list[Read]) -> dict[str, Any]:
+        return await gather(self.client, reads)
+
+    def _want(self, *areas: str) -> bool:
+        return bool(self.areas & set(areas))
+
+    async def run(
+        self,
+        *,
+        vmids: list[int] | None = None,
+        node: str | None = None,
+        preconditions: bool = False,
+        agent_probe_limit: int = 0,
+    ) -> ClusterData:
+        """``vmids``/``node`` restrict per-guest reads (configs, preconditions) to those guests."""
+        d = self.data
+        wave1: list[Read] = [
+            ("status", api_path("cluster", "status"), {}),
+            ("resources", api_path("cluster", "resources"), {}),
+            ("version", api_path("version"), {}),
+            ("storage", api_path("storage"), {}),
+        ]
+        if self._want("ha", "migration"):
+            wave1 += [
+                ("ha_status", api_path("cluster", "ha", "status", "current"), {}),
+                ("ha_resources", api_path("cluster", "ha", "resources"), {}),
+            ]
+        if self._want("ha"):
+            wave1 += [
+                ("ha_groups", api_path("cluster", "ha", "groups"), {}),
+                ("ha_rules", api_path("cluster", "ha", "rules"), {}),
+            ]
+        if self._want("backups"):
+            wave1 += [
+                ("backup_jobs", api_path("cluster", "backup"), {}),
+                ("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}),
+            ]
+        if self._want("replication", "migration"):
+            wave1.append(("replication_jobs", api_path("cluster", "replication"), {}))
+        got = await self._read(wave1)
+        fields = {
+            "status": "cluster_status",
+            "resources": "resources",
+            "version": "version",
+            "storage": "storage_config",
+            "ha_status": "ha_status",
+            "ha_resources": "ha_resources",
+            "ha_groups": "ha_groups",
+            "ha_rules": "ha_rules",
+            "backup_jobs": "backup_jobs",
+            "not_backed_up": "not_backed_up",
+            "replication_jobs": "replication_jobs",
+        }
+        for key, value in got.items():
+            if isinstance(value, PveError):
+                if key == "ha_rules" and isinstance(value, PveNotFound):
+                    continue  # PVE 8 has HA groups, not rules
+                self._miss(
+                    f"cluster data ({key})",
+                    key,
+                    value,
+                    None,
+                    ALL_AREAS if key in ("resources", "status") else self._affects(key),
+                )
+            else:
+                setattr(d, fields[key], value)
+        if isinstance(got["resources"], PveError):
+            raise got["resources"]
+        wanted: set[int] | None = set(vmids) if vmids is not None else None
+        if node is not None:
+            on_node = {v for v, g in d.guests.items() if g.get("node") == node}
+            wanted = on_node if wanted is None else wanted & on_node
+        await self._wave2(wanted, preconditions)
+        await self._wave3(agent_probe_limit)
+        return d
+
+    @staticmethod
+    def _affects(key: str) -> tuple[str, ...]:
+        return {
+            "ha_status": ("ha", "migration"),
+            "ha_resources": ("ha", "migration"),
+            "ha_groups": ("ha",),
+            "ha_rules": ("ha",),
+            "backup_jobs": ("backups",),
+            "not_backed_up": ("backups",),
+            "replication_jobs": ("replication", "migration"),
+            "storage": ALL_AREAS,
+            "version": (),
+        }.get(key, ALL_AREAS)
+
+    async def _wave2(self, wanted: set[int] | None, preconditions: bool) -> None:
+        d = self.data
+        online, offline = d.online_nodes, sorted(set(d.nodes) - set(d.online_nodes))
+        for node in offline:
+            self.data.missing.append(
+                Missing(
+                    what=f"everything on offline node {node}",
+                    path=f"/nodes/{node}",
+                    error="node is offline",
+                    node=node,
+                    affects=ALL_AREAS,
+                )
+            )
+        reads: list[Read] = []
+        since = int(d.now - 48 * 3600)
+        for n in online:
+            seg = node_seg(n)
+            if self._want("cluster", "capacity", "migration"):
+                reads.append((f"node_status:{n}", api_path("nodes", seg, "status"), {}))
+            if self._want("capacity"):
+                reads.append((f"node_storage:{n}", api_path("nodes", seg, "storage"), {}))
+            if self.areas & NEEDS_TASKS:
+                reads.append(
+                    (f"tasks:{n}", api_path("nodes", seg, "tasks"), {"since": since, "limit": 5000, "source": "all"})
+                )
+            if self._want("replication"):
+                reads.append((f"replication:{n}", api_path("nodes", seg, "replication"), {}))
+            if self._want("operations"):
+                reads += [
+                    (f"certificates:{n}", api_path("nodes", seg, "certificates", "info"), {}),
+                    (f"updates:{n}", api_path("nodes", seg, "apt", "update"), {}),
+                    (f"repositories:{n}", api_path("nodes", seg, "apt", "repositories"), {}),
+                    (f"subscription:{n}", api_path("nodes", seg, "subscription"), {}),
+                    (f"disks:{n}", api_path("nodes", seg, "disks", "list"), {}),
+                    (f"zfs:{n}", api_path("nodes", seg, "disks", "zfs"), {}),
+                ]
+        if self.areas & NEEDS_CONFIGS:
+            for vmid, g in d.guests.items():
+                if g.get("node") in online and (wanted is None or vmid in wanted):
+                    reads.append(
+                        (
+                            f"config:{vmid}",
+                            api_path("nodes", node_seg(g["node"]), g["type"], vmid_seg(vmid), "config"),
+                            {},
+                        )
+                    )
+        if preconditions:  # only needs where the guest runs: read alongside the configs, in the same wave
+            for vmid, g in sorted(d.guests.items()):
+                if g["type"] == "qemu" and g.get("node") in online and (wanted is None or vmid in wanted):
+                    reads.append(
+                        (
+                            f"precondition:{vmid}",
+                            api_path("nodes", node_seg(g["node"]), "qemu", vmid_seg(vmid), "migrate"),
+                            {},
+                        )
+                    )
+        if self._want("backups"):
+            reads += self._backup_content_reads(online)
+        got = await self._read(reads)
+        self._take_preconditions(got)
+        targets: dict[str, dict[str, Any]] = {
+            "node_status": d.node_status,
+            "node_storage": d.node_storage,
+            "replication": d.replication_state,
+            "certificates": d.certificates,
+            "updates": d.updates,
+            "repositories": d.repositories,
+            "subscription": d.subscriptions,
+            "disks": d.disks,
+            "zfs": d.zfs,
+        }
+        affects = {
+            "node_status": ("cluster", "capacity", "migration"),
+            "node_storage": ("capacity",),
+            "tasks": tuple(NEEDS_TASKS),
+            "replication": ("replication",),
+            "config": tuple(NEEDS_CONFIGS),
+            "content": ("backups",),
+        }
+        for key, value in sorted(got.items()):
+            kind, _, ident = key.partition(":")
+            if isinstance(value, PveError):
+                where = ident if kind not in ("config", "content") else None
+                self._miss(
+                    f"{kind.replace('_', ' ')} of {ident}", key, value, where, affects.get(kind, ("operations",))
+                )
+                continue
+            if kind == "tasks":
+                d.tasks.extend(dict(r, node=r.get("node", ident)) for r in value)
+            elif kind == "config":
+                d.configs[int(ident)] = value
+            elif kind == "content":
+                sid = ident.split("@", 1)[0]
+                d.backups.extend(dict(r, storage=sid) for r in value if r.get("content", "backup") == "backup")
+                if sid not in d.backup_storages_read:
+                    d.backup_storages_read.append(sid)
+            else:
+                targets[kind][ident] = value
+
+    def _backup_content_reads(self, online: list[str]) -> list[Read]:
+        reads: list[Read] = []
+        for s in self.data.storage_config:
+            if "backup" not in str(s.get("content", "")).split(",") or int(s.get("disable", 0) or 0):
+                continue
+            sid = str(s["storage"])
+            nodes = [n for n in online if not s.get("nodes") or n in str(s["nodes"]).split(",")]
+            shared = bool(int(s.get("shared", 0) or 0)) or s.get("type") in ("pbs", "nfs", "cifs", "cephfs")
+            for n in nodes[:1] if shared else nodes:
+                reads.append(
+                    (
+                        f"content:{sid}@{n}",
+                        api_path("nodes", node_seg(n), "storage", storage_seg(sid), "content"),
+                        {"content": "backup"},
+                    )
+                )
+        return reads
+
+    def _take_preconditions(self, got: dict[str, Any]) -> None:
+        """Move precondition answers out of a wave's results; 403s become one optional gap."""
+        denied = 0
+        for key in [k for k in got if k.startswith("precondition:")]:
+            value = got.pop(key)
+            if isinstance(value, PvePermissionError):
+                denied += 1
+            elif not isinstance(value, PveError):  # other errors (a locked guest): our own reading covers it
+                self.data.preconditions[int(key.split(":", 1)[1])] = value
+        if denied:
+            self.data.missing.append(
+                Missing(
+                    what=f"PVE's migrate preconditions for {denied} VM(s)",
+                    path="/nodes/{node}/qemu/{vmid}/migrate",
+                    error="token lacks VM.Migrate",
+                    status=403,
+                    affects=("migration",),
+                    optional=True,
+                )
+            )
+
+    async def _wave3(self, agent_probe_limit: int) -> None:
+        d = self.data
+        reads: list[Read] = []
+        if self._want("guests"):
+            for vmid, raw in d.configs.items():
+                g = d.guests[vmid]
+                if raw.get("parent"):
+                    reads.append(
+                        (
+                            f"snapshots:{vmid}",
+                            api_path("nodes", node_seg(g["node"]), g["type"], vmid_seg(vmid), "snapshot"),
+                            {},
+                        )
+                    )
+            probes = [
+                vmid
+                for vmid, raw in sorted(d.configs.items())
+                if d.guests[vmid]["type"] == "qemu"
+                and d.guests[vmid].get("status") == "running"
+                and parse_property_string(str(raw.get("agent", "0")), "enabled").get("enabled") == "1"
+            ]
+            if len(probes) > agent_probe_limit:
+                d.missing.append(
+                    Missing(
+                        what=f"guest-agent probes beyond the first {agent_probe_limit} of {len(probes)} VMs",
+                        path="agent_probe_limit",
+                        error="capped by configuration",
+                        affects=("guests",),
+                        optional=True,
+                    )
+                )
+            for vmid in probes[:agent_probe_limit]:
+                g = d.guests[vmid]
+                reads.append(
+                    (
+                        f"agent:{vmid}",
+                        api_path("nodes", node_seg(g["node"]), "qemu", vmid_seg(vmid), "agent", "info"),
+                        {},
+                    )
+                )
+        if self._want("backups"):
+            for task in d.tasks:
+                status = task.get("status")
+                if (
+                    task.get("type") == "vzdump"
+                    and status not in (None, "OK")
+                    and not str(status).startswith("WARNINGS")
+                ):
+                    reads.append(
+                        (
+                            f"log:{task['upid']}",
+                            api_path("nodes", node_seg(task["node"]), "tasks", upid_seg(task["upid"]), "log"),
+                            {"limit": 5000},
+                        )
+                    )
+        got = await self._read(reads)
+        for key, value in got.items():
+            kind, _, ident = key.partition(":")
+            if kind == "agent":
+                d.agent[int(ident)] = not isinstance(value, PveError)
+                continue
+            if isinstance(value, PveError):
+                self._miss(f"{kind} of {ident}", key, value, None, ("guests",) if kind == "snapshots" else ("backups",))
+                continue
+            if kind == "snapshots":
+                d.snapshots[int(ident)] = value
+            elif kind == "log":
+                d.task_logs[ident] = [str(line.get("t", "")) for line in value]
+
+
+async def collect(
+    client: ProxmoxClient,
+    now: float,
+    areas: Iterable[str],
+    *,
+    vmids: list[int] | None = None,
+    node: str | None = None,
+    preconditions: bool = False,
+    agent_probe_limit: int = 0,
+) -> ClusterData:
+    return await Collector(client, now, areas).run(
+        vmids=vmids, node=node, preconditions=preconditions, agent_probe_limit=agent_probe_limit
+    )

@@ -1,0 +1,156 @@
+"""Diagnostic tools: thin wrappers that collect, call the pure analysis, and return the report."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from pve_steward.analysis.codes import CODES
+from pve_steward.analysis.data import incomplete_findings
+from pve_steward.analysis.findings import Report, make_report
+from pve_steward.analysis.health import AREAS, diagnose
+from pve_steward.analysis.migration import Migratability, analyze_migratability
+from pve_steward.analysis.thresholds import Thresholds, thresholds_from
+from pve_steward.client import ProxmoxClient
+from pve_steward.config import Settings
+from pve_steward.pve.ids import NodeName, VmId
+from pve_steward.security.guard import Refused, guarded
+from pve_steward.tools.collect import collect
+from pve_steward.tools.context import ToolContext
+
+Area = Literal["cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations"]
+Limit = Annotated[int, Field(ge=1, le=1000)]
+
+
+def thresholds(settings: Settings) -> Thresholds:
+    return thresholds_from(settings.thresholds)
+
+
+async def run_check(
+    client: ProxmoxClient, settings: Settings, now: float, areas: list[str], limit: int | None, name: str = "health"
+) -> Report:
+    """Collect exactly what the areas need and analyse it (shared by the MCP tools and `check`)."""
+    t = thresholds(settings)
+    data = await collect(client, now, areas, agent_probe_limit=t.agent_probe_limit)
+    return diagnose(data, t, areas, limit, name)
+
+
+async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name: str) -> Report:
+    await t.progress(0, 2, f"reading the cluster for {', '.join(areas)}")
+    report = await run_check(t.client, t.settings, t.now(), areas, None if detail else limit, name)
+    await t.progress(2, 2, report.summary)
+    return report
+
+
+@guarded
+async def check_cluster_health(
+    t: ToolContext, areas: list[Area] | None = None, detail: bool = False, limit: Limit = 50
+) -> Report:
+    """Every diagnostic in one call, findings ranked worst first."""
+    chosen: list[str] = list(areas) if areas else list(AREAS)
+    return await _area(t, chosen, detail, limit, "health")
+
+
+@guarded
+async def diagnose_backups(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Backup coverage, freshness, failed runs, verification, retention."""
+    return await _area(t, ["backups"], detail, limit, "backups")
+
+
+@guarded
+async def diagnose_capacity(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Storage usage and thin overcommit, node memory, swap, vCPU ratio, N+1."""
+    return await _area(t, ["capacity"], detail, limit, "capacity")
+
+
+@guarded
+async def diagnose_ha(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Quorum, nodes, HA manager and resource states, maintenance, HA rules and groups."""
+    return await _area(t, ["cluster", "ha"], detail, limit, "cluster_ha")
+
+
+@guarded
+async def diagnose_replication(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Failing, lagging, disabled replication jobs."""
+    return await _area(t, ["replication"], detail, limit, "replication")
+
+
+@guarded
+async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Stuck locks, old snapshots, silent guest agents, onboot."""
+    return await _area(t, ["guests"], detail, limit, "guests")
+
+
+@guarded
+async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Failed tasks, certificates, repositories, pending updates, SMART, ZFS."""
+    return await _area(t, ["operations"], detail, limit, "operations")
+
+
+class MigratabilityReport(BaseModel):
+    report: Report
+    verdicts: dict[str, int] = Field(description="how many guests can move live / offline / restart / not at all")
+    guests: list[Migratability] = Field(description="per-guest verdicts (non-live first), or the one asked for")
+    omitted_guests: int = 0
+
+
+@guarded
+async def diagnose_migratability(
+    t: ToolContext, vmid: VmId | None = None, node: NodeName | None = None, detail: bool = False, limit: Limit = 50
+) -> MigratabilityReport:
+    """Per guest: live / offline / restart / blocked with every reason, checked against PVE's precondition."""
+    await t.progress(0, 2, "reading guest configs and migrate preconditions")
+    data = await collect(
+        t.client, t.now(), ["migration"], vmids=[vmid] if vmid is not None else None, preconditions=True
+    )
+    if vmid is not None and vmid not in data.guests:
+        raise Refused(f"no guest {vmid} is visible in this cluster")
+    if node is not None and node not in data.nodes:
+        raise Refused(f"no node '{node}' in this cluster (nodes: {', '.join(sorted(data.nodes))})")
+    vmids = (
+        [vmid]
+        if vmid is not None
+        else sorted(v for v, g in data.guests.items() if node is None or g.get("node") == node)
+    )
+    findings, verdicts = analyze_migratability(data, vmids=vmids)
+    report = make_report(
+        "migration", findings + incomplete_findings(data, "migration"), ["migration"], None if detail else limit
+    )
+    counts: dict[str, int] = {}
+    for m in verdicts:
+        counts[m.verdict] = counts.get(m.verdict, 0) + 1
+    order = {"blocked": 0, "restart": 1, "offline": 2, "live": 3}
+    ranked = sorted(verdicts, key=lambda m: (order[m.verdict], m.vmid))
+    shown = ranked if detail or vmid is not None else ranked[:limit]
+    await t.progress(2, 2, report.summary)
+    return MigratabilityReport(report=report, verdicts=counts, guests=shown, omitted_guests=len(ranked) - len(shown))
+
+
+class CodeDoc(BaseModel):
+    code: str
+    area: str
+    default_severity: str
+    title: str
+    rule: str
+    remediation: str
+    thresholds: dict[str, float] = Field(default_factory=dict, description="thresholds in effect for this rule")
+
+
+@guarded
+async def explain_finding(t: ToolContext, code: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{2,63}$")]) -> CodeDoc:
+    """What a finding code means, its rule, default severity and fix (no cluster access)."""
+    info = CODES.get(code)
+    if info is None:
+        raise Refused(f"unknown finding code {code}; see docs/tools.md for the list")
+    current = thresholds(t.settings).model_dump()
+    used = {k: float(v) for k, v in current.items() if k in info.rule}
+    return CodeDoc(
+        code=code,
+        area=info.area,
+        default_severity=info.severity,
+        title=info.title,
+        rule=info.rule,
+        remediation=info.remediation,
+        thresholds=used,
+    )

@@ -1,0 +1,226 @@
+"""Storage read tools: storages with per-node usage, one storage's content, replication jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pve_steward.client import api_path, gather
+from pve_steward.client import node as node_seg
+from pve_steward.client import storage as storage_seg
+from pve_steward.errors import PveError
+from pve_steward.models import PageInfo, UntrustedText, iso, untrusted
+from pve_steward.pve.ids import NodeName, StorageId, VmId
+from pve_steward.security.guard import guarded
+from pve_steward.tools.context import ToolContext
+
+MAX_PAGE = 500
+
+
+class StorageOnNode(BaseModel):
+    node: str
+    active: bool
+    total_bytes: int | None = None
+    used_bytes: int | None = None
+    avail_bytes: int | None = None
+    used_fraction: float | None = None
+
+
+class StorageRow(BaseModel):
+    storage: str
+    type: str
+    content: list[str]
+    shared: bool
+    enabled: bool
+    restricted_to: list[str] | None = Field(None, description="the only nodes it is configured on; null = all")
+    usage: list[StorageOnNode] = Field(description="one row per node that reports it (one for shared storage)")
+
+
+class StorageList(BaseModel):
+    items: list[StorageRow]
+    incomplete: list[str] = Field(default_factory=list, description="reads that failed; usage may be partial")
+
+
+def _fraction(used: Any, total: Any) -> float | None:
+    return round(int(used) / int(total), 4) if used is not None and total else None
+
+
+@guarded
+async def list_storage(
+    t: ToolContext, content: Literal["images", "rootdir", "backup", "iso", "vztmpl"] | None = None
+) -> StorageList:
+    """GET /storage plus every online node's storage status, read concurrently."""
+    got = await gather(t.client, [("config", api_path("storage"), {}), ("nodes", api_path("nodes"), {})])
+    if isinstance(got["config"], PveError):
+        raise got["config"]
+    config: list[dict[str, Any]] = got["config"]
+    nodes: list[dict[str, Any]] = [] if isinstance(got["nodes"], PveError) else got["nodes"]
+    incomplete = [f"nodes: {got['nodes'].message}"] if isinstance(got["nodes"], PveError) else []
+    online = sorted(str(n["node"]) for n in nodes if n.get("status") == "online")
+    incomplete += [f"{n['node']}: offline, usage not read" for n in nodes if n.get("status") != "online"]
+    status = await gather(t.client, [(n, api_path("nodes", node_seg(n), "storage"), {}) for n in online])
+    per: dict[str, list[StorageOnNode]] = {}
+    for n in online:
+        rows = status[n]
+        if isinstance(rows, PveError):
+            incomplete.append(f"storage status on {n}: {rows.message}")
+            continue
+        for r in rows:
+            per.setdefault(str(r["storage"]), []).append(
+                StorageOnNode(
+                    node=n,
+                    active=bool(r.get("active")),
+                    total_bytes=r.get("total"),
+                    used_bytes=r.get("used"),
+                    avail_bytes=r.get("avail"),
+                    used_fraction=_fraction(r.get("used"), r.get("total")),
+                )
+            )
+    items = []
+    for c in sorted(config, key=lambda c: str(c.get("storage"))):
+        kinds = [k for k in str(c.get("content", "")).split(",") if k]
+        if content and content not in kinds:
+            continue
+        shared = bool(int(c.get("shared", 0))) or c.get("type") in ("nfs", "cifs", "rbd", "pbs", "cephfs", "iscsi")
+        usage = per.get(str(c["storage"]), [])
+        if shared and usage:
+            usage = [next((u for u in usage if u.active), usage[0])]
+        items.append(
+            StorageRow(
+                storage=str(c["storage"]),
+                type=str(c.get("type")),
+                content=kinds,
+                shared=shared,
+                enabled=not int(c.get("disable", 0)),
+                restricted_to=str(c["nodes"]).split(",") if c.get("nodes") else None,
+                usage=usage,
+            )
+        )
+    return StorageList(items=items, incomplete=incomplete)
+
+
+class Volume(BaseModel):
+    volid: str
+    content: str
+    format: str | None = None
+    size_bytes: int | None = None
+    vmid: int | None = None
+    created: str | None = None
+    protected: bool | None = None
+    verified: str | None = Field(None, description="PBS verification state (ok, failed) when known")
+    notes: UntrustedText | None = None
+
+
+class StorageContent(BaseModel):
+    storage: str
+    node: str
+    page: PageInfo
+    items: list[Volume]
+
+
+@guarded
+async def storage_content(
+    t: ToolContext,
+    node: NodeName,
+    storage: StorageId,
+    content: Literal["images", "rootdir", "backup", "iso", "vztmpl"] | None = None,
+    vmid: VmId | None = None,
+    offset: Annotated[int, Field(ge=0)] = 0,
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100,
+) -> StorageContent:
+    """GET /nodes/{node}/storage/{storage}/content, filtered by PVE, newest first, paginated."""
+    params: dict[str, Any] = {}
+    if content:
+        params["content"] = content
+    if vmid is not None:
+        params["vmid"] = vmid
+    rows: list[dict[str, Any]] = await t.client.get(
+        api_path("nodes", node_seg(node), "storage", storage_seg(storage), "content"), **params
+    )
+    rows = sorted(rows, key=lambda r: (-(r.get("ctime") or 0), str(r.get("volid"))))
+    page = rows[offset : offset + limit]
+    items = [
+        Volume(
+            volid=str(r["volid"]),
+            content=str(r.get("content")),
+            format=r.get("format"),
+            size_bytes=r.get("size"),
+            vmid=int(r["vmid"]) if r.get("vmid") is not None else None,
+            created=iso(r.get("ctime")),
+            protected=bool(r["protected"]) if "protected" in r else None,
+            verified=(r.get("verification") or {}).get("state"),
+            notes=untrusted(r.get("notes")),
+        )
+        for r in page
+    ]
+    end = offset + len(items)
+    return StorageContent(
+        storage=storage,
+        node=node,
+        page=PageInfo(
+            total=len(rows), offset=offset, returned=len(items), next_offset=end if end < len(rows) else None
+        ),
+        items=items,
+    )
+
+
+class ReplicationJob(BaseModel):
+    id: str
+    guest: int
+    source: str | None
+    target: str
+    schedule: str
+    enabled: bool
+    last_sync: str | None = None
+    next_sync: str | None = None
+    duration_s: float | None = None
+    fail_count: int | None = None
+    error: str | None = None
+    comment: UntrustedText | None = None
+
+
+class ReplicationJobs(BaseModel):
+    items: list[ReplicationJob]
+    failing: list[str]
+    incomplete: list[str] = Field(default_factory=list)
+
+
+@guarded
+async def list_replication_jobs(t: ToolContext, vmid: VmId | None = None) -> ReplicationJobs:
+    """GET /cluster/replication joined with each source node's replication state."""
+    jobs: list[dict[str, Any]] = await t.client.get(api_path("cluster", "replication"))
+    if vmid is not None:
+        jobs = [j for j in jobs if int(j.get("guest", 0)) == vmid]
+    sources = sorted({str(j["source"]) for j in jobs if j.get("source")})
+    states = await gather(t.client, [(n, api_path("nodes", node_seg(n), "replication"), {}) for n in sources])
+    incomplete: list[str] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    for n in sources:
+        rows = states[n]
+        if isinstance(rows, PveError):
+            incomplete.append(f"replication state on {n}: {rows.message}")
+            continue
+        by_id.update({str(r["id"]): r for r in rows})
+    items = []
+    for j in sorted(jobs, key=lambda j: str(j["id"])):
+        st = by_id.get(str(j["id"]), {})
+        items.append(
+            ReplicationJob(
+                id=str(j["id"]),
+                guest=int(j["guest"]),
+                source=j.get("source"),
+                target=str(j.get("target")),
+                schedule=str(j.get("schedule", "*/15")),
+                enabled=not int(j.get("disable", 0)),
+                last_sync=iso(st.get("last_sync")) if st.get("last_sync") else None,
+                next_sync=iso(st.get("next_sync")) if st.get("next_sync") else None,
+                duration_s=st.get("duration"),
+                fail_count=st.get("fail_count"),
+                error=st.get("error"),
+                comment=untrusted(j.get("comment")),
+            )
+        )
+    return ReplicationJobs(
+        items=items, failing=[i.id for i in items if i.error or (i.fail_count or 0) > 0], incomplete=incomplete
+    )
