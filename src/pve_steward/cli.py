@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     add_settings_flags(check, suppress=True)
     check.set_defaults(func=cmd_check)
-    docs = sub.add_parser("docs", help="regenerate docs/tools.md from the tool and finding registries")
+    docs = sub.add_parser("docs", help="regenerate docs/tools.md and docs/rules.md from the registries")
     docs.add_argument("--output", default="docs/tools.md")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
     docs.set_defaults(func=cmd_docs)

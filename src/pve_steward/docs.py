@@ -125,9 +125,13 @@ def render_all(registry: Registry) -> str:
 
 
 def check_or_write(path: Path, registry: Registry, check: bool) -> bool:
-    """True when the file is current (check) or was written."""
-    text = render_all(registry)
-    if check:
-        return path.exists() and path.read_text(encoding="utf-8") == text
-    path.write_text(text, encoding="utf-8")
-    return True
+    """True when ``path`` (tools) and ``rules.md`` beside it are current (check) or were written."""
+    from pve_steward.analysis.pverules import render_rules
+
+    current = True
+    for target, text in ((path, render_all(registry)), (path.with_name("rules.md"), render_rules())):
+        if check:
+            current = current and target.exists() and target.read_text(encoding="utf-8") == text
+        else:
+            target.write_text(text, encoding="utf-8")
+    return current

@@ -6,6 +6,7 @@ import ast
 import re
 from pathlib import Path
 
+from pve_steward.analysis.pverules import all_rules, render_rules
 from pve_steward.docs import render_all
 from pve_steward.registry import load_registry
 
@@ -15,6 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_tools_md_is_current() -> None:
     current = (ROOT / "docs" / "tools.md").read_text(encoding="utf-8")
     assert current == render_all(load_registry()), "run `pve-steward docs` and commit docs/tools.md"
+
+
+def test_rules_md_is_current() -> None:
+    current = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert current == render_rules(), "run `pve-steward docs` and commit docs/rules.md"
+
+
+def test_pve_rule_registration_names_the_function() -> None:
+    rules = all_rules()
+    assert [r.id for r in rules] == sorted(r.id for r in rules)
+    for r in rules:
+        assert r.pve and r.rule and r.ours.startswith("pve_steward.analysis."), r
 
 
 def test_every_design_record_is_indexed() -> None:
