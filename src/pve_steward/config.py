@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     )
     max_request_bytes: int = Field(1_048_576, ge=1024, description="largest accepted HTTP request body, bytes")
 
+    read_cache_ttl: float = Field(
+        3.0,
+        ge=0,
+        le=60,
+        description="seconds a read answer is reused by read-only tools (0: only share identical in-flight reads); "
+        "writes always read fresh",
+    )
+
     # --- what is registered
     tier: Tier = Field(Tier.READ_ONLY, description="highest write tier to register: read_only, operator, admin")
     read_only: bool = Field(False, description="register no write tools at all (overrides --tier)")

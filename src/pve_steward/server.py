@@ -30,6 +30,7 @@ from pve_steward.config import Settings
 from pve_steward.errors import PveError, advice
 from pve_steward.metatools import Action, MetaTool, build_meta_tools, make_meta_function, parameters_of
 from pve_steward.prompts import register_prompts
+from pve_steward.readcache import ReadCache
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.security.audit import AuditLog
 from pve_steward.security.confirm import Confirm, confirm_resolver
@@ -245,7 +246,13 @@ def build_server(
         try:
             version = await check_cluster(settings, api) if check_version_on_start else None
             yield AppContext(
-                settings=settings, client=api, audit=audit, signer=signer, clock=clock, pve_version=version
+                settings=settings,
+                client=api,
+                reads=ReadCache(api, ttl=settings.read_cache_ttl),
+                audit=audit,
+                signer=signer,
+                clock=clock,
+                pve_version=version,
             )
         finally:
             if own is not None:

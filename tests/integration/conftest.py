@@ -41,6 +41,9 @@ def settings_for(tmp_path: Path) -> Callable[..., Settings]:
             "retries": 0,
             # Most tests exercise one operation through its own tool; meta-tool dispatch has its own tests.
             "granular_tools": True,
+            # Tests change the simulated cluster behind the server's back between calls; answers reused for
+            # seconds would hide that. The read cache has its own tests (test_read_cache.py).
+            "read_cache_ttl": 0,
         }
         values.update(extra)
         return load_settings(**values)

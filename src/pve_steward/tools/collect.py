@@ -259,12 +259,28 @@ class Collector:
     def _take_preconditions(self, got: dict[str, Any]) -> None:
         """Move precondition answers out of a wave's results; 403s become one optional gap."""
         denied = 0
+        unread: list[PveError] = []
         for key in [k for k in got if k.startswith("precondition:")]:
             value = got.pop(key)
             if isinstance(value, PvePermissionError):
                 denied += 1
-            elif not isinstance(value, PveError):  # other errors (a locked guest): our own reading covers it
+            elif isinstance(value, PveError):
+                # a locked guest is an answer (our own reading covers it); any other failure is a gap, said once
+                if "lock" not in value.message.lower():
+                    unread.append(value)
+            else:
                 self.data.preconditions[int(key.split(":", 1)[1])] = value
+        if unread:
+            self.data.missing.append(
+                Missing(
+                    what=f"PVE's migrate preconditions (the cross-check) for {len(unread)} VM(s)",
+                    path="/nodes/{node}/qemu/{vmid}/migrate",
+                    error=unread[0].message[:200],
+                    status=unread[0].status,
+                    affects=("migration",),
+                    optional=True,
+                )
+            )
         if denied:
             self.data.missing.append(
                 Missing(

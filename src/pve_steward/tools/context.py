@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
+from pve_steward.readcache import ReadCache
 from pve_steward.security.audit import AuditLog
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ class AppContext:
     signer: TokenSigner
     clock: Callable[[], float] = time.time
     pve_version: str | None = None
+    reads: ReadCache | None = None  # the shared read cache; writes use its fresh view
 
 
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -49,7 +51,10 @@ class ToolContext:
 
     @property
     def client(self) -> ProxmoxClient:
-        return self.app.client
+        """Reads share answers through the cache; a write (preview and confirmation) always reads fresh."""
+        if self.app.reads is None:
+            return self.app.client
+        return self.app.reads.fresh if self.op.is_write else self.app.reads
 
     @property
     def settings(self) -> Settings:

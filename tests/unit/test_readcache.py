@@ -1,0 +1,179 @@
+"""The read cache: identical in-flight reads share one request; answers live ttl seconds; writes clear it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pve_steward.client import ApiPath, WriteMethod, api_path
+from pve_steward.errors import PveUnavailable
+from pve_steward.readcache import ReadCache
+
+RESOURCES = api_path("cluster", "resources")
+
+
+@dataclass
+class GatedClient:
+    """Answers a GET only when the test opens the gate, so requests can overlap on purpose."""
+
+    answer: Any = field(default_factory=lambda: [{"vmid": 100, "node": "pve1", "type": "qemu"}])
+    error: BaseException | None = None
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    gets: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+    async def get(self, path: ApiPath, /, **params: Any) -> Any:
+        self.gets.append(f"{path} {sorted(params.items())}")
+        await self.gate.wait()
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+    async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any:
+        self.writes.append(f"{method} {path}")
+        return "UPID:pve1:00001234:00005678:65000000:qmstart:100:root@pam:"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_concurrent_identical_reads_share_one_request_and_get_their_own_copy() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=3.0)
+        callers = [asyncio.create_task(cache.get(RESOURCES)) for _ in range(10)]
+        await asyncio.sleep(0)
+        inner.gate.set()
+        answers = await asyncio.gather(*callers)
+        assert len(inner.gets) == 1
+        assert cache.stats.requests == 1 and cache.stats.joined == 9
+        assert all(a == inner.answer for a in answers)
+        answers[1][0]["vmid"] = 999  # one caller changing its answer changes nobody else's
+        assert answers[2][0]["vmid"] == 100
+        assert (await cache.get(RESOURCES))[0]["vmid"] == 100
+
+    asyncio.run(run())
+
+
+def test_different_parameters_are_different_reads() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        cache = ReadCache(inner, ttl=3.0)
+        await cache.get(RESOURCES, type="vm")
+        await cache.get(RESOURCES, type="node")
+        await cache.get(RESOURCES, type="vm")
+        assert len(inner.gets) == 2
+
+    asyncio.run(run())
+
+
+def test_answers_expire_after_ttl() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        clock = Clock()
+        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        await cache.get(RESOURCES)
+        clock.now += 2.9
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 1 and cache.stats.hits == 1
+        clock.now += 0.2
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 2
+
+    asyncio.run(run())
+
+
+def test_ttl_zero_keeps_single_flight_only() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=0)
+        first = [asyncio.create_task(cache.get(RESOURCES)) for _ in range(3)]
+        await asyncio.sleep(0)
+        inner.gate.set()
+        await asyncio.gather(*first)
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 2
+
+    asyncio.run(run())
+
+
+def test_a_write_clears_the_cache_and_discards_reads_that_started_before_it() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=60.0)
+        early = asyncio.create_task(cache.get(RESOURCES))
+        await asyncio.sleep(0)
+        await cache.call("POST", api_path("nodes", "status"))
+        inner.gate.set()
+        await early
+        await cache.get(RESOURCES)  # the read that raced the write was not kept
+        assert len(inner.gets) == 2
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 2
+        await cache.call("POST", api_path("nodes", "status"))
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 3
+        assert inner.writes == ["POST /nodes/status", "POST /nodes/status"]
+
+    asyncio.run(run())
+
+
+def test_an_error_reaches_every_waiter_and_is_not_cached() -> None:
+    async def run() -> None:
+        inner = GatedClient(error=PveUnavailable("node unreachable", status=595, path="/cluster/resources"))
+        cache = ReadCache(inner, ttl=60.0)
+        callers = [asyncio.create_task(cache.get(RESOURCES)) for _ in range(3)]
+        await asyncio.sleep(0)
+        inner.gate.set()
+        results = await asyncio.gather(*callers, return_exceptions=True)
+        assert all(isinstance(r, PveUnavailable) for r in results)
+        inner.error = None
+        assert await cache.get(RESOURCES) == inner.answer
+        assert len(inner.gets) == 2
+
+    asyncio.run(run())
+
+
+def test_cancelling_one_caller_leaves_the_shared_request_to_the_others() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=3.0)
+        first = asyncio.create_task(cache.get(RESOURCES))
+        second = asyncio.create_task(cache.get(RESOURCES))
+        await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.sleep(0)
+        inner.gate.set()
+        assert await second == inner.answer
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert len(inner.gets) == 1
+
+    asyncio.run(run())
+
+
+def test_the_fresh_view_reads_past_the_cache_and_its_writes_clear_it() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        cache = ReadCache(inner, ttl=60.0)
+        await cache.get(RESOURCES)
+        await cache.fresh.get(RESOURCES)
+        assert len(inner.gets) == 2, "a write's preview and re-check always ask PVE"
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 2
+        await cache.fresh.call("POST", api_path("nodes", "status"))
+        await cache.get(RESOURCES)
+        assert len(inner.gets) == 3 and inner.writes == ["POST /nodes/status"]
+
+    asyncio.run(run())
