@@ -70,6 +70,13 @@ class Settings(BaseSettings):
         "writes always read fresh",
     )
 
+    heavy_calls: int = Field(
+        4, ge=1, le=64, description="heavy diagnostics and plans running at once; more callers wait for a slot"
+    )
+    busy_wait: float = Field(
+        15.0, ge=0, le=300, description="seconds a heavy call waits for a slot before it answers busy (retry in N s)"
+    )
+
     # --- what is registered
     tier: Tier = Field(Tier.READ_ONLY, description="highest write tier to register: read_only, operator, admin")
     read_only: bool = Field(False, description="register no write tools at all (overrides --tier)")

@@ -60,6 +60,7 @@ class ReadCache:
     stats: CacheStats = field(default_factory=CacheStats)
     _entries: dict[Key, _Entry] = field(default_factory=dict)
     _inflight: dict[Key, asyncio.Task[tuple[Any, str]]] = field(default_factory=dict)
+    _waiting: dict[asyncio.Task[tuple[Any, str]], int] = field(default_factory=dict)
     _generation: int = 0
 
     @staticmethod
@@ -75,12 +76,23 @@ class ReadCache:
         task = self._inflight.get(key)
         if task is not None:
             self.stats.joined += 1
-            # shield: one caller's cancellation must not cancel the request the others share
-            return json.loads((await asyncio.shield(task))[1])
+            return json.loads((await self._wait(task))[1])
         task = asyncio.ensure_future(self._fetch(key, path, params, self._generation))
         task.add_done_callback(_retrieve)
         self._inflight[key] = task
-        return (await asyncio.shield(task))[0]  # the one caller that gets PVE's object itself
+        return (await self._wait(task))[0]  # the one caller that gets PVE's object itself
+
+    async def _wait(self, task: asyncio.Task[tuple[Any, str]]) -> tuple[Any, str]:
+        """Wait for a shared request; it is cancelled (dropped if still queued) only when all its callers are."""
+        self._waiting[task] = self._waiting.get(task, 0) + 1
+        try:
+            return await asyncio.shield(task)
+        finally:
+            left = self._waiting.pop(task) - 1
+            if left:
+                self._waiting[task] = left
+            elif not task.done():
+                task.cancel()
 
     async def _fetch(self, key: Key, path: ApiPath, params: dict[str, Any], generation: int) -> tuple[Any, str]:
         self.stats.requests += 1

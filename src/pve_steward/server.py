@@ -23,6 +23,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from pve_steward import __version__
+from pve_steward.admission import Admission
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.compat import UnsupportedVersion, check_version
@@ -249,6 +250,7 @@ def build_server(
                 settings=settings,
                 client=api,
                 reads=ReadCache(api, ttl=settings.read_cache_ttl),
+                admission=Admission(limit=settings.heavy_calls, wait=settings.busy_wait),
                 audit=audit,
                 signer=signer,
                 clock=clock,

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from pve_steward.client import ApiPath, ProxmoxerClient, api_path, gather
+from pve_steward.client import BACKGROUND, REQUEST_PRIORITY, ApiPath, ProxmoxerClient, api_path, gather
 from pve_steward.config import Settings
 from pvesim.server import SimServer
 
@@ -27,6 +27,7 @@ class InFlight:
 
     def __init__(self, client: ProxmoxerClient) -> None:
         self.now = self.peak = self.started = 0
+        self.order: list[str] = []
         self._lock = threading.Lock()
         self.first_started = threading.Event()
         inner = client._request
@@ -35,6 +36,7 @@ class InFlight:
             with self._lock:
                 self.now += 1
                 self.started += 1
+                self.order.append(str(path))
                 self.peak = max(self.peak, self.now)
             self.first_started.set()
             try:
@@ -81,3 +83,27 @@ async def test_cancelled_caller_drops_queued_requests(
     finally:
         client.close()
     assert counter.started < 10, "requests still queued when the caller was cancelled must not be sent"
+
+
+async def test_a_cheap_read_goes_before_the_queued_reads_of_a_heavy_call(
+    start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
+) -> None:
+    sim = start_sim("demo")
+    control(sim, "faults", {"latency": 0.05})
+    client = ProxmoxerClient(settings_for(sim, concurrency=1))
+    counter = InFlight(client)
+    heavy_reads = [(f"r{i}", api_path("version"), {}) for i in range(6)]
+
+    async def heavy() -> None:
+        REQUEST_PRIORITY.set(BACKGROUND)  # what tools/admission.py does for a heavy operation
+        await gather(client, heavy_reads)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heavy)
+            await anyio.to_thread.run_sync(counter.first_started.wait, 10)
+            await client.get(api_path("cluster", "status"))
+    finally:
+        client.close()
+    assert counter.order.index("/cluster/status") == 1, counter.order
+    assert len(counter.order) == 7

@@ -177,3 +177,22 @@ def test_the_fresh_view_reads_past_the_cache_and_its_writes_clear_it() -> None:
         assert len(inner.gets) == 3 and inner.writes == ["POST /nodes/status"]
 
     asyncio.run(run())
+
+
+def test_a_request_whose_callers_are_all_cancelled_is_cancelled_too() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=3.0)
+        callers = [asyncio.create_task(cache.get(RESOURCES)) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        assert len(inner.gets) == 1
+        for c in callers:
+            c.cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+        await asyncio.sleep(0.01)
+        assert not cache._inflight and not cache._waiting
+        inner.gate.set()
+        assert await cache.get(RESOURCES) == inner.answer
+        assert len(inner.gets) == 2, "nobody was left to receive the first answer: it was dropped, not kept"
+
+    asyncio.run(run())

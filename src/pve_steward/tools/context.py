@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pve_steward.admission import Admission
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.readcache import ReadCache
@@ -30,6 +31,7 @@ class AppContext:
     clock: Callable[[], float] = time.time
     pve_version: str | None = None
     reads: ReadCache | None = None  # the shared read cache; writes use its fresh view
+    admission: Admission = field(default_factory=Admission)  # the budget of heavy operations
 
 
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:

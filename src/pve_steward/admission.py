@@ -1,0 +1,83 @@
+"""Admission: heavy diagnostics share a budget, and their reads queue behind the reads of cheap calls.
+
+Fifty concurrent health checks used to make a `get_guest` wait up to 108 s behind their reads,
+and every caller waited silently. Now at most ``heavy_calls`` heavy operations run at once; a
+caller that cannot get a slot within ``busy_wait`` seconds is told "busy, retry in N s"; and
+the reads of a heavy operation are sent after the queued reads of cheap ones (client.py
+``REQUEST_PRIORITY``), so a cheap call waits for one request at most, not for a queue.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+from mcp.server.mcpserver.exceptions import ToolError
+
+from pve_steward.client import BACKGROUND, REQUEST_PRIORITY
+
+if TYPE_CHECKING:
+    from pve_steward.tools.context import ToolContext
+
+R = TypeVar("R")
+
+
+class Busy(ToolError):
+    """Every slot for heavy operations stayed taken for the whole wait."""
+
+
+@dataclass
+class Admission:
+    """The shared budget of heavy operations (one per server process)."""
+
+    limit: int = 4
+    wait: float = 15.0
+    running: int = 0
+    typical_seconds: float = 5.0  # a moving average of how long a heavy operation takes
+    _slots: anyio.Semaphore | None = field(default=None, repr=False)
+
+    def _semaphore(self) -> anyio.Semaphore:
+        if self._slots is None:  # made on first use, inside the event loop that serves the calls
+            self._slots = anyio.Semaphore(self.limit)
+        return self._slots
+
+    def retry_after(self) -> int:
+        return max(1, math.ceil(self.typical_seconds))
+
+    async def run(self, name: str, call: Callable[[], Awaitable[R]]) -> R:
+        slots = self._semaphore()
+        admitted = False
+        with anyio.move_on_after(self.wait):
+            await slots.acquire()
+            admitted = True
+        if not admitted:
+            raise Busy(
+                f"busy: {self.running} heavy operations are running (at most {self.limit} at once) and none ended "
+                f"within {self.wait:g} s; retry {name} in about {self.retry_after()} s"
+            )
+        self.running += 1
+        started = time.monotonic()
+        priority = REQUEST_PRIORITY.set(BACKGROUND)
+        try:
+            return await call()
+        finally:
+            REQUEST_PRIORITY.reset(priority)
+            self.running -= 1
+            self.typical_seconds = 0.8 * self.typical_seconds + 0.2 * (time.monotonic() - started)
+            slots.release()
+
+
+def heavy(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """Mark a handler as heavy: it takes a slot of the shared budget and its reads yield to cheap calls."""
+
+    @functools.wraps(fn)
+    async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
+        return await t.app.admission.run(t.op.name, lambda: fn(t, **kwargs))
+
+    wrapper.__heavy__ = True  # type: ignore[attr-defined]
+    return wrapper

@@ -1,0 +1,64 @@
+"""Heavy operations share a budget; a caller over it is told to retry, and heavy reads yield to cheap ones."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from pve_steward.admission import Admission, Busy
+from pve_steward.client import BACKGROUND, REQUEST_PRIORITY, URGENT
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_at_most_limit_heavy_calls_run_at_once() -> None:
+    admission = Admission(limit=2, wait=10)
+    peak = 0
+
+    async def work() -> int:
+        nonlocal peak
+        peak = max(peak, admission.running)
+        await anyio.sleep(0.01)
+        return REQUEST_PRIORITY.get()
+
+    priorities: list[int] = []
+
+    async def one() -> None:
+        priorities.append(await admission.run("check_cluster_health", work))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(one)
+    assert peak == 2
+    assert priorities == [BACKGROUND] * 6, "a heavy call's reads queue behind cheap calls'"
+    assert REQUEST_PRIORITY.get() == URGENT and admission.running == 0
+
+
+async def test_a_caller_that_gets_no_slot_in_time_is_told_to_retry() -> None:
+    admission = Admission(limit=1, wait=0.05, typical_seconds=7.2)
+    release = anyio.Event()
+
+    async def hold() -> None:
+        await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(admission.run, "plan_node_evacuation", hold)
+        await anyio.sleep(0.01)
+        with pytest.raises(Busy) as refused:
+            await admission.run("check_cluster_health", hold)
+        release.set()
+    message = str(refused.value)
+    assert "busy" in message and "at most 1 at once" in message
+    assert "retry check_cluster_health in about 8 s" in message
+
+
+async def test_a_failing_heavy_call_gives_its_slot_back() -> None:
+    admission = Admission(limit=1, wait=0.05)
+
+    async def fail() -> None:
+        raise ValueError("boom")
+
+    for _ in range(3):
+        with pytest.raises(ValueError):
+            await admission.run("diagnose_backups", fail)
+    assert admission.running == 0
