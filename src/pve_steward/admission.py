@@ -1,10 +1,11 @@
 """Admission: heavy diagnostics share a budget, and their reads queue behind the reads of cheap calls.
 
 Fifty concurrent health checks used to make a `get_guest` wait up to 108 s behind their reads,
-and every caller waited silently. Now at most ``heavy_calls`` heavy operations run at once; a
-caller that cannot get a slot within ``busy_wait`` seconds is told "busy, retry in N s"; and
-the reads of a heavy operation are sent after the queued reads of cheap ones (client.py
-``REQUEST_PRIORITY``), so a cheap call waits for one request at most, not for a queue.
+and every caller waited silently. Now a caller asking exactly what is already running (same
+operation, same arguments) shares that run; at most ``heavy_calls`` different heavy operations
+run at once; a caller that cannot get a slot within ``busy_wait`` seconds is told "busy, retry
+in N s"; and the reads of a heavy operation are sent after the queued reads of cheap ones
+(client.py ``REQUEST_PRIORITY``), so a cheap call waits for a request, not for a queue.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +21,7 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward.client import BACKGROUND, REQUEST_PRIORITY
+from pve_steward.singleflight import SingleFlight
 
 if TYPE_CHECKING:
     from pve_steward.tools.context import ToolContext
@@ -39,7 +41,9 @@ class Admission:
     wait: float = 15.0
     running: int = 0
     typical_seconds: float = 5.0  # a moving average of how long a heavy operation takes
+    joined: int = 0  # callers that shared a run already going instead of starting their own
     _slots: anyio.Semaphore | None = field(default=None, repr=False)
+    _calls: SingleFlight[Hashable, Any] = field(default_factory=SingleFlight, repr=False)
 
     def _semaphore(self) -> anyio.Semaphore:
         if self._slots is None:  # made on first use, inside the event loop that serves the calls
@@ -49,7 +53,14 @@ class Admission:
     def retry_after(self) -> int:
         return max(1, math.ceil(self.typical_seconds))
 
-    async def run(self, name: str, call: Callable[[], Awaitable[R]]) -> R:
+    async def run(self, name: str, key: Hashable, call: Callable[[], Awaitable[R]]) -> R:
+        """Run ``call`` in a slot; a caller asking what is already running (same ``key``) shares that run."""
+        result, first = await self._calls.run(key, lambda: self._admitted(name, call))
+        if not first:
+            self.joined += 1
+        return result  # type: ignore[no-any-return]
+
+    async def _admitted(self, name: str, call: Callable[[], Awaitable[R]]) -> R:
         slots = self._semaphore()
         admitted = False
         with anyio.move_on_after(self.wait):
@@ -77,7 +88,8 @@ def heavy(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
 
     @functools.wraps(fn)
     async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
-        return await t.app.admission.run(t.op.name, lambda: fn(t, **kwargs))
+        key = (t.op.name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        return await t.app.admission.run(t.op.name, key, lambda: fn(t, **kwargs))
 
     wrapper.__heavy__ = True  # type: ignore[attr-defined]
     return wrapper

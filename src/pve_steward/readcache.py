@@ -15,7 +15,6 @@ caller's analysis can never change what another sees.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -23,14 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pve_steward.client import ApiPath, ProxmoxClient, WriteMethod
+from pve_steward.singleflight import SingleFlight
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    """Mark a shared request's error as seen even when every caller was cancelled meanwhile."""
-    if not task.cancelled():
-        task.exception()
 
 
 @dataclass
@@ -59,8 +53,7 @@ class ReadCache:
     max_entries: int = 4096
     stats: CacheStats = field(default_factory=CacheStats)
     _entries: dict[Key, _Entry] = field(default_factory=dict)
-    _inflight: dict[Key, asyncio.Task[tuple[Any, str]]] = field(default_factory=dict)
-    _waiting: dict[asyncio.Task[tuple[Any, str]], int] = field(default_factory=dict)
+    _inflight: SingleFlight[Key, tuple[Any, str]] = field(default_factory=SingleFlight)
     _generation: int = 0
 
     @staticmethod
@@ -73,34 +66,16 @@ class ReadCache:
         if entry is not None and self.clock() - entry.stored_at < self.ttl:
             self.stats.hits += 1
             return json.loads(entry.encoded)
-        task = self._inflight.get(key)
-        if task is not None:
-            self.stats.joined += 1
-            return json.loads((await self._wait(task))[1])
-        task = asyncio.ensure_future(self._fetch(key, path, params, self._generation))
-        task.add_done_callback(_retrieve)
-        self._inflight[key] = task
-        return (await self._wait(task))[0]  # the one caller that gets PVE's object itself
-
-    async def _wait(self, task: asyncio.Task[tuple[Any, str]]) -> tuple[Any, str]:
-        """Wait for a shared request; it is cancelled (dropped if still queued) only when all its callers are."""
-        self._waiting[task] = self._waiting.get(task, 0) + 1
-        try:
-            return await asyncio.shield(task)
-        finally:
-            left = self._waiting.pop(task) - 1
-            if left:
-                self._waiting[task] = left
-            elif not task.done():
-                task.cancel()
+        generation = self._generation
+        (result, encoded), first = await self._inflight.run(key, lambda: self._fetch(key, path, params, generation))
+        if first:
+            return result  # the one caller that gets PVE's object itself
+        self.stats.joined += 1
+        return json.loads(encoded)
 
     async def _fetch(self, key: Key, path: ApiPath, params: dict[str, Any], generation: int) -> tuple[Any, str]:
         self.stats.requests += 1
-        try:
-            result = await self.inner.get(path, **params)
-        finally:
-            if generation == self._generation:
-                self._inflight.pop(key, None)
+        result = await self.inner.get(path, **params)
         encoded = json.dumps(result, separators=(",", ":"))
         if self.ttl > 0 and generation == self._generation:
             if len(self._entries) >= self.max_entries:
@@ -112,7 +87,7 @@ class ReadCache:
         """Forget every answer, and keep none of those in flight (they may predate a change)."""
         self._generation += 1
         self._entries.clear()
-        self._inflight.clear()  # later readers must not join a request that may predate the change
+        self._inflight.forget()  # later readers must not join a request that may predate the change
         self.stats.invalidations += 1
 
     @property

@@ -24,7 +24,7 @@ async def test_at_most_limit_heavy_calls_run_at_once() -> None:
     priorities: list[int] = []
 
     async def one() -> None:
-        priorities.append(await admission.run("check_cluster_health", work))
+        priorities.append(await admission.run("check_cluster_health", object(), work))
 
     async with anyio.create_task_group() as tg:
         for _ in range(6):
@@ -42,10 +42,10 @@ async def test_a_caller_that_gets_no_slot_in_time_is_told_to_retry() -> None:
         await release.wait()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(admission.run, "plan_node_evacuation", hold)
+        tg.start_soon(admission.run, "plan_node_evacuation", "a", hold)
         await anyio.sleep(0.01)
         with pytest.raises(Busy) as refused:
-            await admission.run("check_cluster_health", hold)
+            await admission.run("check_cluster_health", "b", hold)
         release.set()
     message = str(refused.value)
     assert "busy" in message and "at most 1 at once" in message
@@ -60,5 +60,26 @@ async def test_a_failing_heavy_call_gives_its_slot_back() -> None:
 
     for _ in range(3):
         with pytest.raises(ValueError):
-            await admission.run("diagnose_backups", fail)
+            await admission.run("diagnose_backups", "c", fail)
     assert admission.running == 0
+
+
+async def test_callers_asking_what_is_already_running_share_that_run() -> None:
+    admission = Admission(limit=1, wait=0.05)
+    runs = 0
+
+    async def work() -> str:
+        nonlocal runs
+        runs += 1
+        await anyio.sleep(0.2)  # longer than the wait: a joiner needs no slot
+        return "report"
+
+    results: list[str] = []
+
+    async def ask() -> None:
+        results.append(await admission.run("check_cluster_health", ("check_cluster_health", ()), work))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(ask)
+    assert results == ["report"] * 5 and runs == 1 and admission.joined == 4

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 
+import anyio.to_thread
 from pydantic import BaseModel, Field
 
+from pve_steward.admission import heavy
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.data import incomplete_findings
 from pve_steward.analysis.findings import Report, make_report
@@ -33,7 +36,8 @@ async def run_check(
     """Collect exactly what the areas need and analyse it (shared by the MCP tools and `check`)."""
     t = thresholds(settings)
     data = await collect(client, now, areas, agent_probe_limit=t.agent_probe_limit)
-    return diagnose(data, t, areas, limit, name)
+    # in a worker thread: the event loop keeps serving cheap calls while a large cluster is analysed
+    return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name)
 
 
 async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name: str) -> Report:
@@ -44,6 +48,7 @@ async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name
 
 
 @guarded
+@heavy
 async def check_cluster_health(
     t: ToolContext, areas: list[Area] | None = None, detail: bool = False, limit: Limit = 50
 ) -> Report:
@@ -53,36 +58,42 @@ async def check_cluster_health(
 
 
 @guarded
+@heavy
 async def diagnose_backups(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Backup coverage, freshness, failed runs, verification, retention."""
     return await _area(t, ["backups"], detail, limit, "backups")
 
 
 @guarded
+@heavy
 async def diagnose_capacity(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Storage usage and thin overcommit, node memory, swap, vCPU ratio, N+1."""
     return await _area(t, ["capacity"], detail, limit, "capacity")
 
 
 @guarded
+@heavy
 async def diagnose_ha(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Quorum, nodes, HA manager and resource states, maintenance, HA rules and groups."""
     return await _area(t, ["cluster", "ha"], detail, limit, "cluster_ha")
 
 
 @guarded
+@heavy
 async def diagnose_replication(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failing, lagging, disabled replication jobs."""
     return await _area(t, ["replication"], detail, limit, "replication")
 
 
 @guarded
+@heavy
 async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Stuck locks, old snapshots, silent guest agents, onboot."""
     return await _area(t, ["guests"], detail, limit, "guests")
 
 
 @guarded
+@heavy
 async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failed tasks, certificates, repositories, pending updates, SMART, ZFS."""
     return await _area(t, ["operations"], detail, limit, "operations")
@@ -96,6 +107,7 @@ class MigratabilityReport(BaseModel):
 
 
 @guarded
+@heavy
 async def diagnose_migratability(
     t: ToolContext, vmid: VmId | None = None, node: NodeName | None = None, detail: bool = False, limit: Limit = 50
 ) -> MigratabilityReport:
@@ -113,7 +125,7 @@ async def diagnose_migratability(
         if vmid is not None
         else sorted(v for v, g in data.guests.items() if node is None or g.get("node") == node)
     )
-    findings, verdicts = analyze_migratability(data, vmids=vmids)
+    findings, verdicts = await anyio.to_thread.run_sync(functools.partial(analyze_migratability, data, vmids=vmids))
     report = make_report(
         "migration", findings + incomplete_findings(data, "migration"), ["migration"], None if detail else limit
     )

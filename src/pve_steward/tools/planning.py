@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Annotated
 
+import anyio.to_thread
 from pydantic import Field
 
+from pve_steward.admission import heavy
 from pve_steward.analysis.planner import EvacuationPlan, GuestMove, plan_evacuation, plan_guest_move
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import Refused, guarded
@@ -17,6 +20,7 @@ Headroom = Annotated[float, Field(ge=0, le=90)]
 
 
 @guarded
+@heavy
 async def plan_node_evacuation(
     t: ToolContext,
     node: NodeName,
@@ -41,9 +45,17 @@ async def plan_node_evacuation(
     if unknown:
         raise Refused(f"unknown target node(s) {', '.join(unknown)} (nodes: {', '.join(sorted(data.nodes))})")
     await t.progress(1, 2, "planning")
-    plan = plan_evacuation(
-        data, node, allowed=targets, denied=exclude_targets, allow_offline=allow_offline, headroom_pct=headroom_percent
-    )
+    plan = await anyio.to_thread.run_sync(
+        functools.partial(
+            plan_evacuation,
+            data,
+            node,
+            allowed=targets,
+            denied=exclude_targets,
+            allow_offline=allow_offline,
+            headroom_pct=headroom_percent,
+        )
+    )  # in a worker thread, so the event loop keeps serving cheap calls
     await t.progress(2, 2, plan.summary)
     return page(plan, offset, limit)
 
@@ -66,6 +78,7 @@ def page(plan: EvacuationPlan, offset: int, limit: int) -> EvacuationPlan:
 
 
 @guarded
+@heavy
 async def check_guest_migration(
     t: ToolContext,
     vmid: VmId,

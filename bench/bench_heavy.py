@@ -1,0 +1,189 @@
+"""Heavy load: concurrent health checks on a 2,000-guest cluster, and a cheap call beside them.
+
+pvesim runs in its own process with a per-request latency; the server runs in its own process
+over streamable HTTP with its default settings. Printed, each measured in this run:
+- the API requests of 10 concurrent identical health checks against those of one (target <= 1.5x);
+- `get_guest` latency p99 while idle and while 50 health checks run (target: loaded <= 2x idle);
+- how the 50 health checks ended: answered, or told "busy, retry in N s" (never a silent wait);
+- the server's peak resident memory during the 50 (target <= 300 MiB).
+
+    python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import requests
+from mcp import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simproc import SimProcess
+
+from pvesim.generator import generate
+
+HEALTH = ("diagnostics", {"action": "check_cluster_health"})
+GUEST = ("guests", {"action": "get_guest", "vmid": 100})
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def sim_requests(sim: SimProcess) -> int:
+    with requests.Session() as session, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the simulator's self-signed certificate: a local benchmark
+        session.trust_env = False
+        answer = session.post(
+            f"https://{sim.address}/_sim/state",
+            json={},
+            headers={"X-Pvesim-Control": sim.control},
+            verify=False,
+            timeout=30,
+        )
+    answer.raise_for_status()
+    return int(answer.json()["requests"])
+
+
+def start_server(sim: SimProcess, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "PVE_STEWARD_URL": sim.address,
+        "PVE_STEWARD_TOKEN_ID": "root@pam!pvesim",
+        "PVE_STEWARD_TOKEN_SECRET": sim.tokens["root@pam!pvesim"],
+        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
+        "PVE_STEWARD_AUDIT_LOG": str(tmp / "audit.jsonl"),
+        "PVE_STEWARD_TRANSPORT": "http",
+        "PVE_STEWARD_HTTP_PORT": str(port),
+    }
+    server = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                break
+        except httpx2.HTTPError:
+            time.sleep(0.1)
+    return server, f"http://127.0.0.1:{port}/mcp"
+
+
+async def call(url: str, tool: tuple[str, dict[str, Any]]) -> tuple[float, str]:
+    async with Client(url) as c:
+        started = time.perf_counter()
+        result = await c.call_tool(*tool)
+        text = result.content[0].text if result.is_error and result.content else ""
+        return time.perf_counter() - started, ("busy" if "busy" in text else "error:" + text[:80]) if text else "ok"
+
+
+async def cheap_latencies(url: str, count: int, pause: float) -> list[float]:
+    out: list[float] = []
+    async with Client(url) as c:
+        for _ in range(count):
+            started = time.perf_counter()
+            await c.call_tool(*GUEST)
+            out.append(time.perf_counter() - started)
+            await asyncio.sleep(pause)
+    return out
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, int(len(ordered) * 0.99) - 1)] * 1000
+
+
+async def loaded(url: str, checks: int, distinct: bool) -> tuple[list[str], list[float]]:
+    def health(i: int) -> tuple[str, dict[str, Any]]:
+        return (HEALTH[0], {**HEALTH[1], "limit": 1 + i}) if distinct else HEALTH
+
+    heavy = [asyncio.create_task(call(url, health(i))) for i in range(checks)]
+    await asyncio.sleep(0.5)
+    cheap = await cheap_latencies(url, 40, 0.05)
+    outcomes = [o for _, o in await asyncio.gather(*heavy)]
+    return outcomes, cheap
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--guests", type=int, default=2000)
+    ap.add_argument("--nodes", type=int, default=20)
+    ap.add_argument("--latency", type=float, default=0.005)
+    ap.add_argument("--checks", type=int, default=50)
+    args = ap.parse_args()
+
+    sim = SimProcess(generate(nodes=args.nodes, guests=args.guests, seed=1), latency=args.latency)
+    tmp = tempfile.TemporaryDirectory(prefix="heavy-bench-")
+    server, url = start_server(sim, Path(tmp.name))
+    peak = 0
+    stop = threading.Event()
+
+    def watch() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, rss_kib(server.pid))
+            time.sleep(0.05)
+
+    try:
+        asyncio.run(call(url, HEALTH))  # warm-up: imports, connections
+        time.sleep(4)  # let the read cache expire
+        before = sim_requests(sim)
+        asyncio.run(call(url, HEALTH))
+        one = sim_requests(sim) - before
+        time.sleep(4)
+
+        async def ten() -> None:
+            await asyncio.gather(*(call(url, HEALTH) for _ in range(10)))
+
+        before = sim_requests(sim)
+        asyncio.run(ten())
+        tens = sim_requests(sim) - before
+        time.sleep(4)
+        idle = asyncio.run(cheap_latencies(url, 40, 0.05))
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        outcomes, cheap = asyncio.run(loaded(url, args.checks, distinct=False))
+        time.sleep(4)
+        outcomes_d, cheap_d = asyncio.run(loaded(url, args.checks, distinct=True))
+        stop.set()
+        watcher.join()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        sim.stop()
+        tmp.cleanup()
+
+    ratio = tens / one if one > 0 else float("inf")
+    print(f"{args.guests} guests on {args.nodes} nodes, {args.latency * 1000:.0f} ms per request")
+    print(f"requests: one health check {one}, ten concurrent {tens}: {ratio:.2f}x (target <= 1.5)")
+    ok = ratio <= 1.5
+    for label, ends, lat in (("identical", outcomes, cheap), ("distinct (limit=1..N)", outcomes_d, cheap_d)):
+        slow = p99(lat) / p99(idle)
+        errors = [o for o in ends if o.startswith("error")]
+        print(f"{args.checks} {label} health checks: {ends.count('ok')} answered, {ends.count('busy')} told busy,")
+        print(f"  {len(errors)} errors {errors[:2]}; get_guest p99 idle {p99(idle):.0f} ms, beside them")
+        print(f"  {p99(lat):.0f} ms: {slow:.2f}x (target <= 2)")
+        ok = ok and slow <= 2 and not errors
+    print(f"server peak RSS {peak / 1024:.0f} MiB (target <= 300)")
+    ok = ok and peak / 1024 <= 300
+    print(f"targets: {'MET' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
