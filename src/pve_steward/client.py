@@ -25,6 +25,7 @@ import anyio.to_thread
 import requests
 from proxmoxer import AuthenticationError, ProxmoxAPI, ResourceException
 from requests.adapters import HTTPAdapter
+from requests.exceptions import RequestException
 from urllib3.exceptions import NameResolutionError
 
 from pve_steward.config import Settings
@@ -280,8 +281,11 @@ def _connection_error(exc: requests.exceptions.ConnectionError, where: str, path
     if any(isinstance(e, NameResolutionError | socket.gaierror) for e in chain):
         host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
         return PveUnknownHost(f"{where}: the host name '{host}' does not resolve", path=path)
-    reason = next((type(e).__name__ for e in chain if isinstance(e, OSError) and type(e) is not OSError), None)
-    return PveUnavailable(f"{where}: connection to {address} failed ({reason or type(exc).__name__})", path=path)
+    reason = next(
+        (e.strerror for e in chain if isinstance(e, OSError) and e.strerror and not isinstance(e, RequestException)),
+        type(exc).__name__,
+    )
+    return PveUnavailable(f"{where}: connection to {address} failed ({reason})", path=path)
 
 
 def _tls_error(exc: requests.exceptions.SSLError, where: str, path: str) -> PveTlsError:

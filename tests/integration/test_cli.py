@@ -105,7 +105,7 @@ async def test_demo_admin_tier_ignores_cluster_env_and_can_do_admin_actions(tmp_
     assert "ignoring PVE_STEWARD_URL, PVE_STEWARD_TOKEN_SECRET_FILE, PVE_STEWARD_FINGERPRINT" in banner
     assert "token: root@pam!pvesim" in banner and "tier: admin" in banner
     assert not done.is_error and done.structured_content["result"]["status"] == "completed", done.content
-    assert all(check["ok"] for check in job_preview["result"]["checks"]), job_preview  # type: ignore[index]
+    assert all(check["ok"] for check in job_preview["result"]["checks"]), job_preview
 
     verified = run(["audit", "verify"], clean_env(tmp_path))  # no --file: finds the demo's log
     demo_log = tmp_path / "state" / "pve-steward" / "demo-audit.jsonl"
