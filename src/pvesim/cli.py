@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import socket
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -22,11 +24,17 @@ def _serve(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"pvesim: {exc}", file=sys.stderr)
         return 2
+    if args.port and not _port_free(args.host, args.port):
+        print(
+            f"pvesim: port {args.port} on {args.host} is in use; choose another with --port (0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 1
     server = SimServer(cluster, host=args.host, port=args.port, faults=faults_from(data), log_level=args.log_level)
     try:
         server.start()  # binds first: the lines below show the real port (also for --port 0)
     except RuntimeError as exc:
-        print(f"pvesim: {exc}: is the port in use? choose another with --port (0 picks a free one)", file=sys.stderr)
+        print(f"pvesim: {exc}; choose another --port (0 picks a free one)", file=sys.stderr)
         return 1
     print(
         f"pvesim: scenario '{data.get('name', args.scenario)}', PVE {cluster.version} "
@@ -43,6 +51,18 @@ def _serve(args: argparse.Namespace) -> int:
         server.wait()
     server.stop()
     return 0
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now (so a taken port is one line, not uvicorn's log and ours)."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), port))
+    except OSError as exc:
+        return exc.errno != errno.EADDRINUSE
+    return True
 
 
 def _generate(args: argparse.Namespace) -> int:

@@ -171,6 +171,17 @@ def test_pvesim_prints_the_real_port_and_its_version(tmp_path: Path) -> None:
             verify=False,
         )
     assert answer.status_code == 200 and answer.json()["data"]["version"] == "9.1.2"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        taken = subprocess.run(
+            [sys.executable, "-m", "pvesim", "serve", "--port", str(port)], capture_output=True, text=True, check=False
+        )
+    assert taken.returncode == 1 and taken.stdout == ""
+    assert (
+        taken.stderr == f"pvesim: port {port} on 127.0.0.1 is in use; choose another with --port (0 picks a free one)\n"
+    )
 
 
 def check(sim: SimServer | None, tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
