@@ -1,13 +1,14 @@
-"""``pve-steward``: serve MCP (stdio or HTTP), run the demo, list tools.
+"""The pve-steward command: serve MCP (stdio or HTTP), run the demo, check a cluster, list tools.
 
-Every option of :class:`~pve_steward.config.Settings` is a flag here (generated from the
-settings fields), so ``--help`` documents all of them with their environment variable.
+Every option of the settings is a flag (generated from the settings fields), and each subcommand
+lists only the flags it uses, with their environment variable and default.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -15,69 +16,179 @@ import time
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import SecretStr, ValidationError
 
 from pve_steward import __version__
-from pve_steward.config import ENV_PREFIX, Settings, load_settings
+from pve_steward.checkcmd import EXIT_UNKNOWN, EXIT_USAGE
+from pve_steward.config import ENV_PREFIX, ConfigError, Settings, default_state_dir, describe_errors, load_settings
 from pve_steward.registry import RegistryError
 
+DESCRIPTION = """\
+pve-steward: an MCP server that lets an AI assistant operate Proxmox VE carefully.
 
-def _flag_type(annotation: Any) -> tuple[Any, bool]:
-    """(argparse type, is_bool) for a settings field annotation."""
+Run without a command, it serves MCP like "pve-steward serve". Start with
+"pve-steward demo" (a simulated cluster, nothing to configure), then
+"pve-steward serve --help" for connecting to a real cluster.
+
+Every setting is a flag, an environment variable PVE_STEWARD_<NAME> or a key in
+the TOML file given with --config; a flag beats the environment, which beats the file."""
+
+# Which settings each command shows. A setting added to config.py and not named here is shown
+# by `serve` and `demo` (the commands that run the server) under "other settings".
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "connection to Proxmox VE": (
+        "url",
+        "token_id",
+        "token_secret",
+        "token_secret_file",
+        "verify_tls",
+        "ca_file",
+        "fingerprint",
+        "insecure",
+    ),
+    "API requests": (
+        "timeout",
+        "connect_timeout",
+        "concurrency",
+        "retries",
+        "disable_version_check",
+        "read_cache_ttl",
+        "heavy_calls",
+        "busy_wait",
+    ),
+    "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
+    "tools registered": ("tier", "read_only", "granular_tools", "toolsets", "disable_toolsets", "tools_file"),
+    "safety": ("audit_log", "audit_reads", "confirm_ttl", "confirm_key_file"),
+    "diagnostics": ("thresholds",),
+}
+OTHER = "other settings"
+# The demo connects to its own simulated cluster: these flags would be silently wrong there.
+DEMO_REFUSES = (*SECTIONS["connection to Proxmox VE"], "transport", "disable_version_check")
+# Which pvesim token the demo uses per tier: root@pam can do every admin action (guest_unlock
+# is root@pam only in PVE), the operator token holds exactly the operator tier's privileges.
+DEMO_TOKENS = {"read_only": "auditor@pve!mcp", "operator": "operator@pve!mcp", "admin": "root@pam!pvesim"}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit code 64, apart from check's 0..3 (design record 261203-8)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _flag_type(annotation: Any) -> tuple[Any, bool, list[str] | None]:
+    """(argparse type, is_bool, choices) for a settings field annotation."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     base = args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and args else annotation
     if base is bool:
-        return None, True
+        return None, True, None
+    if typing.get_origin(base) is typing.Literal:
+        return str, False, [str(a) for a in typing.get_args(base)]
+    if isinstance(base, type) and issubclass(base, str) and hasattr(base, "__members__"):
+        return str, False, [str(m.value) for m in base.__members__.values()]
     if base in (int, float):
-        return base, False
+        return base, False, None
     if base is Path:
-        return Path, False
-    return str, False
+        return Path, False, None
+    return str, False, None
 
 
-def add_settings_flags(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
-    group = parser.add_argument_group("settings (flag > env PVE_STEWARD_* > --config TOML > default)")
-    group.add_argument(
+def _shown_default(name: str) -> str:
+    value = Settings.model_fields[name].get_default(call_default_factory=True)
+    if value is None or value in ([], {}):
+        return ""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(getattr(value, "value", value))
+
+
+def _add_setting(group: Any, name: str, suppress: bool, hidden: bool = False) -> None:
+    field = Settings.model_fields[name]
+    flag = "--" + name.replace("_", "-")
+    conv, is_bool, choices = _flag_type(field.annotation)
+    default = argparse.SUPPRESS if suppress else None
+    shown = _shown_default(name)
+    help_text = f"{field.description} (env {ENV_PREFIX}{name.upper()}" + (f"; default: {shown})" if shown else ")")
+    if hidden:
+        help_text = argparse.SUPPRESS
+    if is_bool:
+        group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+    else:
+        metavar = None if choices else name.upper()
+        group.add_argument(
+            flag, dest=name, type=conv, choices=choices, default=default, help=help_text, metavar=metavar
+        )
+
+
+def add_settings_flags(
+    parser: argparse.ArgumentParser,
+    sections: typing.Collection[str] | None = None,
+    suppress: bool = False,
+    hidden: typing.Collection[str] = (),
+) -> None:
+    """Flags for the settings in ``sections`` (None: all), grouped; ``hidden`` ones parse but do not show."""
+    config = parser.add_argument_group("configuration file")
+    config.add_argument(
         "--config",
         type=Path,
         default=argparse.SUPPRESS if suppress else None,
-        help=f"TOML file with any of the settings below (env {ENV_PREFIX}CONFIG)",
+        help=f"TOML file with any of the settings below (env {ENV_PREFIX}CONFIG)"
+        if sections != ()
+        else argparse.SUPPRESS,
     )
-    for name, field in Settings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        env = ENV_PREFIX + name.upper()
-        conv, is_bool = _flag_type(field.annotation)
-        default = argparse.SUPPRESS if suppress else None
-        help_text = f"{field.description} (env {env})"
-        if is_bool:
-            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        else:
-            group.add_argument(flag, dest=name, type=conv, default=default, help=help_text, metavar=name.upper())
+    listed = {n for names in SECTIONS.values() for n in names}
+    others = tuple(n for n in Settings.model_fields if n not in listed)
+    for title, names in [*SECTIONS.items(), (OTHER, others)]:
+        chosen = [n for n in names if n in Settings.model_fields and n not in hidden]
+        wanted = sections is None or title in sections
+        if wanted and chosen:
+            group = parser.add_argument_group(title)
+            for name in chosen:
+                _add_setting(group, name, suppress)
+    for name in hidden:
+        _add_setting(parser, name, suppress, hidden=True)
 
 
-def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+def settings_from(args: argparse.Namespace, reset: typing.Collection[str] = (), **extra: Any) -> Settings:
     overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
     overrides.update(extra)
     secret = overrides.get("token_secret")
     if isinstance(secret, str):
         overrides["token_secret"] = SecretStr(secret)
-    return load_settings(getattr(args, "config", None), **overrides)
+    return load_settings(getattr(args, "config", None), reset=reset, **overrides)
 
 
 def describe(exc: ValidationError) -> str:
-    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
-    return f"invalid configuration: {problems}"
+    return describe_errors(exc)
 
 
-def _fail(message: str, code: int = 2) -> int:
+def _fail(message: str, code: int = EXIT_USAGE) -> int:
     print(f"pve-steward: {message}", file=sys.stderr)
     return code
 
 
+def _cluster_line(settings: Settings, version: str, status: Any) -> str:
+    from pve_steward.checkcmd import cluster_name
+
+    return f"cluster: {cluster_name(status)}, Proxmox VE {version}, at {settings.url} as {settings.token_id}"
+
+
+def _server_lines(settings: Settings) -> list[str]:
+    from pve_steward.serving import mode
+
+    return [
+        f"tier: {settings.tier.value}" + (" (read-only: no write tools)" if settings.read_only else ""),
+        f"mode: {mode(settings)}",
+        f"audit log: {settings.audit_log}",
+    ]
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    from pve_steward.client import ProxmoxerClient
+    from pve_steward.client import ProxmoxerClient, api_path
+    from pve_steward.errors import PveError
     from pve_steward.server import ConnectionProblem, build_server, check_cluster
 
     settings = settings_from(args)
@@ -86,63 +197,110 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         check_bind(settings)  # before touching the cluster: an unsafe bind is a configuration error
     client = ProxmoxerClient(settings)
+
+    async def start() -> tuple[str, Any]:
+        version = await check_cluster(settings, client)
+        try:
+            return version, await client.get(api_path("cluster", "status"))
+        except PveError:
+            return version, None  # the banner says "unknown"; the tools report the read failure themselves
+
     try:
-        asyncio.run(check_cluster(settings, client))
+        version, status = asyncio.run(start())
     except ConnectionProblem as exc:
-        return _fail(str(exc), 3)
+        return _fail(str(exc), EXIT_UNKNOWN)
     mcp = build_server(settings, client=client, check_version_on_start=False)  # checked just above
-    return run_transport(mcp, settings)
-
-
-def run_transport(mcp: Any, settings: Settings) -> int:
     if settings.transport == "stdio":
         mcp.run()
-    else:
-        from pve_steward.http import run_http
+        return 0
+    from pve_steward.serving import endpoint, say, serve_http
 
-        run_http(mcp, settings)
+    def banner(port: int) -> None:
+        lines = [f"pve-steward {__version__}: MCP endpoint {endpoint(settings, port)}"]
+        say([*lines, _cluster_line(settings, version, status), *_server_lines(settings), "Press Ctrl-C to stop."])
+
+    serve_http(mcp, settings, banner)
     return 0
+
+
+def _refused_demo_flags(args: argparse.Namespace) -> list[str]:
+    return ["--" + n.replace("_", "-") for n in DEMO_REFUSES if getattr(args, n, None) is not None]
+
+
+def _ignored_demo_env() -> list[str]:
+    from pve_steward.config import env_names
+
+    env = env_names()
+    return [env[n] for n in DEMO_REFUSES if n in env]
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Start pvesim with a scenario and serve MCP against it over HTTPS, like any cluster."""
+    refused = _refused_demo_flags(args)
+    if refused:
+        return _fail(
+            f"demo: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} not used by the demo, which serves "
+            "its own simulated cluster; "
+            "for a real cluster run: pve-steward serve --url HOST --token-id ID --token-secret-file FILE"
+        )
     import pvesim  # the only place the server side touches the simulator
     from pve_steward.server import build_server
 
     out = sys.stderr if args.stdio else sys.stdout
-    sim = pvesim.start_scenario(args.scenario, speed=args.speed)
-    token_id, secret = sim.token("operator@pve!mcp")
+    ignored = _ignored_demo_env()
+    if ignored:
+        print(f"demo: ignoring {', '.join(ignored)} from the environment (the demo uses its own cluster)", file=out)
     state = Path(args.state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    extra: dict[str, Any] = {
-        "url": sim.address,
-        "token_id": token_id,
-        "token_secret": secret,
-        "fingerprint": sim.fingerprint,
-        "transport": "stdio" if args.stdio else "http",
-    }
+    extra: dict[str, Any] = {"transport": "stdio" if args.stdio else "http"}
     if getattr(args, "audit_log", None) is None:
         extra["audit_log"] = state / "demo-audit.jsonl"
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
-    settings = settings_from(args, **extra)
-    mcp = build_server(settings)
-    print(f"pvesim: simulated cluster '{args.scenario}' at {sim.url} (fingerprint {sim.fingerprint[:23]}...)", file=out)
-    print(f"tier: {settings.tier.value}; audit log: {settings.audit_log}", file=out)
-    if not args.stdio:
-        url = f"http://{settings.http_host}:{settings.http_port}/mcp"
-        print(f"MCP endpoint: {url}", file=out)
-        print(
-            f"Try it:  npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list", file=out
-        )
-        print("Press Ctrl-C to stop.", file=out)
-    out.flush()
+    preview = settings_from(args, reset=DEMO_REFUSES, **extra)  # validates the flags before pvesim starts
+    sim = pvesim.start_scenario(args.scenario, speed=args.speed)
     try:
-        return run_transport(mcp, settings)
+        token = DEMO_TOKENS[preview.tier.value]
+        if token not in sim.cluster.tokens:
+            return _fail(f"demo: scenario '{args.scenario}' has no token {token} for tier {preview.tier.value}")
+        token_id, secret = sim.token(token)
+        connection = {"url": sim.address, "token_id": token_id, "token_secret": secret, "fingerprint": sim.fingerprint}
+        settings = settings_from(args, reset=DEMO_REFUSES, **extra, **connection)
+        mcp = build_server(settings)
+        lines = [
+            f"pvesim: simulated cluster '{args.scenario}' at {sim.url} (fingerprint {sim.fingerprint[:23]}...)",
+            f"token: {token_id}",
+            *_server_lines(settings),
+        ]
+        return _run_demo(mcp, settings, lines, out)
     except KeyboardInterrupt:
         return 0
     finally:
         sim.stop()
+
+
+def _run_demo(mcp: Any, settings: Settings, lines: list[str], out: Any) -> int:
+    from pve_steward.serving import endpoint, say, serve_http
+
+    if settings.transport == "stdio":
+        say(lines, out)
+        mcp.run()
+        return 0
+
+    def banner(port: int) -> None:
+        url = endpoint(settings, port)
+        say(
+            [
+                *lines,
+                f"MCP endpoint: {url}",
+                f"Try it:  npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list",
+                "Press Ctrl-C to stop.",
+            ],
+            out,
+        )
+
+    serve_http(mcp, settings, banner)
+    return 0
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -179,10 +337,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Run the diagnostics once and print them; exit code by worst severity (0/1/2, 3 = could not check)."""
+    """Run the diagnostics once and print them; exit code by worst severity (see checkcmd)."""
     from pve_steward.analysis.health import AREAS
-    from pve_steward.checkcmd import EXIT_UNKNOWN, print_report
-    from pve_steward.client import ProxmoxerClient
+    from pve_steward.checkcmd import Header, cluster_name, print_error, print_report
+    from pve_steward.client import ProxmoxerClient, api_path
     from pve_steward.errors import PveError
     from pve_steward.server import ConnectionProblem, check_cluster
     from pve_steward.tools.diagnostics import run_check
@@ -190,21 +348,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
     unknown = sorted(set(areas) - set(AREAS))
     if unknown:
-        return _fail(f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}", EXIT_UNKNOWN)
+        message = f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}"
+        return print_error("usage", message, EXIT_USAGE, args.json)
     try:
         settings = settings_from(args)
         client = ProxmoxerClient(settings)
+    except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file
+        return print_error("configuration", str(exc), EXIT_USAGE, args.json)
+    now = time.time()
 
-        async def run() -> Any:
-            await check_cluster(settings, client)
-            return await run_check(client, settings, time.time(), areas, None)
+    async def run() -> tuple[Any, Header]:
+        version = await check_cluster(settings, client)
+        try:
+            name = cluster_name(await client.get(api_path("cluster", "status")))
+        except PveError:
+            name = "unknown (/cluster/status could not be read)"
+        report = await run_check(client, settings, now, areas, None)
+        return report, Header(name, version, str(settings.token_id), now)
 
-        report = asyncio.run(run())
-    except ValidationError as exc:
-        return _fail(describe(exc), EXIT_UNKNOWN)
-    except (ConnectionProblem, PveError, ValueError) as exc:
-        return _fail(str(exc), EXIT_UNKNOWN)
-    return print_report(report, args.json, args.color)
+    try:
+        report, header = asyncio.run(run())
+    except ConnectionProblem as exc:
+        return print_error("connection", str(exc), EXIT_UNKNOWN, args.json)
+    except PveError as exc:
+        return print_error("cluster", str(exc), EXIT_UNKNOWN, args.json)
+    return print_report(report, args.json, args.color, header)
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -218,16 +386,30 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return _fail(f"{path} is out of date: run `pve-steward docs` and commit the result", 1)
 
 
+def default_audit_log(config: Path | None = None) -> Path:
+    """The log `audit verify` reads without --file: the configured one (what `serve` writes) if it
+    exists, else the demo's in the default state directory, else the configured path (to name it)."""
+    configured = default_state_dir() / "audit.jsonl"
+    with contextlib.suppress(ValueError):  # a broken setting elsewhere must not hide the log
+        configured = load_settings(config).audit_log
+    demo = default_state_dir() / "demo-audit.jsonl"
+    if not configured.exists() and demo.exists():
+        print(f"note: no audit log at {configured}; verifying the demo's log", file=sys.stderr)
+        return demo
+    if configured.exists() and demo.exists():
+        print(f"note: the demo's audit log is {demo} (verify it with --file)", file=sys.stderr)
+    return configured
+
+
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     """Exit 0 when the whole chain verifies, 1 when a record is broken, 2 when the file cannot be read."""
-    from pve_steward.config import default_state_dir
     from pve_steward.security.audit import verify
 
-    path = Path(args.file) if args.file else default_state_dir() / "audit.jsonl"
+    path = Path(args.file) if args.file else default_audit_log(args.config)
     try:
         result = verify(path, anchor=args.anchor)
     except OSError as exc:
-        return _fail(f"cannot read the audit log {path}: {exc.strerror}")
+        return _fail(f"cannot read the audit log {path}: {exc.strerror}", 2)
     if args.json:
         print(result.model_dump_json(indent=2))
     elif result.ok:
@@ -238,51 +420,89 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pve-steward", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def _add_demo(sub: Any) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="serve MCP against the built-in simulated cluster (pvesim)",
+        description="Serve MCP against pvesim, a simulated Proxmox VE cluster started for the purpose. "
+        "The demo picks the cluster and its API token itself, so the connection flags of serve do not apply.",
     )
-    parser.add_argument("--version", action="version", version=f"pve-steward {__version__}")
-    add_settings_flags(parser)
-    parser.set_defaults(func=cmd_serve)
-    sub = parser.add_subparsers(dest="command", metavar="command")
-    serve = sub.add_parser("serve", help="serve MCP against a cluster (the default command)")
-    add_settings_flags(serve, suppress=True)
-    serve.set_defaults(func=cmd_serve)
-    demo = sub.add_parser("demo", help="serve MCP against the built-in simulated cluster (pvesim)")
     demo.add_argument("--stdio", action="store_true", help="use stdio (for desktop clients) instead of HTTP")
-    demo.add_argument("--scenario", default="demo", help="pvesim scenario name or YAML path")
-    demo.add_argument("--speed", type=float, default=10.0, help="simulated task speed factor")
+    demo.add_argument("--scenario", default="demo", help="pvesim scenario name or YAML path (default: demo)")
+    demo.add_argument("--speed", type=float, default=10.0, help="simulated task speed factor (default: 10)")
     demo.add_argument(
         "--state-dir",
-        default=str(Path.home() / ".local" / "state" / "pve-steward"),
-        help="where the demo keeps its audit log",
+        default=str(default_state_dir()),
+        help="where the demo keeps its audit log, demo-audit.jsonl (default: %(default)s)",
     )
-    add_settings_flags(demo, suppress=True)
+    add_settings_flags(
+        demo,
+        [t for t in (*SECTIONS, OTHER) if t != "connection to Proxmox VE"],
+        suppress=True,
+        hidden=DEMO_REFUSES,
+    )
     demo.set_defaults(func=cmd_demo)
-    tools = sub.add_parser("tools", help="print the tool catalog for the current mode")
-    tools.add_argument("--json", action="store_true", help="full tools/list entries as JSON")
-    add_settings_flags(tools, suppress=True)
-    tools.set_defaults(func=cmd_tools)
+
+
+def _add_check(sub: Any) -> None:
     check = sub.add_parser(
-        "check", help="run the diagnostics in the terminal (exit 0 ok, 1 warning, 2 critical, 3 unknown)"
+        "check",
+        help="run the diagnostics in the terminal (exit 0 ok, 1 warning, 2 critical, 3 unknown)",
+        description="Run every diagnostic once and print it like pve8to9. Exit codes: 0 ok or only info, "
+        "1 warning, 2 critical, 3 unknown (the check could not run), 64 usage or configuration error.",
     )
-    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--json", action="store_true", help="print the report (or the error) as JSON")
     check.add_argument("--areas", default=None, help="comma-separated areas (default: all)")
-    check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    add_settings_flags(check, suppress=True)
+    check.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="(default: auto)")
+    add_settings_flags(check, ["connection to Proxmox VE", "API requests", "diagnostics"], suppress=True)
     check.set_defaults(func=cmd_check)
+
+
+def _add_audit(sub: Any) -> None:
+    audit = sub.add_parser("audit", help="work with the audit log", description="Work with the audit log.")
+    audit_sub = audit.add_subparsers(dest="audit_command", metavar="action", required=True)
+    verify = audit_sub.add_parser("verify", help="check the hash chain and name the first broken record")
+    verify.add_argument(
+        "--file",
+        default=None,
+        help=f"audit log path (default: the configured audit_log, {default_state_dir() / 'audit.jsonl'} unless "
+        f"set; if that does not exist, the demo's {default_state_dir() / 'demo-audit.jsonl'})",
+    )
+    verify.add_argument("--config", type=Path, default=None, help="TOML file that sets audit_log, if any")
+    verify.add_argument("--anchor", default=None, help="a head hash noted earlier; detects records cut from the end")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+    verify.set_defaults(func=cmd_audit_verify)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="pve-steward", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"pve-steward {__version__}")
+    add_settings_flags(parser, sections=(), hidden=tuple(Settings.model_fields))  # `pve-steward --url ...` = serve
+    parser.set_defaults(func=cmd_serve)
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    serve = sub.add_parser(
+        "serve",
+        help="serve MCP against a cluster (the default command)",
+        description="Serve MCP (stdio or HTTP) against a Proxmox VE cluster. A flag beats the environment "
+        "variable, which beats the --config file.",
+    )
+    add_settings_flags(serve, suppress=True)
+    serve.set_defaults(func=cmd_serve)
+    _add_demo(sub)
+    tools = sub.add_parser(
+        "tools",
+        help="print the tool catalog for the current mode",
+        description="Print the tools a client would see with these settings (no cluster needed).",
+    )
+    tools.add_argument("--json", action="store_true", help="full tools/list entries as JSON")
+    add_settings_flags(tools, ["tools registered"], suppress=True)
+    tools.set_defaults(func=cmd_tools)
+    _add_check(sub)
     docs = sub.add_parser("docs", help="regenerate docs/tools.md and docs/rules.md from the registries")
     docs.add_argument("--output", default="docs/tools.md")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
     docs.set_defaults(func=cmd_docs)
-    audit = sub.add_parser("audit", help="work with the audit log")
-    audit_sub = audit.add_subparsers(dest="audit_command", metavar="action", required=True)
-    verify = audit_sub.add_parser("verify", help="check the hash chain and name the first broken record")
-    verify.add_argument("--file", default=None, help="audit log path (default: the configured default location)")
-    verify.add_argument("--anchor", default=None, help="a head hash noted earlier; detects records cut from the end")
-    verify.add_argument("--json", action="store_true", help="print the result as JSON")
-    verify.set_defaults(func=cmd_audit_verify)
+    _add_audit(sub)
     return parser
 
 
@@ -293,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except ValidationError as exc:
         return _fail(describe(exc))
-    except (ValueError, RegistryError) as exc:
+    except (ConfigError, ValueError, RegistryError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
         return 130

@@ -14,23 +14,29 @@ import asyncio
 import itertools
 import logging
 import queue
+import re
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
 import requests
 from proxmoxer import AuthenticationError, ProxmoxAPI, ResourceException
 from requests.adapters import HTTPAdapter
+from requests.exceptions import RequestException
+from urllib3.exceptions import NameResolutionError
 
 from pve_steward.config import Settings
 from pve_steward.errors import (
     PveApiError,
     PveAuthError,
+    PveConnectionRefused,
     PveError,
     PveNotFound,
     PveParamError,
@@ -38,6 +44,7 @@ from pve_steward.errors import (
     PveTimeout,
     PveTlsError,
     PveUnavailable,
+    PveUnknownHost,
 )
 from pve_steward.pve import ids
 
@@ -208,7 +215,11 @@ def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
         status = int(exc.status_code)
         message = str(exc.content or exc.status_message).strip()
         if status == 401:
-            return PveAuthError(f"authentication failed ({message})", status=status, path=str(path))
+            return PveAuthError(
+                "authentication failed (401): the token id or secret is wrong, or the token expired or was removed",
+                status=status,
+                path=str(path),
+            )
         if status == 403:
             return PvePermissionError(message, status=status, path=str(path))
         if status == 400:
@@ -230,13 +241,77 @@ def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
     if isinstance(exc, AuthenticationError):
         return PveAuthError(f"authentication failed: {exc}", path=str(path))
     if isinstance(exc, requests.exceptions.SSLError):
-        reason = "certificate fingerprint mismatch" if "fingerprint" in str(exc).lower() else "certificate not trusted"
-        return PveTlsError(f"TLS verification failed for {where}: {reason}", path=str(path))
+        return _tls_error(exc, where, str(path))
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return PveTimeout(f"{where}: no answer from {_address(exc)} within the connect timeout", path=str(path))
     if isinstance(exc, requests.exceptions.Timeout):
         return PveTimeout(f"{where} timed out", path=str(path))
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return _connection_error(exc, where, str(path))
     if isinstance(exc, requests.exceptions.RequestException):
         return PveUnavailable(f"{where}: connection failed ({type(exc).__name__})", path=str(path))
     return PveApiError(f"{where} failed unexpectedly: {type(exc).__name__}", path=str(path))
+
+
+_PRESENTED = re.compile(r'got "?([0-9a-fA-F:]{64,95})"?')
+_VERIFY_REASON = re.compile(r"certificate verify failed: ([^(']+)")
+
+
+def _address(exc: requests.exceptions.RequestException) -> str:
+    url = getattr(exc.request, "url", None) or ""
+    return urlsplit(str(url)).netloc or "the server"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, what it wraps (args, reason, cause, context): requests hides the OS error deep inside."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 20:
+        e = todo.pop()
+        if any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo += [
+            x for x in (*e.args, getattr(e, "reason", None), e.__cause__, e.__context__) if isinstance(x, BaseException)
+        ]
+    return seen
+
+
+def _connection_error(exc: requests.exceptions.ConnectionError, where: str, path: str) -> PveError:
+    address = _address(exc)
+    chain = _chain(exc)
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in str(exc).lower():
+        return PveConnectionRefused(f"{where}: connection refused by {address} (nothing listens there)", path=path)
+    if any(isinstance(e, NameResolutionError | socket.gaierror) for e in chain):
+        host = address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+        return PveUnknownHost(f"{where}: the host name '{host}' does not resolve", path=path)
+    reason = next(
+        (e.strerror for e in chain if isinstance(e, OSError) and e.strerror and not isinstance(e, RequestException)),
+        type(exc).__name__,
+    )
+    return PveUnavailable(f"{where}: connection to {address} failed ({reason})", path=path)
+
+
+def _tls_error(exc: requests.exceptions.SSLError, where: str, path: str) -> PveTlsError:
+    text = str(exc)
+    if "fingerprint" in text.lower():
+        m = _PRESENTED.search(text)
+        presented = _colons(m.group(1)) if m else None
+        shown = f"; the server presented {presented}" if presented else ""
+        return PveTlsError(
+            f"TLS verification failed for {where}: certificate fingerprint mismatch{shown}",
+            path=path,
+            presented=presented,
+        )
+    m = _VERIFY_REASON.search(text)
+    why = f" ({m.group(1).strip()})" if m else ""
+    return PveTlsError(f"TLS verification failed for {where}: certificate not trusted{why}", path=path)
+
+
+def _colons(digest: str) -> str:
+    """PVE's notation for a SHA-256 fingerprint (pvenode cert info): upper-case hex pairs joined by colons."""
+    hexed = digest.replace(":", "").upper()
+    return ":".join(hexed[i : i + 2] for i in range(0, len(hexed), 2))
 
 
 def _transient(err: PveError) -> bool:

@@ -7,12 +7,15 @@ never printed.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import tomllib
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from pve_steward.security.tiers import Tier
@@ -184,14 +187,103 @@ class Settings(BaseSettings):
         return None
 
 
-def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Settings from defaults, a TOML file (optional), the environment and explicit overrides."""
-    path = config_file or (Path(os.environ[ENV_PREFIX + "CONFIG"]) if os.environ.get(ENV_PREFIX + "CONFIG") else None)
+# Settings that say the same thing two ways. The highest source that sets one of a group decides the
+# whole group: a --token-secret flag replaces PVE_STEWARD_TOKEN_SECRET_FILE from the environment
+# instead of contradicting it. Within one source, giving both is still an error.
+EXCLUSIVE: tuple[frozenset[str], ...] = (
+    frozenset({"token_secret", "token_secret_file"}),
+    frozenset({"fingerprint", "insecure"}),
+)
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the setting and where it came from."""
+
+
+def env_names(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Settings given in the environment: field name -> variable name (matched without regard to case)."""
+    env = os.environ if environ is None else environ
+    given = {key.upper(): key for key in env}
+    return {
+        name: given[ENV_PREFIX + name.upper()] for name in Settings.model_fields if ENV_PREFIX + name.upper() in given
+    }
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The config file's settings; a syntax error or an unknown key names the file."""
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    unknown = sorted(set(data) - set(Settings.model_fields))
+    if unknown:
+        hints = [f"'{k}'" + _did_you_mean(k) for k in unknown]
+        raise ConfigError(
+            f"config file {path}: unknown setting {', '.join(hints)}; settings are the long flag names "
+            "with underscores (see pve-steward serve --help)"
+        )
+    return data
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key.replace("-", "_"), list(Settings.model_fields), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _default(name: str) -> Any:
+    field = Settings.model_fields[name]
+    return field.get_default(call_default_factory=True)
+
+
+def _source(name: str, flags: Collection[str], env: Mapping[str, str], path: Path | None) -> str:
+    if name in flags:
+        return "--" + name.replace("_", "-")
+    if name in env:
+        return f"env {env[name]}"
+    return f"config file {path}" if path is not None else "default"
+
+
+def describe_errors(exc: ValidationError, source: Callable[[str], str] | None = None) -> str:
+    """One line for a failed validation: each setting, where its value came from, and why it is wrong."""
+    problems = []
+    for e in exc.errors():
+        name = ".".join(map(str, e["loc"]))
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        where = f" ({source(str(e['loc'][0]))})" if source and e["loc"] else ""
+        problems.append(f"{name or 'settings'}{where}: {msg}")
+    return "invalid configuration: " + "; ".join(problems)
+
+
+def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (), **overrides: Any) -> Settings:
+    """Settings from defaults, a TOML file (optional), the environment and explicit overrides (flags).
+
+    ``None`` in ``overrides`` means "not given"; ``reset`` names settings taken from their default
+    whatever the environment or the file say (the demo's cluster connection).
+    """
+    env_path = os.environ.get(ENV_PREFIX + "CONFIG")
+    path = config_file or (Path(env_path) if env_path else None)
     if path is not None and not path.is_file():
-        raise ValueError(f"config file {path} does not exist")
+        raise ConfigError(f"config file {path} does not exist")
+    from_file = read_toml(path) if path is not None else {}
 
     class _FileSettings(Settings):
         model_config = SettingsConfigDict(**{**Settings.model_config, "toml_file": path})
 
     values = {k: v for k, v in overrides.items() if v is not None}
-    return _FileSettings(**values)
+    flags = set(values)
+    env = env_names()
+    for group in EXCLUSIVE:
+        for layer in (flags, set(env), set(from_file)):
+            if layer & group:
+                for name in group - layer:
+                    values.setdefault(name, _default(name))
+                break
+    for name in reset:
+        values.setdefault(name, _default(name))
+    try:
+        return _FileSettings(**values)
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc, lambda n: _source(n, flags, env, path))) from None

@@ -86,8 +86,22 @@ class PveTimeout(PveUnavailable):
     """No answer within the configured timeout."""
 
 
+class PveConnectionRefused(PveUnavailable):
+    """Nothing listens at the address: usually a wrong URL or port, or pveproxy is down."""
+
+
+class PveUnknownHost(PveUnavailable):
+    """The host name in the URL does not resolve."""
+
+
 class PveTlsError(PveError):
     """TLS verification failed (unknown CA or certificate fingerprint mismatch)."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, path: str | None = None, presented: str | None = None
+    ) -> None:
+        super().__init__(message, status=status, path=path)
+        self.presented = presented  # the SHA-256 fingerprint the server showed, when known
 
 
 class PveApiError(PveError):
@@ -107,13 +121,36 @@ def advice(err: PveError) -> str:
         )
     if isinstance(err, PveAuthError):
         return "check the API token id and secret (pveum user token list <user>@<realm>)"
+    if isinstance(err, PveTlsError) and err.presented:
+        return (
+            "compare the presented fingerprint with `pvenode cert info` on the node; if it matches (say, after a "
+            "certificate renewal), pin it with --fingerprint"
+        )
     if isinstance(err, PveTlsError):
         return (
             "pin the node certificate with --fingerprint (pvenode cert info) or give --ca-file; "
             "verification is never silently disabled"
         )
+    if isinstance(err, PveConnectionRefused):
+        return "check the host and port in --url (the PVE API listens on 8006) and that pveproxy runs on the node"
+    if isinstance(err, PveUnknownHost):
+        return "check the host name in --url, or use the node's IP address"
     if isinstance(err, PveTimeout):
         return "the API did not answer in time; raise --timeout or check the node"
     if isinstance(err, PveUnavailable):
         return "the node or cluster is unreachable; check that it is online (pvecm status)"
     return ""
+
+
+def connection_problem(url: str | None, err: PveError) -> str:
+    """The first line a user sees when the server cannot use the cluster at start: what happened, then the fix."""
+    hint = advice(err)
+    if isinstance(err, PveAuthError | PvePermissionError):
+        lead = f"Proxmox VE at {url} refused the API token"
+    elif isinstance(err, PveUnavailable):
+        lead = f"cannot reach Proxmox VE at {url}"
+    elif isinstance(err, PveTlsError):
+        lead = f"cannot trust Proxmox VE at {url}"
+    else:
+        lead = f"Proxmox VE at {url} answered with an error"
+    return f"{lead}: {err.message}" + (f". Fix: {hint}" if hint else "")

@@ -28,7 +28,7 @@ from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.compat import UnsupportedVersion, check_version
 from pve_steward.config import Settings
-from pve_steward.errors import PveError, advice
+from pve_steward.errors import PveError, connection_problem
 from pve_steward.metatools import Action, MetaTool, build_meta_tools, make_meta_function, parameters_of
 from pve_steward.prompts import register_prompts
 from pve_steward.readcache import ReadCache
@@ -139,10 +139,7 @@ async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
     try:
         version: dict[str, Any] = await client.get(api_path("version"))
     except PveError as exc:
-        hint = advice(exc)
-        raise ConnectionProblem(
-            f"cannot reach Proxmox VE at {settings.url}: {exc.message}" + (f". Fix: {hint}" if hint else "")
-        ) from None
+        raise ConnectionProblem(connection_problem(settings.url, exc)) from None
     text = str(version.get("version", "?"))
     try:
         check_version(text)

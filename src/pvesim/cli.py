@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import socket
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import yaml
@@ -21,21 +24,45 @@ def _serve(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"pvesim: {exc}", file=sys.stderr)
         return 2
+    if args.port and not _port_free(args.host, args.port):
+        print(
+            f"pvesim: port {args.port} on {args.host} is in use; choose another with --port (0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 1
     server = SimServer(cluster, host=args.host, port=args.port, faults=faults_from(data), log_level=args.log_level)
+    try:
+        server.start()  # binds first: the lines below show the real port (also for --port 0)
+    except RuntimeError as exc:
+        print(f"pvesim: {exc}; choose another --port (0 picks a free one)", file=sys.stderr)
+        return 1
     print(
         f"pvesim: scenario '{data.get('name', args.scenario)}', PVE {cluster.version} "
         f"(API schema {cluster.schema_version}), {len(cluster.nodes)} nodes, {len(cluster.guests)} guests"
     )
-    print(f"URL:         https://{args.host}:{args.port}/api2/json")
+    print(f"URL:         https://{server.address}/api2/json")
     print(f"Fingerprint: {server.fingerprint}")
     print(f"Certificate: {server.cert_path}")
     for token in cluster.tokens.values():
         print(f"Token:       {token.full_id}  secret={token.secret}")
-    print(f"Control:     X-Pvesim-Control: {server.control_secret}  (POST https://{args.host}:{args.port}/_sim/...)")
+    print(f"Control:     X-Pvesim-Control: {server.control_secret}  (POST https://{server.address}/_sim/...)")
     sys.stdout.flush()
     with contextlib.suppress(KeyboardInterrupt):
-        server.serve_forever()
+        server.wait()
+    server.stop()
     return 0
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now (so a taken port is one line, not uvicorn's log and ours)."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), port))
+    except OSError as exc:
+        return exc.errno != errno.EADDRINUSE
+    return True
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -51,14 +78,25 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """The version of the distribution that ships pvesim (pvesim has no release of its own)."""
+    try:
+        return metadata.version("pve-steward")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pvesim", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"pvesim {_version()} (simulates Proxmox VE 8.4 and 9.1)")
     sub = ap.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve a scenario over HTTPS")
     serve.add_argument("--scenario", default="demo", help=f"built-in ({', '.join(builtin_scenarios())}) or a YAML path")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8006)
-    serve.add_argument("--version", default=None, help="PVE version to present, e.g. 8.4.14 or 9.1.2")
+    serve.add_argument("--port", type=int, default=8006, help="HTTPS port, 0 for a free one (default: 8006)")
+    serve.add_argument(
+        "--pve-version", "--version", dest="version", default=None, help="PVE version to present, e.g. 8.4.14 or 9.1.2"
+    )
     serve.add_argument("--speed", type=float, default=None, help="simulated-time speed factor for tasks")
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(func=_serve)

@@ -164,9 +164,10 @@ class SimServer:
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
 
-    def serve_forever(self) -> None:
-        """Run in the foreground (CLI); needs ``port`` fixed beforehand."""
-        uvicorn.Server(self.config()).run()
+    def wait(self) -> None:
+        """Block until the server stops (the CLI, after :meth:`start`); Ctrl-C interrupts it."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
 
     def stop(self) -> None:
         if self._server is not None and self._server.started:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
 from pve_steward.cli import build_parser, main
-from pve_steward.config import Settings, load_settings
+from pve_steward.config import ConfigError, Settings, load_settings
 from pve_steward.security.tiers import Tier
 
 FP = "AB:" * 31 + "CD"
@@ -76,8 +77,74 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_bad_configuration_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--url", "http://pve1", "--token-id", "a@pam!b"]) == 2
+    assert main(["serve", "--url", "http://pve1", "--token-id", "a@pam!b"]) == 64
     err = capsys.readouterr().err
-    assert "invalid configuration" in err and "only served over HTTPS" in err and "Traceback" not in err
-    assert main(["--config", "/nonexistent/ops.toml"]) == 2
+    assert "invalid configuration: url (--url): the PVE API is only served over HTTPS" in err
+    assert "Traceback" not in err and "Value error" not in err
+    assert main(["--config", "/nonexistent/ops.toml"]) == 64
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_flag_beats_the_environment_also_across_the_two_ways_of_giving_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("from-file\n")
+    monkeypatch.setenv("PVE_STEWARD_TOKEN_SECRET_FILE", str(tmp_path / "missing"))
+    flag = load_settings(token_secret=SecretStr("from-flag"))
+    assert flag.secret() == "from-flag" and flag.token_secret_file is None
+    monkeypatch.setenv("PVE_STEWARD_INSECURE", "1")
+    assert load_settings(fingerprint=FP).insecure is False  # the flag's pin replaces the env's "insecure"
+
+    toml = tmp_path / "ops.toml"
+    toml.write_text('token_secret = "from-toml"\ninsecure = true\n')
+    monkeypatch.delenv("PVE_STEWARD_INSECURE")
+    monkeypatch.setenv("PVE_STEWARD_TOKEN_SECRET_FILE", str(secret_file))
+    monkeypatch.setenv("PVE_STEWARD_FINGERPRINT", FP)
+    env_over_file = load_settings(toml)
+    assert env_over_file.secret() == "from-file" and env_over_file.token_secret is None
+    assert env_over_file.insecure is False and env_over_file.fingerprint == "ab" * 31 + "cd"
+
+    with pytest.raises(ValueError, match="either token_secret or token_secret_file"):  # one source giving both
+        load_settings(token_secret=SecretStr("a"), token_secret_file=secret_file)
+
+
+def test_config_file_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text('url = "pve1.lan"\ntimeout 30\n')
+    with pytest.raises(ConfigError, match=rf"config file {re.escape(str(broken))} is not valid TOML: .*line 2"):
+        load_settings(broken)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('url = "pve1.lan"\ntoken-id = "ops@pve!mcp"\n')
+    with pytest.raises(ConfigError, match=r"unknown\.toml: unknown setting 'token-id' \(did you mean 'token_id'\?\)"):
+        load_settings(unknown)
+    bad_value = tmp_path / "bad.toml"
+    bad_value.write_text('timeout = "soon"\n')
+    with pytest.raises(ConfigError, match=rf"timeout \(config file {re.escape(str(bad_value))}\): "):
+        load_settings(bad_value)
+    monkeypatch.setenv("PVE_STEWARD_TIMEOUT", "never")
+    with pytest.raises(ConfigError, match=r"timeout \(env PVE_STEWARD_TIMEOUT\): "):
+        load_settings(bad_value)
+
+
+def help_of(capsys: pytest.CaptureFixture[str], *command: str) -> str:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_each_command_lists_only_its_own_flags_in_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    commands: list[list[str]] = [[], ["serve"], ["demo"], ["check"], ["tools"]]
+    top, serve, demo, check, tools = (help_of(capsys, *c) for c in commands)
+    for text in (top, serve, demo, check, tools):
+        assert "``" not in text and ":class:" not in text and ":func:" not in text
+    assert "--url" not in top and "--tier" not in top and "serve" in top
+    assert "{read_only,operator,admin}" in serve and "{stdio,http}" in serve and "default: 8765" in serve
+    assert "default: on" in serve  # --verify-tls
+    for flag in ("--url", "--token-id", "--token-secret", "--fingerprint", "--transport"):
+        assert flag not in demo
+    assert "--http-port" in demo and "--tier" in demo
+    for flag in ("--tier", "--http-port", "--audit-log", "--transport", "--granular-tools"):
+        assert flag not in check
+    assert "--url" in check and "--thresholds" in check and "64 usage" in check
+    assert "--url" not in tools and "--http-port" not in tools and "--tier" in tools

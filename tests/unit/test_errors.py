@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import requests
+import urllib3
 from proxmoxer import ResourceException
 
 from pve_steward.client import _encode, api_path, map_error, node, vmid
 from pve_steward.errors import (
     PveApiError,
     PveAuthError,
+    PveConnectionRefused,
     PveNotFound,
     PveParamError,
     PvePermissionError,
     PveTimeout,
     PveTlsError,
     PveUnavailable,
+    PveUnknownHost,
     advice,
+    connection_problem,
 )
 
 PATH = api_path("nodes", node("pve1"), "qemu", vmid(100), "migrate")
@@ -76,6 +82,48 @@ def test_param_error_keeps_pve_field_messages() -> None:
 def test_tls_error_advice_never_suggests_disabling_verification() -> None:
     err = map_error(requests.exceptions.SSLError("certificate verify failed"), "GET", PATH)
     assert "pin the node certificate" in advice(err)
+
+
+def _connection_error(reason: BaseException, url: str = "https://pve1.lan:8006/api2/json/version") -> BaseException:
+    """What requests raises: ConnectionError(MaxRetryError(reason=...)) with the request attached."""
+    wrapped = urllib3.exceptions.MaxRetryError(None, url, reason)  # type: ignore[arg-type]
+    return requests.exceptions.ConnectionError(wrapped, request=requests.Request("GET", url).prepare())
+
+
+def test_connection_failures_say_what_happened_and_what_to_check() -> None:
+    refused_os = ConnectionRefusedError(111, "Connection refused")
+    new_conn = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: refused")  # type: ignore[arg-type]
+    new_conn.__cause__ = refused_os
+    refused = map_error(_connection_error(new_conn), "GET", PATH)
+    assert isinstance(refused, PveConnectionRefused)
+    assert "connection refused by pve1.lan:8006" in refused.message and "--url" in advice(refused)
+
+    unresolved = urllib3.exceptions.NameResolutionError("nope.lan", None, socket.gaierror(-2, "Name unknown"))  # type: ignore[arg-type]
+    unknown = map_error(_connection_error(unresolved, "https://nope.lan:8006/x"), "GET", PATH)
+    assert isinstance(unknown, PveUnknownHost) and "'nope.lan' does not resolve" in unknown.message
+
+    reset = map_error(
+        _connection_error(
+            urllib3.exceptions.ProtocolError("aborted", ConnectionResetError(104, "Connection reset by peer"))
+        ),
+        "GET",
+        PATH,
+    )
+    assert type(reset) is PveUnavailable and "(Connection reset by peer)" in reset.message
+
+
+def test_fingerprint_mismatch_shows_what_the_server_presented() -> None:
+    got = "ab" * 32
+    exc = requests.exceptions.SSLError(f'Fingerprints did not match. Expected "{"00" * 32}", got "{got}"')
+    err = map_error(exc, "GET", PATH)
+    assert isinstance(err, PveTlsError) and err.presented == ":".join(["AB"] * 32)
+    assert f"the server presented {err.presented}" in err.message and "pvenode cert info" in advice(err)
+
+
+def test_a_bad_token_is_an_authentication_failure_not_unreachable() -> None:
+    err = map_error(rex(401, "authentication failure"), "GET", api_path("version"))
+    message = connection_problem("pve1.lan", err)
+    assert "authentication failed (401)" in message and "cannot reach" not in message
 
 
 def test_booleans_are_sent_as_integers() -> None:

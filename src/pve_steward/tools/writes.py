@@ -18,6 +18,7 @@ from pve_steward.client import api_path, ha_sid
 from pve_steward.client import node as node_seg
 from pve_steward.client import snapshot as snapshot_seg
 from pve_steward.client import vmid as vmid_seg
+from pve_steward.errors import PveError, PvePermissionError, PveUnavailable
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 from pve_steward.pve.ids import NodeName, SnapshotName, StorageId, VmId
 from pve_steward.security.guard import Refused, guarded
@@ -110,6 +111,25 @@ async def _common(t: ToolContext, g: Guest, priv: str) -> list[Check]:
 # ---------------------------------------------------------------- power
 
 
+async def _shutdown_via(t: ToolContext, g: Guest) -> str:
+    """How PVE will ask the guest to shut down, promised only as far as it holds.
+
+    qemu-server PVE/QemuServer.pm _do_vm_stop: guest-shutdown through the agent only when the config
+    enables it and it answers guest-ping (qga_check_running); otherwise an ACPI power-button event.
+    """
+    if g.ref.type != "qemu":
+        return "the container's init system"
+    if not g.cfg.agent_enabled or not g.running:
+        return "an ACPI power-button event"
+    try:
+        await t.client.get(guest_path(g.ref, "agent", "info"))
+    except (PvePermissionError, PveUnavailable):
+        return "the guest agent if it answers when the task runs (it could not be asked now), else an ACPI event"
+    except PveError:
+        return "an ACPI power-button event (the guest agent is enabled in the config but does not answer)"
+    return "the guest agent (it answers)"
+
+
 async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) -> Plan:
     g = await load_guest(t, vmid)
     checks = await _common(t, g, "VM.PowerMgmt")
@@ -127,13 +147,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         checks.append(Check(check="guest is running", ok=g.running, detail=str(g.status.get("status"))))
         timeout = int(options["timeout"])
         params["timeout"] = timeout
-        how = (
-            "the guest agent"
-            if g.ref.type == "qemu" and g.cfg.agent_enabled
-            else "an ACPI power-button event"
-            if g.ref.type == "qemu"
-            else "the container's init system"
-        )
+        how = await _shutdown_via(t, g)
         effects.append(f"ask {g.label} to shut down cleanly via {how}, waiting up to {timeout} s")
         risks.append(
             "services in the guest stop; if the guest ignores the request the task fails after the timeout "

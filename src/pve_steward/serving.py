@@ -1,0 +1,79 @@
+"""Start the HTTP transport the way a user can trust: bind the port first, then say where we listen.
+
+The banner is printed only once the socket is bound (so it never announces a port another process
+holds, and ``--http-port 0`` shows the real port); a port in use is one line with the flag to change.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from pve_steward.config import ConfigError, Settings
+
+
+class PortUnavailable(ConfigError):
+    """The HTTP port cannot be bound (in use, or not allowed)."""
+
+
+def bind_http(settings: Settings) -> socket.socket:
+    """A listening socket on ``http_host:http_port``, or a one-line error naming ``--http-port``."""
+    host, port = settings.http_host.strip("[]"), settings.http_port
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise PortUnavailable(f"cannot listen on '{settings.http_host}': {exc.strerror}; check --http-host") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortUnavailable(
+                f"port {port} on {settings.http_host} is already in use; choose another with --http-port "
+                "(or stop what listens there)"
+            ) from None
+        raise PortUnavailable(
+            f"cannot listen on {settings.http_host}:{port}: {exc.strerror}; choose another with --http-port"
+        ) from None
+    return sock
+
+
+def endpoint(settings: Settings, port: int) -> str:
+    host = settings.http_host
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    return f"http://{shown}:{port}/mcp"
+
+
+def mode(settings: Settings) -> str:
+    tools = "granular tools (one per operation)" if settings.granular_tools else "domain meta-tools"
+    scope = f"; toolsets {', '.join(settings.toolsets)}" if settings.toolsets else ""
+    return tools + scope
+
+
+def serve_http(mcp: Any, settings: Settings, banner: Callable[[int], None]) -> None:
+    """Build the app (refusing an unsafe bind), bind the port, print the banner, serve until stopped."""
+    import uvicorn
+
+    from pve_steward.http import build_http_app
+
+    app = build_http_app(mcp, settings)
+    sock = bind_http(settings)
+    banner(int(sock.getsockname()[1]))
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def say(lines: list[str], out: TextIO | None = None) -> None:
+    stream = out or sys.stdout
+    stream.write("\n".join(lines) + "\n")
+    stream.flush()
