@@ -235,7 +235,36 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     else:
         where = f"line {result.first_bad_line}" if result.first_bad_line else "end of log"
         print(f"{path}: BROKEN at {where}: {result.problem} ({result.records} records verified before it)")
+    if result.pending and not args.json:
+        print(
+            f"{len(result.pending)} write(s) have an 'executing' record and no outcome "
+            "(see `pve-steward audit pending`): lines " + ", ".join(str(w.line) for w in result.pending)
+        )
     return 0 if result.ok else 1
+
+
+def cmd_audit_pending(args: argparse.Namespace) -> int:
+    """Writes with an 'executing' record and no outcome; exit 0 when there are none, 1 when there are."""
+    from pve_steward.config import default_state_dir
+    from pve_steward.security.audit import pending
+
+    path = Path(args.file) if args.file else default_state_dir() / "audit.jsonl"
+    if not path.exists():
+        return _fail(f"cannot read the audit log {path}: no such file")
+    try:
+        writes = pending(path)
+    except OSError as exc:
+        return _fail(f"cannot read the audit log {path}: {exc.strerror}")
+    if args.json:
+        print(json.dumps([w.model_dump(mode="json") for w in writes], indent=2))
+    elif not writes:
+        print(f"{path}: no pending writes: every write started has a recorded outcome")
+    else:
+        print(f"{path}: {len(writes)} write(s) started with no recorded outcome; check each on the cluster:")
+        for w in writes:
+            task = f"task {w.upid} (check with get_task)" if w.upid else "no task id recorded (check list_tasks)"
+            print(f"  line {w.line} {w.time or '?'} {w.operation} target={json.dumps(w.target)}: {task}")
+    return 1 if writes else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -283,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--anchor", default=None, help="a head hash noted earlier; detects records cut from the end")
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
     verify.set_defaults(func=cmd_audit_verify)
+    pend = audit_sub.add_parser(
+        "pending", help="list writes with an 'executing' record and no outcome (the process stopped mid-write)"
+    )
+    pend.add_argument("--file", default=None, help="audit log path (default: the configured default location)")
+    pend.add_argument("--json", action="store_true", help="print the list as JSON")
+    pend.set_defaults(func=cmd_audit_pending)
     return parser
 
 

@@ -189,6 +189,18 @@ def _bounded(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+class PendingWrite(BaseModel):
+    """A write whose ``executing`` record has no outcome record: it may or may not have run."""
+
+    write_id: str
+    line: int
+    time: str | None = None
+    operation: str | None = None
+    target: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    upid: str | None = Field(None, description="set when PVE answered the request before the process stopped")
+
+
 class VerifyResult(BaseModel):
     ok: bool
     records: int
@@ -230,18 +242,6 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _DuplicateKey(key)
         out[key] = value
     return out
-
-
-class PendingWrite(BaseModel):
-    """A write whose ``executing`` record has no outcome record: it may or may not have run."""
-
-    write_id: str
-    line: int
-    time: str | None = None
-    operation: str | None = None
-    target: dict[str, Any] | None = None
-    params: dict[str, Any] | None = None
-    upid: str | None = Field(None, description="set when PVE answered the request before the process stopped")
 
 
 def pending(path: Path) -> list[PendingWrite]:
