@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,55 +18,18 @@ from pve_steward.security.usedtokens import (
     StoreUnavailable,
     open_store,
 )
+from tests.httpserver import free_port
+from tests.redisserver import redis_server
 
 KEY = b"k" * 32
 PARAMS = {"vmid": 100}
 TARGET = {"vmid": 100, "node": "pve1", "type": "qemu"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A real redis-server on a free port, no persistence, stopped at teardown."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (Debian package redis-server; .ci/run installs it)")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with redis_server(tmp_path) as url:
+        yield url
 
 
 def _confirm(signer: TokenSigner, token: str, now: float) -> None:
@@ -133,7 +94,7 @@ def test_redis_key_expires_with_the_token(redis_url: str) -> None:
 
 
 def test_unreachable_redis_fails_closed() -> None:
-    signer = TokenSigner(KEY, store=RedisStore(f"redis://127.0.0.1:{_free_port()}/0", timeout=0.5))
+    signer = TokenSigner(KEY, store=RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5))
     now = time.time()
     token = signer.issue("guest_reset", PARAMS, TARGET, "s1", now)
     with pytest.raises(TokenRefused, match=r"cannot be reached.*fail closed"):

@@ -186,7 +186,8 @@ async def follow_task(t: ToolContext, node: str, upid: str, timeout: float) -> T
                 break
             new: list[dict[str, Any]] = await t.client.get(base.join("log"), start=seen, limit=500)
             seen += len(new)
-            percent = task_percent([str(line.get("t", "")) for line in new]) or percent
+            latest = task_percent([str(line.get("t", "")) for line in new])
+            percent = latest if latest is not None else percent
             if elapsed >= timeout:
                 await _progress(t, percent, elapsed, f"{info.type} still running after {elapsed:.0f} s")
                 return TaskOutcome(upid=upid, node=node, state="running", duration_s=round(elapsed, 1))
