@@ -123,6 +123,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     }
     if getattr(args, "audit_log", None) is None:
         extra["audit_log"] = state / "demo-audit.jsonl"
+    if getattr(args, "token_store", None) is None:
+        extra["token_store"] = str(state / "demo-used-tokens.sqlite3")
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
     settings = settings_from(args, **extra)
@@ -156,7 +158,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
             return list((await c.list_tools()).tools)
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = settings_from(args, audit_log=Path(tmp) / "audit.jsonl")
+        settings = settings_from(args, audit_log=Path(tmp) / "audit.jsonl", token_store="memory")
         mcp = build_server(settings, client=FakeClient(), check_version_on_start=False)
         tools = asyncio.run(listing())
     if args.json:
