@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation
 from pydantic import BaseModel, Field
 
@@ -251,8 +252,6 @@ def cluster_of(t: ToolContext) -> str:
 
 def principal_of(t: ToolContext) -> str | None:
     """Who is calling, when the transport authenticated someone (SDK auth); None otherwise."""
-    from mcp.server.auth.middleware.auth_context import get_access_token
-
     token = get_access_token()
     return None if token is None else str(token.client_id)
 
