@@ -105,6 +105,13 @@ def test_unreachable_redis_fails_closed() -> None:
         signer.consume(payload)
 
 
+def test_an_unreachable_redis_is_reported_at_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    with caplog.at_level("ERROR"):
+        open_store(url, tmp_path)
+    assert "cannot be reached" in caplog.text and "writes will be refused" in caplog.text
+
+
 def test_an_unusable_sqlite_path_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
@@ -112,7 +119,7 @@ def test_an_unusable_sqlite_path_is_a_clear_error(tmp_path: Path) -> None:
         SqliteStore(blocker / "used.sqlite3")
 
 
-def test_store_selection_and_password_never_shown(tmp_path: Path) -> None:
+def test_store_selection_and_password_never_shown(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert isinstance(open_store(None, tmp_path), SqliteStore)
     assert (tmp_path / "used-tokens.sqlite3").exists()
     assert isinstance(open_store("memory", tmp_path), MemoryStore)
@@ -120,6 +127,7 @@ def test_store_selection_and_password_never_shown(tmp_path: Path) -> None:
     assert isinstance(open_store(f"sqlite://{tmp_path / 'y.db'}", tmp_path), SqliteStore)
     store = open_store("redis://user:hunter2@127.0.0.1:1/0", tmp_path)
     assert "hunter2" not in store.description and "***" in store.description
+    assert "cannot be reached" in caplog.text and "hunter2" not in caplog.text
     with pytest.raises(ValueError, match="not understood") as info:
         open_store("mongodb://u:hunter2@db/x", tmp_path)
     assert "hunter2" not in str(info.value)

@@ -14,12 +14,14 @@ and the write is refused, never run unguarded.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Protocol
 
+log = logging.getLogger(__name__)
 KEY_PREFIX = "pve-steward:used-token:"
 
 
@@ -155,7 +157,12 @@ def open_store(spec: str | None, state_dir: Path) -> UsedTokenStore:
     if spec == "memory":
         return MemoryStore()
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        return RedisStore(spec)
+        store = RedisStore(spec)
+        try:
+            store.is_used("startup-check")
+        except StoreUnavailable as exc:  # starting is fine (it may come back); every write is refused meanwhile
+            log.error("%s; writes will be refused until it answers", exc)
+        return store
     if spec.startswith("sqlite://"):
         return SqliteStore(Path(spec.removeprefix("sqlite://")))
     if "://" in spec:
