@@ -239,7 +239,9 @@ def test_one_process_shares_one_writer_and_one_chain(tmp_path: Path) -> None:
     assert result.ok and result.records == 6
 
 
-@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x00\n", b"not json at all\n", b'{"seq": "x"}\n', b"[1, 2]\n"])
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\x00\x00\x00\n", b"not json at all\n", b'{"seq": "x"}\n', b"[1, 2]\n", b"a\rb\r\n"]
+)
 def test_a_garbage_last_line_is_recovered_like_a_torn_tail(tmp_path: Path, garbage: bytes) -> None:
     path = tmp_path / "audit.jsonl"
     _write(path, 3)

@@ -101,7 +101,7 @@ def _recover(fd: int) -> tuple[str, int, int]:
     keep = len(data)
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1
-    lines = data[:keep].splitlines()
+    lines = data[:keep].split(b"\n")[:-1]  # records end in \n; \r inside garbage is not a line end
     last = _parse_tail(lines[-1]) if lines else None
     if lines and last is None:  # a complete line that is not a record: garbage written by a crash
         keep -= len(lines[-1]) + 1
