@@ -60,7 +60,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
     "tools registered": ("tier", "read_only", "granular_tools", "toolsets", "disable_toolsets", "tools_file"),
-    "safety": ("audit_log", "audit_reads", "confirm_ttl", "confirm_key_file"),
+    "safety": ("audit_log", "audit_reads", "confirm_ttl", "confirm_key_file", "token_store"),
     "diagnostics": ("thresholds",),
 }
 OTHER = "other settings"
@@ -255,6 +255,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {"transport": "stdio" if args.stdio else "http"}
     if getattr(args, "audit_log", None) is None:
         extra["audit_log"] = state / "demo-audit.jsonl"
+    if getattr(args, "token_store", None) is None:
+        extra["token_store"] = str(state / "demo-used-tokens.sqlite3")
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
     preview = settings_from(args, reset=DEMO_REFUSES, **extra)  # validates the flags before pvesim starts
@@ -314,7 +316,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
             return list((await c.list_tools()).tools)
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = settings_from(args, audit_log=Path(tmp) / "audit.jsonl")
+        settings = settings_from(args, audit_log=Path(tmp) / "audit.jsonl", token_store="memory")
         mcp = build_server(settings, client=FakeClient(), check_version_on_start=False)
         tools = asyncio.run(listing())
     if args.json:
@@ -417,7 +419,35 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     else:
         where = f"line {result.first_bad_line}" if result.first_bad_line else "end of log"
         print(f"{path}: BROKEN at {where}: {result.problem} ({result.records} records verified before it)")
+    if result.pending and not args.json:
+        print(
+            f"{len(result.pending)} write(s) have an 'executing' record and no outcome "
+            "(see `pve-steward audit pending`): lines " + ", ".join(str(w.line) for w in result.pending)
+        )
     return 0 if result.ok else 1
+
+
+def cmd_audit_pending(args: argparse.Namespace) -> int:
+    """Writes with an 'executing' record and no outcome; exit 0 when there are none, 1 when there are."""
+    from pve_steward.security.audit import pending
+
+    path = Path(args.file) if args.file else default_audit_log(args.config)
+    if not path.exists():
+        return _fail(f"cannot read the audit log {path}: no such file")
+    try:
+        writes = pending(path)
+    except OSError as exc:
+        return _fail(f"cannot read the audit log {path}: {exc.strerror}")
+    if args.json:
+        print(json.dumps([w.model_dump(mode="json") for w in writes], indent=2))
+    elif not writes:
+        print(f"{path}: no pending writes: every write started has a recorded outcome")
+    else:
+        print(f"{path}: {len(writes)} write(s) started with no recorded outcome; check each on the cluster:")
+        for w in writes:
+            task = f"task {w.upid} (check with get_task)" if w.upid else "no task id recorded (check list_tasks)"
+            print(f"  line {w.line} {w.time or '?'} {w.operation} target={json.dumps(w.target)}: {task}")
+    return 1 if writes else 0
 
 
 def _add_demo(sub: Any) -> None:
@@ -472,6 +502,13 @@ def _add_audit(sub: Any) -> None:
     verify.add_argument("--anchor", default=None, help="a head hash noted earlier; detects records cut from the end")
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
     verify.set_defaults(func=cmd_audit_verify)
+    pend = audit_sub.add_parser(
+        "pending", help="list writes with an 'executing' record and no outcome (the process stopped mid-write)"
+    )
+    pend.add_argument("--file", default=None, help="audit log path (default: as for verify)")
+    pend.add_argument("--config", type=Path, default=None, help="TOML file that sets audit_log, if any")
+    pend.add_argument("--json", action="store_true", help="print the list as JSON")
+    pend.set_defaults(func=cmd_audit_pending)
 
 
 def build_parser() -> argparse.ArgumentParser:

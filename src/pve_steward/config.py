@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     confirm_key_file: Path | None = Field(
         None, description="HMAC key for confirmation tokens, shared by HTTP replicas (default: random per process)"
     )
+    token_store: str | None = Field(
+        None,
+        description="where used confirmation tokens are kept so each confirms one execution: default a SQLite "
+        "file in the state dir (shared by restarts and processes on this host); a path; redis://host:port/db for "
+        "replicas on several hosts; memory (this process only). Writes are refused while it is unreachable",
+    )
 
     # --- diagnostics
     thresholds: dict[str, float] = Field(

@@ -27,15 +27,16 @@ from pve_steward.admission import Admission
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.compat import UnsupportedVersion, check_version
-from pve_steward.config import Settings
+from pve_steward.config import Settings, default_state_dir
 from pve_steward.errors import PveError, connection_problem
 from pve_steward.metatools import Action, MetaTool, build_meta_tools, make_meta_function, parameters_of
 from pve_steward.prompts import register_prompts
 from pve_steward.readcache import ReadCache
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.security.audit import AuditLog
-from pve_steward.security.confirm import Confirm, confirm_resolver
+from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.tokens import TokenSigner
+from pve_steward.security.usedtokens import open_store
 from pve_steward.tools.context import AppContext, ToolContext
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,18 @@ def _meta_only(meta: MetaTool) -> Callable[[dict[str, Any]], str | None]:
     return check
 
 
+def _meta_human(meta: MetaTool) -> Any:
+    names = ["action"]
+    for action in meta.actions.values():
+        names += [n for n in action.model.model_fields if n not in names]
+
+    def op_of(args: dict[str, Any]) -> str | None:
+        action = meta.actions.get(str(args.get("action")))
+        return None if action is None else action.op.name
+
+    return human_parameter(names, op_of)
+
+
 class ConnectionProblem(RuntimeError):
     """The server cannot talk to PVE at start (bad URL, token, TLS, unsupported version)."""
 
@@ -176,8 +189,10 @@ def _tool_context(ctx: Context[AppContext], op: Operation, human: Any = None) ->
     )
 
 
-# Hidden parameter of every write: the human's answer (or why they were not asked); see security/confirm.py.
-HUMAN = Annotated[ElicitationResult[Confirm], Resolve(confirm_resolver)]
+def human_parameter(arg_names: list[str], op_of: Callable[[dict[str, Any]], str | None]) -> Any:
+    """Hidden parameter of every write: the human's answer about this call (or why they were not asked);
+    see security/confirm.py."""
+    return Annotated[ElicitationResult[Confirm], Resolve(make_resolver(arg_names, op_of))]
 
 
 def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -194,7 +209,8 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
     ]
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
     if op.is_write:
-        params.append(inspect.Parameter("human", inspect.Parameter.KEYWORD_ONLY, annotation=HUMAN))
+        human = human_parameter([p.name for p in params[:-1]], lambda _args: op.name)
+        params.append(inspect.Parameter("human", inspect.Parameter.KEYWORD_ONLY, annotation=human))
     returns = hints["return"]
 
     async def tool(**kwargs: Any) -> Any:
@@ -234,7 +250,9 @@ def build_server(
         tier=settings.tier, read_only=settings.read_only, toolsets=settings.toolsets, disabled=settings.disable_toolsets
     )
     audit = AuditLog(settings.audit_log)
-    signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl)
+    writes = any(op.is_write for op in ops)
+    store = open_store(settings.token_store, default_state_dir()) if writes else None  # fails closed at start
+    signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
@@ -295,6 +313,6 @@ def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation]
             t.audit_fields["via"] = _m
             return await action.handler(t, **args)
 
-        fn = make_meta_function(meta, run, HUMAN, Context)
+        fn = make_meta_function(meta, run, _meta_human(meta), Context)
         mcp.add_tool(fn, name=meta.name, title=meta.title, description=meta.description, annotations=meta.annotations)
         checks[meta.name] = _meta_only(meta)

@@ -38,6 +38,7 @@ def settings_for(tmp_path: Path) -> Callable[..., Settings]:
             "token_secret": secret,
             "fingerprint": sim.fingerprint,
             "audit_log": tmp_path / "audit.jsonl",
+            "token_store": str(tmp_path / "used-tokens.sqlite3"),
             "retries": 0,
             # Most tests exercise one operation through its own tool; meta-tool dispatch has its own tests.
             "granular_tools": True,

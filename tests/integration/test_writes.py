@@ -347,7 +347,7 @@ async def test_instructions_in_cluster_data_change_nothing(start_sim: Any, serve
         # An assistant that obeyed would call these; without a confirmation token they only preview.
         stop = await c.call_tool("guest_stop", {"vmid": 102})
         delete = await c.call_tool("snapshot_delete", {"vmid": 113, "name": "before_migration"})
-        invented = await c.call_tool("guest_stop", {"vmid": 102, "confirm_token": "a" * 30 + "." + "b" * 43})
+        invented = await c.call_tool("guest_stop", {"vmid": 102, "confirm_token": "a" * 32 + "." + "A" * 43})
     description = shown["description"]
     assert description["untrusted"] is True and "ignore all previous instructions" in description["text"]
     assert stop.structured_content["status"] == "preview" and delete.structured_content["status"] == "preview"

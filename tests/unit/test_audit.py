@@ -164,3 +164,160 @@ def test_sigkill_during_writes_never_corrupts_complete_records(tmp_path: Path) -
     AuditLog(path)  # reopening repairs a torn tail, if the kill left one
     final = verify(path)
     assert final.ok and final.records >= total > 8
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from pve_steward.security.audit import AuditLog
+log = AuditLog(Path(sys.argv[1]))
+log.append({"event": "tool_call", "tool": "guest_start", "outcome": "ok"})
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_second_process_on_the_same_log_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    from pve_steward.security.audit import AuditLogBusy
+
+    path = tmp_path / "audit.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
+        with pytest.raises(AuditLogBusy) as info:
+            AuditLog(path)
+        message = str(info.value)
+        assert str(path) in message and "--audit-log" in message and "another pve-steward process" in message
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    log = AuditLog(path)  # the lock died with its holder
+    log.append({"event": "tool_call", "tool": "guest_stop", "outcome": "ok"})
+    assert verify(path).ok and verify(path).records == 2
+
+
+def test_the_server_command_names_the_busy_log_and_the_option(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pve_steward",
+                "demo",
+                "--stdio",
+                "--state-dir",
+                str(tmp_path),
+                "--audit-log",
+                str(path),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert str(path) in out.stderr and "--audit-log" in out.stderr
+
+
+def test_one_process_shares_one_writer_and_one_chain(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    a, b = AuditLog(path), AuditLog(path)
+    for i in range(3):
+        a.append({"event": "x", "i": i})
+        b.append({"event": "y", "i": i})
+    result = verify(path)
+    assert result.ok and result.records == 6
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\x00\x00\x00\n", b"not json at all\n", b'{"seq": "x"}\n', b"[1, 2]\n", b"a\rb\r\n"]
+)
+def test_a_garbage_last_line_is_recovered_like_a_torn_tail(tmp_path: Path, garbage: bytes) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 3)
+    with path.open("ab") as fh:
+        fh.write(garbage)
+    AuditLog(path).append({"event": "tool_call", "tool": "guest_start", "outcome": "ok"})
+    result = verify(path)
+    assert result.ok and result.records == 5
+    records = [json.loads(line) for line in _lines(path)]
+    assert records[3]["event"] == "audit_recovered" and f"cut {len(garbage)} bytes" in records[3]["detail"]
+
+
+def test_a_broken_chain_is_reported_loudly_at_open(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 4)
+    lines = _lines(path)
+    del lines[1]
+    path.write_text("".join(lines))
+    code = "import sys, pathlib; from pve_steward.security.audit import AuditLog; AuditLog(pathlib.Path(sys.argv[1]))"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0  # never a crash: the log keeps working
+    assert "IS BROKEN at line 2" in out.stderr and "deleted, inserted or reordered" in out.stderr
+
+
+def test_verify_refuses_duplicate_keys_and_rewritten_lines(tmp_path: Path) -> None:
+    from pve_steward.security.audit import record_hash
+
+    path = tmp_path / "audit.jsonl"
+    _write(path, 3)
+    lines = _lines(path)
+    record = json.loads(lines[1])
+    # A duplicate key: one parser reads "ok", another "denied"; the hash covers only the parsed dict.
+    lines[1] = lines[1].replace('"outcome":"ok"', '"outcome":"denied","outcome":"ok"')
+    path.write_text("".join(lines))
+    dup = verify(path)
+    assert not dup.ok and dup.first_bad_line == 2 and "duplicate key 'outcome'" in (dup.problem or "")
+
+    lines[1] = json.dumps(record, sort_keys=True, indent=None) + "\n"  # same content, other spacing
+    assert record_hash(json.loads(lines[1])) == record["hash"]
+    path.write_text("".join(lines))
+    spaced = verify(path)
+    assert not spaced.ok and spaced.first_bad_line == 2 and "canonical" in (spaced.problem or "")
+
+
+def test_client_identity_is_cut_to_a_bounded_length(tmp_path: Path) -> None:
+    from pve_steward.security.audit import CLIENT_MAX
+
+    path = tmp_path / "audit.jsonl"
+    record = AuditLog(path).append({"event": "tool_call", "client": "x" * 100_000 + "/1.0"})
+    assert len(record["client"]) <= CLIENT_MAX + 10 and record["client"].endswith("[cut]")
+    assert len(path.read_bytes()) < 1000 and verify(path).ok
+
+
+def test_audit_pending_lists_writes_without_an_outcome(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    for wid in ("a1", "b2", "c3"):
+        log.append({"event": "write_executing", "write_id": wid, "operation": "guest_reset", "target": {"vmid": 100}})
+    log.append(
+        {
+            "event": "write_submitted",
+            "write_id": "b2",
+            "upid": "UPID:pve1:00000001:00000002:00000003:qmreset:100:x@pve!t:",
+        }
+    )
+    log.append({"event": "write_outcome", "write_id": "a1", "outcome": "ok"})
+    assert main(["audit", "pending", "--file", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "2 write(s)" in out and "line 2" in out and "line 3" in out and "qmreset" in out and "line 1 " not in out
+    assert main(["audit", "verify", "--file", str(path)]) == 0
+    assert "2 write(s) have an 'executing' record and no outcome" in capsys.readouterr().out
+    assert main(["audit", "pending", "--file", str(path), "--json"]) == 1
+    assert [w["write_id"] for w in json.loads(capsys.readouterr().out)] == ["b2", "c3"]
+    log.append({"event": "write_outcome", "write_id": "b2", "outcome": "unknown"})
+    log.append({"event": "write_outcome", "write_id": "c3", "outcome": "cancelled"})
+    assert main(["audit", "pending", "--file", str(path)]) == 0
+    assert "no pending writes" in capsys.readouterr().out

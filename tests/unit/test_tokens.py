@@ -149,3 +149,44 @@ def test_derived_keys_are_shared_by_replicas_and_separate_from_the_token_key() -
     assert a.derived_key("request-state") == b.derived_key("request-state") != other.derived_key("request-state")
     assert a.derived_key("request-state") != a.derived_key("something-else")
     assert KEY not in a.derived_key("request-state") and len(a.derived_key("request-state")) == 32
+
+
+def _respell(text: str) -> list[str]:
+    """Other base64 spellings of the same bytes: padding, the standard alphabet, set unused low bits."""
+    import string
+
+    alphabet = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+    spellings = [text + "=" * (-len(text) % 4)] if len(text) % 4 else []
+    if len(text) % 4 in (2, 3):  # the last character carries unused bits: setting one decodes to the same bytes
+        last = alphabet.index(text[-1])
+        spellings.append(text[:-1] + alphabet[last | 1])
+    return [s for s in spellings if s != text]
+
+
+def test_non_canonical_base64_spellings_are_refused() -> None:
+    signer, token = _issue()
+    body, mac = token.split(".")
+    variants = [f"{v}.{mac}" for v in _respell(body)] + [f"{body}.{v}" for v in _respell(mac)]
+    assert variants, "the token's parts must have a respellable length for this test to mean anything"
+    for variant in variants:
+        assert base64.urlsafe_b64decode(variant.split(".")[0] + "==") == base64.urlsafe_b64decode(body + "==")
+        with pytest.raises(TokenRefused, match="malformed"):
+            signer.check(variant, "guest_shutdown", PARAMS, NOW)
+    signer.check(token, "guest_shutdown", PARAMS, NOW)  # the canonical one still works
+
+
+def test_token_is_bound_to_the_cluster_and_the_principal() -> None:
+    from pve_steward.security.tokens import binding_of
+
+    here = binding_of("pve1:8006|ops@pve!mcp", "alice")
+    signer = TokenSigner(KEY)
+    token = signer.issue("guest_shutdown", PARAMS, TARGET, "state-1", NOW, binding=here)
+    signer.check(token, "guest_shutdown", PARAMS, NOW, binding=here)
+    for other, what in (
+        (binding_of("pve9:8006|ops@pve!mcp", "alice"), "another cluster"),
+        (binding_of("pve1:8006|root@pam!all", "alice"), "another cluster or PVE API token"),
+        (binding_of("pve1:8006|ops@pve!mcp", "mallory"), "another authenticated principal"),
+        (binding_of("pve1:8006|ops@pve!mcp", None), "another authenticated principal"),
+    ):
+        with pytest.raises(TokenRefused, match=what):
+            signer.check(token, "guest_shutdown", PARAMS, NOW, binding=other)

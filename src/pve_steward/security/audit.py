@@ -9,18 +9,23 @@ never corrupts earlier ones. ``verify`` walks the chain and names the first brok
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+log = logging.getLogger(__name__)
 GENESIS = "0" * 64
+CLIENT_MAX = 160  # characters of the client's self-declared name/version kept in a record
 _SECRET_PARAM = re.compile(r"(password|secret|passwd|token_secret|api_token|authorization)", re.IGNORECASE)
 
 
@@ -48,61 +53,152 @@ def redact_params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class AuditLog:
-    """Thread-safe appender; one instance per process and file."""
+class AuditLogBusy(ValueError):
+    """Another process holds the audit log: two writers would fork its hash chain."""
+
+
+class _Writer:
+    """The one appender of a file in this process; holds the exclusive ``flock`` for its lifetime."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._prev, self._seq, truncated = self._recover()
-        if truncated:
+        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise AuditLogBusy(
+                f"the audit log {path} is in use by another pve-steward process; two writers would fork its hash "
+                "chain. Stop the other process, or give this one its own file with --audit-log PATH "
+                "(env PVE_STEWARD_AUDIT_LOG)"
+            ) from None
+        weakref.finalize(self, os.close, self.fd)  # closing the descriptor releases the lock
+        self.prev, self.seq, self.cut = _recover(self.fd)
+        self.checked = False
+
+
+_WRITERS: weakref.WeakValueDictionary[str, _Writer] = weakref.WeakValueDictionary()
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writer_for(path: Path) -> _Writer:
+    """Every AuditLog of one file in this process shares one writer (and its chain state)."""
+    key = os.path.realpath(path)
+    with _WRITERS_LOCK:
+        writer = _WRITERS.get(key)
+        if writer is None:
+            writer = _Writer(path)
+            _WRITERS[key] = writer
+        return writer
+
+
+def _recover(fd: int) -> tuple[str, int, int]:
+    """Cut an incomplete or unreadable last record (a crash mid-write); return (prev, seq, bytes cut)."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0) if size else b""
+    keep = len(data)
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+    lines = data[:keep].split(b"\n")[:-1]  # records end in \n; \r inside garbage is not a line end
+    last = _parse_tail(lines[-1]) if lines else None
+    if lines and last is None:  # a complete line that is not a record: garbage written by a crash
+        keep -= len(lines[-1]) + 1
+        last = _parse_tail(lines[-2]) if len(lines) > 1 else None
+    if keep != len(data):
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    if last is None:
+        return GENESIS, 0, len(data) - keep
+    return last[0], last[1], len(data) - keep
+
+
+def _parse_tail(raw: bytes) -> tuple[str, int] | None:
+    try:
+        record = json.loads(raw)
+        return str(record["hash"]), int(record["seq"])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+class AuditLog:
+    """Thread-safe appender. One process per file (an exclusive ``flock``); in a process, one shared writer."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._w = _writer_for(path)
+        if self._w.cut:
+            cut, self._w.cut = self._w.cut, 0
             self.append(
                 {
                     "event": "audit_recovered",
                     "outcome": "ok",
-                    "detail": f"cut {truncated} bytes of an incomplete record left by a crash",
+                    "detail": f"cut {cut} bytes of an incomplete record left by a crash",
                 }
             )
+            log.warning("audit log %s: cut %d bytes of an incomplete record left by a crash", path, cut)
+        self._check_at_open()
 
-    def _recover(self) -> tuple[str, int, int]:
-        if not self.path.exists():
-            return GENESIS, 0, 0
-        with self.path.open("rb+") as fh:
-            data = fh.read()
-            cut = 0
-            if data and not data.endswith(b"\n"):
-                keep = data.rfind(b"\n") + 1
-                cut = len(data) - keep
-                fh.truncate(keep)
-                fh.flush()
-                os.fsync(fh.fileno())
-                data = data[:keep]
-        lines = data.splitlines()
-        if not lines:
-            return GENESIS, 0, cut
-        last = json.loads(lines[-1])
-        return str(last["hash"]), int(last["seq"]), cut
+    def _check_at_open(self) -> None:
+        """Say loudly, at start, when the chain is already broken or writes have no recorded outcome."""
+        if self._w.checked:
+            return
+        self._w.checked = True
+        result = verify(self.path)
+        if not result.ok:
+            log.error(
+                "AUDIT LOG %s IS BROKEN at line %s: %s. Keep a copy for investigation; `pve-steward audit verify` "
+                "shows it. New records continue the chain from its last record.",
+                self.path,
+                result.first_bad_line,
+                result.problem,
+            )
+        open_writes = pending(self.path)
+        if open_writes:
+            log.warning(
+                "audit log %s: %d write(s) were started and have no recorded outcome (a crash or kill during the "
+                "write); list them with `pve-steward audit pending` and check each on the cluster",
+                self.path,
+                len(open_writes),
+            )
 
     def append(self, fields: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
+        w = self._w
+        with w.lock:
             record = {
-                "seq": self._seq + 1,
+                "seq": w.seq + 1,
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                **fields,
-                "prev": self._prev,
+                **_bounded(fields),
+                "prev": w.prev,
             }
             record["hash"] = record_hash(record)
             line = _canonical(record) + b"\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self._prev = record["hash"]
-            self._seq = record["seq"]
+            os.write(w.fd, line)
+            os.fsync(w.fd)
+            w.prev = record["hash"]
+            w.seq = record["seq"]
             return record
+
+
+def _bounded(fields: dict[str, Any]) -> dict[str, Any]:
+    """Client-supplied identity is cut to a bounded length (a client names itself; it could send megabytes)."""
+    client = fields.get("client")
+    if isinstance(client, str) and len(client) > CLIENT_MAX:
+        return {**fields, "client": client[:CLIENT_MAX] + "...[cut]"}
+    return fields
+
+
+class PendingWrite(BaseModel):
+    """A write whose ``executing`` record has no outcome record: it may or may not have run."""
+
+    write_id: str
+    line: int
+    time: str | None = None
+    operation: str | None = None
+    target: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    upid: str | None = Field(None, description="set when PVE answered the request before the process stopped")
 
 
 class VerifyResult(BaseModel):
@@ -111,6 +207,9 @@ class VerifyResult(BaseModel):
     head: str | None = None  # hash of the last valid record: keep it elsewhere to detect a cut tail later
     first_bad_line: int | None = None
     problem: str | None = None
+    pending: list[PendingWrite] = Field(
+        default_factory=list, description="writes with an 'executing' record and no outcome (crash or kill)"
+    )
 
 
 def verify(path: Path, anchor: str | None = None) -> VerifyResult:
@@ -119,7 +218,7 @@ def verify(path: Path, anchor: str | None = None) -> VerifyResult:
     A hash chain cannot show that records were cut from the end. ``anchor`` (a ``head`` noted
     earlier, e.g. shipped to a log server) closes that gap: it must be found in the chain.
     """
-    result = _walk(path)
+    result = _walk(path).model_copy(update={"pending": pending(path)})
     if result.ok and anchor is not None and not _contains(path, anchor):
         return result.model_copy(
             update={
@@ -129,6 +228,51 @@ def verify(path: Path, anchor: str | None = None) -> VerifyResult:
             }
         )
     return result
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """JSON parsers disagree on which of two equal keys wins; a record with one is refused, not guessed."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def pending(path: Path) -> list[PendingWrite]:
+    """Writes started (``write_executing``) with no ``write_outcome``: check each one on the cluster."""
+    open_: dict[str, PendingWrite] = {}
+    if not path.exists():
+        return []
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("write_id"), str):
+                continue
+            wid = record["write_id"]
+            event = record.get("event")
+            if event == "write_executing":
+                open_[wid] = PendingWrite(
+                    write_id=wid,
+                    line=lineno,
+                    time=record.get("time"),
+                    operation=record.get("operation"),
+                    target=record.get("target"),
+                    params=record.get("params"),
+                )
+            elif event == "write_submitted" and wid in open_:
+                open_[wid].upid = record.get("upid")
+            elif event == "write_outcome":
+                open_.pop(wid, None)
+    return list(open_.values())
 
 
 def _contains(path: Path, record_hash_: str) -> bool:
@@ -149,9 +293,23 @@ def _walk(path: Path) -> VerifyResult:
                     problem="incomplete last record (crash during a write)",
                 )
             try:
-                record = json.loads(raw)
+                record = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+            except _DuplicateKey as exc:
+                return VerifyResult(
+                    ok=False, records=count, first_bad_line=lineno, problem=f"duplicate key '{exc}' in the record"
+                )
             except ValueError:
                 return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not valid JSON")
+            if not isinstance(record, dict):
+                return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not a JSON object")
+            if _canonical(record) + b"\n" != raw:
+                return VerifyResult(
+                    ok=False,
+                    records=count,
+                    first_bad_line=lineno,
+                    problem="not in canonical form (key order, spacing or escaping differ from what the server "
+                    "writes): the line was rewritten",
+                )
             if record.get("prev") != prev:
                 return VerifyResult(
                     ok=False,

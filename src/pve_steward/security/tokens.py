@@ -2,9 +2,12 @@
 
 A token signs the operation, every effect-bearing parameter, the target the server resolved
 (node, guest, type), a fingerprint of the target's state (the config ``digest`` where PVE has
-one), the issue time and a nonce. Verification refuses a token that is malformed, signed with
-another key or altered, issued for another operation, parameters or target, expired, already
-used (single use, per process), or whose target changed since the preview.
+one), the issue time and a nonce, the cluster it was issued for (PVE address + API token id),
+the principal (when the transport authenticates one) and a digest of the exact call's arguments.
+Verification refuses a token that is malformed or spelled in a non-canonical base64 form, signed
+with another key or altered, issued for another operation, parameters, target, cluster or
+principal, expired, already used (single use, kept in a :mod:`usedtokens` store that survives
+restarts and is shared by processes and replicas), or whose target changed since the preview.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
 from pathlib import Path
 from typing import Any
+
+from pve_steward.security.usedtokens import MemoryStore, StoreUnavailable, UsedTokenStore
 
 VERSION = 1
 
@@ -30,7 +34,19 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Decode unpadded base64url; only the one canonical spelling of the bytes is accepted."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:  # other alphabets, padding, or unused low bits set in the last character
+        raise ValueError("non-canonical base64")
+    return data
+
+
+def binding_of(cluster: str, principal: str | None) -> dict[str, str | None]:
+    """What a token is bound to besides the call: this cluster and this principal (hashed, they are long)."""
+    return {
+        "cl": hashlib.sha256(cluster.encode()).hexdigest()[:16],
+        "pr": None if principal is None else hashlib.sha256(principal.encode()).hexdigest()[:16],
+    }
 
 
 def _canonical(obj: Any) -> bytes:
@@ -40,33 +56,46 @@ def _canonical(obj: Any) -> bytes:
 class TokenSigner:
     """Issues and checks tokens; the key is shared by replicas through ``confirm_key_file``."""
 
-    def __init__(self, key: bytes | None = None, ttl: int = 300) -> None:
+    def __init__(self, key: bytes | None = None, ttl: int = 300, store: UsedTokenStore | None = None) -> None:
         self._key = key or secrets.token_bytes(32)
         if len(self._key) < 32:
             raise ValueError("the confirmation key must be at least 32 bytes")
         self.ttl = ttl
-        self._used: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self.store: UsedTokenStore = store if store is not None else MemoryStore()
 
     @classmethod
-    def from_file(cls, path: Path | None, ttl: int) -> TokenSigner:
+    def from_file(cls, path: Path | None, ttl: int, store: UsedTokenStore | None = None) -> TokenSigner:
         if path is None:
-            return cls(ttl=ttl)
+            return cls(ttl=ttl, store=store)
         try:
             raw = path.read_bytes().strip()
         except OSError as exc:
             raise ValueError(f"cannot read confirm_key_file {path}: {exc.strerror}") from exc
-        return cls(raw, ttl)
+        return cls(raw, ttl, store)
 
     def derived_key(self, purpose: str) -> bytes:
         """A separate key for another purpose (e.g. sealing MCP request state), same secret source."""
         return hmac.new(self._key, f"pve-steward/{purpose}".encode(), hashlib.sha256).digest()
 
     def issue(
-        self, op: str, params: dict[str, Any], target: dict[str, Any], state: str, now: float, summary: str = ""
+        self,
+        op: str,
+        params: dict[str, Any],
+        target: dict[str, Any],
+        state: str,
+        now: float,
+        summary: str = "",
+        binding: dict[str, str | None] | None = None,
+        call: str | None = None,
     ) -> str:
-        """Sign what was previewed; ``summary`` is the human-readable action (shown when asking the human)."""
+        """Sign what was previewed; ``summary`` is the human-readable action (shown when asking the human).
+
+        ``binding`` (see :func:`binding_of`) ties the token to a cluster and principal; ``call`` is a
+        digest of the call's own arguments, so the question asked of the human is about this call.
+        """
         payload = {
+            **(binding or {}),
+            "c": call,
             "v": VERSION,
             "op": op,
             "p": params,
@@ -104,13 +133,23 @@ class TokenSigner:
         except TokenRefused:
             return None
 
-    def check(self, token: str, op: str, params: dict[str, Any], now: float) -> dict[str, Any]:
-        """Validate signature, operation, parameters, expiry and single use; return the payload.
+    def check(
+        self,
+        token: str,
+        op: str,
+        params: dict[str, Any],
+        now: float,
+        binding: dict[str, str | None] | None = None,
+    ) -> dict[str, Any]:
+        """Validate signature, binding, operation, parameters, expiry and single use; return the payload.
 
         Runs before the target is re-resolved, so a replayed or stale token is named as such rather
         than as a failed precondition. The target and its state are checked by :meth:`check_target`.
         """
         payload = self._decode(token)
+        for key, what in (("cl", "another cluster or PVE API token"), ("pr", "another authenticated principal")):
+            if binding is not None and payload.get(key) != binding.get(key):
+                raise TokenRefused(f"this confirmation token was issued for {what}; preview again here")
         if payload["op"] != op:
             raise TokenRefused(f"this confirmation token was issued for '{payload['op']}', not '{op}'")
         changed = sorted(k for k in set(payload["p"]) | set(params) if payload["p"].get(k) != params.get(k))
@@ -121,11 +160,16 @@ class TokenSigner:
             )
         if now > payload["exp"]:
             raise TokenRefused(f"the confirmation token expired ({self.ttl}s lifetime); preview again")
-        with self._lock:
-            self._used = {n: exp for n, exp in self._used.items() if exp >= now}
-            if payload["n"] in self._used:
-                raise TokenRefused("this confirmation token was already used; a token confirms one execution")
+        if self.is_used(payload):
+            raise TokenRefused("this confirmation token was already used; a token confirms one execution")
         return payload
+
+    def is_used(self, payload: dict[str, Any]) -> bool:
+        """Whether the token's nonce was claimed (fails closed: an unreachable store refuses)."""
+        try:
+            return self.store.is_used(str(payload["n"]))
+        except StoreUnavailable as exc:
+            raise TokenRefused(f"{exc}; writes are refused until it answers (fail closed)") from None
 
     @staticmethod
     def check_target(payload: dict[str, Any], target: dict[str, Any], state: str) -> None:
@@ -140,8 +184,14 @@ class TokenSigner:
             )
 
     def consume(self, payload: dict[str, Any]) -> None:
-        """Mark a checked token as used (call right before executing)."""
-        with self._lock:
-            if payload["n"] in self._used:
-                raise TokenRefused("this confirmation token was already used; a token confirms one execution")
-            self._used[payload["n"]] = float(payload["exp"])
+        """Claim a checked token's nonce, atomically (call right before executing).
+
+        The claim is the single decision: of two calls, processes or replicas racing with one token,
+        exactly one gets past this line.
+        """
+        try:
+            claimed = self.store.claim(str(payload["n"]), float(payload["exp"]))
+        except StoreUnavailable as exc:
+            raise TokenRefused(f"{exc}; writes are refused until it answers (fail closed)") from None
+        if not claimed:
+            raise TokenRefused("this confirmation token was already used; a token confirms one execution")
