@@ -177,7 +177,8 @@ async def test_kill_9_during_follow_up_leaves_no_pve_write_unaudited(start_sim: 
 
 
 def guest_locked(sim: SimServer, vmid: int) -> bool:
-    return any(t.running for t in sim.cluster.tasks if t.id == str(vmid))
+    with sim.sim.mutate() as cluster:  # pvesim moves its tasks on when observed, as on each API request
+        return any(t.running for t in cluster.tasks if t.id == str(vmid))
 
 
 async def test_a_failed_status_read_after_the_post_says_outcome_unknown(
