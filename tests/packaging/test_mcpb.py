@@ -125,3 +125,13 @@ async def test_bundle_serves_mcp_as_claude_desktop_starts_it(
     assert session.tools >= DEMO_TOOLS
     assert (session.server, session.version, session.cluster_name) == ("pve-steward", VERSION, "demo")
     assert (tmp_path / "state" / "pve-steward" / "audit.jsonl").exists()
+
+
+def test_bundle_entry_point_runs_as_a_uv_host_runs_it(tmp_path: Path) -> None:
+    """Hosts that manage uv bundles themselves run ``server.entry_point`` with ``uv run`` in the bundle."""
+    unpacked = tmp_path / "extension"
+    with zipfile.ZipFile(build_bundle(tmp_path)) as bundle:
+        bundle.extractall(unpacked)
+    entry = MANIFEST["server"]["entry_point"]
+    done = run([dev_tool("uv"), "run", "--directory", str(unpacked), entry, "--version"], clean_env(), cwd=tmp_path)
+    assert done.stdout.strip() == f"pve-steward {VERSION}"
