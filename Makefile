@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: setup interop demo demo-stdio test lint typecheck bench conformance docs clean
+.PHONY: setup interop demo demo-stdio test lint typecheck bench conformance docs clean dist mcpb image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,5 +39,14 @@ conformance: setup interop  ## the MCP conformance suite against the demo server
 bench: setup
 	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done  # each prints its figures and MET/MISSED
 
+dist: setup          ## the wheel and sdist PyPI gets, into dist/
+	$(BIN)/uv build --out-dir dist
+
+mcpb: setup          ## the MCP Bundle for one-click install in Claude Desktop, into dist/ (a zip; no npm needed)
+	$(BIN)/python scripts/build_mcpb.py --out-dir dist
+
+image:               ## the container image pve-steward:latest (needs a Docker daemon)
+	docker build -t pve-steward .
+
 clean:
-	rm -rf $(VENV) .interop .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .interop .pytest_cache .ruff_cache .mypy_cache dist

