@@ -19,7 +19,12 @@ export PATH=$WHEEL/bin:$PATH HOME=$DIR/home
 npm() { node "$WHEEL/lib/node_modules/npm/bin/npm-cli.js" "$@"; }  # the wheel's bin/npm is not runnable as copied
 cd "$DIR"
 [ -f package.json ] || printf '{"name": "pve-steward-interop", "private": true}\n' > package.json
-if ! npm ls "${PACKAGES[@]}" >/dev/null 2>&1; then
+missing=0
+for spec in "${PACKAGES[@]}"; do  # `npm ls` exits 0 for a package added to the list later: look for each one
+  name=${spec%@*}
+  grep -q "\"version\": \"${spec##*@}\"" "node_modules/$name/package.json" 2>/dev/null || missing=1
+done
+if [ "$missing" = 1 ]; then
   npm install --no-fund --no-audit --loglevel=error "${PACKAGES[@]}"
 fi
 echo "interop clients ready: node $("$DIR/bin/node" --version), $(ls "$DIR/node_modules/.bin" | grep -E '^(mcp-inspector|conformance|mcpb)$' | tr '\n' ' ')"
