@@ -19,7 +19,11 @@ def test_uvx_runs_help_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
     env = clean_env(UV_TOOL_DIR=str(tmp_path / "tools"))
     done = run([dev_tool("uvx"), "--isolated", "--from", str(wheel), "pve-steward", "--help"], env, cwd=tmp_path)
     assert done.stdout.startswith("usage: pve-steward")
-    assert "demo" in done.stdout and "--token-id" in done.stdout
+    assert "demo" in done.stdout and "serve" in done.stdout
+    serve = run(
+        [dev_tool("uvx"), "--isolated", "--from", str(wheel), "pve-steward", "serve", "--help"], env, cwd=tmp_path
+    )
+    assert "--token-id" in serve.stdout
     probe = ["python", "-c", "import pve_steward; print(pve_steward.__file__)"]
     where = run([dev_tool("uvx"), "--isolated", "--from", str(wheel), *probe], env, cwd=tmp_path).stdout.strip()
     assert not where.startswith(str(ROOT)), f"uvx imported the checkout, not the wheel: {where}"
