@@ -85,7 +85,7 @@ async def sweep(sim: SimServer, mcp: Any, upid: str) -> dict[str, str]:
             assert "Traceback" not in text, (op, text)
             assert elapsed < 30, (op, elapsed)
             if result.is_error:
-                assert text.startswith(f"Error executing tool {op}: ") and len(text) > len(op) + 30, (op, text)
+                assert not text.startswith("Error executing tool") and len(text) > 30, (op, text)
                 assert failed or "refused" in text or "no " in text, (op, text)
                 outcomes[op] = "error"
             else:

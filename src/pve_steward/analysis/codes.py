@@ -47,7 +47,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "A check was limited on purpose",
         "A check was skipped or capped by configuration (e.g. guest-agent probes above agent_probe_limit).",
-        "",
+        "Nothing to fix; raise the limit named in the evidence if the check must cover everything.",
     ),
     # ---------------------------------------------------------------- cluster and HA
     (
@@ -64,7 +64,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "Single node without a cluster",
         "No cluster entry in /cluster/status.",
-        "",
+        "Nothing to fix; migration, HA and replication need a cluster (pvecm create).",
     ),
     (
         "cluster",
@@ -294,7 +294,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "warning",
         "Guest is locked",
         "The guest config has a lock; PVE refuses every migration until it is cleared.",
-        "Wait for the locking task, or unlock if it is truly gone (qm unlock / pct unlock).",
+        "Wait for the locking task, or clear the lock with guest_unlock if it is truly gone.",
     ),
     (
         "migration",
@@ -479,7 +479,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "Replication job marked for removal",
         "remove_job is set; it also blocks migration until removed.",
-        "",
+        "Nothing to fix unless it stays: PVE removes the job on its next run (check pvesr status on the node).",
     ),
     # ---------------------------------------------------------------- guests
     (
@@ -489,9 +489,17 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "Stuck guest lock",
         "A lock is set, no running task holds the guest, and the last related task ended more than "
         "lock_stuck_minutes (60) ago (or none is known).",
-        "Make sure the locking action is truly gone, then qm unlock / pct unlock.",
+        "Make sure the locking action is truly gone (no task of the guest still runs), then clear the lock "
+        "with guest_unlock, or with qm unlock / pct unlock on the node.",
     ),
-    ("guests", "GUEST_LOCKED", "info", "Guest locked by a running task", "A lock is held by an active task.", ""),
+    (
+        "guests",
+        "GUEST_LOCKED",
+        "info",
+        "Guest locked by a running task",
+        "A lock is held by an active task.",
+        "Nothing to fix; wait for the task to end (get_task) before changing the guest.",
+    ),
     (
         "guests",
         "SNAPSHOT_OLD",
@@ -574,7 +582,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "No-subscription repository",
         "The no-subscription repository is in use (not recommended for production by Proxmox).",
-        "",
+        "Fine for test clusters; for production use a subscription and the enterprise repository.",
     ),
     (
         "operations",
