@@ -386,7 +386,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "Data needed to prove the move is safe is missing (config unreadable, node status unknown).",
         "Fix the missing data (DATA_INCOMPLETE) and plan again.",
     ),
-    ("migration", "MIGRATE_TEMPLATE", "info", "Template", "Templates are moved offline; they do not run.", ""),
+    (
+        "migration",
+        "MIGRATE_TEMPLATE",
+        "info",
+        "Template",
+        "Templates are moved offline; they do not run.",
+        "Nothing to fix; move it offline (no downtime, it does not run).",
+    ),
     # ---------------------------------------------------------------- capacity
     (
         "capacity",
@@ -472,7 +479,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "now - last_sync exceeds replication_lag_factor (4) x the schedule interval.",
         "Check the job's schedule and errors.",
     ),
-    ("replication", "REPLICATION_DISABLED", "info", "Replication job disabled", "A job has disable=1.", ""),
+    (
+        "replication",
+        "REPLICATION_DISABLED",
+        "info",
+        "Replication job disabled",
+        "A job has disable=1.",
+        "Enable it with replication_set_enabled if the replica should stay current, or delete the job.",
+    ),
     (
         "replication",
         "REPLICATION_PENDING_REMOVAL",
@@ -508,7 +522,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "A snapshot is older than snapshot_age_days (30): it keeps growing and slows I/O.",
         "Delete it if it is no longer needed.",
     ),
-    ("guests", "SNAPSHOT_COUNT_HIGH", "warning", "Many snapshots", "More than snapshot_count (10) snapshots.", ""),
+    (
+        "guests",
+        "SNAPSHOT_COUNT_HIGH",
+        "warning",
+        "Many snapshots",
+        "More than snapshot_count (10) snapshots.",
+        "Delete the snapshots that are no longer needed (list_snapshots shows age and parent); each slows I/O.",
+    ),
     (
         "guests",
         "GUEST_AGENT_NOT_RUNNING",
@@ -526,7 +547,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "A running, non-template guest has onboot unset.",
         "Set onboot=1 if it must come back after a node reboot.",
     ),
-    ("guests", "GUEST_HIBERNATED", "info", "Guest hibernated", "A VM is suspended to disk (lock suspended).", ""),
+    (
+        "guests",
+        "GUEST_HIBERNATED",
+        "info",
+        "Guest hibernated",
+        "A VM is suspended to disk (lock suspended).",
+        "Resume it (start) when it is needed; it cannot migrate while hibernated.",
+    ),
     # ---------------------------------------------------------------- operations
     (
         "operations",
