@@ -54,3 +54,14 @@ async def unknown_node(app: AppContext, given: list[tuple[str, Any]]) -> str | N
             where = "" if param == "node" else f" (parameter '{param}')"
             return f"no node '{value}'{where}; nodes are: {', '.join(nodes)}"
     return None
+
+
+async def unknown_guest(app: AppContext, vmid: int) -> str | None:
+    """A sentence when the cluster shows no such guest to this token, or None (visible, or cannot tell)."""
+    try:
+        guests = await app.inventory.guests(app.client)
+    except PveError:
+        return None
+    if vmid in guests:
+        return None
+    return f"no guest {vmid} is visible in this cluster (it does not exist, or the token lacks VM.Audit on it)"

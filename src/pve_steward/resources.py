@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
+from pve_steward.nodecheck import unknown_guest
 from pve_steward.pve import ids
 from pve_steward.registry import Operation, Registry
 from pve_steward.tools.context import AppContext, ToolContext
@@ -177,13 +178,9 @@ def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operat
         )
         async def guest_view(vmid: str) -> str:
             number = _vmid(vmid)
-            app = _app()
-            try:
-                known = await app.inventory.guests(app.client)
-            except PveError:
-                known = None
-            if known is not None and number not in known:
-                raise ResourceNotFoundError(f"no guest {number} is visible in this cluster")
+            problem = await unknown_guest(_app(), number)
+            if problem:
+                raise ResourceNotFoundError(problem)
             return _dump(await views.run("get_guest", vmid=number))
 
         templates[f"{SCHEME}guests/{{vmid}}"] = frozenset({"vmid"})

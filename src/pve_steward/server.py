@@ -41,7 +41,7 @@ from pve_steward.metatools import (
     parameters_of,
 )
 from pve_steward.naming import Naming
-from pve_steward.nodecheck import node_parameters, unknown_node
+from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
 from pve_steward.prompts import register_prompts
 from pve_steward.pve import ids
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
@@ -151,9 +151,11 @@ class OpsServer(MCPServer[AppContext]):
         if extra or missing:
             what = f"does not take {', '.join(map(repr, extra))}" if extra else f"needs {', '.join(map(repr, missing))}"
             raise MCPError(INVALID_PARAMS, f"prompt '{name}' {what}; it takes: {listed}")
-        pairs = [("node", args["node"])] if "node" in args else []
-        if pairs and context is not None:
-            problem = await unknown_node(context.request_context.lifespan_context, pairs)
+        if context is not None:
+            app = context.request_context.lifespan_context
+            vmid = str(args.get("vmid", ""))
+            problem = await unknown_node(app, [("node", args["node"])]) if "node" in args else None
+            problem = problem or (await unknown_guest(app, int(vmid)) if vmid.isdigit() else None)
             if problem:
                 raise MCPError(INVALID_PARAMS, problem)
         try:

@@ -146,12 +146,17 @@ async def test_prompt_errors_are_json_rpc_invalid_params(
     assert "Traceback" not in capfd.readouterr().err
 
 
-async def test_prompt_with_an_unknown_node_names_the_nodes(demo_sim: SimServer, tmp_path: Path) -> None:
+async def test_prompt_with_an_unknown_node_or_guest_is_invalid_params(demo_sim: SimServer, tmp_path: Path) -> None:
     async with Client(meta_server(demo_sim, tmp_path)) as c:
-        with pytest.raises(MCPError) as caught:
+        with pytest.raises(MCPError) as node:
             await c.get_prompt("maintenance_preparation", {"node": "pve9"})
-    assert caught.value.error.code == -32602
-    assert caught.value.error.message == "no node 'pve9'; nodes are: pve1, pve2, pve3"
+        with pytest.raises(MCPError) as guest:
+            await c.get_prompt("guest_review", {"vmid": "999"})
+        good = await c.get_prompt("guest_review", {"vmid": "113"})
+    assert node.value.error.code == -32602 and guest.value.error.code == -32602
+    assert node.value.error.message == "no node 'pve9'; nodes are: pve1, pve2, pve3"
+    assert guest.value.error.message.startswith("no guest 999 is visible in this cluster")
+    assert "Review guest 113" in good.messages[0].content.text  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
