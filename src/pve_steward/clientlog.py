@@ -108,7 +108,11 @@ async def forwarded(context: Any) -> AsyncIterator[None]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             for level_name, logger, message in sink.records:
-                await session.send_log_message(level_name, message, logger, related_request_id=context.request_id)
+                try:
+                    await session.send_log_message(level_name, message, logger, related_request_id=context.request_id)
+                except Exception as exc:  # a client gone away must not turn the call's answer into an error
+                    log.debug("could not send a log record to the client: %s", exc)
+                    break
 
 
 def register_logging(mcp: MCPServer[Any]) -> None:
