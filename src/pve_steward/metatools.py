@@ -177,18 +177,42 @@ def _non_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def invalid(action: Action, exc: ValidationError) -> str:
+def describe_errors(exc: ValidationError) -> str:
+    """Pydantic's errors as one sentence per parameter: which one, what is wrong, what is allowed.
+
+    No error codes, input echoes or documentation links: the model reads this and fixes the call.
+    """
     problems = []
     for err in exc.errors(include_url=False, include_input=False):
         where = ".".join(str(x) for x in err["loc"]) or "(parameters)"
-        problems.append(f"parameter '{where}': {err['msg']}")
-    return f"action '{action.op.name}': " + "; ".join(problems) + f". {parameters_of(action)}"
+        if err["type"] == "missing":
+            problems.append(f"parameter '{where}' is required")
+            continue
+        cause = (err.get("ctx") or {}).get("error")
+        message = str(cause) if isinstance(cause, ValueError) else err["msg"]
+        problems.append(f"parameter '{where}': {message}")
+    return "; ".join(problems) + "."
+
+
+def invalid(action: Action, exc: ValidationError) -> str:
+    return f"action '{action.op.name}': {describe_errors(exc)} {parameters_of(action)}"
+
+
+def _parameters_text(name: str, required: list[str], optional: list[str]) -> str:
+    req = ", ".join(required) or "none"
+    opt = ", ".join(optional) or "none"
+    return f"Parameters of {name}: required {req}; optional {opt}."
 
 
 def parameters_of(action: Action) -> str:
-    req = ", ".join(action.required) or "none"
-    opt = ", ".join(action.optional) or "none"
-    return f"Parameters of {action.op.name}: required {req}; optional {opt}."
+    return _parameters_text(action.op.name, action.required, action.optional)
+
+
+def parameters_line(name: str, handler: Callable[..., Any]) -> str:
+    """``Parameters of <op>: required ...; optional ...`` for a granular tool's error messages."""
+    params = handler_parameters(handler).values()
+    required = [p.name for p in params if p.default is inspect.Parameter.empty]
+    return _parameters_text(name, required, [p.name for p in params if p.name not in required])
 
 
 def validate_action(meta: MetaTool, action_name: str, given: dict[str, Any]) -> tuple[Action, dict[str, Any]]:

@@ -14,25 +14,40 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.request_state import RequestStateSecurity
+from mcp.types import INVALID_PARAMS, GetPromptResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from pve_steward import __version__
 from pve_steward.admission import Admission
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
+from pve_steward.clientlog import forwarded, register_logging
 from pve_steward.compat import UnsupportedVersion, check_version
+from pve_steward.completions import register_completions
 from pve_steward.config import Settings, default_state_dir
 from pve_steward.errors import PveError, connection_problem
-from pve_steward.metatools import Action, MetaTool, build_meta_tools, make_meta_function, parameters_of
+from pve_steward.metatools import (
+    Action,
+    MetaTool,
+    build_meta_tools,
+    describe_errors,
+    make_meta_function,
+    parameters_line,
+    parameters_of,
+)
+from pve_steward.naming import Naming
+from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
 from pve_steward.prompts import register_prompts
+from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
+from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.audit import AuditLog
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.tokens import TokenSigner
@@ -79,18 +94,82 @@ def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
     return out
 
 
-class OpsServer(MCPServer[AppContext]):
-    """MCPServer with compact tools/list schemas (every byte is paid for by the model's context) and
-    strict arguments: a parameter a tool does not take is an error, never silently dropped."""
+Check = Callable[[dict[str, Any]], str | None]
 
-    argument_checks: dict[str, Callable[[dict[str, Any]], str | None]]
+
+class OpsServer(MCPServer[AppContext]):
+    """MCPServer with compact tools/list schemas (every byte is paid for by the model's context),
+    strict arguments (a parameter a tool does not take is an error, never silently dropped) and
+    one clear sentence for every bad call: a missing or unknown action or tool (with the tier or
+    tool that has it), a bad argument (which parameter, what is allowed), a node the cluster does
+    not have (the nodes it has), a bad prompt argument (JSON-RPC invalid params)."""
+
+    argument_checks: dict[str, Check]
+    signatures: dict[str, str]
+    naming: Naming
+    prompt_arguments: dict[str, frozenset[str]]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        check = getattr(self, "argument_checks", {}).get(name)
-        problem = check(arguments or {}) if check else None
+        arguments = arguments or {}
+        checks = getattr(self, "argument_checks", {})
+        if name not in checks and hasattr(self, "naming"):
+            why = self.naming.missing.get(name)
+            if why:
+                raise ToolError(f"{name} is not available: {why}")
+        check = checks.get(name)
+        problem = check(arguments) if check else None
         if problem:
             raise ToolError(problem)
-        return await super().call_tool(name, arguments, context)
+        try:
+            async with forwarded(context):
+                return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(f"{describe_errors(cause)} {self.signatures.get(name, '')}".strip()) from None
+            if isinstance(cause, ToolError | ResourceError):
+                raise ToolError(str(cause)) from None  # the handler's own sentence, without the SDK's prefix
+            raise
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        if context is None:
+            return await super().read_resource(uri, context)
+        with bound_app(context.request_context.lifespan_context):
+            return await super().read_resource(uri, context)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> GetPromptResult | Any:
+        """Unknown prompt, missing, extra or invalid argument: JSON-RPC -32602 with one clear sentence."""
+        known = getattr(self, "prompt_arguments", {})
+        args = dict(arguments or {})
+        if name not in known:
+            raise MCPError(INVALID_PARAMS, f"no prompt '{name}'; prompts are: {', '.join(sorted(known))}")
+        takes = known[name]
+        extra = sorted(set(args) - takes)
+        missing = sorted(takes - set(args))
+        listed = ", ".join(sorted(takes)) or "no arguments"
+        if extra or missing:
+            what = f"does not take {', '.join(map(repr, extra))}" if extra else f"needs {', '.join(map(repr, missing))}"
+            raise MCPError(INVALID_PARAMS, f"prompt '{name}' {what}; it takes: {listed}")
+        if context is not None:
+            app = context.request_context.lifespan_context
+            vmid = str(args.get("vmid", ""))
+            problem = await unknown_node(app, [("node", args["node"])]) if "node" in args else None
+            problem = problem or (await unknown_guest(app, int(vmid)) if vmid.isdigit() else None)
+            if problem:
+                raise MCPError(INVALID_PARAMS, problem)
+        try:
+            return await super().get_prompt(name, args, context)
+        except ValueError as exc:
+            cause: BaseException | None = exc
+            while cause is not None and not isinstance(cause, ids.InvalidIdentifier):
+                cause = cause.__cause__
+            if cause is not None:
+                raise MCPError(INVALID_PARAMS, f"prompt '{name}': {cause}") from None
+            raise
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
@@ -116,13 +195,21 @@ def _only(name: str, allowed: frozenset[str]) -> Callable[[dict[str, Any]], str 
     return check
 
 
-def _meta_only(meta: MetaTool) -> Callable[[dict[str, Any]], str | None]:
-    union = frozenset({"action"} | {n for a in meta.actions.values() for n in a.types})
+def _meta_only(meta: MetaTool, naming: Naming) -> Check:
+    actions = ", ".join(sorted(meta.actions))
 
     def check(arguments: dict[str, Any]) -> str | None:
-        action = meta.actions.get(str(arguments.get("action")))
+        if "action" not in arguments or arguments["action"] in (None, ""):
+            return f"{meta.name} needs the parameter 'action', one of: {actions}"
+        chosen = arguments["action"]
+        action = meta.actions.get(chosen) if isinstance(chosen, str) else None
         if action is None:
-            return _only(meta.name, union)(arguments)
+            if isinstance(chosen, str) and chosen in naming.missing:
+                return f"action '{chosen}' is not available: {naming.missing[chosen]}"
+            if isinstance(chosen, str) and chosen in naming.tool_of:
+                return f"action '{chosen}' belongs to another tool: call {naming.call(chosen)}"
+            shown = repr(chosen) if len(repr(chosen)) <= 60 else repr(chosen)[:57] + "..."
+            return f"unknown action {shown} for {meta.name}; 'action' must be one of: {actions}"
         extra = sorted(set(arguments) - {"action"} - set(action.types))
         if not extra:
             return None
@@ -195,6 +282,15 @@ def human_parameter(arg_names: list[str], op_of: Callable[[dict[str, Any]], str 
     return Annotated[ElicitationResult[Confirm], Resolve(make_resolver(arg_names, op_of))]
 
 
+async def check_nodes(ctx: Context[AppContext], params: list[str], arguments: dict[str, Any]) -> None:
+    """The one node resolver, for every node-typed parameter of every tool, after argument validation:
+    a node the cluster does not have is named with the nodes it has (never PVE's hostname error)."""
+    given = [(p, arguments[p]) for p in params if arguments.get(p) is not None]
+    problem = await unknown_node(ctx.request_context.lifespan_context, given) if given else None
+    if problem:
+        raise ToolError(problem)
+
+
 def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[..., Any]:
     """An MCP tool function with the handler's own typed parameters and return type."""
     hints = handler_hints(handler)
@@ -213,9 +309,12 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
         params.append(inspect.Parameter("human", inspect.Parameter.KEYWORD_ONLY, annotation=human))
     returns = hints["return"]
 
+    nodes = node_parameters(handler)
+
     async def tool(**kwargs: Any) -> Any:
         ctx = kwargs.pop("ctx")
         human = kwargs.pop("human", None)
+        await check_nodes(ctx, nodes, kwargs)
         return await handler(_tool_context(ctx, op, human), **kwargs)
 
     tool.__name__ = op.name
@@ -270,6 +369,7 @@ def build_server(
                 signer=signer,
                 clock=clock,
                 pve_version=version,
+                naming=naming,
             )
         finally:
             if own is not None:
@@ -287,32 +387,61 @@ def build_server(
         log_level="WARNING",
         request_state_security=state_security,
     )
-    register_tools(mcp, registry, ops, granular=settings.granular_tools)
-    register_prompts(mcp)
+    naming = Naming.build(
+        registry,
+        ops,
+        granular=settings.granular_tools,
+        tier=settings.tier.value,
+        read_only=settings.read_only,
+        toolsets=settings.toolsets,
+        disabled=settings.disable_toolsets,
+    )
+    register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming)
+    prompt_arguments = register_prompts(mcp, naming)
+    templates = register_resources(mcp, registry, ops)
+    offered = {("ref/prompt", name): args for name, args in prompt_arguments.items()}
+    offered |= {("ref/resource", uri): args for uri, args in templates.items()}
+    register_completions(mcp, offered)
+    register_logging(mcp)
+    if isinstance(mcp, OpsServer):
+        mcp.prompt_arguments = prompt_arguments
     return mcp
 
 
-def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation], *, granular: bool) -> None:
+def register_tools(
+    mcp: MCPServer[Any], registry: Registry, ops: list[Operation], *, granular: bool, naming: Naming | None = None
+) -> None:
     """One tool per operation (granular) or domain meta-tools (default); the same handlers either way."""
-    checks: dict[str, Callable[[dict[str, Any]], str | None]] = {}
+    naming = naming or Naming()
+    checks: dict[str, Check] = {}
+    signatures: dict[str, str] = {}
     if isinstance(mcp, OpsServer):
-        mcp.argument_checks = checks
+        mcp.argument_checks, mcp.signatures, mcp.naming = checks, signatures, naming
     if granular:
         for op in ops:
-            fn = make_granular_tool(op, registry.handlers[op.name])
+            handler = registry.handlers[op.name]
+            fn = make_granular_tool(op, handler)
             mcp.add_tool(fn, name=op.name, title=op.title, description=op.description, annotations=annotations_for(op))
-            checks[op.name] = _only(op.name, frozenset(handler_parameters(registry.handlers[op.name])))
+            checks[op.name] = _only(op.name, frozenset(handler_parameters(handler)))
+            signatures[op.name] = parameters_line(op.name, handler)
         return
 
     for meta in build_meta_tools(registry, ops):
+        node_params = {name: node_parameters(a.handler) for name, a in meta.actions.items()}
 
         async def run(
-            action: Action, args: dict[str, Any], ctx: Context[AppContext], human: Any, _m: str = meta.name
+            action: Action,
+            args: dict[str, Any],
+            ctx: Context[AppContext],
+            human: Any,
+            _m: str = meta.name,
+            _nodes: dict[str, list[str]] = node_params,
         ) -> Any:
+            await check_nodes(ctx, _nodes[action.op.name], args)
             t = _tool_context(ctx, action.op, human)
             t.audit_fields["via"] = _m
             return await action.handler(t, **args)
 
         fn = make_meta_function(meta, run, _meta_human(meta), Context)
         mcp.add_tool(fn, name=meta.name, title=meta.title, description=meta.description, annotations=meta.annotations)
-        checks[meta.name] = _meta_only(meta)
+        checks[meta.name] = _meta_only(meta, naming)

@@ -115,7 +115,15 @@ async def test_area_tools_and_explain(demo_sim: SimServer, server_for: Any) -> N
     assert {g["node"] for g in node["guests"]} == {"pve1"} and node["verdicts"]["blocked"] >= 1
     assert explain["default_severity"] == "warning" and explain["thresholds"]["backup_stale_default_hours"] == 26
     assert unknown.is_error and "unknown finding code" in unknown.content[0].text
-    assert prompts == {"health_review", "backup_audit", "maintenance_preparation"}
+    assert prompts == {
+        "health_review",
+        "backup_audit",
+        "maintenance_preparation",
+        "guest_review",
+        "snapshot_review",
+        "backup_job_review",
+        "storage_review",
+    }
     assert "node-maintenance enable pve1" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
 

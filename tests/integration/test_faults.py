@@ -46,7 +46,9 @@ ARGS: dict[str, dict[str, Any]] = {
 
 # Failures that are answers, each reported as its own finding: a guest agent that does not respond
 # (GUEST_AGENT_SILENT) and PVE refusing the migrate precondition of a locked guest (MIGRATE_LOCKED).
-SEMANTIC = re.compile(r"/agent/info$|^/nodes/pve3/qemu/111/migrate$")
+# PVE's migrate precondition is only a cross-check: when that read fails for another reason, the
+# server's own reading of the config decides (collect._take_preconditions), so nothing is missing.
+SEMANTIC = re.compile(r"/agent/info$|^/nodes/[^/]+/qemu/\d+/migrate$")
 
 
 def real_failures(sim: SimServer, since: int) -> list[tuple[int, str, str]]:
@@ -85,7 +87,7 @@ async def sweep(sim: SimServer, mcp: Any, upid: str) -> dict[str, str]:
             assert "Traceback" not in text, (op, text)
             assert elapsed < 30, (op, elapsed)
             if result.is_error:
-                assert text.startswith(f"Error executing tool {op}: ") and len(text) > len(op) + 30, (op, text)
+                assert not text.startswith("Error executing tool") and len(text) > 30, (op, text)
                 assert failed or "refused" in text or "no " in text, (op, text)
                 outcomes[op] = "error"
             else:

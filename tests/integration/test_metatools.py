@@ -188,7 +188,7 @@ async def test_read_only_removes_writes_at_registration(demo_sim: SimServer, tmp
     assert "operate" not in tools and "administer" not in tools
     async with Client(mcp) as c:
         result = await c.call_tool("operate", {"action": "guest_stop", "vmid": 100})
-    assert result.is_error and "Unknown tool" in result.content[0].text
+    assert result.is_error and "operate is not available: this server runs read-only" in result.content[0].text
     assert demo_sim.cluster.guests[100].status == "running"
 
 

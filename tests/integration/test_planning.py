@@ -82,7 +82,7 @@ async def test_plan_is_deterministic_and_parameters_are_validated(demo_sim: SimS
         bad_target = await c.call_tool("plan_node_evacuation", {"node": "pve1", "targets": ["nope"]})
         hostile = await c.call_tool("plan_node_evacuation", {"node": "pve1/../x"})
     assert unknown.is_error and "no node 'pve9'" in unknown.content[0].text
-    assert bad_target.is_error and "unknown target node(s) nope" in bad_target.content[0].text
+    assert bad_target.is_error and "no node 'nope' (parameter 'targets'); nodes are: pve1" in bad_target.content[0].text
     assert hostile.is_error and "invalid node" in hostile.content[0].text
 
 

@@ -67,7 +67,7 @@ async def test_tiers_decide_which_writes_exist(demo_sim: SimServer, server_for: 
 
     async with Client(server_for(demo_sim, "operator@pve!mcp")) as c:
         result = await c.call_tool("guest_stop", {"vmid": 100})
-    assert result.is_error and "Unknown tool" in result.content[0].text
+    assert result.is_error and "guest_stop is not available: it needs tier admin" in result.content[0].text
 
 
 async def test_write_annotations_are_honest(demo_sim: SimServer, server_for: Any) -> None:
@@ -217,7 +217,7 @@ async def test_tier_is_enforced_behind_registration(start_sim: Any, settings_for
         body = await preview(c, "guest_stop", vmid=100)
     async with Client(operator) as c:
         result = await confirm(c, "guest_stop", body["confirm_token"], vmid=100)
-    assert result.is_error and "Unknown tool" in result.content[0].text
+    assert result.is_error and "guest_stop is not available: it needs tier admin" in result.content[0].text
 
     registry = load_registry()
     settings = settings_for(sim, "operator@pve!mcp", tier="operator")

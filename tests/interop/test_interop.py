@@ -33,7 +33,7 @@ def inspector(*args: str, timeout: float = 90, rc: int = 0) -> dict[str, Any]:
     """Run the Inspector CLI; return its first JSON answer (rc 5 is how it reports a tool error)."""
     env = {**os.environ, "HOME": str(INTEROP / "home"), "PATH": f"{NODE.parent}:{os.environ['PATH']}"}
     done = subprocess.run(
-        [str(NODE), str(INSPECTOR), "--cli", *args, "--format", "json"],
+        [str(NODE), str(INSPECTOR), "--cli", *args, "--format", "json", "--connect-timeout", "60000"],
         env=env,
         capture_output=True,
         text=True,
@@ -42,8 +42,9 @@ def inspector(*args: str, timeout: float = 90, rc: int = 0) -> dict[str, Any]:
         cwd=ROOT,
     )
     assert done.returncode == rc, (args, done.stdout[-2000:], done.stderr[-2000:])
-    start = done.stdout.index("{")
-    answer, _ = json.JSONDecoder().raw_decode(done.stdout[start:])
+    out = done.stdout if "{" in done.stdout else done.stderr  # errors are printed to stderr
+    start = out.index('{"')
+    answer, _ = json.JSONDecoder().raw_decode(out[start:])
     assert isinstance(answer, dict)
     return answer
 
@@ -86,7 +87,7 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
     )
     assert preview["result"]["status"] == "preview" and preview["result"]["confirm_token"]
     prompts = inspector(*stdio, "--method", "prompts/list")["result"]["prompts"]
-    assert {p["name"] for p in prompts} == {"health_review", "backup_audit", "maintenance_preparation"}
+    assert {p["name"] for p in prompts} >= {"health_review", "backup_audit", "maintenance_preparation", "guest_review"}
     bad = inspector(
         *stdio,
         "--method",
@@ -118,7 +119,23 @@ def test_inspector_over_http(demo_http: str) -> None:
     )
     assert health["action"] == "diagnose_backups" and health["result"]["status"] in ("warning", "critical")
     prompts = inspector(*http, "--method", "prompts/list")["result"]["prompts"]
-    assert len(prompts) == 3
+    assert len(prompts) == 7
+    node = inspector(*http, "--method", "resources/read", "--uri", "pve-steward://nodes/pve2")["result"]
+    assert json.loads(node["contents"][0]["text"])["status"]["node"] == "pve2"
+
+
+def test_inspector_reads_resources_and_sets_the_log_level(tmp_path: Path) -> None:
+    stdio = [*DEMO, "--stdio", "--state-dir", str(tmp_path)]
+    listed = inspector(*stdio, "--method", "resources/list")["result"]["resources"]
+    assert {r["uri"] for r in listed} == {"pve-steward://codes", "pve-steward://cluster"}
+    templates = inspector(*stdio, "--method", "resources/templates/list")["result"]["resourceTemplates"]
+    assert "pve-steward://guests/{vmid}" in {t["uriTemplate"] for t in templates}
+    guest = inspector(*stdio, "--method", "resources/read", "--uri", "pve-steward://guests/113")["result"]
+    body = json.loads(guest["contents"][0]["text"])
+    assert body["vmid"] == 113 and body["description"]["untrusted"] is True
+    assert inspector(*stdio, "--method", "logging/setLevel", "--log-level", "debug") == {"result": {}}
+    missing = inspector(*stdio, "--method", "prompts/get", "--prompt-name", "nope", rc=1)
+    assert missing["error"]["message"].startswith("no prompt 'nope'; prompts are:")
 
 
 def test_conformance_suite_passes_its_baseline() -> None:

@@ -47,7 +47,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "A check was limited on purpose",
         "A check was skipped or capped by configuration (e.g. guest-agent probes above agent_probe_limit).",
-        "",
+        "Nothing to fix; raise the limit named in the evidence if the check must cover everything.",
     ),
     # ---------------------------------------------------------------- cluster and HA
     (
@@ -64,7 +64,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "Single node without a cluster",
         "No cluster entry in /cluster/status.",
-        "",
+        "Nothing to fix; migration, HA and replication need a cluster (pvecm create).",
     ),
     (
         "cluster",
@@ -294,7 +294,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "warning",
         "Guest is locked",
         "The guest config has a lock; PVE refuses every migration until it is cleared.",
-        "Wait for the locking task, or unlock if it is truly gone (qm unlock / pct unlock).",
+        "Wait for the locking task, or clear the lock with guest_unlock if it is truly gone.",
     ),
     (
         "migration",
@@ -386,7 +386,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "Data needed to prove the move is safe is missing (config unreadable, node status unknown).",
         "Fix the missing data (DATA_INCOMPLETE) and plan again.",
     ),
-    ("migration", "MIGRATE_TEMPLATE", "info", "Template", "Templates are moved offline; they do not run.", ""),
+    (
+        "migration",
+        "MIGRATE_TEMPLATE",
+        "info",
+        "Template",
+        "Templates are moved offline; they do not run.",
+        "Nothing to fix; move it offline (no downtime, it does not run).",
+    ),
     # ---------------------------------------------------------------- capacity
     (
         "capacity",
@@ -472,14 +479,21 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "now - last_sync exceeds replication_lag_factor (4) x the schedule interval.",
         "Check the job's schedule and errors.",
     ),
-    ("replication", "REPLICATION_DISABLED", "info", "Replication job disabled", "A job has disable=1.", ""),
+    (
+        "replication",
+        "REPLICATION_DISABLED",
+        "info",
+        "Replication job disabled",
+        "A job has disable=1.",
+        "Enable it with replication_set_enabled if the replica should stay current, or delete the job.",
+    ),
     (
         "replication",
         "REPLICATION_PENDING_REMOVAL",
         "info",
         "Replication job marked for removal",
         "remove_job is set; it also blocks migration until removed.",
-        "",
+        "Nothing to fix unless it stays: PVE removes the job on its next run (check pvesr status on the node).",
     ),
     # ---------------------------------------------------------------- guests
     (
@@ -489,9 +503,17 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "Stuck guest lock",
         "A lock is set, no running task holds the guest, and the last related task ended more than "
         "lock_stuck_minutes (60) ago (or none is known).",
-        "Make sure the locking action is truly gone, then qm unlock / pct unlock.",
+        "Make sure the locking action is truly gone (no task of the guest still runs), then clear the lock "
+        "with guest_unlock, or with qm unlock / pct unlock on the node.",
     ),
-    ("guests", "GUEST_LOCKED", "info", "Guest locked by a running task", "A lock is held by an active task.", ""),
+    (
+        "guests",
+        "GUEST_LOCKED",
+        "info",
+        "Guest locked by a running task",
+        "A lock is held by an active task.",
+        "Nothing to fix; wait for the task to end (get_task) before changing the guest.",
+    ),
     (
         "guests",
         "SNAPSHOT_OLD",
@@ -500,7 +522,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "A snapshot is older than snapshot_age_days (30): it keeps growing and slows I/O.",
         "Delete it if it is no longer needed.",
     ),
-    ("guests", "SNAPSHOT_COUNT_HIGH", "warning", "Many snapshots", "More than snapshot_count (10) snapshots.", ""),
+    (
+        "guests",
+        "SNAPSHOT_COUNT_HIGH",
+        "warning",
+        "Many snapshots",
+        "More than snapshot_count (10) snapshots.",
+        "Delete the snapshots that are no longer needed (list_snapshots shows age and parent); each slows I/O.",
+    ),
     (
         "guests",
         "GUEST_AGENT_NOT_RUNNING",
@@ -518,7 +547,14 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "A running, non-template guest has onboot unset.",
         "Set onboot=1 if it must come back after a node reboot.",
     ),
-    ("guests", "GUEST_HIBERNATED", "info", "Guest hibernated", "A VM is suspended to disk (lock suspended).", ""),
+    (
+        "guests",
+        "GUEST_HIBERNATED",
+        "info",
+        "Guest hibernated",
+        "A VM is suspended to disk (lock suspended).",
+        "Resume it (start) when it is needed; it cannot migrate while hibernated.",
+    ),
     # ---------------------------------------------------------------- operations
     (
         "operations",
@@ -574,7 +610,7 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "info",
         "No-subscription repository",
         "The no-subscription repository is in use (not recommended for production by Proxmox).",
-        "",
+        "Fine for test clusters; for production use a subscription and the enterprise repository.",
     ),
     (
         "operations",

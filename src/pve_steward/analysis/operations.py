@@ -35,7 +35,7 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
                     "type": ttype,
                     "newest_upid": newest.get("upid"),
                     "newest_status": newest.get("status"),
-                    "ids": sorted({str(r.get("id")) for r in rows}),
+                    "ids": sorted({str(r["id"]) for r in rows if r.get("id")}),  # node-wide tasks have no id
                 },
             )
         )

@@ -430,7 +430,7 @@ async def task_stop(t: ToolContext, upid: Upid, confirm_token: Token | None = No
         effect = f"stop task {info.type} of {info.id or 'the node'} on {info.node} (started by {info.user})"
         risks = [
             "the task's work stops half done (a migration, backup or clone is left incomplete)",
-            "a lock the task holds on a guest can stay set; clearing it needs guest_unlock",
+            f"a lock the task holds on a guest can stay set; clearing it needs {t.refer('guest_unlock')}",
         ]
 
         async def execute() -> Any:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from pve_steward.admission import Admission
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
+from pve_steward.inventory import InventoryCache
+from pve_steward.naming import Naming
 from pve_steward.readcache import ReadCache
 from pve_steward.security.audit import AuditLog
 
@@ -32,6 +34,8 @@ class AppContext:
     pve_version: str | None = None
     reads: ReadCache | None = None  # the shared read cache; writes use its fresh view
     admission: Admission = field(default_factory=Admission)  # the budget of heavy operations
+    inventory: InventoryCache = field(default_factory=InventoryCache)  # names for completions and the node check
+    naming: Naming = field(default_factory=Naming)  # how texts name operations in this registration mode
 
 
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -64,3 +68,7 @@ class ToolContext:
 
     def now(self) -> float:
         return self.app.clock()
+
+    def refer(self, op: str) -> str:
+        """How the client calls ``op`` in this server's registration mode (for next_step texts)."""
+        return self.app.naming.call(op)

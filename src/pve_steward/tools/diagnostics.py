@@ -44,7 +44,14 @@ async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name
     await t.progress(0, 2, f"reading the cluster for {', '.join(areas)}")
     report = await run_check(t.client, t.settings, t.now(), areas, None if detail else limit, name)
     await t.progress(2, 2, report.summary)
-    return report
+    return refer(t, report)
+
+
+def refer(t: ToolContext, report: Report) -> Report:
+    """Remediations name operations as the client calls them in this mode (and say when one is missing)."""
+    naming = t.app.naming
+    findings = [f.model_copy(update={"remediation": naming.text(f.remediation)}) for f in report.findings]
+    return report.model_copy(update={"findings": findings})
 
 
 @guarded
@@ -136,7 +143,9 @@ async def diagnose_migratability(
     ranked = sorted(verdicts, key=lambda m: (order[m.verdict], m.vmid))
     shown = ranked if detail or vmid is not None else ranked[:limit]
     await t.progress(2, 2, report.summary)
-    return MigratabilityReport(report=report, verdicts=counts, guests=shown, omitted_guests=len(ranked) - len(shown))
+    return MigratabilityReport(
+        report=refer(t, report), verdicts=counts, guests=shown, omitted_guests=len(ranked) - len(shown)
+    )
 
 
 class CodeDoc(BaseModel):
@@ -163,6 +172,6 @@ async def explain_finding(t: ToolContext, code: Annotated[str, Field(pattern=r"^
         default_severity=info.severity,
         title=info.title,
         rule=info.rule,
-        remediation=info.remediation,
+        remediation=t.app.naming.text(info.remediation),
         thresholds=used,
     )

@@ -319,7 +319,7 @@ async def two_phase(
             confirm_token=token,
             expires_at=iso(now + signer.ttl),
             next_step=(
-                f"Nothing has changed yet. Show this preview to the user; only if they agree, call {op} "
+                f"Nothing has changed yet. Show this preview to the user; only if they agree, call {t.refer(op)} "
                 f"again with exactly the same parameters and this confirm_token (valid {signer.ttl} s, once)."
             ),
         )
@@ -453,7 +453,7 @@ async def _follow(
                 **base,
                 status="submitted",
                 task=TaskOutcome(upid=upid, node=parse_upid(upid).node, state="running"),
-                next_step="Follow it with get_task.",
+                next_step=f"Follow it with {t.refer('get_task')}.",
             )
         outcome = await follow_task(t, parse_upid(upid).node, upid, wait_timeout)
     else:
@@ -465,7 +465,10 @@ async def _follow(
             return WriteResult(
                 **base,
                 status="submitted",
-                next_step="The HA manager accepted the request; watch it with list_tasks or diagnose_ha.",
+                next_step=(
+                    "The HA manager accepted the request; watch it with "
+                    f"{t.refer('list_tasks')} or {t.refer('diagnose_ha')}."
+                ),
             )
         t.audit_fields["upid"] = end["upid"] = outcome.upid
     t.audit_fields["task_state"] = outcome.state
@@ -474,8 +477,8 @@ async def _follow(
         "running" if outcome.state == "running" else "failed" if outcome.state == "failed" else "completed"
     )
     steps = {
-        "completed": "Done. Verify with get_guest if needed.",
+        "completed": f"Done. Verify with {t.refer('get_guest')} if needed.",
         "failed": "The PVE task FAILED: nothing may have changed. Read log_tail and fix the cause before retrying.",
-        "running": "Still running after the wait timeout; follow it with get_task.",
+        "running": f"Still running after the wait timeout; follow it with {t.refer('get_task')}.",
     }
     return WriteResult(**base, status=status, task=outcome, next_step=steps[status])
