@@ -77,7 +77,7 @@ class BackupJobs(BaseModel):
     disabled: list[str]
 
 
-@guarded
+@guarded(toolset="backups")
 async def list_backup_jobs(t: ToolContext) -> BackupJobs:
     """GET /cluster/backup with schedules read into intervals."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup"))
@@ -100,7 +100,7 @@ class BackupJobDetail(BaseModel):
     )
 
 
-@guarded
+@guarded(toolset="backups")
 async def get_backup_job(
     t: ToolContext, id: BackupJobId, limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100
 ) -> BackupJobDetail:
@@ -146,7 +146,7 @@ class BackupList(BaseModel):
     incomplete: list[str] = Field(default_factory=list, description="backup storages that could not be read")
 
 
-@guarded
+@guarded(toolset="backups")
 async def list_backups(
     t: ToolContext,
     vmid: VmId | None = None,
@@ -222,7 +222,7 @@ class UncoveredGuests(BaseModel):
     items: list[UncoveredGuest]
 
 
-@guarded
+@guarded(toolset="backups")
 async def guests_without_backup_job(t: ToolContext) -> UncoveredGuests:
     """GET /cluster/backup-info/not-backed-up: guests no backup job selects (PVE's own computation)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup-info", "not-backed-up"))

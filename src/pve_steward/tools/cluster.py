@@ -46,7 +46,7 @@ class ClusterOverview(BaseModel):
     incomplete: list[str] = Field(default_factory=list, description="reads that failed; figures may be partial")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def cluster_overview(t: ToolContext) -> ClusterOverview:
     """One-call overview; reads run concurrently."""
     got = await gather(
@@ -124,7 +124,7 @@ class ClusterMembership(BaseModel):
     offline: list[str]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def cluster_membership(t: ToolContext) -> ClusterMembership:
     """GET /cluster/status: who is in the cluster, who is online, is there quorum."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "status"))
@@ -166,7 +166,7 @@ def _flat(value: Any) -> str:
     return str(value)
 
 
-@guarded
+@guarded(toolset="cluster")
 async def cluster_options(t: ToolContext) -> ClusterOptions:
     """GET /cluster/options, with the operationally relevant options pulled out."""
     opts: dict[str, Any] = await t.client.get(api_path("cluster", "options"))
@@ -197,7 +197,7 @@ class TokenPermissions(BaseModel):
     can_write_guests: bool = Field(description="holds VM.PowerMgmt somewhere")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def token_permissions(t: ToolContext) -> TokenPermissions:
     """Effective privileges of the configured API token (GET /access/permissions)."""
     perms: dict[str, dict[str, int]] = await t.client.get(api_path("access", "permissions"))

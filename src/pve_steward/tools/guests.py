@@ -40,7 +40,7 @@ class GuestList(BaseModel):
     items: list[GuestRow]
 
 
-@guarded
+@guarded(toolset="guests")
 async def list_guests(
     t: ToolContext,
     node: NodeName | None = None,
@@ -122,7 +122,7 @@ class GuestDetail(BaseModel):
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="guests")
 async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) -> GuestDetail:
     """One guest: where it runs, its parsed config and live status. The node is resolved by the server."""
     ref = await resolve_guest(t.client, vmid)
@@ -192,7 +192,7 @@ class SnapshotList(BaseModel):
     items: list[Snapshot] = Field(description="oldest first")
 
 
-@guarded
+@guarded(toolset="guests")
 async def list_snapshots(t: ToolContext, vmid: VmId) -> SnapshotList:
     """A guest's snapshots with age and parent chain; the node is resolved by the server."""
     ref = await resolve_guest(t.client, vmid)

@@ -37,7 +37,7 @@ class HaStatus(BaseModel):
     attention: list[str] = Field(description="services in error/fence/recovery and LRMs not active or idle")
 
 
-@guarded
+@guarded(toolset="ha")
 async def ha_status(t: ToolContext) -> HaStatus:
     """GET /cluster/ha/status/current, read into quorum, CRM master, LRMs and services."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "status", "current"))
@@ -86,7 +86,7 @@ class HaResources(BaseModel):
     items: list[HaResource]
 
 
-@guarded
+@guarded(toolset="ha")
 async def list_ha_resources(t: ToolContext) -> HaResources:
     """GET /cluster/ha/resources: which guests HA manages and how."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "resources"))
@@ -127,7 +127,7 @@ def _split(value: Any) -> list[str]:
     return [x for x in str(value or "").split(",") if x]
 
 
-@guarded
+@guarded(toolset="ha")
 async def list_ha_rules(t: ToolContext) -> HaRules:
     """HA placement constraints: PVE 9 rules and PVE 8 groups, whichever the cluster has."""
     got = await gather(

@@ -44,7 +44,7 @@ class NodeList(BaseModel):
     offline: list[str]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def list_nodes(t: ToolContext) -> NodeList:
     """GET /nodes: every cluster node with its load (figures only for online nodes we may audit)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes"))
@@ -85,7 +85,7 @@ class NodeStatus(BaseModel):
     ksm_shared_bytes: int | None = None
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_status(t: ToolContext, node: NodeName) -> NodeStatus:
     """Detailed status of one node (memory, swap, load, kernel, CPU model)."""
     st: dict[str, Any] = await t.client.get(api_path("nodes", node_seg(node), "status"))
@@ -129,7 +129,7 @@ class NodeDisks(BaseModel):
     worn: list[str] = Field(description="SSDs with 10 % or less of their life left")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_disks(t: ToolContext, node: NodeName) -> NodeDisks:
     """GET /nodes/{node}/disks/list, with SMART health and wear read into plain fields."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "disks", "list"))
@@ -170,7 +170,7 @@ class NodeZfs(BaseModel):
     degraded: list[str] = Field(description="pools whose health is not ONLINE")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_zfs_pools(t: ToolContext, node: NodeName) -> NodeZfs:
     """GET /nodes/{node}/disks/zfs: pool health and fill level."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "disks", "zfs"))
@@ -207,7 +207,7 @@ class NodeUpdates(BaseModel):
     items: list[PackageUpdate]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_updates(t: ToolContext, node: NodeName) -> NodeUpdates:
     """GET /nodes/{node}/apt/update (the cached list; needs Sys.Modify on the node)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "apt", "update"))
@@ -250,7 +250,7 @@ class NodeRepositories(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_repositories(t: ToolContext, node: NodeName) -> NodeRepositories:
     """GET /nodes/{node}/apt/repositories, read against the node's subscription status."""
     base = api_path("nodes", node_seg(node))
@@ -295,7 +295,7 @@ class NodeCertificates(BaseModel):
     expiring_within_30_days: list[str]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_certificates(t: ToolContext, node: NodeName) -> NodeCertificates:
     """GET /nodes/{node}/certificates/info with days left (PEM bodies are left out)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "certificates", "info"))
@@ -333,7 +333,7 @@ class NodeSubscription(BaseModel):
     message: str | None = None
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_subscription(t: ToolContext, node: NodeName) -> NodeSubscription:
     """GET /nodes/{node}/subscription; the subscription key is masked."""
     sub: dict[str, Any] = await t.client.get(api_path("nodes", node_seg(node), "subscription"))

@@ -16,7 +16,7 @@ from pve_steward.tools.context import ToolContext
 Headroom = Annotated[float, Field(ge=0, le=90)]
 
 
-@guarded
+@guarded(toolset="planning")
 async def plan_node_evacuation(
     t: ToolContext,
     node: NodeName,
@@ -65,7 +65,7 @@ def page(plan: EvacuationPlan, offset: int, limit: int) -> EvacuationPlan:
     )
 
 
-@guarded
+@guarded(toolset="planning")
 async def check_guest_migration(
     t: ToolContext,
     vmid: VmId,

@@ -46,7 +46,7 @@ def _fraction(used: Any, total: Any) -> float | None:
     return round(int(used) / int(total), 4) if used is not None and total else None
 
 
-@guarded
+@guarded(toolset="storage")
 async def list_storage(
     t: ToolContext, content: Literal["images", "rootdir", "backup", "iso", "vztmpl"] | None = None
 ) -> StorageList:
@@ -119,7 +119,7 @@ class StorageContent(BaseModel):
     items: list[Volume]
 
 
-@guarded
+@guarded(toolset="storage")
 async def storage_content(
     t: ToolContext,
     node: NodeName,
@@ -186,7 +186,7 @@ class ReplicationJobs(BaseModel):
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="storage")
 async def list_replication_jobs(t: ToolContext, vmid: VmId | None = None) -> ReplicationJobs:
     """GET /cluster/replication joined with each source node's replication state."""
     jobs: list[dict[str, Any]] = await t.client.get(api_path("cluster", "replication"))

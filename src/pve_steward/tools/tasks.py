@@ -62,7 +62,7 @@ class TaskList(BaseModel):
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="tasks")
 async def list_tasks(
     t: ToolContext,
     node: NodeName | None = None,
@@ -103,7 +103,7 @@ class TaskDetail(BaseModel):
     log_lines: int
 
 
-@guarded
+@guarded(toolset="tasks")
 async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(ge=0, le=1000)] = 50) -> TaskDetail:
     """A task's status and the end of its log; the node is read from the UPID."""
     info = parse_upid(upid)
@@ -128,7 +128,7 @@ class TaskLog(BaseModel):
     next_start: int | None = Field(None, description="pass as start to read on; null at the end")
 
 
-@guarded
+@guarded(toolset="tasks")
 async def task_log(
     t: ToolContext,
     upid: Upid,

@@ -21,6 +21,7 @@ from pve_steward.client import vmid as vmid_seg
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 from pve_steward.pve.ids import NodeName, SnapshotName, StorageId, VmId
 from pve_steward.security.guard import Refused, guarded
+from pve_steward.security.tiers import Tier
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import GuestRef, guest_path, resolve_guest
@@ -195,7 +196,7 @@ def write_params(vmid: int, **extra: Any) -> dict[str, Any]:
     return {"vmid": vmid, **{k: v for k, v in extra.items() if v is not None}}
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_start(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -205,7 +206,7 @@ async def guest_start(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True)
 async def guest_shutdown(
     t: ToolContext,
     vmid: VmId,
@@ -225,7 +226,7 @@ async def guest_shutdown(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def guest_reboot(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 600
 ) -> WriteResult:
@@ -235,7 +236,7 @@ async def guest_reboot(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True)
 async def guest_stop(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -245,7 +246,7 @@ async def guest_stop(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True, idempotent=False)
 async def guest_reset(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -260,7 +261,7 @@ async def guest_reset(
     return await two_phase(t, write_params(vmid), plan, confirm_token, wait, wait_timeout)
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True)
 async def guest_suspend(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -270,7 +271,7 @@ async def guest_suspend(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_resume(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -309,7 +310,7 @@ async def _snapshot_support(t: ToolContext, g: Guest) -> Check:
     return Check(check="storage supports snapshots", ok=True, detail="every disk is on snapshot-capable storage")
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, idempotent=False)
 async def snapshot_create(
     t: ToolContext,
     vmid: VmId,
@@ -412,7 +413,7 @@ async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> P
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True)
 async def snapshot_delete(
     t: ToolContext,
     vmid: VmId,
@@ -432,7 +433,7 @@ async def snapshot_delete(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True, idempotent=False)
 async def snapshot_rollback(
     t: ToolContext,
     vmid: VmId,
@@ -455,7 +456,7 @@ async def snapshot_rollback(
 # ---------------------------------------------------------------- backup
 
 
-@guarded
+@guarded(toolset="backups", tier=Tier.OPERATOR, idempotent=False)
 async def backup_now(
     t: ToolContext,
     vmid: VmId,
@@ -528,7 +529,7 @@ async def backup_now(
 # ---------------------------------------------------------------- migration
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def guest_migrate(
     t: ToolContext,
     vmid: VmId,
@@ -681,7 +682,7 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
     )
 
 
-@guarded
+@guarded(toolset="ha", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def ha_migrate(
     t: ToolContext,
     vmid: VmId,
@@ -696,7 +697,7 @@ async def ha_migrate(
     )
 
 
-@guarded
+@guarded(toolset="ha", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def ha_relocate(
     t: ToolContext,
     vmid: VmId,
