@@ -22,6 +22,7 @@ from pydantic import SecretStr, ValidationError
 from pve_steward import __version__
 from pve_steward.config import ENV_PREFIX, Settings, load_settings
 from pve_steward.registry import RegistryError
+from pve_steward.security.files import make_private_dir
 
 
 def _flag_type(annotation: Any) -> tuple[Any, bool]:
@@ -85,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from pve_steward.http import check_bind
 
         check_bind(settings)  # before touching the cluster: an unsafe bind is a configuration error
+    make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
     client = ProxmoxerClient(settings)
     try:
         asyncio.run(check_cluster(settings, client))
@@ -112,8 +114,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = sys.stderr if args.stdio else sys.stdout
     sim = pvesim.start_scenario(args.scenario, speed=args.speed)
     token_id, secret = sim.token("operator@pve!mcp")
-    state = Path(args.state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    state = make_private_dir(Path(args.state_dir))
     extra: dict[str, Any] = {
         "url": sim.address,
         "token_id": token_id,

@@ -186,6 +186,7 @@ async def test_tokens_from_another_server_key_are_refused_but_replicas_share_one
     sim = start_sim("demo")
     key = tmp_path / "confirm.key"
     key.write_bytes(b"0123456789abcdef0123456789abcdef")
+    key.chmod(0o600)  # a key file others can read is refused
     replica_a = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
     replica_b = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
     stranger = build_server(settings_for(sim, "operator@pve!mcp", tier="operator"))
@@ -211,6 +212,7 @@ async def test_tier_is_enforced_behind_registration(start_sim: Any, settings_for
     sim = start_sim("demo")
     key = tmp_path / "confirm.key"
     key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
     admin = build_server(settings_for(sim, "operator@pve!mcp", tier="admin", confirm_key_file=key))
     operator = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
     async with Client(admin) as c:
