@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
 from tests.httpserver import free_port, serving
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 TOKEN = "t0ps3cret-for-tests-only-0123456789abcdef"
@@ -70,7 +71,7 @@ async def test_bearer_token_health_rebinding_and_size_limit(demo_sim: SimServer,
             tools = {t.name for t in (await c.list_tools()).tools}
             overview = await c.call_tool("cluster", {"action": "cluster_overview"})
     assert "cluster" in tools and "operate" not in tools
-    assert overview.structured_content["result"]["cluster_name"] == "demo"
+    assert plain(overview.structured_content["result"]["cluster_name"]) == "demo"
     assert TOKEN not in (tmp_path / "audit.jsonl").read_text()
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, Elicit
 from pydantic import BaseModel, Field
 
+from pve_steward.security.sanitise import one_line
 from pve_steward.security.tokens import TokenSigner
 
 
@@ -34,7 +35,7 @@ def describe(signer: TokenSigner, token: str) -> str | None:
     if payload is None:
         return None
     summary = payload.get("sum")
-    return str(summary) if summary else f"{payload.get('op')} on {payload.get('t')}"
+    return one_line(summary if summary else f"{payload.get('op')} on {payload.get('t')}")
 
 
 async def confirm_resolver(confirm_token: str | None, ctx: Context[Any]) -> Confirm | NotAsked | Elicit[Confirm]:

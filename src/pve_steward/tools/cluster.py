@@ -8,12 +8,13 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.errors import PveError
+from pve_steward.models import Untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
 
 class NodeSummary(BaseModel):
-    name: str
+    name: Untrusted
     online: bool
     cpu_fraction: float | None = Field(None, description="CPU utilisation 0..1")
     cpus: int | None = None
@@ -36,7 +37,7 @@ class GuestCounts(BaseModel):
 class ClusterOverview(BaseModel):
     """Quorum, nodes with load, guest counts, PVE version."""
 
-    cluster_name: str | None = Field(None, description="None for a single node outside a cluster")
+    cluster_name: Untrusted | None = Field(None, description="None for a single node outside a cluster")
     quorate: bool | None = None
     pve_version: str | None = None
     nodes: list[NodeSummary]
@@ -107,7 +108,7 @@ async def cluster_overview(t: ToolContext) -> ClusterOverview:
 
 
 class Member(BaseModel):
-    name: str
+    name: Untrusted
     nodeid: int | None = None
     ip: str | None = None
     online: bool
@@ -116,12 +117,12 @@ class Member(BaseModel):
 class ClusterMembership(BaseModel):
     """Corosync's view: cluster name, config version, quorum, members."""
 
-    cluster_name: str | None = Field(None, description="None for a standalone node")
+    cluster_name: Untrusted | None = Field(None, description="None for a standalone node")
     config_version: int | None = None
     quorate: bool | None = None
     expected_nodes: int | None = None
     members: list[Member]
-    offline: list[str]
+    offline: list[Untrusted]
 
 
 @guarded(toolset="cluster")

@@ -24,6 +24,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import BackupJobId, ReplicationJobId, Upid, VmId, parse_upid
 from pve_steward.security.guard import Refused, guarded
+from pve_steward.security.sanitise import quote_name
 from pve_steward.security.tiers import Tier
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import guest_path
@@ -105,7 +106,7 @@ async def guest_set_tags(
 
     async def plan() -> Plan:
         g = await load_guest(t, vmid)
-        before = ", ".join(g.cfg.tags) or "none"
+        before = ", ".join(map(quote_name, g.cfg.tags)) or "none"
         after = ", ".join(wanted) or "none"
         changes: dict[str, Any] = {"tags": ";".join(wanted)} if wanted else {"delete": "tags"}
         return await _config_plan(

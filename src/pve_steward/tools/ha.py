@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.errors import PveError
-from pve_steward.models import UntrustedText, untrusted
+from pve_steward.models import Untrusted, untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
@@ -17,20 +17,20 @@ _LRM = re.compile(r"^\S+ \((?P<state>[^,]+),")
 
 
 class Lrm(BaseModel):
-    node: str
+    node: Untrusted
     state: str = Field(description="active, idle, maintenance mode, old timestamp - dead?, ...")
 
 
 class HaService(BaseModel):
     sid: str
-    node: str
+    node: Untrusted
     state: str = Field(description="what the HA manager is doing: started, stopped, fence, error, migrate...")
     requested: str | None = Field(None, description="the configured request state")
 
 
 class HaStatus(BaseModel):
     quorate: bool | None
-    master: str | None = Field(None, description="node running the active CRM")
+    master: Untrusted | None = Field(None, description="node running the active CRM")
     lrms: list[Lrm]
     services: list[HaService]
     fencing: str | None = Field(None, description="PVE 9: armed or disarmed")
@@ -75,11 +75,11 @@ class HaResource(BaseModel):
     sid: str
     vmid: int
     state: str = Field(description="requested state: started, stopped, disabled, ignored")
-    group: str | None = None
+    group: Untrusted | None = None
     max_restart: int | None = None
     max_relocate: int | None = None
     failback: bool | None = None
-    comment: UntrustedText | None = None
+    comment: Untrusted | None = None
 
 
 class HaResources(BaseModel):
@@ -107,14 +107,14 @@ async def list_ha_resources(t: ToolContext) -> HaResources:
 
 
 class HaRule(BaseModel):
-    name: str
+    name: Untrusted
     kind: str = Field(description="node-affinity, resource-affinity (PVE 9 rules) or group (PVE 8)")
     resources: list[str] = Field(default_factory=list)
-    nodes: list[str] = Field(default_factory=list, description="node[:priority] entries")
+    nodes: list[Untrusted] = Field(default_factory=list, description="node[:priority] entries")
     strict: bool | None = Field(None, description="only these nodes (restricted group / strict rule)")
     affinity: str | None = Field(None, description="positive or negative (resource-affinity rules)")
     enabled: bool = True
-    comment: UntrustedText | None = None
+    comment: Untrusted | None = None
 
 
 class HaRules(BaseModel):

@@ -10,7 +10,7 @@ from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
-from pve_steward.models import iso
+from pve_steward.models import Untrusted, iso
 from pve_steward.pve.ids import NodeName, Upid, VmId, parse_upid
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -20,12 +20,12 @@ LOG_CAP = 5000
 
 class TaskRow(BaseModel):
     upid: str
-    node: str
+    node: Untrusted
     type: str
     id: str = Field(description="object of the task, usually a vmid")
-    user: str
+    user: Untrusted
     state: str = Field(description="running, ok, warning or failed")
-    exitstatus: str | None = Field(None, description="PVE's exit status text when finished")
+    exitstatus: Untrusted | None = Field(None, description="PVE's exit status text when finished")
     started: str | None
     ended: str | None = None
     duration_s: int | None = None
@@ -99,7 +99,7 @@ def _rows(answer: Any) -> list[dict[str, Any]]:
 
 class TaskDetail(BaseModel):
     task: TaskRow
-    log_tail: list[str] = Field(description="last lines of the task log")
+    log_tail: list[Untrusted] = Field(description="last lines of the task log")
     log_lines: int
 
 
@@ -123,7 +123,7 @@ async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(g
 class TaskLog(BaseModel):
     upid: str
     start: int
-    lines: list[str]
+    lines: list[Untrusted]
     total: int = Field(description="lines in the whole log")
     next_start: int | None = Field(None, description="pass as start to read on; null at the end")
 

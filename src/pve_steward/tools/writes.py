@@ -21,6 +21,7 @@ from pve_steward.client import vmid as vmid_seg
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 from pve_steward.pve.ids import NodeName, SnapshotName, StorageId, VmId
 from pve_steward.security.guard import Refused, guarded
+from pve_steward.security.sanitise import quote_name
 from pve_steward.security.tiers import Tier
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
@@ -53,7 +54,7 @@ class Guest:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.ref.vmid} '{self.cfg.name}' on {self.ref.node}"
+        return f"{self.kind} {self.ref.vmid} {quote_name(self.cfg.name)} on {quote_name(self.ref.node)}"
 
     @property
     def running(self) -> bool:
@@ -382,7 +383,9 @@ async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> P
         Check(
             check="snapshot exists",
             ok=name in existing,
-            detail="exists" if name in existing else f"no snapshot '{name}' (have: {', '.join(existing) or 'none'})",
+            detail="exists"
+            if name in existing
+            else f"no snapshot '{name}' (have: {', '.join(map(quote_name, existing)) or 'none'})",
         )
     )
     if action == "delete":
@@ -573,7 +576,9 @@ async def guest_migrate(
         how = {"live": "live (no downtime)", "offline": "offline", "restart": "with a restart (downtime)"}.get(
             move.mode or "", ""
         )
-        effects = [f"migrate {kind} {vmid} '{ref.name}' from {ref.node} to {chosen} {how}".strip()]
+        effects = [
+            f"migrate {kind} {vmid} {quote_name(ref.name)} from {quote_name(ref.node)} to {chosen} {how}".strip()
+        ]
         if move.with_local_disks:
             effects.append(f"copy {move.copy_bytes / 1024**3:.1f} GiB of local disks over the network")
         risks = [*move.notes]
@@ -662,7 +667,10 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
     ]
     kind = "VM" if ref.type == "qemu" else "CT"
     verb = "live-migrate" if action == "migrate" and ref.type == "qemu" else "relocate (stop, move, start)"
-    effects = [f"ask the HA manager to {verb} {kind} {vmid} '{ref.name}' ({sid}) from {ref.node} to {node}"]
+    effects = [
+        f"ask the HA manager to {verb} {kind} {vmid} {quote_name(ref.name)} ({sid}) "
+        f"from {quote_name(ref.node)} to {node}"
+    ]
     risks = ["the HA manager carries it out; it may refuse or move the guest again later (rules, failback)"]
     if verb.startswith("relocate"):
         risks.append("relocation stops the guest for the move: downtime")
