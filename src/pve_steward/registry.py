@@ -181,6 +181,9 @@ class Registry:
         if declared is None or not getattr(fn, "__guarded__", False):
             errors.append(f"{text.name}: handler '{text.name}' is not wrapped in @guarded")
             return None
+        if declared.name != text.name:
+            errors.append(f"{text.name}: bound to handler '{declared.name}'; an operation runs only its own handler")
+            return None
         params = set(handler_parameters(fn))
         if params != set(text.parameters):
             errors.append(

@@ -78,6 +78,13 @@ def test_unguarded_handler_cannot_be_registered() -> None:
         Registry(spec, handlers)
 
 
+def test_an_operation_cannot_be_bound_to_another_handler() -> None:
+    handlers = dict(HANDLERS)
+    handlers["guest_start"] = HANDLERS["guest_stop"]
+    with pytest.raises(RegistryError, match="guest_start: bound to handler 'guest_stop'"):
+        Registry(read_tools_file(), handlers)
+
+
 def test_guarded_refuses_duplicate_names() -> None:
     async def cluster_overview(t: ToolContext) -> None:
         return None
@@ -152,3 +159,34 @@ def test_server_start_refuses_a_tools_file_that_marks_a_write_read_only(tmp_path
     settings = Settings(read_only=True, tools_file=_write(tmp_path, spec), audit_log=tmp_path / "audit.jsonl")
     with pytest.raises(RegistryError, match="'guest_stop' sets 'annotations'"):
         build_server(settings, client=FakeClient({}), check_version_on_start=False)
+
+
+class _Claimed:
+    """An operation description that lies: it calls guest_stop a read."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.is_write = False
+        self.tier = Tier.READ_ONLY
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("claimed", "reason"), [("guest_stop", "is a write"), ("get_guest", "cannot be re-bound")])
+async def test_the_guard_decides_by_the_handlers_declaration(tmp_path: Path, claimed: str, reason: str) -> None:
+    from pve_steward.config import Settings
+    from pve_steward.security.audit import AuditLog
+    from pve_steward.security.guard import Refused
+    from pve_steward.security.tokens import TokenSigner
+    from pve_steward.testing import FakeClient
+    from pve_steward.tools.context import AppContext
+
+    client = FakeClient({})
+    app = AppContext(
+        settings=Settings(read_only=True),
+        client=client,
+        audit=AuditLog(tmp_path / "audit.jsonl"),
+        signer=TokenSigner(b"k" * 32),
+    )
+    with pytest.raises(Refused, match=reason):
+        await load_registry().handlers["guest_stop"](ToolContext(app=app, op=_Claimed(claimed)), vmid=100)
+    assert client.calls == []
