@@ -24,6 +24,7 @@ from pve_steward import __version__
 from pve_steward.checkcmd import EXIT_UNKNOWN, EXIT_USAGE
 from pve_steward.config import ENV_PREFIX, ConfigError, Settings, default_state_dir, describe_errors, load_settings
 from pve_steward.registry import RegistryError
+from pve_steward.security.files import make_private_dir
 
 DESCRIPTION = """\
 pve-steward: an MCP server that lets an AI assistant operate Proxmox VE carefully.
@@ -196,6 +197,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from pve_steward.http import check_bind
 
         check_bind(settings)  # before touching the cluster: an unsafe bind is a configuration error
+    make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
     client = ProxmoxerClient(settings)
 
     async def start() -> tuple[str, Any]:
@@ -250,8 +252,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ignored = _ignored_demo_env()
     if ignored:
         print(f"demo: ignoring {', '.join(ignored)} from the environment (the demo uses its own cluster)", file=out)
-    state = Path(args.state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    state = make_private_dir(Path(args.state_dir))
     extra: dict[str, Any] = {"transport": "stdio" if args.stdio else "http"}
     if getattr(args, "audit_log", None) is None:
         extra["audit_log"] = state / "demo-audit.jsonl"

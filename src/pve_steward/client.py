@@ -17,12 +17,13 @@ import queue
 import re
 import socket
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -47,6 +48,7 @@ from pve_steward.errors import (
     PveUnknownHost,
 )
 from pve_steward.pve import ids
+from pve_steward.security.tiers import Tier
 
 log = logging.getLogger(__name__)
 logging.getLogger("proxmoxer").setLevel(logging.WARNING)  # proxmoxer logs request bodies at INFO
@@ -111,9 +113,17 @@ API_WORDS = frozenset(
 
 @dataclass(frozen=True)
 class Segment:
-    """A validated identifier inside a path (node name, vmid, storage, snapshot, UPID, HA sid...)."""
+    """A validated identifier inside a path (node name, vmid, storage, snapshot, UPID, HA sid...).
+
+    Whatever made it, a segment is never empty, never a dot segment, and never holds a control
+    character; it is percent-encoded on the way out (:meth:`ApiPath.encoded`).
+    """
 
     value: str
+
+    def __post_init__(self) -> None:
+        if self.value in ("", ".", "..") or any(unicodedata.category(c) == "Cc" for c in self.value):
+            raise ValueError(f"path segment {self.value!r} is empty, a dot segment or has control characters")
 
 
 def node(name: str, param: str = "node") -> Segment:
@@ -155,6 +165,14 @@ class ApiPath:
     def __str__(self) -> str:
         return "/" + "/".join(self.segments)
 
+    def encoded(self) -> tuple[str, ...]:
+        """Each segment percent-encoded: '?', '#', '%', '/' and spaces cannot shape the request line.
+
+        PVE's HTTP server unescapes the path before routing (pve-http-server AnyEvent.pm
+        handle_request: uri_unescape($request->uri->path())), so an encoded segment means the same.
+        """
+        return tuple(quote(s, safe=":@") for s in self.segments)
+
     def join(self, *parts: str | Segment) -> ApiPath:
         return ApiPath(self.segments + api_path(*parts).segments)
 
@@ -193,6 +211,10 @@ class _PinnedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         kwargs["assert_fingerprint"] = self._fingerprint
         super().init_poolmanager(*args, **kwargs)
+
+
+class WriteRefused(PveError):
+    """The client itself refuses to send a write: the server runs read-only (defence in depth)."""
 
 
 def _encode(params: dict[str, Any]) -> dict[str, Any]:
@@ -412,10 +434,20 @@ class ProxmoxerClient:
         session.mount("https://", adapter)
         self._pool = RequestPool(settings.concurrency)
         self._retries = settings.retries
+        self._read_only = settings.read_only or settings.tier is Tier.READ_ONLY
         self.requests_made = 0
 
+    def _refuse_write(self, method: str, path: ApiPath) -> None:
+        if method != "GET" and self._read_only:
+            raise WriteRefused(
+                f"{method} {path} refused: this server runs read-only (--read-only or --tier read_only), "
+                "so its client sends no POST, PUT or DELETE",
+                path=str(path),
+            )
+
     def _request(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
-        resource = self._api(list(path.segments))
+        self._refuse_write(method, path)
+        resource = self._api(list(path.encoded()))
         self.requests_made += 1
         try:
             if method == "GET":
@@ -451,6 +483,7 @@ class ProxmoxerClient:
     async def call(self, method: WriteMethod, path: ApiPath, /, **params: Any) -> Any:
         # Writes are never retried: a lost answer does not mean the write did not happen. A write
         # that has started is waited for even when the caller is cancelled, so its outcome is known.
+        self._refuse_write(method, path)
         future = self._pool.submit(self._request, method, path, _encode(params))
         return await anyio.to_thread.run_sync(future.result)
 

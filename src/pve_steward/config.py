@@ -18,9 +18,11 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from pve_steward.security.files import refuse_exposed
 from pve_steward.security.tiers import Tier
 
 ENV_PREFIX = "PVE_STEWARD_"
+MIN_BEARER_LENGTH = 32
 TOKEN_ID_RE = re.compile(r"^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$")
 
 
@@ -64,6 +66,19 @@ class Settings(BaseSettings):
         description="extra Host headers accepted over HTTP (DNS-rebinding protection), e.g. mcp.lan:*",
     )
     max_request_bytes: int = Field(1_048_576, ge=1024, description="largest accepted HTTP request body, bytes")
+    http_header_timeout: float = Field(
+        10.0, gt=0, le=300, description="seconds a client has to send a request's headers, else it is disconnected"
+    )
+    http_body_timeout: float = Field(
+        30.0, gt=0, le=600, description="seconds a client has to send a request's body, else it is disconnected"
+    )
+    http_max_connections_per_client: int = Field(
+        256, ge=1, le=65535, description="open HTTP connections allowed from one client address; more are closed"
+    )
+    http_max_sessions: int = Field(512, ge=1, le=100_000, description="MCP sessions open at once over HTTP")
+    http_session_idle_timeout: float = Field(
+        1800.0, gt=0, le=86_400, description="seconds after which an idle MCP session over HTTP is closed"
+    )
 
     read_cache_ttl: float = Field(
         3.0,
@@ -131,6 +146,16 @@ class Settings(BaseSettings):
             raise ValueError("token_id must look like user@realm!tokenname (for example ops@pve!mcp)")
         return v
 
+    @field_validator("http_bearer_token")
+    @classmethod
+    def _bearer(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value()) < MIN_BEARER_LENGTH:
+            raise ValueError(
+                f"http_bearer_token must be at least {MIN_BEARER_LENGTH} characters (for example the output of "
+                "`openssl rand -hex 32`); a short token can be guessed"
+            )
+        return v
+
     @field_validator("fingerprint")
     @classmethod
     def _fingerprint(cls, v: str | None) -> str | None:
@@ -179,6 +204,10 @@ class Settings(BaseSettings):
             raise ValueError("insecure and fingerprint contradict each other; a pinned fingerprint is verified")
         if self.read_only:
             self.tier = Tier.READ_ONLY
+        if self.token_secret_file is not None:
+            refuse_exposed(self.token_secret_file, "token_secret_file")
+        if self.confirm_key_file is not None:
+            refuse_exposed(self.confirm_key_file, "confirm_key_file")
         return self
 
     def secret(self) -> str | None:

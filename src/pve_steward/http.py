@@ -4,17 +4,27 @@
 - With a token, every request except ``GET /health`` needs ``Authorization: Bearer <token>``
   (compared in constant time); others get 401 before reaching MCP.
 - DNS-rebinding protection is always on: loopback hosts plus ``--allowed-hosts``.
+  Listening on a non-loopback address without ``--allowed-hosts`` warns at start; a 421 names the flag.
 - Request bodies are capped (``--max-request-bytes``) by the SDK transport.
+- Slow clients cannot hold connections: headers must arrive within ``--http-header-timeout`` and a
+  body within ``--http-body-timeout``; one client address may hold ``--http-max-connections-per-client``
+  connections; MCP sessions are capped (``--http-max-sessions``) and expire when idle.
 - ``GET /health`` answers without authentication and without touching the cluster.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
+import logging
+import re
+import sys
+from collections import Counter
 from typing import Any
 
+import h11
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -27,6 +37,8 @@ LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 OPEN_PATHS = frozenset({"/health"})
 
 ASGIApp = Any
+log = logging.getLogger(__name__)
+_SHOWABLE_HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,100}$")
 
 
 class UnsafeBind(ValueError):
@@ -48,6 +60,17 @@ def check_bind(settings: Settings) -> None:
             f"refusing to serve MCP on {settings.http_host} without --http-bearer-token: anyone who can reach "
             "that address could operate the cluster. Set a token (PVE_STEWARD_HTTP_BEARER_TOKEN) or bind 127.0.0.1."
         )
+
+
+def bind_warnings(settings: Settings) -> list[str]:
+    """What is allowed but probably not meant: a network address that only loopback Host headers may reach."""
+    if not is_loopback(settings.http_host) and not settings.allowed_hosts:
+        return [
+            f"listening on {settings.http_host} without --allowed-hosts: only requests whose Host header is a "
+            "loopback name are accepted (DNS-rebinding protection), so clients reaching this address by name or "
+            "IP get 421. Add the names they use, e.g. --allowed-hosts mcp.example.lan:*"
+        ]
+    return []
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -90,6 +113,45 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+class HostHint:
+    """ASGI middleware: a 421 (Host header refused) says which flag admits the host."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        state = {"misdirected": False}
+
+        async def hinted(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 421:
+                state["misdirected"] = True
+                body = misdirected_body(host)
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
+                headers.append((b"content-length", str(len(body)).encode()))
+                await send({**message, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            if state["misdirected"]:
+                return  # the original body is replaced
+            await send(message)
+
+        await self.app(scope, receive, hinted)
+
+
+def misdirected_body(host: str) -> bytes:
+    shown = host if _SHOWABLE_HOST.match(host) else "this host"
+    name = shown.rsplit(":", 1)[0] if shown.count(":") == 1 else shown
+    return (
+        f"Host header {shown!r} is not allowed (DNS-rebinding protection accepts loopback names only). If clients "
+        f"reach this server under that name, start it with --allowed-hosts {name}:* "
+        "(env PVE_STEWARD_ALLOWED_HOSTS).\n"
+    ).encode()
+
+
 def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
     """The ASGI app: MCP at /mcp, /health, DNS-rebinding protection, size cap, optional bearer auth."""
     check_bind(settings)
@@ -102,14 +164,112 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
     app = mcp.streamable_http_app(
         transport_security=transport_security(settings),
         max_request_body_size=settings.max_request_bytes,
+        session_idle_timeout=settings.http_session_idle_timeout,
+        max_sessions=settings.http_max_sessions,
         host=settings.http_host,
     )
+    app = HostHint(app)
     token = settings.http_bearer_token
     return BearerAuth(app, token.get_secret_value()) if token is not None else app
+
+
+def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with header/body read deadlines and a per-address connection cap.
+
+    uvicorn itself only times out idle keep-alive connections: a client that sends half a request
+    line holds its connection (and a file descriptor) for ever, so a thousand of them starve the
+    server (issue 16). Deadlines are total, not per chunk, so trickling bytes does not extend them.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    deadlines = {h11.IDLE: settings.http_header_timeout, h11.SEND_BODY: settings.http_body_timeout}
+    cap = settings.http_max_connections_per_client
+    per_address: Counter[str] = Counter()
+
+    class GuardedH11Protocol(H11Protocol):
+        _address: str | None = None
+        _timer: asyncio.TimerHandle | None = None
+        _timed_state: Any = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._address = self.client[0] if self.client else None
+            if self._address is not None:
+                per_address[self._address] += 1
+                if per_address[self._address] > cap:
+                    log.warning("closing a connection from %s: more than %d open", self._address, cap)
+                    transport.close()
+                    return
+            self._rearm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel()
+            if self._address is not None:
+                per_address[self._address] -= 1
+                if per_address[self._address] <= 0:
+                    del per_address[self._address]
+                self._address = None
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._rearm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._rearm()
+
+        def _cancel(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = None
+            self._timed_state = None
+
+        def _rearm(self) -> None:
+            """Start the deadline of the read now awaited; keep it while the same read goes on."""
+            state = self.conn.their_state
+            if state is self._timed_state or self.transport.is_closing():
+                return
+            self._cancel()
+            if state in deadlines:
+                self._timed_state = state
+                self._timer = self.loop.call_later(deadlines[state], self._expired, state)
+
+        def _expired(self, state: Any) -> None:
+            self._timer = None
+            if self.transport.is_closing() or self.conn.their_state is not state:
+                self._timed_state = None
+                self._rearm()
+                return
+            if state is h11.SEND_BODY and self.flow.read_paused:  # we stopped reading, not the client
+                self._timer = self.loop.call_later(deadlines[state], self._expired, state)
+                return
+            what = "headers" if state is h11.IDLE else "body"
+            log.info("disconnecting %s: request %s not received in %.0f s", self._address, what, deadlines[state])
+            self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def raise_fd_limit() -> None:
+    """Use the hard limit on open files: every held connection costs one, and 1024 is a common soft limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        target = 65_536 if hard == resource.RLIM_INFINITY else min(hard, 65_536)
+        if target > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def run_http(mcp: Any, settings: Settings) -> None:
     import uvicorn
 
+    raise_fd_limit()
     app = build_http_app(mcp, settings)
-    uvicorn.run(app, host=settings.http_host, port=settings.http_port, log_level="warning")
+    for warning in bind_warnings(settings):
+        print(f"pve-steward: warning: {warning}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(
+        app, host=settings.http_host, port=settings.http_port, log_level="warning", http=guarded_protocol(settings)
+    )
+    uvicorn.Server(config).run()

@@ -1,10 +1,15 @@
-"""The operation registry: ``tools.yaml`` validated against the Python handlers.
+"""The operation registry: the handlers' own declarations plus the words from ``tools.yaml``.
 
-``tools.yaml`` (packaged; ``--tools-file`` may override it) is the single source for every
-operation's name, toolset, description, parameter descriptions, tier and annotations. The
-handlers keep their typed signatures; loading checks both agree, and that the file's schema and
-definitions versions are exactly the ones this code expects. Everything else is derived:
-granular tools, meta-tools, the read-only and toolset filters, docs and schema snapshots.
+What an operation *is* (its name, toolset, whether it writes, its tier, its destructive and
+idempotent hints, which handler runs it) is declared in code by ``@guarded(...)`` and read from
+``handlers.HANDLERS``. ``tools.yaml`` (packaged; ``--tools-file`` may override it) supplies only
+what it *says*: titles, summaries, descriptions and parameter descriptions. A file that sets
+anything else is refused at start, naming the key and the operation (design record 261203-3).
+Loading checks both agree on names and parameters, and that the file's schema and definitions
+versions are exactly the ones this code expects. Everything else is derived: granular tools,
+meta-tools, the read-only and toolset filters, docs and schema snapshots.
+
+This module does not import the guard; the guard does not import it (``handlers.py`` sits between).
 """
 
 from __future__ import annotations
@@ -20,11 +25,24 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pve_steward.handlers import HANDLERS, spec_of
 from pve_steward.security.tiers import Tier
 
 SCHEMA_VERSION = 1
 DEFINITIONS_VERSION = "2026.12.1"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{2,47}$")
+# The meta-tool holding the writes of each tier; its name is a binding, so it is code, not text.
+WRITE_TOOL_NAMES = {Tier.OPERATOR: "operate", Tier.ADMIN: "administer"}
+# What a tools file may set, per section; anything in CODE_KEYS is named as code-owned when tried.
+TEXT_KEYS = {
+    "operations": frozenset({"name", "title", "summary", "description", "parameters"}),
+    "toolsets": frozenset({"title", "description"}),
+    "write_tools": frozenset({"title", "description"}),
+}
+CODE_KEYS = frozenset(
+    {"handler", "tier", "annotations", "toolset", "read_only", "destructive", "idempotent", "open_world", "name"}
+)
+_TOP_KEYS = frozenset({"schema_version", "definitions_version", "toolsets", "write_tools", "operations"})
 
 
 class RegistryError(ValueError):
@@ -42,6 +60,8 @@ class Annotations(BaseModel):
 
 
 class Operation(BaseModel):
+    """One operation as registered: built by the Registry from the handler's declaration and the file's words."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
     toolset: str
@@ -70,12 +90,29 @@ class Operation(BaseModel):
         return self
 
 
+class OperationText(BaseModel):
+    """One operation's words in the tools file: the only things a file may say about it."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    title: str
+    summary: str = Field(max_length=90, description="one line for the action list of a meta-tool")
+    description: str = Field(min_length=10)
+    parameters: dict[str, str] = Field(default_factory=dict, description="parameter -> description")
+
+
 class Toolset(BaseModel):
     """A domain: its operations become one read meta-tool and, if it has writes, one write meta-tool."""
 
     model_config = ConfigDict(extra="forbid")
     title: str = Field(max_length=40)
     description: str = Field(min_length=10, max_length=200)
+
+
+class WriteToolText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(max_length=60)
+    description: str = Field(min_length=10, max_length=300)
 
 
 class WriteTool(BaseModel):
@@ -92,49 +129,84 @@ class ToolsFile(BaseModel):
     schema_version: Literal[1]
     definitions_version: str
     toolsets: dict[str, Toolset]
-    write_tools: dict[Tier, WriteTool]
-    operations: list[Operation]
+    write_tools: dict[Tier, WriteToolText]
+    operations: list[OperationText]
 
 
 class Registry:
-    """Validated operations, each bound to its guarded handler."""
+    """Operations as their handlers declare them, described by the tools file's words."""
 
     def __init__(self, spec: ToolsFile, handlers: dict[str, Callable[..., Any]]) -> None:
         self.spec = spec
         self.toolsets = dict(spec.toolsets)
-        self.write_tools = dict(spec.write_tools)
+        self.write_tools = {
+            tier: WriteTool(name=WRITE_TOOL_NAMES[tier], title=text.title, description=text.description)
+            for tier, text in spec.write_tools.items()
+            if tier in WRITE_TOOL_NAMES
+        }
         self.operations: dict[str, Operation] = {}
         self.handlers: dict[str, Callable[..., Any]] = {}
         errors: list[str] = []
-        named: set[str] = set()
-        for op in spec.operations:
-            if op.name in self.operations:
-                errors.append(f"operation '{op.name}' is defined twice")
-            if op.toolset not in self.toolsets:
-                errors.append(f"{op.name}: unknown toolset '{op.toolset}'")
-            if op.is_write and op.tier not in self.write_tools:
-                errors.append(f"{op.name}: no write_tools entry for tier {op.tier.value}")
-            fn = handlers.get(op.handler)
-            if fn is None:
-                errors.append(f"{op.name}: handler '{op.handler}' does not exist")
+        for text in spec.operations:
+            if text.name in self.operations:
+                errors.append(f"operation '{text.name}' is described twice")
                 continue
-            named.add(op.handler)
-            if not getattr(fn, "__guarded__", False):
-                errors.append(f"{op.name}: handler '{op.handler}' is not wrapped in @guarded")
-            params = set(handler_parameters(fn))
-            if params != set(op.parameters):
-                errors.append(
-                    f"{op.name}: tools.yaml lists parameters {sorted(op.parameters)} but the handler "
-                    f"takes {sorted(params)}"
-                )
-            self.operations[op.name] = op
-            self.handlers[op.name] = fn
+            fn = handlers.get(text.name)
+            if fn is None:
+                errors.append(f"{text.name}: no handler of that name exists (the tools file cannot add operations)")
+                continue
+            op = self._bind(text, fn, errors)
+            if op is not None:
+                self.operations[op.name] = op
+                self.handlers[op.name] = fn
         errors.extend(
-            f"handler '{missing}' is not named by any operation in tools.yaml"
-            for missing in sorted(set(handlers) - named)
+            f"handler '{missing}' has no description in the tools file (add an operations entry named {missing})"
+            for missing in sorted(set(handlers) - {o.name for o in spec.operations})
         )
+        used = {op.toolset for op in self.operations.values()}
+        errors.extend(
+            f"toolset '{t}' has no title/description in the tools file" for t in sorted(used - set(self.toolsets))
+        )
+        errors.extend(
+            f"the tools file describes toolset '{t}', which no handler uses" for t in sorted(set(self.toolsets) - used)
+        )
+        tiers = {op.tier for op in self.operations.values() if op.is_write}
+        errors.extend(f"no write_tools entry for tier {t.value}" for t in sorted(tiers - set(self.write_tools)))
         if errors:
             raise RegistryError("tool definitions do not match the code:\n  " + "\n  ".join(errors))
+
+    def _bind(self, text: OperationText, fn: Callable[..., Any], errors: list[str]) -> Operation | None:
+        """The Operation for one handler: facts from its declaration, words from the file."""
+        declared = spec_of(fn)
+        if declared is None or not getattr(fn, "__guarded__", False):
+            errors.append(f"{text.name}: handler '{text.name}' is not wrapped in @guarded")
+            return None
+        if declared.name != text.name:
+            errors.append(f"{text.name}: bound to handler '{declared.name}'; an operation runs only its own handler")
+            return None
+        params = set(handler_parameters(fn))
+        if params != set(text.parameters):
+            errors.append(
+                f"{text.name}: the tools file lists parameters {sorted(text.parameters)} but the handler "
+                f"takes {sorted(params)}"
+            )
+        annotations = Annotations(
+            read_only=not declared.is_write,
+            destructive=declared.destructive,
+            idempotent=declared.idempotent,
+            open_world=declared.open_world,
+        )
+        try:
+            return Operation(
+                **text.model_dump(),
+                toolset=declared.toolset,
+                handler=declared.name,
+                tier=declared.tier,
+                annotations=annotations,
+            )
+        except ValidationError as exc:
+            errors.append(f"{text.name}: {exc.errors()[0]['msg']}")
+            return None
 
     def select(
         self, *, tier: Tier, read_only: bool, toolsets: list[str] | None = None, disabled: list[str] | None = None
@@ -186,6 +258,7 @@ def read_tools_file(path: Path | None = None) -> ToolsFile:
             f"{where} has schema_version {raw.get('schema_version')!r}; this server reads "
             f"schema_version {SCHEMA_VERSION}"
         )
+    _only_text(raw, where)
     if raw.get("definitions_version") != DEFINITIONS_VERSION:
         raise RegistryError(
             f"{where} has definitions_version {raw.get('definitions_version')!r}, but this server's "
@@ -197,8 +270,44 @@ def read_tools_file(path: Path | None = None) -> ToolsFile:
         raise RegistryError(f"{where} is invalid: {exc}") from exc
 
 
+def _only_text(raw: dict[str, Any], where: str) -> None:
+    """Refuse a file that tries to set what the code decides, naming the key and the entry."""
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise RegistryError(
+            f"{where}: unknown top-level key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_TOP_KEYS))}"
+        )
+    entries: list[tuple[str, str, Any]] = []
+    for section in ("toolsets", "write_tools"):
+        value = raw.get(section)
+        if isinstance(value, dict):
+            entries += [(section, str(key), entry) for key, entry in value.items()]
+    operations = raw.get("operations")
+    if isinstance(operations, list):
+        entries += [
+            ("operations", str(entry.get("name", f"#{i + 1}")) if isinstance(entry, dict) else f"#{i + 1}", entry)
+            for i, entry in enumerate(operations)
+        ]
+    for section, label, entry in entries:
+        if not isinstance(entry, dict):
+            raise RegistryError(f"{where}: {section} entry '{label}' must be a mapping")
+        allowed = TEXT_KEYS[section]
+        for key in entry:
+            if key in allowed:
+                continue
+            what = "operation" if section == "operations" else section.rstrip("s").replace("_", " ")
+            if key in CODE_KEYS:
+                raise RegistryError(
+                    f"{where}: {what} '{label}' sets '{key}', which the code decides (whether an operation "
+                    "writes, its tier, toolset, annotations and handler are declared by the handler); a tools "
+                    f"file may change only {', '.join(sorted(allowed))}"
+                )
+            raise RegistryError(
+                f"{where}: {what} '{label}' has unknown key '{key}'; allowed: {', '.join(sorted(allowed))}"
+            )
+
+
 def load_registry(path: Path | None = None) -> Registry:
-    from pve_steward.security.guard import HANDLERS
     from pve_steward.tools import load_all
 
     load_all()

@@ -16,6 +16,7 @@ from pve_steward.server import ConnectionProblem, build_server
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
 from tests.integration.pve import api
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -41,14 +42,14 @@ async def test_tools_are_typed_and_annotated(demo_sim: SimServer, server_for: An
 async def test_cluster_overview_matches_the_api(demo_sim: SimServer, server_for: Any) -> None:
     result = await call(server_for(demo_sim), "cluster_overview")
     assert result.is_error is False
-    data = result.structured_content
+    data = plain(result.structured_content)
     raw = api(demo_sim).cluster.resources.get(type="vm")
     assert data["cluster_name"] == "demo" and data["quorate"] is True and data["pve_version"] == "9.1.2"
     assert [n["name"] for n in data["nodes"]] == ["pve1", "pve2", "pve3"]
     assert data["guests"]["total"] == len(raw)
     assert data["guests"]["running"] == sum(1 for r in raw if r["status"] == "running" and not r.get("template"))
     assert data["ha_resources"] == 3 and data["incomplete"] == []
-    assert json.loads(result.content[0].text) == data  # text and structured content carry the same value
+    assert plain(json.loads(result.content[0].text)) == data  # text and structured content carry the same value
 
 
 async def test_list_guests_filters_and_pages(demo_sim: SimServer, server_for: Any) -> None:
@@ -60,12 +61,12 @@ async def test_list_guests_filters_and_pages(demo_sim: SimServer, server_for: An
         tagged = (await c.call_tool("list_guests", {"tag": "web"})).structured_content
         named = (await c.call_tool("list_guests", {"name": "web*"})).structured_content
         cts = (await c.call_tool("list_guests", {"type": "lxc", "status": "running"})).structured_content
-    assert {g["node"] for g in pve3["items"]} == {"pve3"} and pve3["page"]["total"] == 6
+    assert {plain(g["node"]) for g in pve3["items"]} == {"pve3"} and pve3["page"]["total"] == 6
     assert first["page"] == {"total": 22, "offset": 0, "returned": 5, "next_offset": 5}
     assert [g["vmid"] for g in first["items"]] == [100, 101, 102, 103, 104]
     assert second.structured_content["items"][0]["vmid"] == 105
     assert [g["vmid"] for g in tagged["items"]] == [100, 101]
-    assert [g["name"] for g in named["items"]] == ["web01", "web02"]
+    assert [plain(g["name"]) for g in named["items"]] == ["web01", "web02"]
     assert {g["type"] for g in cts["items"]} == {"lxc"}
 
 
@@ -75,7 +76,7 @@ async def test_get_guest_redacts_secrets_and_marks_untrusted_text(demo_sim: SimS
         web = (await c.call_tool("get_guest", {"vmid": 100, "include_config": True})).structured_content
         crm = (await c.call_tool("get_guest", {"vmid": 113})).structured_content
         gpu = (await c.call_tool("get_guest", {"vmid": 105})).structured_content
-    assert web["node"] == "pve1" and web["config"]["cipassword"] == "***redacted***"
+    assert web["node"] == {"untrusted": True, "text": "pve1"} and web["config"]["cipassword"] == "***redacted***"
     assert "$5$" not in json.dumps(web)
     assert crm["description"]["untrusted"] is True and "ignore all previous instructions" in crm["description"]["text"]
     assert crm["snapshots"] == 1 and crm["status"] == "stopped"
@@ -90,6 +91,7 @@ async def test_tasks(demo_sim: SimServer, server_for: Any) -> None:
         vzdump = next(t for t in failed["items"] if t["type"] == "vzdump")
         detail = (await c.call_tool("get_task", {"upid": vzdump["upid"], "log_lines": 3})).structured_content
         pve2 = (await c.call_tool("list_tasks", {"node": "pve2", "type": "vzdump"})).structured_content
+    detail, pve2 = plain(detail), plain(pve2)
     assert detail["task"]["state"] == "failed" and detail["task"]["exitstatus"] == "job errors"
     assert detail["log_tail"][-1] == "TASK ERROR: job errors" and len(detail["log_tail"]) == 3
     assert [t["node"] for t in pve2["items"]] == ["pve2"]
@@ -183,4 +185,4 @@ async def test_stdio_subprocess_lists_tools(demo_sim: SimServer, tmp_path: Path)
         names = {t.name for t in (await c.list_tools()).tools}
         overview = await c.call_tool("cluster_overview", {})
     assert {"cluster_overview", "get_guest"} <= names
-    assert overview.structured_content["cluster_name"] == "demo"
+    assert plain(overview.structured_content["cluster_name"]) == "demo"

@@ -14,6 +14,7 @@ from pve_steward.security.audit import verify
 from pve_steward.server import build_server
 from pvesim.server import SimServer
 from tests.integration.pve import control
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +98,15 @@ async def test_preview_then_confirm_runs_the_task_and_reports_progress(
 
     async with Client(mcp) as c:
         body = await preview(c, "guest_shutdown", vmid=100)
-        assert body["target"] == {"vmid": 100, "name": "web01", "type": "qemu", "node": "pve1", "sid": None, "id": None}
+        assert plain(body["target"]) == {
+            "vmid": 100,
+            "name": "web01",
+            "type": "qemu",
+            "node": "pve1",
+            "sid": None,
+            "id": None,
+        }
+        assert body["target"]["name"] == {"untrusted": True, "text": "web01"}
         assert all(check["ok"] for check in body["checks"]) and body["effects"] and body["risks"]
         assert guest(sim, 100).status == "running"  # a preview changes nothing
         done = await c.call_tool(
@@ -134,7 +143,7 @@ async def test_failed_task_is_reported_as_failed(start_sim: Any, server_for: Any
         done = await confirm(c, "guest_start", body["confirm_token"], vmid=113)
     result = done.structured_content
     assert result["status"] == "failed" and result["task"]["state"] == "failed"
-    assert "OOM" in result["task"]["exitstatus"] and "FAILED" in result["next_step"]
+    assert "OOM" in plain(result["task"]["exitstatus"]) and "FAILED" in result["next_step"]
     assert guest(sim, 113).status == "stopped"
     last = audit_records(tmp_path / "audit.jsonl")[-1]
     assert last["outcome"] == "task_failed" and last["task_state"] == "failed"
@@ -186,6 +195,7 @@ async def test_tokens_from_another_server_key_are_refused_but_replicas_share_one
     sim = start_sim("demo")
     key = tmp_path / "confirm.key"
     key.write_bytes(b"0123456789abcdef0123456789abcdef")
+    key.chmod(0o600)  # a key file others can read is refused
     replica_a = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
     replica_b = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
     stranger = build_server(settings_for(sim, "operator@pve!mcp", tier="operator"))
@@ -211,6 +221,7 @@ async def test_tier_is_enforced_behind_registration(start_sim: Any, settings_for
     sim = start_sim("demo")
     key = tmp_path / "confirm.key"
     key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
     admin = build_server(settings_for(sim, "operator@pve!mcp", tier="admin", confirm_key_file=key))
     operator = build_server(settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key))
     async with Client(admin) as c:

@@ -61,7 +61,7 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
     overview = _text(
         inspector(*stdio, "--method", "tools/call", "--tool-name", "cluster", "--tool-arg", "action=cluster_overview")
     )
-    assert overview["result"]["cluster_name"] == "demo"
+    assert overview["result"]["cluster_name"] == {"untrusted": True, "text": "demo"}
     guest = _text(
         inspector(
             *stdio,

@@ -58,6 +58,7 @@ def test_normalisation_and_validation() -> None:
 def test_secret_from_file_and_never_printed(tmp_path: Path) -> None:
     secret_file = tmp_path / "secret"
     secret_file.write_text("3f1c9a7e-secret-value\n")
+    secret_file.chmod(0o600)
     s = Settings(token_secret_file=secret_file)
     assert s.secret() == "3f1c9a7e-secret-value"
     direct = Settings(token_secret=SecretStr("3f1c9a7e-secret-value"))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+import unicodedata
+import urllib.parse
 
 import pytest
+import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pve_steward.client import api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
+from pve_steward.client import Segment, api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
 from pve_steward.pve.ids import InvalidIdentifier, parse_upid
 
 HOSTILE = [
@@ -135,3 +138,128 @@ def test_any_text_accepted_as_snapshot_cannot_escape(text: str) -> None:
     except InvalidIdentifier:
         return
     assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{1,39}", seg.value)
+
+
+# ---------------------------------------------------------------- UPIDs and the request line
+
+# pve-common src/PVE/UPID.pm encode: UPID:node:%08X pid:%08X pstart:%08X starttime:type:id:user:
+GOOD_UPIDS = [
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:root@pam:",
+    "UPID:pve1:00001234:1ABCDEF00:6B10377E:vzdump::root@pam:",  # 9-digit pstart, empty id
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:we?ird#us%er@pve!tok:",  # PVE user names allow these
+]
+BAD_UPIDS = [
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:root@pam:\n",  # Perl's $ would take it; we do not
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:root@pam",  # no final colon
+    "UPID:pve1:1234:00ABCDEF:6B10377E:qmstart:100:root@pam:",  # pid not 8 hex digits
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qm start:100:root@pam:",  # whitespace in a field
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:ro\x07ot@pam:",  # control character
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:ro\x00ot@pam:",
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:ro\x7fot@pam:",
+    "UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:1/0:root@pam:",  # '/' in a field
+    "UPID:-pve1:00001234:00ABCDEF:6B10377E:qmstart:100:root@pam:",  # node grammar
+    "upid:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:root@pam:",
+]
+
+
+@pytest.mark.parametrize("good", GOOD_UPIDS)
+def test_upids_follow_pve_grammar(good: str) -> None:
+    assert upid(good).value == good
+
+
+@pytest.mark.parametrize("bad", BAD_UPIDS)
+def test_upids_outside_pve_grammar_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidIdentifier, match=r"^invalid upid "):
+        upid(bad)
+
+
+def _client(**extra: object):  # type: ignore[no-untyped-def]
+    from pve_steward.client import ProxmoxerClient
+    from pve_steward.config import Settings
+
+    values: dict[str, object] = {"url": "pve.invalid:8006", "token_id": "ops@pve!mcp", "token_secret": "s" * 36}
+    values.update(extra)
+    return ProxmoxerClient(Settings(**values))  # type: ignore[arg-type]
+
+
+class _Recorder:
+    """Stands in for the network under requests: records each prepared request and answers JSON."""
+
+    def __init__(self) -> None:
+        self.sent: list[requests.PreparedRequest] = []
+
+    def send(self, request: requests.PreparedRequest, **_: object) -> requests.Response:
+        self.sent.append(request)
+        response = requests.Response()
+        response.status_code = 200
+        response._content = b'{"data": {"status": "stopped"}}'
+        response.headers["Content-Type"] = "application/json"
+        response.request = request
+        return response
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
+    rec = _Recorder()
+    monkeypatch.setattr(requests.Session, "send", lambda self, request, **kw: rec.send(request, **kw))
+    return rec
+
+
+@pytest.mark.anyio
+async def test_a_upid_with_query_and_fragment_characters_is_percent_encoded_on_the_request_line(
+    recorder: _Recorder,
+) -> None:
+    client = _client()
+    try:
+        raw = GOOD_UPIDS[2]
+        await client.get(api_path("nodes", node("pve1"), "tasks", upid(raw), "status"))
+    finally:
+        client.close()
+    (sent,) = recorder.sent
+    path = sent.path_url
+    assert "?" not in path and "#" not in path
+    assert re.fullmatch(r"(?:[^%]|%[0-9A-F]{2})*", path), path  # every '%' starts an escape
+    assert path.endswith(
+        "/nodes/pve1/tasks/UPID:pve1:00001234:00ABCDEF:6B10377E:qmstart:100:we%3Fird%23us%25er@pve%21tok:/status"
+    )
+    assert urllib.parse.unquote(path).endswith(f"/tasks/{raw}/status")
+
+
+@given(st.text(max_size=60))
+def test_no_segment_puts_query_fragment_percent_or_control_characters_on_the_line(text: str) -> None:
+    try:
+        seg = Segment(text)
+    except ValueError:
+        assert text in ("", ".", "..") or any(unicodedata.category(c) == "Cc" for c in text)
+        return
+    (encoded,) = api_path(seg).encoded()
+    assert not set(encoded) & {"?", "#", "/", " "} and not any(unicodedata.category(c) == "Cc" for c in encoded)
+    assert re.fullmatch(r"(?:[^%]|%[0-9A-F]{2})*", encoded) and urllib.parse.unquote(encoded) == text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("extra", [{"read_only": True}, {"tier": "read_only"}])
+async def test_a_read_only_servers_client_refuses_writes_before_sending(
+    recorder: _Recorder, extra: dict[str, object]
+) -> None:
+    from pve_steward.client import WriteRefused
+
+    client = _client(**extra)
+    try:
+        for method in ("POST", "PUT", "DELETE"):
+            with pytest.raises(WriteRefused, match=f"^{method} /nodes/pve1/qemu/100/status/stop refused: .*read-only"):
+                await client.call(method, api_path("nodes", node("pve1"), "qemu", vmid(100), "status", "stop"))  # type: ignore[arg-type]
+        assert await client.get(api_path("version")) == {"status": "stopped"}
+    finally:
+        client.close()
+    assert [r.method for r in recorder.sent] == ["GET"]
+
+
+@pytest.mark.anyio
+async def test_a_writing_servers_client_sends_the_post(recorder: _Recorder) -> None:
+    client = _client(tier="operator")
+    try:
+        await client.call("POST", api_path("nodes", node("pve1"), "qemu", vmid(100), "status", "start"))
+    finally:
+        client.close()
+    assert [(r.method, r.path_url) for r in recorder.sent] == [("POST", "/api2/json/nodes/pve1/qemu/100/status/start")]

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from pve_steward.models import Untrusted
+
 GuestType = Literal["qemu", "lxc"]
 REDACTED = "***redacted***"
 
@@ -84,7 +86,7 @@ class Volume:
 
     key: Annotated[str, _doc("config key, e.g. scsi0, ide2, rootfs, mp0, unused0")]
     volid: Annotated[str, _doc("volume id (storage:name), 'none', 'cdrom' or a host path")]
-    storage: Annotated[str | None, _doc("storage id, None for host paths and empty drives")] = None
+    storage: Annotated[Untrusted | None, _doc("storage id, None for host paths and empty drives")] = None
     size_bytes: int | None = None
     cdrom: bool = False
     unused: bool = False

@@ -9,6 +9,7 @@ anything that does not validate. The formats follow pve-common's JSONSchema regi
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -17,6 +18,8 @@ from pydantic import AfterValidator, Field
 NODE_RE = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?$")
 STORAGE_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9\-_.]*[a-zA-Z0-9]$")
 SNAPSHOT_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{1,39}$")
+# pve-common src/PVE/UPID.pm decode: the same groups. Python's fullmatch also refuses the trailing
+# newline Perl's '$' would let through, and check_upid refuses control characters PVE's [^:\s/] allows.
 UPID_RE = re.compile(
     r"^UPID:(?P<node>[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?):(?P<pid>[0-9A-Fa-f]{8}):(?P<pstart>[0-9A-Fa-f]{8,9}):"
     r"(?P<starttime>[0-9A-Fa-f]{8}):(?P<type>[^:\s/]+):(?P<id>[^:\s/]*):(?P<user>[^:\s/]+):$"
@@ -76,8 +79,11 @@ def check_snapshot(value: str, param: str = "snapshot") -> str:
 
 
 def check_upid(value: str, param: str = "upid") -> str:
+    """PVE's UPID grammar (pve-common PVE/UPID.pm decode), with no control character anywhere."""
     if not isinstance(value, str) or len(value) > 512 or not UPID_RE.fullmatch(value):
         raise InvalidIdentifier(param, value, "expected a PVE task id 'UPID:node:pid:pstart:starttime:type:id:user:'")
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise InvalidIdentifier(param, value, "a task id never contains control characters")
     return value
 
 

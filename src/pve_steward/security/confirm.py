@@ -21,6 +21,7 @@ from mcp.server.mcpserver import Context, Elicit
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from pve_steward.security.sanitise import one_line
 from pve_steward.security.tokens import TokenRefused, TokenSigner
 
 # Arguments that do not change what the write does: they may differ between preview and execution.
@@ -55,7 +56,7 @@ def describe_call(op: str, args: dict[str, Any], summary: str) -> str:
         for k, v in sorted(args.items())
         if k not in NOT_BOUND and v is not None
     )
-    return f"Confirm on Proxmox VE: {summary} [{op}({shown})]"
+    return f"Confirm on Proxmox VE: {one_line(summary)} [{op}({shown})]"  # the summary carries cluster names
 
 
 def token_problem(signer: TokenSigner, token: str, op: str, call: str, now: float) -> tuple[dict[str, Any] | None, str]:

@@ -1,5 +1,7 @@
-"""``@guarded``: every tool handler runs through it.
+"""``@guarded(...)``: every tool handler runs through it, and declares what the handler is.
 
+The decorator's arguments (toolset, tier, destructive, idempotent) are the operation's write-ness,
+fixed in code (see ``handlers.py``); the wrapper checks policy against them, never against a file.
 It refuses an operation the configuration does not allow (defence in depth behind registration),
 maps our errors to ``ToolError`` messages with the fix, times the call and writes exactly one
 audit record per call, whatever the outcome. A handler that is not guarded cannot be
@@ -17,24 +19,27 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
+from pve_steward.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.security.audit import redact_params
+from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenRefused
 from pve_steward.tools.context import ToolContext
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-Handler = Callable[..., Awaitable[Any]]
-HANDLERS: dict[str, Handler] = {}
+__all__ = ["HANDLERS", "Refused", "guarded", "policy_refusal"]
 
 
 class Refused(ToolError):
     """A deliberate refusal (not an error in PVE): precondition failed, policy, invalid input."""
 
 
-def policy_refusal(t: ToolContext) -> str | None:
-    op = t.op
+def policy_refusal(t: ToolContext, op: HandlerSpec) -> str | None:
+    """Refuse by the handler's own declaration; a context naming another operation is refused too."""
     settings = t.settings
+    if t.op.name != op.name:
+        return f"handler {op.name} was called as {t.op.name}; an operation name cannot be re-bound"
     if op.is_write and settings.read_only:
         return f"{op.name} is a write and this server runs read-only"
     if op.is_write and not settings.tier.allows(op.tier):
@@ -42,12 +47,29 @@ def policy_refusal(t: ToolContext) -> str | None:
     return None
 
 
-def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
-    name = fn.__name__
+def guarded(
+    *,
+    toolset: str,
+    tier: Tier = Tier.READ_ONLY,
+    destructive: bool = False,
+    idempotent: bool = True,
+    open_world: bool = False,
+) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+    """Declare a handler: a read by default; ``tier=`` operator or admin makes it a write."""
+
+    def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+        spec = HandlerSpec(fn.__name__, toolset, tier, destructive, idempotent, open_world)
+        spec.check()
+        return _wrap(fn, spec)
+
+    return decorate
+
+
+def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awaitable[R]]:
+    name = op.name
 
     @functools.wraps(fn)
     async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
-        op = t.op
         started = time.monotonic()
         base: dict[str, Any] = {
             "event": "tool_call",
@@ -73,7 +95,7 @@ def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
                     }
                 )
 
-        refusal = policy_refusal(t)
+        refusal = policy_refusal(t, op)
         if refusal:
             audit("denied", reason=refusal)
             raise Refused(refusal)
@@ -112,6 +134,7 @@ def guarded(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
         return result
 
     wrapper.__guarded__ = True  # type: ignore[attr-defined]
+    setattr(wrapper, SPEC_ATTRIBUTE, op)
     if name in HANDLERS and HANDLERS[name] is not wrapper:
         raise RuntimeError(f"two tool handlers are named {name}")
     HANDLERS[name] = wrapper

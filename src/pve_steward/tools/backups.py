@@ -16,7 +16,7 @@ from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, UntrustedText, iso, untrusted
+from pve_steward.models import PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import BackupJobId, VmId
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
@@ -37,12 +37,12 @@ class BackupJob(BaseModel):
     schedule: str | None
     interval_hours: float | None = Field(None, description="longest gap between two runs; null if not understood")
     next_run: str | None = None
-    storage: str | None
+    storage: Untrusted | None
     mode: str | None
     selection: str = Field(description="all, all except ..., vmids ..., or pool ...")
-    node: str | None = Field(None, description="only guests on this node")
+    node: Untrusted | None = Field(None, description="only guests on this node")
     retention: str | None = Field(None, description="prune-backups settings")
-    comment: UntrustedText | None = None
+    comment: Untrusted | None = None
 
 
 def _job(r: dict[str, Any]) -> BackupJob:
@@ -77,7 +77,7 @@ class BackupJobs(BaseModel):
     disabled: list[str]
 
 
-@guarded
+@guarded(toolset="backups")
 async def list_backup_jobs(t: ToolContext) -> BackupJobs:
     """GET /cluster/backup with schedules read into intervals."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup"))
@@ -87,8 +87,8 @@ async def list_backup_jobs(t: ToolContext) -> BackupJobs:
 
 class CoveredGuest(BaseModel):
     vmid: int
-    name: str
-    node: str
+    name: Untrusted
+    node: Untrusted
 
 
 class BackupJobDetail(BaseModel):
@@ -100,7 +100,7 @@ class BackupJobDetail(BaseModel):
     )
 
 
-@guarded
+@guarded(toolset="backups")
 async def get_backup_job(
     t: ToolContext, id: BackupJobId, limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100
 ) -> BackupJobDetail:
@@ -129,24 +129,24 @@ async def get_backup_job(
 
 class Backup(BaseModel):
     volid: str
-    storage: str
+    storage: Untrusted
     vmid: int | None
     created: str | None
     age_hours: float | None
     size_bytes: int | None = None
     protected: bool = False
     verified: str | None = Field(None, description="PBS verification: ok or failed; null if never verified")
-    notes: UntrustedText | None = None
+    notes: Untrusted | None = None
 
 
 class BackupList(BaseModel):
     page: PageInfo
     items: list[Backup]
-    storages_read: list[str]
+    storages_read: list[Untrusted]
     incomplete: list[str] = Field(default_factory=list, description="backup storages that could not be read")
 
 
-@guarded
+@guarded(toolset="backups")
 async def list_backups(
     t: ToolContext,
     vmid: VmId | None = None,
@@ -213,7 +213,7 @@ async def list_backups(
 
 class UncoveredGuest(BaseModel):
     vmid: int
-    name: str | None
+    name: Untrusted | None
     type: str | None
 
 
@@ -222,7 +222,7 @@ class UncoveredGuests(BaseModel):
     items: list[UncoveredGuest]
 
 
-@guarded
+@guarded(toolset="backups")
 async def guests_without_backup_job(t: ToolContext) -> UncoveredGuests:
     """GET /cluster/backup-info/not-backed-up: guests no backup job selects (PVE's own computation)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup-info", "not-backed-up"))

@@ -8,12 +8,13 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.errors import PveError
+from pve_steward.models import Untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
 
 class NodeSummary(BaseModel):
-    name: str
+    name: Untrusted
     online: bool
     cpu_fraction: float | None = Field(None, description="CPU utilisation 0..1")
     cpus: int | None = None
@@ -36,7 +37,7 @@ class GuestCounts(BaseModel):
 class ClusterOverview(BaseModel):
     """Quorum, nodes with load, guest counts, PVE version."""
 
-    cluster_name: str | None = Field(None, description="None for a single node outside a cluster")
+    cluster_name: Untrusted | None = Field(None, description="None for a single node outside a cluster")
     quorate: bool | None = None
     pve_version: str | None = None
     nodes: list[NodeSummary]
@@ -46,7 +47,7 @@ class ClusterOverview(BaseModel):
     incomplete: list[str] = Field(default_factory=list, description="reads that failed; figures may be partial")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def cluster_overview(t: ToolContext) -> ClusterOverview:
     """One-call overview; reads run concurrently."""
     got = await gather(
@@ -107,7 +108,7 @@ async def cluster_overview(t: ToolContext) -> ClusterOverview:
 
 
 class Member(BaseModel):
-    name: str
+    name: Untrusted
     nodeid: int | None = None
     ip: str | None = None
     online: bool
@@ -116,15 +117,15 @@ class Member(BaseModel):
 class ClusterMembership(BaseModel):
     """Corosync's view: cluster name, config version, quorum, members."""
 
-    cluster_name: str | None = Field(None, description="None for a standalone node")
+    cluster_name: Untrusted | None = Field(None, description="None for a standalone node")
     config_version: int | None = None
     quorate: bool | None = None
     expected_nodes: int | None = None
     members: list[Member]
-    offline: list[str]
+    offline: list[Untrusted]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def cluster_membership(t: ToolContext) -> ClusterMembership:
     """GET /cluster/status: who is in the cluster, who is online, is there quorum."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "status"))
@@ -166,7 +167,7 @@ def _flat(value: Any) -> str:
     return str(value)
 
 
-@guarded
+@guarded(toolset="cluster")
 async def cluster_options(t: ToolContext) -> ClusterOptions:
     """GET /cluster/options, with the operationally relevant options pulled out."""
     opts: dict[str, Any] = await t.client.get(api_path("cluster", "options"))
@@ -197,7 +198,7 @@ class TokenPermissions(BaseModel):
     can_write_guests: bool = Field(description="holds VM.PowerMgmt somewhere")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def token_permissions(t: ToolContext) -> TokenPermissions:
     """Effective privileges of the configured API token (GET /access/permissions)."""
     perms: dict[str, dict[str, int]] = await t.client.get(api_path("access", "permissions"))

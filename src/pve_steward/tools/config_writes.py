@@ -24,6 +24,8 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import BackupJobId, ReplicationJobId, Upid, VmId, parse_upid
 from pve_steward.security.guard import Refused, guarded
+from pve_steward.security.sanitise import quote_name
+from pve_steward.security.tiers import Tier
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import guest_path
 from pve_steward.tools.twophase import (
@@ -95,7 +97,7 @@ async def _config_plan(
     return _sync_plan(g.target(), g.state(), effect, risks, checks, execute, verify)
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_set_tags(
     t: ToolContext, vmid: VmId, tags: Annotated[list[Tag], Field(max_length=32)], confirm_token: Token | None = None
 ) -> WriteResult:
@@ -104,7 +106,7 @@ async def guest_set_tags(
 
     async def plan() -> Plan:
         g = await load_guest(t, vmid)
-        before = ", ".join(g.cfg.tags) or "none"
+        before = ", ".join(map(quote_name, g.cfg.tags)) or "none"
         after = ", ".join(wanted) or "none"
         changes: dict[str, Any] = {"tags": ";".join(wanted)} if wanted else {"delete": "tags"}
         return await _config_plan(
@@ -119,7 +121,7 @@ async def guest_set_tags(
     return await two_phase(t, write_params(vmid, tags=wanted), plan, confirm_token, False, WAIT_SYNC)
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True)
 async def guest_set_notes(t: ToolContext, vmid: VmId, notes: Notes, confirm_token: Token | None = None) -> WriteResult:
     """Replace a guest's notes (its description); the old text is shown in the preview."""
 
@@ -144,7 +146,7 @@ async def guest_set_notes(t: ToolContext, vmid: VmId, notes: Notes, confirm_toke
     return await two_phase(t, write_params(vmid, notes=notes), plan, confirm_token, False, WAIT_SYNC)
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_set_onboot(
     t: ToolContext, vmid: VmId, enabled: bool, confirm_token: Token | None = None
 ) -> WriteResult:
@@ -173,7 +175,7 @@ async def _tasks_holding(t: ToolContext, g: Guest) -> list[str]:
     return [str(r.get("upid")) for r in rows if r.get("status") in (None, "running") and not r.get("endtime")]
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True)
 async def guest_unlock(t: ToolContext, vmid: VmId, confirm_token: Token | None = None) -> WriteResult:
     """Clear a stuck config lock, only when no task of the guest is still running (PVE: root@pam only)."""
 
@@ -222,7 +224,7 @@ async def guest_unlock(t: ToolContext, vmid: VmId, confirm_token: Token | None =
 HaState = Literal["started", "stopped", "disabled", "ignored"]
 
 
-@guarded
+@guarded(toolset="ha", tier=Tier.OPERATOR, destructive=True)
 async def ha_set_state(
     t: ToolContext,
     vmid: VmId,
@@ -290,7 +292,7 @@ async def ha_set_state(
     return await two_phase(t, write_params(vmid, state=state), plan, confirm_token, wait, wait_timeout)
 
 
-@guarded
+@guarded(toolset="backups", tier=Tier.ADMIN, destructive=True)
 async def backup_job_set_enabled(
     t: ToolContext, id: BackupJobId, enabled: bool, confirm_token: Token | None = None
 ) -> WriteResult:
@@ -353,7 +355,7 @@ async def backup_job_set_enabled(
     return await two_phase(t, {"id": id, "enabled": enabled}, plan, confirm_token, False, WAIT_SYNC)
 
 
-@guarded
+@guarded(toolset="storage", tier=Tier.OPERATOR, destructive=True)
 async def replication_set_enabled(
     t: ToolContext, job: ReplicationJobId, enabled: bool, confirm_token: Token | None = None
 ) -> WriteResult:
@@ -407,7 +409,7 @@ async def replication_set_enabled(
     return await two_phase(t, {"job": job, "enabled": enabled}, plan, confirm_token, False, WAIT_SYNC)
 
 
-@guarded
+@guarded(toolset="tasks", tier=Tier.ADMIN, destructive=True)
 async def task_stop(t: ToolContext, upid: Upid, confirm_token: Token | None = None) -> WriteResult:
     """Stop a running task (its work is left unfinished; locks it holds may stay)."""
     info = parse_upid(upid)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 from pve_steward.admission import Admission
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
+from pve_steward.handlers import OperationView
 from pve_steward.inventory import InventoryCache
 from pve_steward.naming import Naming
 from pve_steward.readcache import ReadCache
 from pve_steward.security.audit import AuditLog
 
 if TYPE_CHECKING:
-    from pve_steward.registry import Operation
     from pve_steward.security.tokens import TokenSigner
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -47,7 +47,7 @@ class ToolContext:
     """One tool call: the operation being run, progress reporting, who is calling, audit extras."""
 
     app: AppContext
-    op: Operation
+    op: OperationView
     progress: Progress = _no_progress
     client_identity: str | None = None
     can_elicit: bool = False

@@ -54,7 +54,7 @@ def refer(t: ToolContext, report: Report) -> Report:
     return report.model_copy(update={"findings": findings})
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def check_cluster_health(
     t: ToolContext, areas: list[Area] | None = None, detail: bool = False, limit: Limit = 50
@@ -64,42 +64,42 @@ async def check_cluster_health(
     return await _area(t, chosen, detail, limit, "health")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_backups(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Backup coverage, freshness, failed runs, verification, retention."""
     return await _area(t, ["backups"], detail, limit, "backups")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_capacity(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Storage usage and thin overcommit, node memory, swap, vCPU ratio, N+1."""
     return await _area(t, ["capacity"], detail, limit, "capacity")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_ha(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Quorum, nodes, HA manager and resource states, maintenance, HA rules and groups."""
     return await _area(t, ["cluster", "ha"], detail, limit, "cluster_ha")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_replication(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failing, lagging, disabled replication jobs."""
     return await _area(t, ["replication"], detail, limit, "replication")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Stuck locks, old snapshots, silent guest agents, onboot."""
     return await _area(t, ["guests"], detail, limit, "guests")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failed tasks, certificates, repositories, pending updates, SMART, ZFS."""
@@ -113,7 +113,7 @@ class MigratabilityReport(BaseModel):
     omitted_guests: int = 0
 
 
-@guarded
+@guarded(toolset="diagnostics")
 @heavy
 async def diagnose_migratability(
     t: ToolContext, vmid: VmId | None = None, node: NodeName | None = None, detail: bool = False, limit: Limit = 50
@@ -158,7 +158,7 @@ class CodeDoc(BaseModel):
     thresholds: dict[str, float] = Field(default_factory=dict, description="thresholds in effect for this rule")
 
 
-@guarded
+@guarded(toolset="diagnostics")
 async def explain_finding(t: ToolContext, code: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{2,63}$")]) -> CodeDoc:
     """What a finding code means, its rule, default severity and fix (no cluster access)."""
     info = CODES.get(code)

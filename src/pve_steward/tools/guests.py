@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import gather
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, UntrustedText, iso, untrusted
+from pve_steward.models import PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import guarded
@@ -21,15 +21,15 @@ MAX_PAGE = 500
 
 class GuestRow(BaseModel):
     vmid: int
-    name: str
+    name: Untrusted
     type: Literal["qemu", "lxc"]
-    node: str
+    node: Untrusted
     status: str
     cpu_fraction: float | None = None
     mem_bytes: int | None = None
     maxmem_bytes: int | None = None
     uptime_s: int | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[Untrusted] = Field(default_factory=list)
     lock: str | None = None
     ha_state: str | None = None
     template: bool = False
@@ -40,7 +40,7 @@ class GuestList(BaseModel):
     items: list[GuestRow]
 
 
-@guarded
+@guarded(toolset="guests")
 async def list_guests(
     t: ToolContext,
     node: NodeName | None = None,
@@ -94,9 +94,9 @@ async def list_guests(
 
 class GuestDetail(BaseModel):
     vmid: int
-    name: str
+    name: Untrusted
     type: Literal["qemu", "lxc"]
-    node: str
+    node: Untrusted
     status: str
     qmp_status: str | None = None
     uptime_s: int | None = None
@@ -109,20 +109,20 @@ class GuestDetail(BaseModel):
     agent_enabled: bool
     template: bool
     lock: str | None = None
-    tags: list[str]
+    tags: list[Untrusted]
     ha_managed: bool
     ha_state: str | None = None
     volumes: list[Volume]
     local_devices: list[str]
     mapped_devices: dict[str, str]
     snapshots: int | None = None
-    description: UntrustedText | None = None
+    description: Untrusted | None = None
     config: dict[str, Any] | None = Field(None, description="raw config with secrets redacted (include_config=true)")
     digest: str | None = None
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="guests")
 async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) -> GuestDetail:
     """One guest: where it runs, its parsed config and live status. The node is resolved by the server."""
     ref = await resolve_guest(t.client, vmid)
@@ -177,22 +177,22 @@ async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) ->
 
 
 class Snapshot(BaseModel):
-    name: str
-    parent: str | None = None
+    name: Untrusted
+    parent: Untrusted | None = None
     created: str | None = None
     age_days: float | None = None
     with_ram: bool = Field(description="includes the running memory state (vmstate)")
-    description: UntrustedText | None = None
+    description: Untrusted | None = None
 
 
 class SnapshotList(BaseModel):
     vmid: int
-    node: str
-    current_parent: str | None = Field(None, description="the snapshot the running state derives from")
+    node: Untrusted
+    current_parent: Untrusted | None = Field(None, description="the snapshot the running state derives from")
     items: list[Snapshot] = Field(description="oldest first")
 
 
-@guarded
+@guarded(toolset="guests")
 async def list_snapshots(t: ToolContext, vmid: VmId) -> SnapshotList:
     """A guest's snapshots with age and parent chain; the node is resolved by the server."""
     ref = await resolve_guest(t.client, vmid)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.errors import PveError
-from pve_steward.models import UntrustedText, untrusted
+from pve_steward.models import Untrusted, untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
@@ -17,27 +17,27 @@ _LRM = re.compile(r"^\S+ \((?P<state>[^,]+),")
 
 
 class Lrm(BaseModel):
-    node: str
+    node: Untrusted
     state: str = Field(description="active, idle, maintenance mode, old timestamp - dead?, ...")
 
 
 class HaService(BaseModel):
     sid: str
-    node: str
+    node: Untrusted
     state: str = Field(description="what the HA manager is doing: started, stopped, fence, error, migrate...")
     requested: str | None = Field(None, description="the configured request state")
 
 
 class HaStatus(BaseModel):
     quorate: bool | None
-    master: str | None = Field(None, description="node running the active CRM")
+    master: Untrusted | None = Field(None, description="node running the active CRM")
     lrms: list[Lrm]
     services: list[HaService]
     fencing: str | None = Field(None, description="PVE 9: armed or disarmed")
     attention: list[str] = Field(description="services in error/fence/recovery and LRMs not active or idle")
 
 
-@guarded
+@guarded(toolset="ha")
 async def ha_status(t: ToolContext) -> HaStatus:
     """GET /cluster/ha/status/current, read into quorum, CRM master, LRMs and services."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "status", "current"))
@@ -75,18 +75,18 @@ class HaResource(BaseModel):
     sid: str
     vmid: int
     state: str = Field(description="requested state: started, stopped, disabled, ignored")
-    group: str | None = None
+    group: Untrusted | None = None
     max_restart: int | None = None
     max_relocate: int | None = None
     failback: bool | None = None
-    comment: UntrustedText | None = None
+    comment: Untrusted | None = None
 
 
 class HaResources(BaseModel):
     items: list[HaResource]
 
 
-@guarded
+@guarded(toolset="ha")
 async def list_ha_resources(t: ToolContext) -> HaResources:
     """GET /cluster/ha/resources: which guests HA manages and how."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "resources"))
@@ -107,14 +107,14 @@ async def list_ha_resources(t: ToolContext) -> HaResources:
 
 
 class HaRule(BaseModel):
-    name: str
+    name: Untrusted
     kind: str = Field(description="node-affinity, resource-affinity (PVE 9 rules) or group (PVE 8)")
     resources: list[str] = Field(default_factory=list)
-    nodes: list[str] = Field(default_factory=list, description="node[:priority] entries")
+    nodes: list[Untrusted] = Field(default_factory=list, description="node[:priority] entries")
     strict: bool | None = Field(None, description="only these nodes (restricted group / strict rule)")
     affinity: str | None = Field(None, description="positive or negative (resource-affinity rules)")
     enabled: bool = True
-    comment: UntrustedText | None = None
+    comment: Untrusted | None = None
 
 
 class HaRules(BaseModel):
@@ -127,7 +127,7 @@ def _split(value: Any) -> list[str]:
     return [x for x in str(value or "").split(",") if x]
 
 
-@guarded
+@guarded(toolset="ha")
 async def list_ha_rules(t: ToolContext) -> HaRules:
     """HA placement constraints: PVE 9 rules and PVE 8 groups, whichever the cluster has."""
     got = await gather(

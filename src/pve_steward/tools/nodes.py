@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import api_path
 from pve_steward.client import node as node_seg
-from pve_steward.models import iso
+from pve_steward.models import Untrusted, iso
 from pve_steward.pve.ids import NodeName
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -25,7 +25,7 @@ def _int(value: Any) -> int | None:
 
 
 class NodeRow(BaseModel):
-    name: str
+    name: Untrusted
     online: bool
     subscription_level: str | None = Field(None, description="c, b, s, p for community..premium; null when none")
     cpu_fraction: float | None = None
@@ -41,10 +41,10 @@ class NodeRow(BaseModel):
 class NodeList(BaseModel):
     items: list[NodeRow]
     online: int
-    offline: list[str]
+    offline: list[Untrusted]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def list_nodes(t: ToolContext) -> NodeList:
     """GET /nodes: every cluster node with its load (figures only for online nodes we may audit)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes"))
@@ -68,7 +68,7 @@ async def list_nodes(t: ToolContext) -> NodeList:
 
 
 class NodeStatus(BaseModel):
-    node: str
+    node: Untrusted
     pve_version: str | None = None
     kernel: str | None = None
     cpu_model: str | None = None
@@ -85,7 +85,7 @@ class NodeStatus(BaseModel):
     ksm_shared_bytes: int | None = None
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_status(t: ToolContext, node: NodeName) -> NodeStatus:
     """Detailed status of one node (memory, swap, load, kernel, CPU model)."""
     st: dict[str, Any] = await t.client.get(api_path("nodes", node_seg(node), "status"))
@@ -123,13 +123,13 @@ class Disk(BaseModel):
 
 
 class NodeDisks(BaseModel):
-    node: str
+    node: Untrusted
     items: list[Disk]
     failing: list[str] = Field(description="devices whose SMART health is not PASSED/OK")
     worn: list[str] = Field(description="SSDs with 10 % or less of their life left")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_disks(t: ToolContext, node: NodeName) -> NodeDisks:
     """GET /nodes/{node}/disks/list, with SMART health and wear read into plain fields."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "disks", "list"))
@@ -155,7 +155,7 @@ async def node_disks(t: ToolContext, node: NodeName) -> NodeDisks:
 
 
 class ZfsPool(BaseModel):
-    name: str
+    name: Untrusted
     health: str
     size_bytes: int | None = None
     alloc_bytes: int | None = None
@@ -165,12 +165,12 @@ class ZfsPool(BaseModel):
 
 
 class NodeZfs(BaseModel):
-    node: str
+    node: Untrusted
     pools: list[ZfsPool]
-    degraded: list[str] = Field(description="pools whose health is not ONLINE")
+    degraded: list[Untrusted] = Field(description="pools whose health is not ONLINE")
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_zfs_pools(t: ToolContext, node: NodeName) -> NodeZfs:
     """GET /nodes/{node}/disks/zfs: pool health and fill level."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "disks", "zfs"))
@@ -200,14 +200,14 @@ class PackageUpdate(BaseModel):
 
 
 class NodeUpdates(BaseModel):
-    node: str
+    node: Untrusted
     count: int
     proxmox_packages: int = Field(description="updates from Proxmox's repositories")
     kernel_update: bool = Field(description="a new kernel is pending (a reboot will be needed)")
     items: list[PackageUpdate]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_updates(t: ToolContext, node: NodeName) -> NodeUpdates:
     """GET /nodes/{node}/apt/update (the cached list; needs Sys.Modify on the node)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "apt", "update"))
@@ -241,16 +241,16 @@ class StandardRepo(BaseModel):
 
 
 class NodeRepositories(BaseModel):
-    node: str
+    node: Untrusted
     standard: list[StandardRepo]
     enterprise_without_subscription: bool
     test_enabled: bool
     files: list[str]
-    errors: list[str] = Field(default_factory=list, description="files APT could not parse")
-    warnings: list[str] = Field(default_factory=list)
+    errors: list[Untrusted] = Field(default_factory=list, description="files APT could not parse")
+    warnings: list[Untrusted] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_repositories(t: ToolContext, node: NodeName) -> NodeRepositories:
     """GET /nodes/{node}/apt/repositories, read against the node's subscription status."""
     base = api_path("nodes", node_seg(node))
@@ -290,12 +290,12 @@ class Certificate(BaseModel):
 
 
 class NodeCertificates(BaseModel):
-    node: str
+    node: Untrusted
     items: list[Certificate]
     expiring_within_30_days: list[str]
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_certificates(t: ToolContext, node: NodeName) -> NodeCertificates:
     """GET /nodes/{node}/certificates/info with days left (PEM bodies are left out)."""
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "certificates", "info"))
@@ -324,16 +324,16 @@ async def node_certificates(t: ToolContext, node: NodeName) -> NodeCertificates:
 
 
 class NodeSubscription(BaseModel):
-    node: str
+    node: Untrusted
     status: str = Field(description="active, notfound, expired, invalid, new, suspended")
     level: str | None = None
     product: str | None = None
     next_due: str | None = None
     key_suffix: str | None = Field(None, description="last 4 characters of the key (never the full key)")
-    message: str | None = None
+    message: Untrusted | None = None
 
 
-@guarded
+@guarded(toolset="cluster")
 async def node_subscription(t: ToolContext, node: NodeName) -> NodeSubscription:
     """GET /nodes/{node}/subscription; the subscription key is masked."""
     sub: dict[str, Any] = await t.client.get(api_path("nodes", node_seg(node), "subscription"))

@@ -19,7 +19,7 @@ from pve_steward.tools.context import ToolContext
 Headroom = Annotated[float, Field(ge=0, le=90)]
 
 
-@guarded
+@guarded(toolset="planning")
 @heavy
 async def plan_node_evacuation(
     t: ToolContext,
@@ -77,7 +77,7 @@ def page(plan: EvacuationPlan, offset: int, limit: int) -> EvacuationPlan:
     )
 
 
-@guarded
+@guarded(toolset="planning")
 @heavy
 async def check_guest_migration(
     t: ToolContext,

@@ -10,7 +10,7 @@ from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, UntrustedText, iso, untrusted
+from pve_steward.models import PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import NodeName, StorageId, VmId
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -19,7 +19,7 @@ MAX_PAGE = 500
 
 
 class StorageOnNode(BaseModel):
-    node: str
+    node: Untrusted
     active: bool
     total_bytes: int | None = None
     used_bytes: int | None = None
@@ -28,12 +28,12 @@ class StorageOnNode(BaseModel):
 
 
 class StorageRow(BaseModel):
-    storage: str
+    storage: Untrusted
     type: str
     content: list[str]
     shared: bool
     enabled: bool
-    restricted_to: list[str] | None = Field(None, description="the only nodes it is configured on; null = all")
+    restricted_to: list[Untrusted] | None = Field(None, description="the only nodes it is configured on; null = all")
     usage: list[StorageOnNode] = Field(description="one row per node that reports it (one for shared storage)")
 
 
@@ -46,7 +46,7 @@ def _fraction(used: Any, total: Any) -> float | None:
     return round(int(used) / int(total), 4) if used is not None and total else None
 
 
-@guarded
+@guarded(toolset="storage")
 async def list_storage(
     t: ToolContext, content: Literal["images", "rootdir", "backup", "iso", "vztmpl"] | None = None
 ) -> StorageList:
@@ -109,17 +109,17 @@ class Volume(BaseModel):
     created: str | None = None
     protected: bool | None = None
     verified: str | None = Field(None, description="PBS verification state (ok, failed) when known")
-    notes: UntrustedText | None = None
+    notes: Untrusted | None = None
 
 
 class StorageContent(BaseModel):
-    storage: str
-    node: str
+    storage: Untrusted
+    node: Untrusted
     page: PageInfo
     items: list[Volume]
 
 
-@guarded
+@guarded(toolset="storage")
 async def storage_content(
     t: ToolContext,
     node: NodeName,
@@ -168,16 +168,16 @@ async def storage_content(
 class ReplicationJob(BaseModel):
     id: str
     guest: int
-    source: str | None
-    target: str
+    source: Untrusted | None
+    target: Untrusted
     schedule: str
     enabled: bool
     last_sync: str | None = None
     next_sync: str | None = None
     duration_s: float | None = None
     fail_count: int | None = None
-    error: str | None = None
-    comment: UntrustedText | None = None
+    error: Untrusted | None = None
+    comment: Untrusted | None = None
 
 
 class ReplicationJobs(BaseModel):
@@ -186,7 +186,7 @@ class ReplicationJobs(BaseModel):
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="storage")
 async def list_replication_jobs(t: ToolContext, vmid: VmId | None = None) -> ReplicationJobs:
     """GET /cluster/replication joined with each source node's replication state."""
     jobs: list[dict[str, Any]] = await t.client.get(api_path("cluster", "replication"))

@@ -10,7 +10,7 @@ from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
-from pve_steward.models import iso
+from pve_steward.models import Untrusted, iso
 from pve_steward.pve.ids import NodeName, Upid, VmId, parse_upid
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -20,12 +20,12 @@ LOG_CAP = 5000
 
 class TaskRow(BaseModel):
     upid: str
-    node: str
+    node: Untrusted
     type: str
     id: str = Field(description="object of the task, usually a vmid")
-    user: str
+    user: Untrusted
     state: str = Field(description="running, ok, warning or failed")
-    exitstatus: str | None = Field(None, description="PVE's exit status text when finished")
+    exitstatus: Untrusted | None = Field(None, description="PVE's exit status text when finished")
     started: str | None
     ended: str | None = None
     duration_s: int | None = None
@@ -62,7 +62,7 @@ class TaskList(BaseModel):
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded
+@guarded(toolset="tasks")
 async def list_tasks(
     t: ToolContext,
     node: NodeName | None = None,
@@ -99,11 +99,11 @@ def _rows(answer: Any) -> list[dict[str, Any]]:
 
 class TaskDetail(BaseModel):
     task: TaskRow
-    log_tail: list[str] = Field(description="last lines of the task log")
+    log_tail: list[Untrusted] = Field(description="last lines of the task log")
     log_lines: int
 
 
-@guarded
+@guarded(toolset="tasks")
 async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(ge=0, le=1000)] = 50) -> TaskDetail:
     """A task's status and the end of its log; the node is read from the UPID."""
     info = parse_upid(upid)
@@ -123,12 +123,12 @@ async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(g
 class TaskLog(BaseModel):
     upid: str
     start: int
-    lines: list[str]
+    lines: list[Untrusted]
     total: int = Field(description="lines in the whole log")
     next_start: int | None = Field(None, description="pass as start to read on; null at the end")
 
 
-@guarded
+@guarded(toolset="tasks")
 async def task_log(
     t: ToolContext,
     upid: Upid,

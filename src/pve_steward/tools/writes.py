@@ -22,6 +22,8 @@ from pve_steward.errors import PveError, PvePermissionError, PveUnavailable
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 from pve_steward.pve.ids import NodeName, SnapshotName, StorageId, VmId
 from pve_steward.security.guard import Refused, guarded
+from pve_steward.security.sanitise import quote_name
+from pve_steward.security.tiers import Tier
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import GuestRef, guest_path, resolve_guest
@@ -53,7 +55,7 @@ class Guest:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.ref.vmid} '{self.cfg.name}' on {self.ref.node}"
+        return f"{self.kind} {self.ref.vmid} {quote_name(self.cfg.name)} on {quote_name(self.ref.node)}"
 
     @property
     def running(self) -> bool:
@@ -209,7 +211,7 @@ def write_params(vmid: int, **extra: Any) -> dict[str, Any]:
     return {"vmid": vmid, **{k: v for k, v in extra.items() if v is not None}}
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_start(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -219,7 +221,7 @@ async def guest_start(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True)
 async def guest_shutdown(
     t: ToolContext,
     vmid: VmId,
@@ -239,7 +241,7 @@ async def guest_shutdown(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def guest_reboot(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 600
 ) -> WriteResult:
@@ -249,7 +251,7 @@ async def guest_reboot(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True)
 async def guest_stop(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -259,7 +261,7 @@ async def guest_stop(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True, idempotent=False)
 async def guest_reset(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -274,7 +276,7 @@ async def guest_reset(
     return await two_phase(t, write_params(vmid), plan, confirm_token, wait, wait_timeout)
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True)
 async def guest_suspend(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -284,7 +286,7 @@ async def guest_suspend(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_resume(
     t: ToolContext, vmid: VmId, confirm_token: Token | None = None, wait: bool = True, wait_timeout: WaitTimeout = 300
 ) -> WriteResult:
@@ -323,7 +325,7 @@ async def _snapshot_support(t: ToolContext, g: Guest) -> Check:
     return Check(check="storage supports snapshots", ok=True, detail="every disk is on snapshot-capable storage")
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, idempotent=False)
 async def snapshot_create(
     t: ToolContext,
     vmid: VmId,
@@ -395,7 +397,9 @@ async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> P
         Check(
             check="snapshot exists",
             ok=name in existing,
-            detail="exists" if name in existing else f"no snapshot '{name}' (have: {', '.join(existing) or 'none'})",
+            detail="exists"
+            if name in existing
+            else f"no snapshot '{name}' (have: {', '.join(map(quote_name, existing)) or 'none'})",
         )
     )
     if action == "delete":
@@ -426,7 +430,7 @@ async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> P
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True)
 async def snapshot_delete(
     t: ToolContext,
     vmid: VmId,
@@ -446,7 +450,7 @@ async def snapshot_delete(
     )
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.ADMIN, destructive=True, idempotent=False)
 async def snapshot_rollback(
     t: ToolContext,
     vmid: VmId,
@@ -469,7 +473,7 @@ async def snapshot_rollback(
 # ---------------------------------------------------------------- backup
 
 
-@guarded
+@guarded(toolset="backups", tier=Tier.OPERATOR, idempotent=False)
 async def backup_now(
     t: ToolContext,
     vmid: VmId,
@@ -542,7 +546,7 @@ async def backup_now(
 # ---------------------------------------------------------------- migration
 
 
-@guarded
+@guarded(toolset="guests", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def guest_migrate(
     t: ToolContext,
     vmid: VmId,
@@ -586,7 +590,9 @@ async def guest_migrate(
         how = {"live": "live (no downtime)", "offline": "offline", "restart": "with a restart (downtime)"}.get(
             move.mode or "", ""
         )
-        effects = [f"migrate {kind} {vmid} '{ref.name}' from {ref.node} to {chosen} {how}".strip()]
+        effects = [
+            f"migrate {kind} {vmid} {quote_name(ref.name)} from {quote_name(ref.node)} to {chosen} {how}".strip()
+        ]
         if move.with_local_disks:
             effects.append(f"copy {move.copy_bytes / 1024**3:.1f} GiB of local disks over the network")
         risks = [*move.notes]
@@ -675,7 +681,10 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
     ]
     kind = "VM" if ref.type == "qemu" else "CT"
     verb = "live-migrate" if action == "migrate" and ref.type == "qemu" else "relocate (stop, move, start)"
-    effects = [f"ask the HA manager to {verb} {kind} {vmid} '{ref.name}' ({sid}) from {ref.node} to {node}"]
+    effects = [
+        f"ask the HA manager to {verb} {kind} {vmid} {quote_name(ref.name)} ({sid}) "
+        f"from {quote_name(ref.node)} to {node}"
+    ]
     risks = ["the HA manager carries it out; it may refuse or move the guest again later (rules, failback)"]
     if verb.startswith("relocate"):
         risks.append("relocation stops the guest for the move: downtime")
@@ -695,7 +704,7 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
     )
 
 
-@guarded
+@guarded(toolset="ha", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def ha_migrate(
     t: ToolContext,
     vmid: VmId,
@@ -710,7 +719,7 @@ async def ha_migrate(
     )
 
 
-@guarded
+@guarded(toolset="ha", tier=Tier.OPERATOR, destructive=True, idempotent=False)
 async def ha_relocate(
     t: ToolContext,
     vmid: VmId,
