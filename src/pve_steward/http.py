@@ -20,7 +20,6 @@ import ipaddress
 import json
 import logging
 import re
-import sys
 from collections import Counter
 from typing import Any
 
@@ -260,16 +259,3 @@ def raise_fd_limit() -> None:
         target = 65_536 if hard == resource.RLIM_INFINITY else min(hard, 65_536)
         if target > soft:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
-def run_http(mcp: Any, settings: Settings) -> None:
-    import uvicorn
-
-    raise_fd_limit()
-    app = build_http_app(mcp, settings)
-    for warning in bind_warnings(settings):
-        print(f"pve-steward: warning: {warning}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(
-        app, host=settings.http_host, port=settings.http_port, log_level="warning", http=guarded_protocol(settings)
-    )
-    uvicorn.Server(config).run()

@@ -62,13 +62,17 @@ def serve_http(mcp: Any, settings: Settings, banner: Callable[[int], None]) -> N
     """Build the app (refusing an unsafe bind), bind the port, print the banner, serve until stopped."""
     import uvicorn
 
-    from pve_steward.http import build_http_app
+    from pve_steward.http import bind_warnings, build_http_app, guarded_protocol, raise_fd_limit
 
+    raise_fd_limit()
     app = build_http_app(mcp, settings)
+    for warning in bind_warnings(settings):
+        print(f"pve-steward: warning: {warning}", file=sys.stderr, flush=True)
     sock = bind_http(settings)
     banner(int(sock.getsockname()[1]))
+    config = uvicorn.Config(app, log_level="warning", http=guarded_protocol(settings))  # read deadlines, caps
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
 
