@@ -15,16 +15,13 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward.client import BACKGROUND, REQUEST_PRIORITY
 from pve_steward.singleflight import SingleFlight
-
-if TYPE_CHECKING:
-    from pve_steward.tools.context import ToolContext
 
 R = TypeVar("R")
 
@@ -87,9 +84,10 @@ def heavy(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     """Mark a handler as heavy: it takes a slot of the shared budget and its reads yield to cheap calls."""
 
     @functools.wraps(fn)
-    async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
+    async def wrapper(t: Any, /, **kwargs: Any) -> R:  # a ToolContext (not imported: context.py imports us)
+        admission: Admission = t.app.admission
         key = (t.op.name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-        return await t.app.admission.run(t.op.name, key, lambda: fn(t, **kwargs))
+        return await admission.run(t.op.name, key, lambda: fn(t, **kwargs))
 
     wrapper.__heavy__ = True  # type: ignore[attr-defined]
     return wrapper

@@ -64,11 +64,13 @@ async def test_cluster_views_read_what_the_tools_read(demo_sim: SimServer, tmp_p
         upid = tasks["result"]["items"][0]["upid"]
         task = await read_json(c, f"pve-steward://tasks/{upid}")
     assert overview is not None and tool_guest is not None
-    assert summary == overview["result"] and summary["cluster_name"] == "demo"
+    assert summary == overview["result"] and summary["cluster_name"] == {"untrusted": True, "text": "demo"}
     # the same handler: same redaction and the same untrusted marking of user-written notes
     assert guest == tool_guest["result"] and guest["description"]["untrusted"] is True
-    assert node["status"]["node"] == "pve3" and node["guests"]["items"]
-    assert {g["node"] for g in node["guests"]["items"]} == {"pve3"}
+    assert node["status"]["node"] == {"untrusted": True, "text": "pve3"} and node["guests"]["items"]
+    assert {g["node"]["text"] if isinstance(g["node"], dict) else g["node"] for g in node["guests"]["items"]} == {
+        "pve3"
+    }
     assert task["task"]["upid"] == upid and "log_tail" in task
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     views = {r["tool"] for r in records if r.get("via") == "resource"}

@@ -302,6 +302,7 @@ async def test_a_used_token_is_refused_after_a_restart(start_sim: Any, settings_
     sim = start_sim("demo", speed=50)
     key = tmp_path / "confirm.key"
     key.write_bytes(b"r" * 32)
+    key.chmod(0o600)  # a key others can read is refused (261203-3)
     settings = settings_for(sim, "operator@pve!mcp", tier="operator", confirm_key_file=key)
     async with Client(build_server(settings)) as c:
         token = await preview_token(c, "guest_reboot", vmid=100)
@@ -317,6 +318,7 @@ async def test_replicas_on_one_redis_run_a_token_once(start_sim: Any, settings_f
     sim = start_sim("demo", speed=50)
     key = tmp_path / "confirm.key"
     key.write_bytes(b"r" * 32)
+    key.chmod(0o600)  # a key others can read is refused (261203-3)
     with redis_server(tmp_path) as url:
 
         def replica(name: str) -> Any:
@@ -358,6 +360,7 @@ async def test_a_token_from_another_cluster_is_refused(start_sim: Any, settings_
     one, two = start_sim("demo", speed=50), start_sim("demo", speed=50)
     key = tmp_path / "confirm.key"
     key.write_bytes(b"r" * 32)
+    key.chmod(0o600)  # a key others can read is refused (261203-3)
     async with Client(build_server(settings_for(one, "operator@pve!mcp", tier="operator", confirm_key_file=key))) as c:
         token = await preview_token(c, "guest_reboot", vmid=100)
     other = settings_for(two, "operator@pve!mcp", tier="operator", confirm_key_file=key, audit_log=tmp_path / "b.jsonl")

@@ -121,7 +121,7 @@ def test_inspector_over_http(demo_http: str) -> None:
     prompts = inspector(*http, "--method", "prompts/list")["result"]["prompts"]
     assert len(prompts) == 7
     node = inspector(*http, "--method", "resources/read", "--uri", "pve-steward://nodes/pve2")["result"]
-    assert json.loads(node["contents"][0]["text"])["status"]["node"] == "pve2"
+    assert json.loads(node["contents"][0]["text"])["status"]["node"] == {"untrusted": True, "text": "pve2"}
 
 
 def test_inspector_reads_resources_and_sets_the_log_level(tmp_path: Path) -> None:

@@ -67,7 +67,9 @@ async def demo_session(command: str, args: list[str], env: Mapping[str, str], cw
     assert info is not None, "the server sent no serverInfo"
     assert not overview.is_error, overview.content
     body = overview.structured_content or {}
-    return Session(names, info.name, info.version, str(body.get("result", {}).get("cluster_name")))
+    name = body.get("result", {}).get("cluster_name")
+    assert isinstance(name, dict) and name.get("untrusted") is True, name  # cluster text, marked as such
+    return Session(names, info.name, info.version, str(name.get("text")))
 
 
 @pytest.fixture(scope="session")

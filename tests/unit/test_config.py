@@ -91,6 +91,7 @@ def test_a_flag_beats_the_environment_also_across_the_two_ways_of_giving_a_secre
 ) -> None:
     secret_file = tmp_path / "secret"
     secret_file.write_text("from-file\n")
+    secret_file.chmod(0o600)  # a secret file others can read is refused (261203-3)
     monkeypatch.setenv("PVE_STEWARD_TOKEN_SECRET_FILE", str(tmp_path / "missing"))
     flag = load_settings(token_secret=SecretStr("from-flag"))
     assert flag.secret() == "from-flag" and flag.token_secret_file is None
