@@ -88,7 +88,13 @@ class Collector:
             ]
         if self._want("replication", "migration"):
             wave1.append(("replication_jobs", api_path("cluster", "replication"), {}))
+        if self._want("migration"):  # mapped devices: which nodes have each mapping (Mapping.Audit filters rows)
+            wave1 += [(f"mapping:{kind}", api_path("cluster", "mapping", kind), {}) for kind in ("pci", "usb", "dir")]
         got = await self._read(wave1)
+        for key in [k for k in got if k.startswith("mapping:")]:
+            value = got.pop(key)
+            if not isinstance(value, PveError):  # unreadable: mapped devices stay "not provable"
+                d.mappings[key.split(":", 1)[1]] = value
         fields = {
             "status": "cluster_status",
             "resources": "resources",

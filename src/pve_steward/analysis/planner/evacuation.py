@@ -106,6 +106,7 @@ def place(m: Migratability, placement: Placement, ledger: Ledger) -> Step | None
         copy_bytes=m.local_disk_bytes,
         with_local_disks=bool(m.local_disk_bytes) and m.type == "qemu" and running and tv.mode == "live",
         reason=f"{target} has the most free memory after reservation ({before / GiB:.1f} GiB before this guest)",
+        basis=m.basis,
     )
 
 

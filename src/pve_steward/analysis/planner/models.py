@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from pve_steward.analysis.findings import Finding
 from pve_steward.analysis.migration import Migratability
+from pve_steward.analysis.migration.model import Basis
 
 Verdict = Literal["EVACUATION_READY", "EVACUATION_PARTIAL", "EVACUATION_BLOCKED"]
 Downtime = Literal["none", "restart", "full"]
@@ -28,6 +29,9 @@ class Step(BaseModel):
     copy_bytes: int = Field(0, description="local disk data copied")
     with_local_disks: bool = False
     reason: str
+    basis: Basis = Field(
+        "config", description="config: from config + storage config; config+pve: PVE's precondition agreed too"
+    )
 
 
 class Blocker(BaseModel):
