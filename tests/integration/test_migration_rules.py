@@ -102,3 +102,18 @@ async def test_check_guest_migration_respects_ha_affinity(start_sim: Any, server
         assert not pinned["can_move"] and pinned["blockers"][0]["code"] == "MIGRATE_HA_AFFINITY"
     else:  # PVE 8 has no affinity rules
         assert move["can_move"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_auditor_reads_snapshot_sections_for_an_exact_verdict(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """Without VM.Migrate the snapshot sections (GET config?snapshot=) still settle the snapshot rule."""
+    sim = start_sim("migration", version=version, speed=2000)
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301)
+    reasons = move["migratability"]["reasons"]
+    assert move["migratability"]["basis"] == "config"
+    assert {r["code"] for r in reasons if r["live_only"]} == {"MIGRATE_LIVE_UNSUPPORTED"}
+    assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_DOWNTIME_NOT_ALLOWED"
+    offline = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301, allow_offline=True)
+    assert offline["can_move"] and offline["mode"] == "offline" and offline["downtime"] == "full"

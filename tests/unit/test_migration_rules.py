@@ -214,3 +214,16 @@ def test_every_rule_names_its_pve_source() -> None:
     for rule_id in ("migrate.cdrom", "migrate.local-snapshots", "migrate.local-volume", "migrate.mapped-resources"):
         assert rules[rule_id].pve and "src/PVE" in rules[rule_id].pve
     assert rules["capacity.n-plus-1"].ours.endswith("_n_plus_1")
+
+
+def test_snapshot_sections_settle_which_volumes_are_referenced() -> None:
+    """With the snapshot sections read (GET config?snapshot=), the snapshot rule is exact, not 'not provable'."""
+    cfg = qemu_config("s", scsi0="local-lvm:vm-100-disk-0,size=8G", scsi1="local-lvm:vm-100-disk-1,size=8G", parent="a")
+    section = {"scsi0": "local-lvm:vm-100-disk-0,size=8G", "snaptime": 1}
+    m = one(cfg, status="stopped", snapshot_configs={100: {"a": section}})
+    assert [(r.code, r.keys) for r in m.reasons if r.blocking] == [("MIGRATE_LOCAL_DISK_UNSUPPORTED", ["scsi0"])]
+    later = one(cfg, status="stopped", snapshot_configs={100: {"a": {"snaptime": 1}}})
+    assert later.verdict == "offline"  # both disks were added after the snapshot: nothing references them
+    zfs = qemu_config("z", scsi0="local-zfs:vm-100-disk-0,size=8G", parent="a")
+    live = one(zfs, snapshot_configs={100: {"a": {"scsi0": "local-zfs:vm-100-disk-0,size=8G"}}})
+    assert [r.code for r in live.reasons if r.live_only] == ["MIGRATE_LIVE_UNSUPPORTED"]

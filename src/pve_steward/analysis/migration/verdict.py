@@ -168,6 +168,8 @@ def situation(
     gtype = row.get("type", "qemu")
     if status == "unknown" or (gtype == "qemu" and vmid in data.preconditions) or vmid in data.replication_by_guest:
         return None
+    if vmid in data.snapshot_configs:
+        return None
     if cfg.mapped_devices or any(k.startswith("virtiofs") for k in cfg.local_devices):
         return None
     ha = vmid in data.ha_by_vmid

@@ -20,7 +20,7 @@ from pve_steward.analysis.migration.storage import (
     storage_type,
 )
 from pve_steward.analysis.pverules import pve_rule
-from pve_steward.pve.guestconfig import GuestConfig, Volume
+from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config
 
 VM_LOCAL_TYPES = frozenset({"dir", "btrfs", "zfspool", "lvmthin", "lvm"})
 CT_LOCAL_TYPES = VM_LOCAL_TYPES
@@ -138,7 +138,10 @@ def check_local_volume(data: ClusterData, scan: Scan, cfg: GuestConfig, vol: Vol
 def check_snapshots(
     data: ClusterData, scan: Scan, cfg: GuestConfig, vol: Volume, stype: str | None, running: bool
 ) -> None:
-    """Without the snapshot sections (the config API omits them) a reference is not provable, only likely."""
+    """Exact when the snapshot sections were read; otherwise a reference is not provable, only likely."""
+    refs = snapshot_refs(data, cfg)
+    if refs is not None and vol.volid not in refs:
+        return
     vn = parse_volname(stype, vol.volid.split(":", 1)[1])
     scfg = data.storage_defs.get(vol.storage or "") or {}
     if cfg.type == "lxc":
@@ -146,22 +149,37 @@ def check_snapshots(
     else:
         chain = bool(int(scfg.get("snapshot-as-volume-chain", 0) or 0))
         safe = stype == "zfspool" or (stype == "btrfs" and vn.format == "raw") or (vn.format == "qcow2" and not chain)
-    why = UNSEEN_SNAPSHOT_REFS
+    known = refs is not None
+    why = "referenced by a snapshot" if known else UNSEEN_SNAPSHOT_REFS
+    rule = "" if known else "migrate.local-snapshots"
     if not safe:
         scan.block(
-            "MIGRATE_NOT_PROVABLE",
+            "MIGRATE_LOCAL_DISK_UNSUPPORTED" if known else "MIGRATE_NOT_PROVABLE",
             vol,
             f"{why}, and PVE refuses a snapshot-referenced volume on {stype} ('non-migratable snapshot exists')",
-            rule="migrate.local-snapshots",
+            rule=rule,
         )
     if running and cfg.type == "qemu" and not replicated(data, cfg, stype):
         scan.block(
-            "MIGRATE_NOT_PROVABLE",
+            "MIGRATE_LIVE_UNSUPPORTED" if known else "MIGRATE_NOT_PROVABLE",
             vol,
             f"{why}; PVE refuses a live move of a snapshot-referenced local volume that is not replicated",
             live_only=True,
-            rule="migrate.local-snapshots",
+            rule=rule,
         )
+
+
+def snapshot_refs(data: ClusterData, cfg: GuestConfig) -> set[str] | None:
+    """Volumes the guest's snapshots reference (``foreach_volid`` over the sections); None when not read."""
+    sections = data.snapshot_configs.get(cfg.vmid)
+    if sections is None:
+        return None
+    memo = data.memo["snapshot_refs"]
+    if cfg.vmid not in memo:
+        memo[cfg.vmid] = {
+            v.volid for raw in sections.values() for v in parse_guest_config(raw, cfg.vmid, cfg.type).volumes
+        }
+    return set(memo[cfg.vmid])
 
 
 @pve_rule(
