@@ -117,3 +117,30 @@ async def test_auditor_reads_snapshot_sections_for_an_exact_verdict(
     assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_DOWNTIME_NOT_ALLOWED"
     offline = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301, allow_offline=True)
     assert offline["can_move"] and offline["mode"] == "offline" and offline["downtime"] == "full"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pvesim_precondition_rows_as_pve_builds_them(start_sim: Any, version: str) -> None:
+    """migrate_vm_precondition: cloud-init rows, mapped resources, snapshot references, HA blocking (PVE 9)."""
+    pve = api(start_sim("migration", version=version))
+    m1 = pve.nodes("m1").qemu
+    ci = {d["volid"]: d for d in m1(300).migrate.get()["local_disks"]}
+    assert ci["local-lvm:vm-300-cloudinit"]["cdrom"] and ci["local-lvm:vm-300-cloudinit"]["is_cloudinit"]
+    usb = m1(304).migrate.get()
+    assert usb["local_resources"] == ["usb0"] and usb["mapped-resource-info"] == {"usb0": {"name": "dongle"}}
+    gpu = m1(303).migrate.get()
+    assert gpu["local_resources"] == [] and gpu["allowed_nodes"] == ["m3"]
+    assert gpu["not_allowed_nodes"]["m2"] == {"unavailable-resources": ["hostpci0"]}
+    assert m1(305).migrate.get()["local_resources"] == ["amd-sev"]
+    snap = m1(301).migrate.get()["local_disks"][0]
+    assert snap["referenced_in_snapshot"] == {"before_upgrade": 1} and snap["is_attached"]
+    ha = m1(312).migrate.get()
+    if version.startswith("9"):
+        assert ha["not_allowed_nodes"]["m2"]["blocking-ha-resources"] == [
+            {"sid": "vm:320", "cause": "resource-affinity"}
+        ]
+        assert ha["allowed_nodes"] == ["m3"] and ha["has-dbus-vmstate"]
+    else:
+        assert ha["allowed_nodes"] == ["m2", "m3"] and "has-dbus-vmstate" not in ha
+    with pytest.raises(Exception, match="content type 'images' is not available on storage 'isos'"):
+        m1(306).migrate.post(target="m2")
