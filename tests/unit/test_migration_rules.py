@@ -227,3 +227,17 @@ def test_snapshot_sections_settle_which_volumes_are_referenced() -> None:
     zfs = qemu_config("z", scsi0="local-zfs:vm-100-disk-0,size=8G", parent="a")
     live = one(zfs, snapshot_configs={100: {"a": {"scsi0": "local-zfs:vm-100-disk-0,size=8G"}}})
     assert [r.code for r in live.reasons if r.live_only] == ["MIGRATE_LIVE_UNSUPPORTED"]
+
+
+def test_volume_names_as_the_storage_plugins_parse_them() -> None:
+    from pve_steward.analysis.migration.storage import is_generated_cloudinit, parse_volname
+
+    zfs = parse_volname("zfspool", "base-133-disk-0/vm-134-disk-0")
+    assert (zfs.owner, zfs.base, zfs.is_base) == (134, "base-133-disk-0", False)
+    assert parse_volname("zfspool", "base-133-disk-0").is_base
+    lvm = parse_volname("lvmthin", "vm-134-disk-0")
+    assert (lvm.owner, lvm.base) == (134, None)  # LVM names carry no base: PVE cannot tell a clone either
+    dir_clone = parse_volname("dir", "133/base-133-disk-0.qcow2/134/vm-134-disk-0.qcow2")
+    assert (dir_clone.owner, dir_clone.base, dir_clone.format) == (134, "base-133-disk-0.qcow2", "qcow2")
+    assert parse_volname("dir", "iso/debian.iso").vtype == "iso"
+    assert is_generated_cloudinit("local-lvm:vm-100-cloudinit") and not is_generated_cloudinit("local:iso/ci.iso")

@@ -92,3 +92,28 @@ def test_ha_affinity_leaving_no_target_is_reported_as_the_rule() -> None:
     assert plan_guest_move(d2, 100).target == "b"
     free = plan_guest_move(cluster([vm(100, 4)], ha_resources=[{"sid": "vm:100", "state": "started"}]), 100)
     assert free.can_move and free.target == "a"
+
+
+def test_order_and_stop_steps_on_their_own() -> None:
+    from pve_steward.analysis.planner.evacuation import order_steps, stop_reason
+    from pve_steward.analysis.planner.models import Step
+
+    def step(vmid: int, copy: int, downtime: str, mem: int) -> Step:
+        return Step(
+            order=0,
+            vmid=vmid,
+            name="g",
+            type="qemu",
+            target="a",
+            mode="live",
+            downtime=downtime,  # type: ignore[arg-type]
+            memory_bytes=mem,
+            copy_bytes=copy,
+            reason="r",
+        )
+
+    ordered = order_steps([step(1, 5, "none", 1), step(2, 0, "full", 9), step(3, 0, "none", 2), step(4, 0, "none", 8)])
+    assert [s.vmid for s in ordered] == [4, 3, 2, 1] and [s.order for s in ordered] == [1, 2, 3, 4]
+    assert stop_reason(cluster([vm(100, 1)]), "src") is None
+    assert "offline" in str(stop_reason(cluster([vm(100, 1)], online={"src": False, "a": True, "b": True}), "src"))
+    assert "not in this cluster" in str(stop_reason(cluster([vm(100, 1)]), "zz"))

@@ -19,10 +19,10 @@ class Reason:
     blocking: bool
     detail: str
     keys: Annotated[list[str], Field(description="config keys involved")] = field(default_factory=list)
-    live_only: Annotated[
-        bool, Field(description="blocks only a live move: a running VM can still move once it is stopped")
-    ] = False
-    rule: Annotated[str, Field(description="the rule (docs/rules.md) that gave this reason, where one did")] = ""
+    # blocks only a live move (a running VM can still move once stopped); the code and detail say so in
+    # the output, so these bookkeeping fields stay out of it (bounded answers on large clusters)
+    live_only: Annotated[bool, Field(exclude=True)] = False
+    rule: Annotated[str, Field(exclude=True)] = ""  # the rule (docs/rules.md) whose 'not provable' PVE may settle
 
 
 @dataclass(slots=True)
