@@ -241,3 +241,10 @@ def test_volume_names_as_the_storage_plugins_parse_them() -> None:
     assert (dir_clone.owner, dir_clone.base, dir_clone.format) == (134, "base-133-disk-0.qcow2", "qcow2")
     assert parse_volname("dir", "iso/debian.iso").vtype == "iso"
     assert is_generated_cloudinit("local-lvm:vm-100-cloudinit") and not is_generated_cloudinit("local:iso/ci.iso")
+
+
+def test_a_malformed_precondition_is_read_as_saying_nothing() -> None:
+    odd = {"running": 1, "local_disks": "x", "local_resources": None, "not_allowed_nodes": []}
+    odd["mapped-resource-info"] = 3
+    m = one(qemu_config("o"), preconditions={100: odd})
+    assert m.verdict == "live" and m.basis == "config+pve"

@@ -20,6 +20,15 @@ from pve_steward.pve.guestconfig import GuestConfig
 _RUNTIME = {"amd-sev", "intel-tdx", "virtiofs", "clipboard=vnc"}
 
 
+def _list(value: object) -> list[object]:
+    """A list field of PVE's answer; anything else (absent, malformed) reads as empty."""
+    return list(value) if isinstance(value, list) else []
+
+
+def _dict(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
 def _drop(reasons: list[Reason], rule: str, keys: set[str] | None = None) -> None:
     """Remove our 'not provable' reasons of a rule (for some keys) that PVE's answer settles."""
     reasons[:] = [
@@ -39,8 +48,10 @@ def compare(pre: Row, cfg: GuestConfig, dev: Devices, reasons: list[Reason], tar
 
 
 def _local_resources(pre: Row, dev: Devices, reasons: list[Reason]) -> None:
-    listed = {str(k) for k in pre.get("local_resources") or []}
-    mapped = {str(k) for k in pre.get("mapped-resources") or []} | set(pre.get("mapped-resource-info") or {})
+    listed = {str(k) for k in _list(pre.get("local_resources"))}
+    mapped = {str(k) for k in _list(pre.get("mapped-resources"))} | {
+        str(k) for k in _dict(pre.get("mapped-resource-info"))
+    }
     _drop(reasons, "migrate.clipboard-vnc")
     if "clipboard=vnc" in listed:
         reasons.append(
@@ -71,7 +82,7 @@ def _local_resources(pre: Row, dev: Devices, reasons: list[Reason]) -> None:
 
 
 def _local_disks(pre: Row, cfg: GuestConfig, reasons: list[Reason]) -> None:
-    disks = [d for d in pre.get("local_disks") or [] if isinstance(d, dict)]
+    disks = [d for d in _list(pre.get("local_disks")) if isinstance(d, dict)]
     flagged = {k for r in reasons if r.code == "MIGRATE_LOCAL_CDROM" for k in r.keys}
     media = {
         str(d.get("drivename") or d.get("volid"))
@@ -105,8 +116,8 @@ def _mapped_live(pre: Row, dev: Devices, reasons: list[Reason]) -> None:
     _drop(reasons, "migrate.mapped-resources")
     if not int(pre.get("running", 0) or 0):
         return
-    info = pre.get("mapped-resource-info") or {}
-    not_live = sorted(k for k in info if not (info.get(k) or {}).get("live-migration"))
+    info = _dict(pre.get("mapped-resource-info"))
+    not_live = sorted(str(k) for k, v in info.items() if not _dict(v).get("live-migration"))
     ours = {k for r in reasons if r.code == "MIGRATE_LIVE_UNSUPPORTED" for k in r.keys}
     if set(not_live) - ours:
         reasons.append(
@@ -130,8 +141,8 @@ def _mapped_live(pre: Row, dev: Devices, reasons: list[Reason]) -> None:
 )
 def _not_allowed(pre: Row, tv: TargetVerdict) -> None:
     node = tv.nodes[0]
-    entry = (pre.get("not_allowed_nodes") or {}).get(node) or {}
-    pve_storages = sorted(entry.get("unavailable_storages") or [])
+    entry = _dict(_dict(pre.get("not_allowed_nodes")).get(node))
+    pve_storages = sorted(str(s) for s in _list(entry.get("unavailable_storages")))
     if pve_storages and not any(r.code == "MIGRATE_STORAGE_UNAVAILABLE" for r in tv.reasons):
         tv.reasons.append(
             reason(
@@ -142,11 +153,11 @@ def _not_allowed(pre: Row, tv: TargetVerdict) -> None:
         _drop(tv.reasons, "migrate.mapped-resources")
         tv.reasons[:] = [r for r in tv.reasons if r.code != "MIGRATE_MAPPED_DEVICE"]
         if entry.get("unavailable-resources"):
-            missing = [str(k) for k in entry["unavailable-resources"]]
+            missing = [str(k) for k in _list(entry["unavailable-resources"])]
             tv.reasons.append(
                 reason("MIGRATE_MAPPED_DEVICE", True, f"mapping of {', '.join(missing)} missing on {node}", missing)
             )
-    blocking = entry.get("blocking-ha-resources") or []
+    blocking = _list(entry.get("blocking-ha-resources"))
     if blocking:
         sids = ", ".join(f"{b.get('sid')} ({b.get('cause')})" for b in blocking if isinstance(b, dict))
         tv.reasons.append(reason("MIGRATE_HA_AFFINITY", True, f"HA resources block {node}: {sids}"))
