@@ -117,3 +117,12 @@ def test_order_and_stop_steps_on_their_own() -> None:
     assert stop_reason(cluster([vm(100, 1)]), "src") is None
     assert "offline" in str(stop_reason(cluster([vm(100, 1)], online={"src": False, "a": True, "b": True}), "src"))
     assert "not in this cluster" in str(stop_reason(cluster([vm(100, 1)]), "zz"))
+
+
+def test_evacuation_reports_an_ha_rule_that_leaves_no_node_as_the_rule() -> None:
+    rule = {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "src", "strict": 1}
+    d = cluster([vm(100, 4)], ha_resources=[{"sid": "vm:100", "state": "started"}], ha_rules=[rule])
+    assert [b.code for b in plan_evacuation(d, "src").blockers] == ["MIGRATE_HA_AFFINITY"]
+    roomy = {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "a", "strict": 1}
+    full = cluster([vm(100, 80)], ha_resources=[{"sid": "vm:100", "state": "started"}], ha_rules=[roomy])
+    assert [b.code for b in plan_evacuation(full, "src").blockers] == ["MIGRATE_CAPACITY"]

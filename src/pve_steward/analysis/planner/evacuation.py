@@ -166,10 +166,10 @@ def plan_evacuation(
     ha_guests, schedulable = _split(data, guests, ledger, allowed, denied, allow_offline)
     running_first = sorted(schedulable, key=lambda m: (m.status != "running", -m.memory_bytes, m.vmid))
     steps = order_steps([s for m in running_first if (s := place(m, placement, ledger)) is not None])
-    for vmid, problem in ha_capacity(data, ha_guests, placement.free).items():
+    for vmid, (code, problem) in ha_capacity(data, ha_guests, placement.free).items():
         h = next(h for h in ha_guests if h.vmid == vmid)
         h.problems.append(problem)
-        ledger.block(h.vmid, h.name, "MIGRATE_CAPACITY", problem)
+        ledger.block(h.vmid, h.name, code, problem)
     moved = [h for h in ha_guests if h.moved_by_ha]
     blocked = len({b.vmid for b in ledger.blockers})
     verdict = _verdict(len(guests), blocked, len(steps), len(moved))
