@@ -126,3 +126,16 @@ def test_evacuation_reports_an_ha_rule_that_leaves_no_node_as_the_rule() -> None
     roomy = {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "a", "strict": 1}
     full = cluster([vm(100, 80)], ha_resources=[{"sid": "vm:100", "state": "started"}], ha_rules=[roomy])
     assert [b.code for b in plan_evacuation(full, "src").blockers] == ["MIGRATE_CAPACITY"]
+
+
+def test_ha_maintenance_copies_local_disks_but_failover_has_no_copy() -> None:
+    """PVEVM.pm migrate passes with-local-disks: maintenance moves them; recovery after a failure cannot."""
+    from pve_steward.analysis.migration import analyze_migratability
+
+    d = cluster(
+        [vm(100, 4, scsi0="local-lvm:vm-100-disk-0,size=8G")], ha_resources=[{"sid": "vm:100", "state": "started"}]
+    )
+    plan = plan_evacuation(d, "src")
+    assert plan.blockers == [] and plan.ha_guests[0].moved_by_ha and plan.ha_guests[0].problems == []
+    findings, _ = analyze_migratability(d)
+    assert [f.code for f in findings] == ["HA_GUEST_NOT_MIGRATABLE"] and "failover" in findings[0].message

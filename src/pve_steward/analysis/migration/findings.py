@@ -19,16 +19,21 @@ _NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DO
     rule="The HA manager migrates a service off a node in maintenance (VMs online with local disks, containers by "
     "relocation) and retries a failed move; a guest that cannot move, or whose local disks have no replica for "
     "recovery, stalls maintenance or failover.",
-    pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, src/PVE/HA/Resources/PVEVM.pm migrate",
+    pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, src/PVE/HA/Resources/PVEVM.pm migrate "
+    "(online, with-local-disks, force)",
     codes=("HA_GUEST_NOT_MIGRATABLE",),
 )
-def ha_problems(data: ClusterData, m: Migratability) -> list[str]:
-    """What would stall HA failover or node maintenance for an HA-managed guest."""
+def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> list[str]:
+    """What would stall node maintenance (and, with ``failover``, HA recovery) for an HA-managed guest.
+
+    The LRM migrates VMs with with-local-disks, so local disks only matter for failover: a node that
+    recovers the guest after a failure has no copy of them unless they are replicated.
+    """
     problems = [r.detail for r in m.blocking if r.code not in _NOT_HA_BLOCKERS]
     if m.type == "qemu" and m.status == "running":  # the LRM migrates running VMs online only
         problems += [f"cannot move live, as HA migrates it: {r.detail}" for r in m.reasons if r.live_only]
     replicated = any(not j.get("disable") for j in replication_jobs_of(data, m.vmid))
-    if m.local_disk_bytes and not replicated:
+    if failover and m.local_disk_bytes and not replicated:
         problems.append("local disk without replication: a failover node would have no data")
     return problems
 

@@ -136,7 +136,7 @@ def hand_off(data: ClusterData, m: Migratability, res: Row, running: bool) -> HA
         moved_by_ha=action is None,
         memory_bytes=m.memory_bytes if running and action is None else 0,
         constraints=ha_constraints(data, sid),
-        problems=ha_problems(data, m) if action is None else [],
+        problems=ha_problems(data, m, failover=False) if action is None else [],
         action=action,
     )
 
