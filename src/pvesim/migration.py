@@ -1,7 +1,9 @@
-"""What PVE checks before and during a guest migration (qemu-server / pve-container rules).
+"""What PVE checks before and during a guest migration, as qemu-server and pve-container do it.
 
-Used by the precondition endpoint (``GET .../migrate``) and by the migration task itself, so the
-two agree the way they do in PVE: the precondition reports, the task enforces.
+Used by the precondition endpoint (``GET .../migrate``, ``migrate_vm_precondition``) and by the
+migration task itself (``QemuMigrate::prepare`` + ``scan_local_volumes``, LXC ``Migrate::prepare``
++ ``phase1``), so the two agree the way they do in PVE: the precondition reports, the task
+enforces. PVE 8 and 9 differ in the precondition's HA fields and in clipboard=vnc.
 """
 
 from __future__ import annotations
@@ -13,39 +15,85 @@ from typing import Any
 from pvesim import pveconfig
 from pvesim.state import Cluster, Guest
 
-_LOCAL_RES = re.compile(r"^(usb|hostpci|serial|parallel|virtiofs)\d+$")
+_DEVICE = re.compile(r"^(usb|hostpci|serial|parallel|virtiofs)\d+$")
 _MIGRATABLE_LOCAL_TYPES = {"dir", "btrfs", "zfspool", "lvmthin", "lvm"}
-_SNAPSHOT_SAFE_TYPES = {"zfspool", "btrfs"}
+_CLOUDINIT = re.compile(r"vm-\d+-cloudinit")
+_BASE_CLONE = re.compile(r"^(?:\d+/)?((?:base|basevol)-\d+-[^/]+)/(?:\d+/)?\S+$")
+_OWNER = re.compile(r"(?:^|/)(?:vm|base|subvol|basevol)-(\d+)-")
 
 
-def local_resources(g: Guest) -> list[str]:
-    """Config keys that pin a VM to its node (PVE's ``check_local_resources``)."""
-    out = []
+def _major(c: Cluster) -> int:
+    return int(c.version.split(".")[0])
+
+
+def _mapping(c: Cluster, name: str) -> dict[str, Any] | None:
+    """A resource mapping (options.mappings): ``name: [nodes]`` or ``name: {nodes, live-migration-capable}``."""
+    spec = (c.options.get("mappings") or {}).get(name)
+    if spec is None:
+        return None
+    return {"nodes": list(spec)} if isinstance(spec, list) else dict(spec)
+
+
+def mapped_resources(c: Cluster, g: Guest) -> dict[str, dict[str, Any]]:
+    """``mapped_res`` of ``check_local_resources``: PCI/USB with mapping=, every virtiofs share."""
+    out: dict[str, dict[str, Any]] = {}
     for key, value in g.config.items():
-        if key == "ivshmem":
-            out.append(key)
+        if key.startswith("virtiofs") and _DEVICE.match(key):
+            out[key] = {"name": pveconfig.parse_property_string(value, "dirid").get("dirid", "")}
+        elif (key.startswith(("usb", "hostpci"))) and _DEVICE.match(key) and "mapping=" in value:
+            name = pveconfig.parse_property_string(value, "host").get("mapping", "")
+            info: dict[str, Any] = {"name": name}
+            if key.startswith("hostpci") and int((_mapping(c, name) or {}).get("live-migration-capable", 0)):
+                info["live-migration"] = 1
+            out[key] = info
+    return out
+
+
+def _running_machine_ok(g: Guest) -> bool:
+    machine = g.config.get("runningmachine", "pc-i440fx-10.1+pve0")
+    m = re.search(r"(\d+)\.(\d+)", machine)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (10, 1)
+
+
+def local_resources(c: Cluster, g: Guest) -> list[str]:
+    """``loc_res`` of ``check_local_resources`` (plus clipboard=vnc as the precondition adds it)."""
+    running = g.status == "running"
+    out: list[str] = []
+    if running:
+        out += [f for f in ("amd-sev", "intel-tdx") if g.config.get(f)]
+        if any(k.startswith("virtiofs") and _DEVICE.match(k) for k in g.config):
+            out.append("virtiofs")
+    out += [k for k in ("hostusb", "hostpci", "ivshmem") if g.config.get(k)]
+    mapped = mapped_resources(c, g)
+    for key, value in g.config.items():
+        if not _DEVICE.match(key):
             continue
-        if not _LOCAL_RES.match(key):
+        if key.startswith("usb") and pveconfig.parse_property_string(value, "host").get("host", "").lower() == "spice":
+            continue
+        if key.startswith("hostpci") and key in mapped and (mapped[key].get("live-migration") or not running):
             continue
         if key.startswith("serial") and value == "socket":
             continue
-        if key.startswith("usb") and "spice" in value:
-            continue
-        if "mapping=" in value and key.startswith("hostpci"):
-            continue  # mapped PCI: reported in mapped-resources instead
         out.append(key)
-    return sorted(out)
+    vga = pveconfig.parse_property_string(g.config.get("vga", ""), "type")
+    if running and vga.get("clipboard") == "vnc" and (_major(c) < 9 or not _running_machine_ok(g)):
+        out.append("clipboard=vnc")
+    return out
 
 
-def mapped_resources(g: Guest) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for key, value in g.config.items():
-        if _LOCAL_RES.match(key) and "mapping=" in value:
-            opts = pveconfig.parse_property_string(value)
-            info: dict[str, Any] = {"name": opts.get("mapping", "")}
-            if key.startswith("hostpci") and opts.get("live-migration") == "1":
-                info["live-migration"] = 1
-            out[key] = info
+def blocking_resources(c: Cluster, g: Guest) -> list[str]:
+    """What ``QemuMigrate::prepare`` refuses: local resources that are not mapped ones."""
+    mapped = mapped_resources(c, g)
+    return [r for r in local_resources(c, g) if r not in mapped]
+
+
+def missing_mappings(c: Cluster, g: Guest, target: str) -> list[str]:
+    """Keys of mapped devices whose mapping has no entry for ``target`` (``missing_mappings_by_node``)."""
+    out = []
+    for key, info in sorted(mapped_resources(c, g).items()):
+        mapping = _mapping(c, info["name"])
+        if mapping is None or target not in mapping.get("nodes", []):
+            out.append(key)
     return out
 
 
@@ -58,18 +106,23 @@ class LocalDisk:
     size: int
     unused: bool
     in_snapshot: list[str] = field(default_factory=list)
+    attached: bool = True
+
+    @property
+    def cloudinit(self) -> bool:
+        return self.cdrom and _CLOUDINIT.search(self.volid) is not None
 
     def as_api(self) -> dict[str, Any]:
         row: dict[str, Any] = {
             "volid": self.volid,
             "cdrom": int(self.cdrom),
             "is_unused": int(self.unused),
-            "is_attached": int(not self.unused),
+            "is_attached": int(self.attached and not self.unused),
             "size": self.size,
             "drivename": self.key,
             "shared": 0,
             "replicate": 1,
-            "is_cloudinit": int("cloudinit" in self.volid),
+            "is_cloudinit": int(self.cloudinit),
             "is_vmstate": 0,
             "is_tpmstate": int(self.key.startswith("tpmstate")),
         }
@@ -79,49 +132,98 @@ class LocalDisk:
 
 
 def local_disks(c: Cluster, g: Guest) -> list[LocalDisk]:
-    """Volumes not on shared storage (PVE's ``foreach_volid`` walk); host cdrom drives included."""
-    out = []
-    for key, volid, opts in g.volumes():
-        if volid == "none":
-            continue
-        cdrom = opts.get("media") == "cdrom"
-        sid = pveconfig.storage_of(volid)
-        if sid is not None:
-            storage = c.storages.get(sid)
+    """Volumes not on shared storage (``foreach_volid`` over config and snapshots); 'none' is skipped."""
+    out: dict[str, LocalDisk] = {}
+    sections = [(None, g.config)] + [(name, snap.config) for name, snap in sorted(g.snapshots.items())]
+    for snapname, config in sections:
+        for key, value in config.items():
+            vol = pveconfig.volume_of(key, value, g.type)
+            if vol is None:
+                continue
+            volid, opts = vol
+            cdrom = opts.get("media") == "cdrom"
+            if volid == "none" or (volid.startswith("/") and opts.get("shared") == "1"):
+                continue
+            sid = pveconfig.storage_of(volid)
+            storage = c.storages.get(sid) if sid else None
             if storage is not None and storage.shared:
                 continue
-        elif volid.startswith("/") and opts.get("shared") == "1":
-            continue
-        snaps = [name for name, snap in g.snapshots.items() if any(volid in v for v in snap.config.values())]
-        size = pveconfig.parse_size(opts["size"]) if "size" in opts else 0
-        out.append(LocalDisk(key, volid, sid, cdrom, size, key.startswith("unused"), snaps))
-    return out
+            disk = out.get(volid)
+            if disk is None:
+                size = pveconfig.parse_size(opts["size"]) if "size" in opts else 0
+                disk = out[volid] = LocalDisk(key, volid, sid, cdrom, size, key.startswith("unused"), attached=False)
+            if snapshot := snapname:
+                disk.in_snapshot.append(snapshot)
+            else:
+                disk.attached = True
+    return list(out.values())
 
 
-def unavailable_storages(c: Cluster, g: Guest, target: str) -> list[str]:
-    missing = set()
+def _content_type(c: Cluster, g: Guest, volid: str) -> str:
+    if g.type == "lxc":
+        return "rootdir"
+    return "iso" if volid.split(":", 1)[-1].startswith("iso/") else "images"
+
+
+def storage_problem(c: Cluster, g: Guest, target: str) -> str | None:
+    """``storage_check_enabled`` on the target and the content type check, for every storage volume."""
     for _key, volid, _opts in g.volumes():
         sid = pveconfig.storage_of(volid)
         if sid is None:
             continue
         storage = c.storages.get(sid)
-        if storage is None or not storage.available_on(target):
-            missing.add(sid)
+        if storage is None:
+            return f"storage '{sid}' does not exist"
+        if not storage.available_on(target):
+            return f"storage '{sid}' is not available on node '{target}'"
+        vtype = _content_type(c, g, volid)
+        if vtype not in storage.content:
+            return f"{volid}: content type '{vtype}' is not available on storage '{sid}'"
+    return None
+
+
+def unavailable_storages(c: Cluster, g: Guest, target: str) -> list[str]:
+    """``check_local_storage_availability``: disabled storages, or ones whose nodes exclude the target."""
+    missing = set()
+    for _key, volid, _opts in g.volumes():
+        sid = pveconfig.storage_of(volid)
+        storage = c.storages.get(sid) if sid else None
+        if storage is not None and not storage.available_on(target):
+            missing.add(storage.storage)
     return sorted(missing)
 
 
-def unavailable_mappings(c: Cluster, g: Guest, target: str) -> list[str]:
-    mappings: dict[str, list[str]] = c.options.get("mappings", {})
-    return sorted(
-        info["name"]
-        for info in mapped_resources(g).values()
-        if info["name"] in mappings and target not in mappings[info["name"]]
-    )
+def blocking_ha_resources(c: Cluster, g: Guest) -> dict[str, list[dict[str, str]]]:
+    """``get_resource_motion_info`` (PVE 9): negative resource-affinity partners block their node."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for rule in c.ha_rules.values():
+        if rule.get("type") != "resource-affinity" or rule.get("affinity") != "negative" or rule.get("disable"):
+            continue
+        members = [m.strip() for m in str(rule.get("resources", "")).split(",")]
+        if g.sid not in members:
+            continue
+        for sid in members:
+            res = c.ha_resources.get(sid)
+            other = c.guests.get(int(sid.split(":", 1)[1])) if ":" in sid else None
+            if sid == g.sid or res is None or res.state == "ignored" or other is None:
+                continue
+            if c.nodes[other.node].online:
+                out.setdefault(other.node, []).append({"sid": sid, "cause": "resource-affinity"})
+    return out
+
+
+def _ha_fields(c: Cluster, g: Guest, body: dict[str, Any], not_allowed: dict[str, dict[str, Any]]) -> None:
+    res = c.ha_resource_for(g)
+    if _major(c) < 9 or res is None or res.state == "ignored":
+        return
+    body["dependent-ha-resources"] = dependent_ha_resources(c, g.sid)
+    for node, blockers in blocking_ha_resources(c, g).items():
+        if node != g.node:
+            not_allowed.setdefault(node, {})["blocking-ha-resources"] = blockers
 
 
 def precondition(c: Cluster, g: Guest) -> dict[str, Any]:
     """The body of ``GET /nodes/{node}/qemu/{vmid}/migrate``."""
-    allowed: list[str] = []
     not_allowed: dict[str, dict[str, Any]] = {}
     for node in c.nodes:
         if node == g.node:
@@ -130,26 +232,23 @@ def precondition(c: Cluster, g: Guest) -> dict[str, Any]:
         storages = unavailable_storages(c, g, node)
         if storages:
             entry["unavailable_storages"] = storages
-        mappings = unavailable_mappings(c, g, node)
-        if mappings:
-            entry["unavailable-resources"] = mappings
+        missing = missing_mappings(c, g, node)
+        if missing:
+            entry["unavailable-resources"] = missing
         not_allowed[node] = entry
-        if not entry:
-            allowed.append(node)
-    mapped = mapped_resources(g)
+    mapped = mapped_resources(c, g)
     body: dict[str, Any] = {
         "running": int(g.status == "running"),
-        "allowed_nodes": allowed,
-        "not_allowed_nodes": not_allowed,
         "local_disks": [d.as_api() for d in local_disks(c, g)],
-        "local_resources": local_resources(g),
+        "local_resources": local_resources(c, g),
         "mapped-resources": sorted(mapped),
         "mapped-resource-info": mapped,
-        "has-dbus-vmstate": 1,
     }
-    res = c.ha_resource_for(g)
-    if res is not None and res.state != "ignored":
-        body["dependent-ha-resources"] = dependent_ha_resources(c, g.sid)
+    _ha_fields(c, g, body, not_allowed)
+    body["not_allowed_nodes"] = not_allowed
+    body["allowed_nodes"] = [n for n in c.nodes if n != g.node and not not_allowed.get(n)]
+    if _major(c) >= 9:
+        body["has-dbus-vmstate"] = 1
     return body
 
 
@@ -163,36 +262,78 @@ def dependent_ha_resources(c: Cluster, sid: str) -> list[str]:
     return sorted(out)
 
 
+def _base_used(c: Cluster, g: Guest, volid: str) -> bool:
+    """``volume_is_base_and_used``: another volume on the storage is a linked clone of this base image."""
+    sid, _, name = volid.partition(":")
+    base = name.rsplit("/", 1)[-1]
+    if not base.startswith(("base-", "basevol-")):
+        return False
+    for other in c.guests.values():
+        for _key, vid, _opts in other.volumes():
+            m = _BASE_CLONE.match(vid.partition(":")[2]) if vid.startswith(f"{sid}:") else None
+            if m and m.group(1) == base and vid != volid:
+                return True
+    return False
+
+
+def _scan_volume(c: Cluster, g: Guest, disk: LocalDisk, running: bool, replicated: bool) -> str | None:
+    """``scan_local_volumes``' ``$test_volid`` for one local volume."""
+    if disk.storage is None:
+        return "can't migrate local cdrom drive" if disk.volid == "cdrom" else "local file/device"
+    if disk.cdrom:
+        return None if disk.cloudinit else "local cdrom image"
+    name = disk.volid.partition(":")[2]
+    owner = _OWNER.search(name.rsplit("/", 1)[-1])
+    if owner is None or int(owner.group(1)) != g.vmid:
+        return f"owned by other VM (owner = VM {owner.group(1) if owner else '?'})"
+    storage = c.storages[disk.storage]
+    if disk.in_snapshot:
+        if running and not replicated:
+            return "online storage migration not possible if non-replicated snapshot exists"
+        fmt = "qcow2" if disk.volid.endswith(".qcow2") else "raw"
+        chain = bool(storage.options.get("snapshot-as-volume-chain"))
+        if not (
+            storage.type == "zfspool" or (storage.type == "btrfs" and fmt == "raw") or (fmt == "qcow2" and not chain)
+        ):
+            return "non-migratable snapshot exists"
+    if _base_used(c, g, disk.volid):
+        return "referenced by linked clone(s)"
+    if storage.type not in _MIGRATABLE_LOCAL_TYPES:
+        return f"storage type '{storage.type}' not supported"
+    m = _BASE_CLONE.match(name)
+    if m:
+        return f"can't migrate '{disk.volid}' as it's a clone of '{m.group(1)}'"
+    return None
+
+
 def task_blocker(
     c: Cluster, g: Guest, target: str, online: bool, with_local_disks: bool, force_local: bool = False
 ) -> str | None:
-    """The error a qmigrate task would die with, or None when it would succeed."""
+    """The error a qmigrate task would die with (``QemuMigrate::prepare`` + ``scan_local_volumes``)."""
     if not c.nodes[target].online:
         return "migration aborted (duration 00:00:01): Can't connect to destination address using public key"
     running = g.status == "running"
-    res = local_resources(g)
-    if res and (running or not force_local):
-        return f"can't migrate VM which uses local devices: {', '.join(res)}"
-    missing = unavailable_mappings(c, g, target)
+    blocking = [r for r in blocking_resources(c, g) if r != "clipboard=vnc"]
+    if blocking and (running or not force_local):
+        return f"can't migrate VM which uses local devices: {', '.join(blocking)}"
+    mapped = mapped_resources(c, g)
+    missing = missing_mappings(c, g, target)
     if missing:
-        return f"can't migrate VM which uses mapped devices not available on '{target}': {', '.join(missing)}"
-    if running:
-        non_live = [k for k, info in mapped_resources(g).items() if "live-migration" not in info]
-        if non_live:
-            return f"can't live migrate VM with mapped devices: {', '.join(non_live)}"
-    for sid in unavailable_storages(c, g, target):
-        return f"storage '{sid}' is not available on node '{target}'"
+        return f"can't migrate to '{target}': missing mapped devices {', '.join(missing)}"
+    not_live = [f"{k}:{info['name']}" for k, info in sorted(mapped.items()) if not info.get("live-migration")]
+    if running and not_live:
+        return f"can't live migrate running VM which uses following mapped devices: {', '.join(not_live)}"
+    if "clipboard=vnc" in local_resources(c, g):
+        return "VMs with 'clipboard' set to 'vnc' are not live migratable!"
+    problem = storage_problem(c, g, target)
+    if problem:
+        return problem
+    replicated = any(j.guest == g.vmid and j.target == target for j in c.replication.values())
     for disk in local_disks(c, g):
-        if disk.cdrom:
-            return f"can't migrate local cdrom drive ({disk.volid})"
-        if disk.storage is None:
-            return f"can't migrate local disk '{disk.volid}': not a storage volume"
-        storage = c.storages[disk.storage]
-        if storage.type not in _MIGRATABLE_LOCAL_TYPES:
-            return f"can't migrate local disk '{disk.volid}': storage type '{storage.type}' not supported"
-        if disk.in_snapshot and storage.type not in _SNAPSHOT_SAFE_TYPES and not disk.volid.endswith(".qcow2"):
-            return f"can't migrate local disk '{disk.volid}': non-migratable snapshot exists"
-        if running and not disk.unused and not with_local_disks:
+        err = _scan_volume(c, g, disk, running, replicated)
+        if err:
+            return f"can't migrate local disk '{disk.volid}': {err}"
+        if running and disk.attached and not disk.unused and not disk.cdrom and not with_local_disks:
             return "can't live migrate attached local disks without with-local-disks option"
     if running and online and _cpu_host(g) and c.nodes[target].cpu_model != c.nodes[g.node].cpu_model:
         return (
@@ -208,15 +349,28 @@ def _cpu_host(g: Guest) -> bool:
 
 
 def ct_task_blocker(c: Cluster, g: Guest, target: str, restart: bool, online: bool) -> str | None:
+    """LXC ``Migrate::prepare`` and ``phase1``."""
     if not c.nodes[target].online:
         return "migration aborted (duration 00:00:01): Can't connect to destination address using public key"
     if online and g.status == "running":
         return "lxc live migration is currently not implemented"
-    for sid in unavailable_storages(c, g, target):
-        return f"storage '{sid}' is not available on node '{target}'"
-    for key, value in g.config.items():
-        if key.startswith("mp") and value.startswith("/") and "shared=1" not in value:
+    for key, volid, opts in g.volumes():
+        if volid.startswith("/") and opts.get("shared") != "1":
             return f"cannot migrate local bind mount point '{key}'"
+    problem = storage_problem(c, g, target)
+    if problem:
+        return problem
+    for disk in local_disks(c, g):
+        if disk.storage is None:
+            continue
+        storage = c.storages[disk.storage]
+        if disk.in_snapshot and storage.type not in ("zfspool", "btrfs"):
+            return f"can't migrate local volume '{disk.volid}': non-migratable snapshot exists"
+        if storage.type not in _MIGRATABLE_LOCAL_TYPES:
+            return f"can't migrate local volume '{disk.volid}': storage type '{storage.type}' not supported"
+        m = _BASE_CLONE.match(disk.volid.partition(":")[2])
+        if m:
+            return f"can't migrate local volume '{disk.volid}': clone of '{m.group(1)}'"
     return None
 
 

@@ -98,9 +98,15 @@ async def test_check_guest_migration(demo_sim: SimServer, server_for: Any) -> No
     assert ct_allowed.structured_content["mode"] == "restart"
 
 
-async def test_auditor_token_cannot_prove_vm_moves(demo_sim: SimServer, server_for: Any) -> None:
-    plan = await _plan(server_for(demo_sim, "auditor@pve!mcp"), node="pve1")
-    codes = {b["vmid"]: b["code"] for b in plan["blockers"]}
-    assert codes[100] == "MIGRATE_NOT_PROVABLE" and "VM.Migrate" in next(
-        b["detail"] for b in plan["blockers"] if b["vmid"] == 100
-    )
+async def test_auditor_token_plans_from_the_config(demo_sim: SimServer, server_for: Any) -> None:
+    """Issue 15 item 8: without VM.Migrate the plan stands on config + storage and matches the operator's."""
+    auditor = await _plan(server_for(demo_sim, "auditor@pve!mcp"), node="pve1")
+    operator = await _plan(server_for(demo_sim, "operator@pve!mcp"), node="pve1")
+    assert not [b for b in auditor["blockers"] if b["code"] == "MIGRATE_NOT_PROVABLE"]
+    moves = {(s["vmid"], s["target"], s["mode"]) for s in auditor["steps"]}
+    assert moves == {(s["vmid"], s["target"], s["mode"]) for s in operator["steps"]}
+    assert {b["vmid"]: b["code"] for b in auditor["blockers"]} == {b["vmid"]: b["code"] for b in operator["blockers"]}
+    assert {s["basis"] for s in auditor["steps"]} == {"config"}
+    assert {s["basis"] for s in operator["steps"] if s["type"] == "qemu"} == {"config+pve"}
+    stopped = [s for s in auditor["steps"] if s["mode"] == "offline"]
+    assert stopped and all(s["memory_bytes"] == 0 for s in stopped)

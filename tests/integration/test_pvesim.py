@@ -202,13 +202,7 @@ def test_migration_moves_guest_and_sets_lock_while_running(start_sim) -> None:
             "pve2",
             106,
             {"target": "pve1", "online": 1, "with-local-disks": 1},
-            "can't migrate local cdrom drive (local:iso/ubuntu-24.04.1-live-server-amd64.iso)",
-        ),
-        (
-            "pve3",
-            112,
-            {"target": "pve2", "online": 1, "with-local-disks": 1, "force": 1},
-            "storage 'local-zfs' is not available on node 'pve2'",
+            "can't migrate local disk 'local:iso/ubuntu-24.04.1-live-server-amd64.iso': local cdrom image",
         ),
         ("pve2", 108, {"target": "pve3", "online": 1}, "migration problems"),
     ],
@@ -219,6 +213,13 @@ def test_blocked_migrations_fail_inside_the_task(start_sim, node, vmid, params, 
     status = _finish(pve, node, pve.nodes(node).qemu(vmid).migrate.post(**params))
     assert status["exitstatus"].startswith(error)
     assert {g["vmid"]: g["node"] for g in pve.cluster.resources.get(type="vm")}[vmid] == node
+
+
+def test_storage_availability_is_checked_before_the_task(start_sim) -> None:
+    """qemu-server migrate_vm runs check_storage_availability before forking the worker: HTTP 500."""
+    pve = api(start_sim("demo"))
+    with pytest.raises(ResourceException, match="storage 'local-zfs' is not available on node 'pve2'"):
+        pve.nodes("pve3").qemu(112).migrate.post(target="pve2", online=1, **{"with-local-disks": 1, "force": 1})
 
 
 def test_local_disk_needs_with_local_disks(start_sim) -> None:

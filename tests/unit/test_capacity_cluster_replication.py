@@ -110,9 +110,10 @@ def test_memory_pressure_swap_vcpu() -> None:
 
 
 def test_n_plus_1() -> None:
-    nodes = [node_row("a", maxmem=64 * GiB), node_row("b", maxmem=64 * GiB)]
+    """The planner's room: total minus max(used, configured running) minus 10 % headroom, per surviving node."""
+    nodes = [node_row("a", maxmem=64 * GiB, mem=4 * GiB), node_row("b", maxmem=64 * GiB, mem=4 * GiB)]
     fits = data(
-        resources=[*nodes, guest_row(100, "a", memory_mib=60 * 1024)],
+        resources=[*nodes, guest_row(100, "a", memory_mib=40 * 1024)],
         cluster_status=cluster_status({"a": True, "b": True}),
     )
     assert not [f for f in analyze_nodes(fits, T) if f.code == "CLUSTER_NO_N_PLUS_1"]
@@ -120,7 +121,9 @@ def test_n_plus_1() -> None:
         resources=[*nodes, guest_row(100, "a", memory_mib=40 * 1024), guest_row(101, "b", memory_mib=40 * 1024)],
         cluster_status=cluster_status({"a": True, "b": True}),
     )
+    found = [f for f in analyze_nodes(too_much, T) if f.code == "CLUSTER_NO_N_PLUS_1"]
     assert [f.code for f in analyze_nodes(too_much, T)] == ["CLUSTER_NO_N_PLUS_1"]
+    assert found[0].evidence["configured_bytes"] == 40 * GiB
 
 
 def test_quorum_offline_nodes_versions() -> None:

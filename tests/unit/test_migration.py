@@ -62,8 +62,8 @@ def test_passthrough_blocks_but_mapped_usb_spice_and_serial_socket_do_not_pin() 
     assert m.verdict == "blocked" and m.blocking[0].code == "MIGRATE_PASSTHROUGH"
     ok = assess(_data(guest_row(100, "pve1"), qemu_config("a", usb0="spice", serial0="socket")), 100)
     assert ok.verdict == "live"
-    mapped = assess(_data(guest_row(100, "pve1"), qemu_config("a", hostpci0="mapping=gpu,pcie=1")), 100)
-    assert mapped.verdict == "blocked" and mapped.blocking[0].code == "MIGRATE_MAPPED_DEVICE"
+    mapped = assess(_data(guest_row(100, "pve1", status="stopped"), qemu_config("a", hostpci0="mapping=gpu")), 100)
+    assert mapped.verdict == "blocked" and mapped.blocking[0].code == "MIGRATE_NOT_PROVABLE"  # no mapping config
 
 
 def test_local_iso_blocks_shared_iso_does_not() -> None:
@@ -88,11 +88,12 @@ def test_local_disks_are_copied_unless_unsupported() -> None:
     snap = assess(
         _data(guest_row(100, "pve1"), qemu_config("a", scsi0="local-lvm:vm-100-disk-0,size=8G", parent="pre")), 100
     )
-    assert snap.blocking[0].code == "MIGRATE_LOCAL_DISK_UNSUPPORTED" and "snapshot" in snap.blocking[0].detail
+    assert snap.blocking[0].code == "MIGRATE_NOT_PROVABLE" and "snapshot" in snap.blocking[0].detail
     zfs = assess(
-        _data(guest_row(100, "pve1"), qemu_config("a", scsi0="local-zfs:vm-100-disk-0,size=8G", parent="pre")), 100
+        _data(guest_row(100, "pve1", status="stopped"), qemu_config("a", scsi0="local-zfs:vm-100-disk-0", parent="p")),
+        100,
     )
-    assert zfs.verdict == "live"  # zfs snapshots migrate
+    assert zfs.verdict == "offline"  # zfs snapshots migrate offline
 
 
 def test_storage_availability_is_per_target() -> None:

@@ -144,8 +144,9 @@ def test_heterogeneous_cpus() -> None:
     assert full.blockers[0].code == "MIGRATE_CAPACITY"
 
 
-def test_unprovable_without_pve_precondition() -> None:
-    d = cluster([vm(100, 4)])
+def test_without_pve_precondition_the_verdict_stands_on_the_config() -> None:
+    """Issue 15 item 8: an auditor token (no VM.Migrate) still gets a plan; each verdict names its basis."""
+    d = cluster([vm(100, 4), vm(101, 2, status="stopped"), vm(102, 2, hostpci0="0000:41:00.0")])
     d.preconditions = {}
     d.missing.append(
         Missing(
@@ -158,7 +159,12 @@ def test_unprovable_without_pve_precondition() -> None:
         )
     )
     plan = plan_evacuation(d, "src")
-    assert plan.blockers[0].code == "MIGRATE_NOT_PROVABLE" and plan.complete is True
+    assert {s.vmid: s.mode for s in plan.steps} == {100: "live", 101: "offline"} and plan.complete is True
+    assert [(b.vmid, b.code) for b in plan.blockers] == [(102, "MIGRATE_PASSTHROUGH")]
+    move = plan_guest_move(d, 101)
+    assert move.can_move and move.migratability.basis == "config"
+    checked = plan_guest_move(cluster([vm(100, 4)]), 100)
+    assert checked.migratability.basis == "config+pve"
 
 
 def test_source_offline_or_no_quorum_blocks_everything() -> None:

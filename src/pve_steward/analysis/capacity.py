@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
-from pve_steward.analysis.migration import storage_shared
+from pve_steward.analysis.migration.storage import storage_shared
+from pve_steward.analysis.migration.targets import maintenance_nodes
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 GiB = 1024**3
@@ -120,6 +122,9 @@ class _Running:
 
 
 def _running_on(data: ClusterData) -> dict[str, _Running]:
+    memo = data.memo.get("running_on")
+    if memo is not None:
+        return memo  # type: ignore[no-any-return]
     out: dict[str, _Running] = defaultdict(_Running)
     for g in data.guests.values():
         if g.get("status") == "running" and not g.get("template"):
@@ -127,7 +132,43 @@ def _running_on(data: ClusterData) -> dict[str, _Running]:
             node.count += 1
             node.memory += int(g.get("maxmem") or 0)
             node.vcpus += float(g.get("maxcpu") or 0)
+    data.memo["running_on"] = out
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """How much memory a node can take: the one arithmetic of N+1 and of the evacuation planner."""
+
+    node: str
+    total: int
+    committed: int  # max(used memory, configured memory of its running guests)
+    headroom: int
+
+    @property
+    def free(self) -> int:
+        return self.total - self.committed - self.headroom
+
+
+def capacity_nodes(data: ClusterData) -> list[str]:
+    """Nodes that can take guests: online and not in HA maintenance (the CRM is emptying those)."""
+    away = maintenance_nodes(data)
+    return [n for n in data.online_nodes if n not in away]
+
+
+@pve_rule(
+    "capacity.node-room",
+    rule="A node takes a running guest's configured memory (what the HA static scheduler reserves); it starts from "
+    "the larger of its used memory and the configured memory of the guests it runs, and keeps a headroom.",
+    pve="pve-ha-manager src/PVE/HA/Usage/Static.pm (configured maxmem per service)",
+)
+def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
+    st = (data.node_status.get(node) or {}).get("memory") or {}
+    row = data.nodes.get(node, {})
+    total = int(st.get("total") or row.get("maxmem") or 0)
+    used = int(st.get("used") or row.get("mem") or 0)
+    configured = (_running_on(data).get(node) or _Running()).memory
+    return NodeRoom(node, total, max(used, configured), int(total * headroom_pct / 100))
 
 
 def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -199,27 +240,47 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                         {"vcpus": vcpus, "cpus": cpus, "ratio": round(ratio, 2)},
                     )
                 )
-    out += _n_plus_1(data, running)
+    out += _n_plus_1(data, running, t.capacity_headroom_pct)
     return out
 
 
-def _n_plus_1(data: ClusterData, running: dict[str, _Running]) -> list[Finding]:
-    online = data.online_nodes
-    if len(online) < 2:
+@pve_rule(
+    "capacity.n-plus-1",
+    rule="When a node fails, HA recovers its services onto the remaining online nodes; the cluster is N+1 when the "
+    "running guests of any one node fit into the room the others have (nodes in maintenance or offline take none).",
+    pve="pve-ha-manager src/PVE/HA/Manager.pm recover_fenced_service; "
+    "pve-docs ha-manager.adoc (Recover Fenced Services)",
+    codes=("CLUSTER_NO_N_PLUS_1",),
+)
+def _n_plus_1(data: ClusterData, running: dict[str, _Running], headroom_pct: float) -> list[Finding]:
+    nodes = capacity_nodes(data)
+    if len(nodes) < 2:
         return []
-    mem = {n: int(data.nodes[n].get("maxmem") or 0) for n in online}
-    if not all(mem.values()):
+    rooms = {n: node_room(data, n, headroom_pct) for n in nodes}
+    if not all(r.total for r in rooms.values()):
+        return []  # a node's memory is unknown: not provable either way
+    worst: tuple[int, str, int, int] | None = None
+    for node in nodes:
+        need = (running.get(node) or _Running()).memory
+        have = sum(max(r.free, 0) for n, r in rooms.items() if n != node)
+        if need > have and (worst is None or need - have > worst[0]):
+            worst = (need - have, node, need, have)
+    if worst is None:
         return []
-    largest = max(online, key=lambda n: mem[n])
-    need = sum(running[n].memory for n in online if n in running)
-    have = sum(mem.values()) - mem[largest]
-    if need <= have:
-        return []
+    _short, node, need, have = worst
+    left_out = sorted(set(data.nodes) - set(nodes))
     return [
         finding(
             "CLUSTER_NO_N_PLUS_1",
             Subject(kind="cluster", id="cluster"),
-            f"running guests need {need // GiB} GiB but the cluster without {largest} has {have // GiB} GiB",
-            {"configured_bytes": need, "capacity_without_largest_bytes": have, "largest_node": largest},
+            f"if {node} fails, its running guests need {need / GiB:.1f} GiB but the other nodes have "
+            f"{have / GiB:.1f} GiB free after {headroom_pct:g} % headroom",
+            {
+                "failing_node": node,
+                "configured_bytes": need,
+                "free_elsewhere_bytes": have,
+                "headroom_pct": headroom_pct,
+                "not_capacity": left_out,
+            },
         )
     ]

@@ -394,6 +394,53 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "Templates are moved offline; they do not run.",
         "Nothing to fix; move it offline (no downtime, it does not run).",
     ),
+    (
+        "migration",
+        "MIGRATE_STORAGE_CONTENT",
+        "warning",
+        "Storage lacks the volume's content type",
+        "A volume lives on a storage whose content list lacks its type (images or iso for a VM, rootdir for a "
+        "container); PVE refuses to migrate it (qemu-server check_storage_availability, LXC Migrate prepare).",
+        "Add the content type to the storage (Datacenter > Storage) or move the volume to a storage that has it.",
+    ),
+    (
+        "migration",
+        "MIGRATE_LINKED_CLONE",
+        "warning",
+        "Linked clone on local storage",
+        "A local volume is a linked clone of a base image, or a template's base image still used by linked clones; "
+        "PVE refuses to migrate it (QemuMigrate scan_local_volumes, volume_is_base_and_used).",
+        "Make the clone a full clone (move the disk), or migrate template and clones together by moving storage.",
+    ),
+    (
+        "migration",
+        "MIGRATE_LIVE_UNSUPPORTED",
+        "warning",
+        "Running VM cannot move live",
+        "PVE refuses a live migration of this running VM (amd-sev, intel-tdx, virtiofs, mapped devices that are not "
+        "live-migration capable, clipboard=vnc, a non-replicated local volume referenced by a snapshot); it can move "
+        "once it is shut down.",
+        "Plan downtime: shut it down, migrate offline, start it (allow_offline).",
+    ),
+    (
+        "migration",
+        "MIGRATE_HA_AFFINITY",
+        "warning",
+        "HA affinity rules forbid the target",
+        "An HA rule keeps the guest off the target: a strict node-affinity rule (or restricted group), or a "
+        "negative resource-affinity with a resource there (PVE's blocking-ha-resources).",
+        "Pick an allowed node, or change the HA rule.",
+    ),
+    (
+        "ha",
+        "HA_GUEST_LEFT_BEHIND",
+        "warning",
+        "HA maintenance leaves this guest on the node",
+        "The HA manager moves started services off a node in maintenance; a service in error state, or requested "
+        "stopped or disabled, stays on the node (pve-ha-manager Manager.pm).",
+        "Error state: ha-manager set <sid> --state disabled, fix, migrate, re-enable. Stopped/disabled: "
+        "ha-manager migrate <sid> <target>, or leave it on the node.",
+    ),
     # ---------------------------------------------------------------- capacity
     (
         "capacity",

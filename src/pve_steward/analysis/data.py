@@ -60,6 +60,8 @@ class ClusterData:
     zfs: dict[str, list[Row]] = field(default_factory=dict)
     agent: dict[int, bool] = field(default_factory=dict)  # vmid -> agent answered
     preconditions: dict[int, Row] = field(default_factory=dict)
+    mappings: dict[str, list[Row]] = field(default_factory=dict)  # /cluster/mapping/{pci,usb,dir}: kind -> rows
+    snapshot_configs: dict[int, dict[str, Row]] = field(default_factory=dict)  # vmid -> snapshot -> its config
     missing: list[Missing] = field(default_factory=list)
     # derived lookup tables, built on first use; a missing table is an empty dict (no throwaway {} per lookup)
     memo: defaultdict[str, Any] = field(default_factory=lambda: defaultdict(dict), repr=False)

@@ -23,6 +23,9 @@ class Thresholds(BaseModel):
     swap_warning_pct: float = Field(20, ge=0, le=100)
     swap_critical_pct: float = Field(50, ge=0, le=100)
     vcpu_ratio_warning: float = Field(4, gt=0)
+    capacity_headroom_pct: float = Field(
+        10, ge=0, le=90, description="memory a node keeps free when it takes guests (N+1, like the planner default)"
+    )
     replication_lag_factor: float = Field(4, ge=1)
     replication_fail_critical: int = Field(3, ge=1)
     lock_stuck_minutes: float = Field(60, gt=0)

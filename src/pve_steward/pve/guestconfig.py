@@ -276,7 +276,7 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
             if key.startswith("usb") and "spice" in text:
                 continue
             opts = parse_property_string(text, "host")
-            if "mapping" in opts:
+            if "mapping" in opts and not key.startswith("virtiofs"):
                 mapped[key] = opts["mapping"]
             else:
                 local += (key,)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pve_steward.analysis.data import ClusterData, Missing
+from pve_steward.analysis.migration.storage import storage_shared
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
@@ -88,7 +89,13 @@ class Collector:
             ]
         if self._want("replication", "migration"):
             wave1.append(("replication_jobs", api_path("cluster", "replication"), {}))
+        if self._want("migration"):  # mapped devices: which nodes have each mapping (Mapping.Audit filters rows)
+            wave1 += [(f"mapping:{kind}", api_path("cluster", "mapping", kind), {}) for kind in ("pci", "usb", "dir")]
         got = await self._read(wave1)
+        for key in [k for k in got if k.startswith("mapping:")]:
+            value = got.pop(key)
+            if not isinstance(value, PveError):  # unreadable: mapped devices stay "not provable"
+                d.mappings[key.split(":", 1)[1]] = value
         fields = {
             "status": "cluster_status",
             "resources": "resources",
@@ -122,8 +129,41 @@ class Collector:
             on_node = {v for v, g in d.guests.items() if g.get("node") == node}
             wanted = on_node if wanted is None else wanted & on_node
         await self._wave2(wanted, preconditions)
+        if preconditions:
+            await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit)
         return d
+
+    async def _snapshot_sections(self, wanted: set[int] | None) -> None:
+        """Migration: what the snapshots of a guest with local volumes reference (their config sections).
+
+        Only guests with a snapshot (``parent``) and a volume on local storage; a failed read leaves the
+        guest's snapshot references unknown (its verdict says "not provable").
+        """
+        d = self.data
+        guests = [
+            v
+            for v, cfg in sorted(d.parsed.items())
+            if (wanted is None or v in wanted)
+            and cfg.parent_snapshot
+            and v in d.guests
+            and any(vol.storage and not storage_shared(d, vol.storage) for vol in cfg.volumes)
+        ]
+        where = {v: (node_seg(d.guests[v]["node"]), d.guests[v]["type"], vmid_seg(v)) for v in guests}
+        lists = await self._read([(f"{v}", api_path("nodes", *where[v], "snapshot"), {}) for v in guests])
+        reads: list[Read] = []
+        for key, rows in lists.items():
+            if not isinstance(rows, PveError):
+                names = [str(r["name"]) for r in rows if r.get("name") and r.get("name") != "current"]
+                reads += [(f"{key}:{n}", api_path("nodes", *where[int(key)], "config"), {"snapshot": n}) for n in names]
+                d.snapshot_configs[int(key)] = {}
+        got = await self._read(reads)
+        for key, value in got.items():
+            vmid, name = key.split(":", 1)
+            if isinstance(value, PveError):
+                d.snapshot_configs.pop(int(vmid), None)
+            elif int(vmid) in d.snapshot_configs:
+                d.snapshot_configs[int(vmid)][name] = value
 
     @staticmethod
     def _affects(key: str) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Annotated, Literal
 
@@ -109,7 +110,10 @@ async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit
 class MigratabilityReport(BaseModel):
     report: Report
     verdicts: dict[str, int] = Field(description="how many guests can move live / offline / restart / not at all")
-    guests: list[Migratability] = Field(description="per-guest verdicts (non-live first), or the one asked for")
+    guests: list[Migratability] = Field(
+        description="per-guest verdicts (non-live first), or the one asked for; in the list view a guest that a "
+        "guest-wide reason blocks has no per-target detail (ask for that guest, or detail=true)"
+    )
     omitted_guests: int = 0
 
 
@@ -141,11 +145,18 @@ async def diagnose_migratability(
         counts[m.verdict] = counts.get(m.verdict, 0) + 1
     order = {"blocked": 0, "restart": 1, "offline": 2, "live": 3}
     ranked = sorted(verdicts, key=lambda m: (order[m.verdict], m.vmid))
-    shown = ranked if detail or vmid is not None else ranked[:limit]
+    shown = ranked if detail or vmid is not None else [_brief(m) for m in ranked[:limit]]
     await t.progress(2, 2, report.summary)
     return MigratabilityReport(
         report=refer(t, report), verdicts=counts, guests=shown, omitted_guests=len(ranked) - len(shown)
     )
+
+
+def _brief(m: Migratability) -> Migratability:
+    """The list view of a verdict: per-target detail adds nothing when a guest-wide reason blocks."""
+    if m.verdict == "blocked" and any(r.blocking for r in m.reasons):
+        return dataclasses.replace(m, targets=[])
+    return m
 
 
 class CodeDoc(BaseModel):

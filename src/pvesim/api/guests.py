@@ -460,21 +460,55 @@ def qemu_migrate_precondition(call: Call) -> dict[str, Any]:
 
 @route("GET", "/nodes/{node}/lxc/{vmid}/migrate")
 def lxc_migrate_precondition(call: Call) -> dict[str, Any]:
+    """pve-container ``migrate_vm_precondition`` (PVE 9): only HA affinity, no storage or device analysis."""
     c = call.cluster
     g = call.guest("lxc")
     if not c.quorate:
         raise ApiError(500, "cluster not ready - no quorum?")
     _check_lock(g)
-    allowed = [n for n in c.nodes if n != g.node and not migration.unavailable_storages(c, g, n)]
-    not_allowed: dict[str, dict[str, Any]] = {n: {} for n in c.nodes if n != g.node and n not in allowed}
-    body: dict[str, Any] = {
-        "running": b(g.status == "running"),
-        "allowed-nodes": allowed,
-        "not-allowed-nodes": not_allowed,
-    }
+    not_allowed: dict[str, dict[str, Any]] = {}
+    body: dict[str, Any] = {"running": b(g.status == "running")}
     if _ha_managed(c, g):
         body["dependent-ha-resources"] = migration.dependent_ha_resources(c, g.sid)
+        for node, blockers in migration.blocking_ha_resources(c, g).items():
+            if node != g.node:
+                not_allowed[node] = {"blocking-ha-resources": blockers}
+    body["allowed-nodes"] = [n for n in c.nodes if n != g.node and n not in not_allowed]
+    body["not-allowed-nodes"] = not_allowed
     return body
+
+
+@route("GET", "/cluster/mapping/pci")
+def mapping_pci(call: Call) -> list[dict[str, Any]]:
+    return _mappings(call, "pci")
+
+
+@route("GET", "/cluster/mapping/usb")
+def mapping_usb(call: Call) -> list[dict[str, Any]]:
+    return _mappings(call, "usb")
+
+
+@route("GET", "/cluster/mapping/dir")
+def mapping_dir(call: Call) -> list[dict[str, Any]]:
+    return _mappings(call, "dir")
+
+
+def _mappings(call: Call, kind: str) -> list[dict[str, Any]]:
+    """Resource mappings (scenario options.mappings), listed where the token may see them (Mapping.*)."""
+    rows = []
+    for name, spec in sorted((call.cluster.options.get("mappings") or {}).items()):
+        info = {"nodes": list(spec)} if isinstance(spec, list) else dict(spec)
+        if info.get("type", "pci") != kind:
+            continue
+        path = f"/mapping/{kind}/{name}"
+        if not any(call.can(path, p) for p in ("Mapping.Audit", "Mapping.Use", "Mapping.Modify")):
+            continue
+        what = "path=/srv/" + name if kind == "dir" else ("id=1234:5678" if kind == "usb" else "path=0000:41:00.0")
+        row: dict[str, Any] = {"id": name, "map": [f"node={n},{what}" for n in info.get("nodes", [])]}
+        if kind == "pci" and info.get("live-migration-capable"):
+            row["live-migration-capable"] = 1
+        rows.append(row)
+    return rows
 
 
 def _check_target(c: Cluster, g: Guest, target: str) -> None:
@@ -544,6 +578,9 @@ def qemu_migrate(call: Call) -> str:
     online = call.flag("online")
     if g.status == "running" and not online:
         raise ApiError(500, "can't migrate running VM without --online")
+    problem = migration.storage_problem(c, g, target)  # check_storage_availability, before the worker forks
+    if problem:
+        raise ApiError(500, problem)
     for job in c.replication.values():
         if job.guest == g.vmid and job.target != target and g.status == "running" and not call.flag("force"):
             raise ApiError(

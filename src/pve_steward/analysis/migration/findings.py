@@ -1,0 +1,191 @@
+"""Migratability as findings (the health check's view) and what would stall HA for an HA guest."""
+
+from __future__ import annotations
+
+from pve_steward.analysis.data import ClusterData, guest_subject
+from pve_steward.analysis.findings import Finding, Severity, finding
+from pve_steward.analysis.migration.model import Migratability
+from pve_steward.analysis.migration.target_rules import target_groups, target_needs
+from pve_steward.analysis.migration.targets import eligible_targets, replication_jobs_of
+from pve_steward.analysis.migration.verdict import assess_in, situation
+from pve_steward.analysis.pverules import pve_rule
+from pve_steward.pve.guestconfig import GuestConfig
+
+_NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DOWNTIME_NOT_ALLOWED"}
+
+
+@pve_rule(
+    "ha.stalls-maintenance",
+    rule="The HA manager migrates a service off a node in maintenance (VMs online with local disks, containers by "
+    "relocation) and retries a failed move; a guest that cannot move, or whose local disks have no replica for "
+    "recovery, stalls maintenance or failover.",
+    pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, src/PVE/HA/Resources/PVEVM.pm migrate "
+    "(online, with-local-disks, force)",
+    codes=("HA_GUEST_NOT_MIGRATABLE",),
+)
+def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> list[str]:
+    """What would stall node maintenance (and, with ``failover``, HA recovery) for an HA-managed guest.
+
+    The LRM migrates VMs with with-local-disks, so local disks only matter for failover: a node that
+    recovers the guest after a failure has no copy of them unless they are replicated.
+    """
+    problems = [r.detail for r in m.blocking if r.code not in _NOT_HA_BLOCKERS]
+    if m.type == "qemu" and m.status == "running":  # the LRM migrates running VMs online only
+        problems += [f"cannot move live, as HA migrates it: {r.detail}" for r in m.reasons if r.live_only]
+    replicated = any(not j.get("disable") for j in replication_jobs_of(data, m.vmid))
+    if failover and m.local_disk_bytes and not replicated:
+        problems.append("local disk without replication: a failover node would have no data")
+    return problems
+
+
+# a finding of one guest, minus the guest: (code, message prefix, message suffix, evidence, severity,
+# whether the guest's node is appended to the evidence)
+Template = tuple[str, str, str, dict[str, object], Severity | None, bool]
+
+
+def analyze_migratability(
+    data: ClusterData, *, vmids: list[int] | None = None, allow_downtime: bool = True, verdicts: bool = True
+) -> tuple[list[Finding], list[Migratability]]:
+    """Findings on how guests can move (capability view: downtime moves count as possible).
+
+    Blocked guests get one finding per blocking reason; movable guests get findings for what
+    limits them (targets excluded by cpu: host or storage, disk copies, restarts). HA guests are
+    reported as HA_GUEST_NOT_MIGRATABLE when something would stall failover or maintenance.
+    Guests in the same situation share their findings' wording; ``verdicts=False`` (the health
+    check) skips building the per-guest verdicts when only findings are wanted.
+    """
+    out: list[Finding] = []
+    answers: list[Migratability] = []
+    templates: dict[tuple[object, ...], list[Template]] = data.memo["finding_templates"]
+    ha_of = data.ha_by_vmid
+    for vmid in vmids if vmids is not None else data.guest_ids:
+        ha = vmid in ha_of
+        downtime = allow_downtime or ha
+        sit = situation(data, vmid, None, None, downtime)
+        key = (sit, ha) if sit is not None else None
+        found = templates.get(key) if key is not None else None
+        if found is None and not verdicts and sit is not None and key is not None:
+            found = _node_free_templates(data, vmid, sit, ha)
+            if found is not None:
+                templates[key] = found
+        if found is None or verdicts:
+            m = assess_in(data, vmid, None, None, downtime, sit)
+            if verdicts:
+                answers.append(m)
+            if found is None:
+                found = _templates(data, m, ha)
+                if key is not None:
+                    templates[key] = found
+        if found:
+            row = data.guests.get(vmid) or {}
+            who = f"{vmid} ({row.get('name') or vmid})"
+            subject = guest_subject(data, vmid)
+            node = str(row.get("node", ""))
+            for code, prefix, suffix, evidence, severity, with_node in found:
+                facts = {**evidence, "node": node} if with_node else evidence
+                out.append(finding(code, subject, f"{prefix}{who}{suffix}", facts, severity=severity))
+    return out, answers
+
+
+def _node_free_templates(
+    data: ClusterData, vmid: int, situation: tuple[object, ...], ha: bool
+) -> list[Template] | None:
+    """The findings' wording for guests alike but on different nodes, when the node cannot change it.
+
+    That holds when every eligible target takes the guest alike and without a reason: then the
+    source node only names itself in the evidence. One verdict per shape instead of one per shape
+    and node. None when it does not hold (the caller words this guest's findings itself).
+    """
+    shape, gtype, status, downtime, targets_key, _ha = situation
+    if not isinstance(downtime, bool) or not isinstance(targets_key, tuple) or targets_key[1:] != (None, ()):
+        return None  # target restrictions: not the health check's question
+    if not _targets_clean(data, data.parsed[vmid], str(targets_key[0]), status == "running"):
+        return None
+    memo: dict[tuple[object, ...], list[Template] | None] = data.memo["node_free_templates"]
+    free_key = (shape, gtype, status, downtime, ha)
+    if free_key not in memo:
+        m = assess_in(data, vmid, None, None, downtime, situation)
+        memo[free_key] = _without_node(_templates(data, m, ha), m.node)
+    return memo[free_key]
+
+
+def _targets_clean(data: ClusterData, cfg: GuestConfig, source: str, running: bool) -> bool:
+    """Whether every eligible target takes this guest alike and without a reason (memoised per storages)."""
+    memo: dict[tuple[object, ...], bool] = data.memo["clean_targets"]
+    key = (*target_needs(cfg, running), source)
+    clean = memo.get(key)
+    if clean is None:
+        targets_ok, _excluded = eligible_targets(data, source)
+        groups = target_groups(data, cfg, source, targets_ok, running, False, (source, None, ()), {})
+        clean = memo[key] = bool(groups) and not any(g.reasons for g in groups)
+    return clean
+
+
+def _without_node(found: list[Template], node: str) -> list[Template] | None:
+    """Templates with the source node taken out of the evidence; None if the node shows anywhere else."""
+    out: list[Template] = []
+    for code, prefix, suffix, evidence, severity, with_node in found:
+        keys = list(evidence)
+        named = "node" in evidence
+        if with_node or (named and (keys[-1] != "node" or evidence["node"] != node)):
+            return None
+        rest = {k: v for k, v in evidence.items() if k != "node"}
+        if node in prefix or node in suffix or node in repr(rest):
+            return None
+        out.append((code, prefix, suffix, rest, severity, named))
+    return out
+
+
+def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
+    if ha:
+        problems = ha_problems(data, m)
+        if not problems:
+            return []
+        return [
+            (
+                "HA_GUEST_NOT_MIGRATABLE",
+                "HA guest ",
+                ": " + "; ".join(problems),
+                {"problems": problems, "node": m.node},
+                None,
+                False,
+            )
+        ]
+    out: list[Template] = []
+    seen: set[str] = set()
+    if m.verdict == "blocked":
+        for r in m.blocking:
+            if r.code not in seen:
+                seen.add(r.code)
+                out.append((r.code, "", f" cannot migrate: {r.detail}", {"keys": r.keys, "node": m.node}, None, False))
+        return out
+    for tv in m.targets:
+        for r in tv.reasons:
+            if r.blocking and r.code not in seen:
+                seen.add(r.code)
+                movable = m.movable_to()
+                out.append(
+                    (
+                        r.code,
+                        "",
+                        f" can only move to {', '.join(movable)}: {r.detail}",
+                        {"movable_to": movable, "node": m.node},
+                        Severity.WARNING if r.code == "MIGRATE_CPU_HOST" else Severity.INFO,
+                        False,
+                    )
+                )
+    for r in m.reasons:
+        if r.code in seen or r.code not in ("MIGRATE_LOCAL_DISK", "MIGRATE_RESTART_REQUIRED", "MIGRATE_PVE_DISAGREES"):
+            continue
+        seen.add(r.code)
+        out.append(
+            (
+                r.code,
+                "",
+                f": {r.detail}",
+                {"keys": r.keys, "verdict": m.verdict, "copy_bytes": m.local_disk_bytes},
+                Severity.INFO if not r.blocking else None,
+                False,
+            )
+        )
+    return out

@@ -1,0 +1,241 @@
+"""A guest's volumes as QemuMigrate ``scan_local_volumes`` and LXC ``Migrate::prepare``/``phase1`` judge them.
+
+Storage volumes need their content type on the storage; volumes on shared storage stay where
+they are; local ones are copied if their storage type, ownership, snapshots and linked-clone
+state allow it. Host paths, host CD-ROM drives and local ISO images pin a VM; the generated
+cloud-init drive does not (PVE copies it like any generated disk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.migration.model import Reason, reason
+from pve_steward.analysis.migration.storage import (
+    is_generated_cloudinit,
+    parse_volname,
+    storage_content,
+    storage_shared,
+    storage_type,
+)
+from pve_steward.analysis.pverules import pve_rule
+from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config
+
+VM_LOCAL_TYPES = frozenset({"dir", "btrfs", "zfspool", "lvmthin", "lvm"})
+CT_LOCAL_TYPES = VM_LOCAL_TYPES
+GiB = 1024**3
+UNSEEN_SNAPSHOT_REFS = "the guest has snapshots; the config API does not show which volumes they reference"
+
+
+@dataclass(slots=True)
+class Scan:
+    """What the walk over a guest's volumes found: reasons, and the local volumes a move copies."""
+
+    reasons: list[Reason] = field(default_factory=list)
+    copy_bytes: int = 0
+    copied: list[str] = field(default_factory=list)
+
+    def block(self, code: str, vol: Volume, detail: str, live_only: bool = False, rule: str = "") -> None:
+        self.reasons.append(reason(code, True, f"{vol.key}: {detail}", [vol.key], live_only, rule))
+
+
+def has_snapshots(data: ClusterData, cfg: GuestConfig) -> bool:
+    if cfg.parent_snapshot:
+        return True
+    return any(s.get("name") != "current" for s in data.snapshots.get(cfg.vmid) or [])
+
+
+def replicated(data: ClusterData, cfg: GuestConfig, stype: str | None) -> bool:
+    """A volume a replication job of the guest copies (zfspool is the replicatable local storage)."""
+    return stype == "zfspool" and any(not j.get("disable") for j in data.replication_by_guest.get(cfg.vmid, []))
+
+
+def base_in_use(data: ClusterData, storage: str, stype: str | None, volname: str) -> bool:
+    """``volume_is_base_and_used``: a volume of the same storage names this base image (a linked clone).
+
+    Clones on local storage live on the same node as their base, so the configs of that node's
+    guests show them (PVE lists the storage's images; an orphaned clone image is the difference).
+    """
+    memo = data.memo["bases_in_use"]
+    if storage not in memo:
+        used: set[str] = set()
+        for cfg in data.parsed.values():
+            for v in cfg.volumes:
+                if v.storage == storage and ":" in v.volid:
+                    vn = parse_volname(stype, v.volid.split(":", 1)[1])
+                    if vn.base:
+                        used.add(vn.base)
+        memo[storage] = used
+    return volname.rsplit("/", 1)[-1] in memo[storage]
+
+
+@pve_rule(
+    "migrate.storage-content",
+    rule="Every volume's storage must be defined and carry the volume's content type (VM: the type its name "
+    "parses to, images or iso; container: rootdir), else the migration dies.",
+    pve="qemu-server src/PVE/QemuServer.pm check_storage_availability, src/PVE/QemuMigrate.pm "
+    "target_storage_check_available; pve-container src/PVE/LXC/Migrate.pm prepare",
+    codes=("MIGRATE_STORAGE_CONTENT", "MIGRATE_STORAGE_UNAVAILABLE"),
+)
+def check_content(data: ClusterData, scan: Scan, vol: Volume, need: str) -> bool:
+    """False (and a reason) when the volume's storage is missing or lacks the content type."""
+    storage = vol.storage or ""
+    if storage not in data.storage_defs:
+        scan.block("MIGRATE_STORAGE_UNAVAILABLE", vol, f"storage '{storage}' does not exist in the storage config")
+        return False
+    content = storage_content(data, storage)
+    if content is not None and need not in content:
+        scan.block(
+            "MIGRATE_STORAGE_CONTENT",
+            vol,
+            f"content type '{need}' is not available on storage '{storage}' (content: {', '.join(sorted(content))})",
+        )
+        return False
+    return True
+
+
+@pve_rule(
+    "migrate.local-volume",
+    rule="A local volume moves only if its storage type is dir, btrfs, zfspool, lvmthin or lvm, the guest owns it, "
+    "it is not a linked clone of a base image and no linked clone uses it as base.",
+    pve="qemu-server src/PVE/QemuMigrate.pm scan_local_volumes; pve-container src/PVE/LXC/Migrate.pm phase1; "
+    "pve-storage src/PVE/Storage.pm volume_is_base_and_used",
+    codes=("MIGRATE_LOCAL_DISK_UNSUPPORTED", "MIGRATE_LINKED_CLONE"),
+)
+def check_local_volume(data: ClusterData, scan: Scan, cfg: GuestConfig, vol: Volume, stype: str | None) -> bool:
+    storage = vol.storage or ""
+    vn = parse_volname(stype, vol.volid.split(":", 1)[1])
+    ok = True
+    if vn.owner is not None and vn.owner != cfg.vmid:
+        scan.block("MIGRATE_LOCAL_DISK_UNSUPPORTED", vol, f"{vol.volid} is owned by another guest ({vn.owner})")
+        ok = False
+    if stype not in VM_LOCAL_TYPES:
+        scan.block(
+            "MIGRATE_LOCAL_DISK_UNSUPPORTED",
+            vol,
+            f"{vol.volid}: storage type '{stype or 'unknown'}' of {storage} is not supported for migration",
+        )
+        return False
+    if vn.base:
+        scan.block("MIGRATE_LINKED_CLONE", vol, f"{vol.volid} is a linked clone of '{vn.base}' on local storage")
+        ok = False
+    elif vn.is_base and base_in_use(data, storage, stype, vol.volid.split(":", 1)[1]):
+        scan.block("MIGRATE_LINKED_CLONE", vol, f"{vol.volid} is the base image of linked clone(s) on {storage}")
+        ok = False
+    return ok
+
+
+@pve_rule(
+    "migrate.local-snapshots",
+    rule="A local volume referenced by a snapshot moves offline only on zfspool, btrfs (raw) or qcow2 without "
+    "snapshot-as-volume-chain (containers: zfspool, btrfs); a running VM cannot move it live unless it is "
+    "replicated to the target.",
+    pve="qemu-server src/PVE/QemuMigrate.pm scan_local_volumes ('non-migratable snapshot exists', 'online storage "
+    "migration not possible if non-replicated snapshot exists'); pve-container src/PVE/LXC/Migrate.pm phase1",
+    codes=("MIGRATE_LOCAL_DISK_UNSUPPORTED", "MIGRATE_LIVE_UNSUPPORTED", "MIGRATE_NOT_PROVABLE"),
+)
+def check_snapshots(
+    data: ClusterData, scan: Scan, cfg: GuestConfig, vol: Volume, stype: str | None, running: bool
+) -> None:
+    """Exact when the snapshot sections were read; otherwise a reference is not provable, only likely."""
+    refs = snapshot_refs(data, cfg)
+    if refs is not None and vol.volid not in refs:
+        return
+    vn = parse_volname(stype, vol.volid.split(":", 1)[1])
+    scfg = data.storage_defs.get(vol.storage or "") or {}
+    if cfg.type == "lxc":
+        safe = stype in ("zfspool", "btrfs")
+    else:
+        chain = bool(int(scfg.get("snapshot-as-volume-chain", 0) or 0))
+        safe = stype == "zfspool" or (stype == "btrfs" and vn.format == "raw") or (vn.format == "qcow2" and not chain)
+    known = refs is not None
+    why = "referenced by a snapshot" if known else UNSEEN_SNAPSHOT_REFS
+    rule = "" if known else "migrate.local-snapshots"
+    if not safe:
+        scan.block(
+            "MIGRATE_LOCAL_DISK_UNSUPPORTED" if known else "MIGRATE_NOT_PROVABLE",
+            vol,
+            f"{why}, and PVE refuses a snapshot-referenced volume on {stype} ('non-migratable snapshot exists')",
+            rule=rule,
+        )
+    if running and cfg.type == "qemu" and not replicated(data, cfg, stype):
+        scan.block(
+            "MIGRATE_LIVE_UNSUPPORTED" if known else "MIGRATE_NOT_PROVABLE",
+            vol,
+            f"{why}; PVE refuses a live move of a snapshot-referenced local volume that is not replicated",
+            live_only=True,
+            rule=rule,
+        )
+
+
+def snapshot_refs(data: ClusterData, cfg: GuestConfig) -> set[str] | None:
+    """Volumes the guest's snapshots reference (``foreach_volid`` over the sections); None when not read."""
+    sections = data.snapshot_configs.get(cfg.vmid)
+    if sections is None:
+        return None
+    memo = data.memo["snapshot_refs"]
+    if cfg.vmid not in memo:
+        memo[cfg.vmid] = {
+            v.volid for raw in sections.values() for v in parse_guest_config(raw, cfg.vmid, cfg.type).volumes
+        }
+    return set(memo[cfg.vmid])
+
+
+@pve_rule(
+    "migrate.cdrom",
+    rule="A host CD-ROM drive or an ISO image on local storage blocks migration; an empty drive, media on shared "
+    "storage and the generated cloud-init drive (vm-N-cloudinit) do not.",
+    pve="qemu-server src/PVE/QemuMigrate.pm scan_local_volumes (local cdrom drive/image, ref 'generated')",
+    codes=("MIGRATE_LOCAL_CDROM",),
+)
+def check_cdrom(scan: Scan, vol: Volume) -> bool:
+    """True when the local CD-ROM volume is the generated cloud-init drive (copied like a disk)."""
+    if is_generated_cloudinit(vol.volid):
+        return True
+    scan.block("MIGRATE_LOCAL_CDROM", vol, f"holds {vol.volid} on local storage (eject it first)")
+    return False
+
+
+def scan_volumes(data: ClusterData, cfg: GuestConfig, running: bool) -> Scan:
+    """The volume walk of ``scan_local_volumes`` (VM) or ``prepare``/``phase1`` (container)."""
+    scan = Scan()
+    snapshots = has_snapshots(data, cfg)
+    for vol in cfg.volumes:
+        if vol.empty_drive:
+            continue
+        if vol.host_path or vol.storage is None:
+            _host_volume(scan, cfg, vol)
+            continue
+        stype = storage_type(data, vol.storage)
+        need = "rootdir" if cfg.type == "lxc" else parse_volname(stype, vol.volid.split(":", 1)[1]).vtype
+        if not check_content(data, scan, vol, need) or storage_shared(data, vol.storage):
+            continue
+        if vol.cdrom and cfg.type == "qemu" and not check_cdrom(scan, vol):
+            continue
+        if not check_local_volume(data, scan, cfg, vol, stype):
+            continue
+        if snapshots and not vol.cdrom:
+            check_snapshots(data, scan, cfg, vol, stype, running)
+        scan.copy_bytes += vol.size_bytes or 0
+        scan.copied.append(f"{vol.key} ({vol.storage})")
+    return scan
+
+
+@pve_rule(
+    "migrate.host-paths",
+    rule="A volume given as a host path (/dev/..., a container bind or device mount point) blocks migration unless "
+    "marked shared=1; the host CD-ROM drive always blocks.",
+    pve="qemu-server src/PVE/QemuMigrate.pm scan_local_volumes ('local file/device'); pve-container "
+    "src/PVE/LXC/Migrate.pm prepare ('cannot migrate local bind mount point')",
+    codes=("MIGRATE_LOCAL_DISK_UNSUPPORTED", "MIGRATE_BIND_MOUNT", "MIGRATE_LOCAL_CDROM"),
+)
+def _host_volume(scan: Scan, cfg: GuestConfig, vol: Volume) -> None:
+    if vol.volid == "cdrom":
+        scan.block("MIGRATE_LOCAL_CDROM", vol, "uses the host's CD-ROM drive")
+    elif vol.shared_flag:
+        return
+    elif cfg.type == "lxc":
+        scan.block("MIGRATE_BIND_MOUNT", vol, f"binds host path {vol.volid}")
+    else:
+        scan.block("MIGRATE_LOCAL_DISK_UNSUPPORTED", vol, f"is host path {vol.volid} (local file/device)")

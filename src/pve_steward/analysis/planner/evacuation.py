@@ -1,0 +1,254 @@
+"""Node evacuation planning: how to empty a node before maintenance, promising only what is provable.
+
+The procedure an operator follows (docs/design/261202-5-evacuation-planner.md, 261203-4):
+1. can anything move at all (source online, quorum);
+2. which targets (online, not in HA maintenance, allowed);
+3. per guest, the verdict from config + storage (PVE's precondition as a cross-check);
+4. capacity placement of the non-HA guests, running first, largest first;
+5. the HA hand-off: what HA maintenance moves, what it leaves behind, whether the rest has room;
+6. the execution order: cheap moves first.
+"""
+
+from __future__ import annotations
+
+from pve_steward.analysis.data import ClusterData, guest_subject
+from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
+from pve_steward.analysis.migration import Migratability, assess, eligible_targets
+from pve_steward.analysis.planner.handoff import ha_capacity, hand_off
+from pve_steward.analysis.planner.models import (
+    Blocker,
+    Downtime,
+    EvacuationPlan,
+    HAGuest,
+    Step,
+    TargetCapacity,
+    Verdict,
+)
+from pve_steward.analysis.planner.placement import Placement
+
+GiB = 1024**3
+
+
+class Ledger:
+    """Blockers and findings of a plan, recorded together."""
+
+    def __init__(self, data: ClusterData) -> None:
+        self.data = data
+        self.blockers: list[Blocker] = []
+        self.findings: list[Finding] = []
+
+    def block(self, vmid: int, name: str, code: str, detail: str) -> None:
+        self.blockers.append(Blocker(vmid=vmid, name=name, code=code, detail=detail))
+        self.findings.append(
+            finding(code, guest_subject(self.data, vmid), f"{vmid} ({name}): {detail}", {"vmid": vmid})
+        )
+
+    def block_verdict(self, m: Migratability) -> None:
+        for r in m.blocking:
+            code = "MIGRATE_DOWNTIME_NOT_ALLOWED" if r.code == "MIGRATE_RESTART_REQUIRED" else r.code
+            self.block(m.vmid, m.name, code, r.detail)
+
+
+def data_gaps(data: ClusterData) -> list[Finding]:
+    gaps = [m for m in data.missing if not m.optional and (not m.affects or "migration" in m.affects)]
+    return [
+        finding(
+            "DATA_INCOMPLETE",
+            Subject(kind="data", id=gap.path, node=gap.node),
+            f"could not read {gap.what}: {gap.error}",
+            {"path": gap.path, "status": gap.status},
+        )
+        for gap in gaps
+    ]
+
+
+def stop_reason(data: ClusterData, node: str) -> str | None:
+    """Step 1: why nothing can move at all (PVE's migrate checks the source node and quorum first)."""
+    cluster = next((r for r in data.cluster_status if r.get("type") == "cluster"), None)
+    if node not in data.nodes:
+        return f"node {node} is not in this cluster"
+    if not data.nodes[node].get("online"):
+        return f"node {node} is offline: migrations need the source node online"
+    if cluster is not None and not cluster.get("quorate"):
+        return "the cluster has no quorum: no migration can run"
+    return None
+
+
+def downtime_of(running: bool, mode: str) -> Downtime:
+    if not running or mode == "live":
+        return "none"
+    return "restart" if mode == "restart" else "full"
+
+
+def place(m: Migratability, placement: Placement, ledger: Ledger) -> Step | None:
+    """Step 4 for one guest: a target with room, or a blocker."""
+    if m.verdict == "blocked":
+        ledger.block_verdict(m)
+        return None
+    running = m.status == "running"
+    reserve = m.memory_bytes if running else 0
+    target, why = placement.choose(m.movable_to(), reserve)
+    if target is None:
+        ledger.block(m.vmid, m.name, "MIGRATE_CAPACITY", why)
+        return None
+    tv = m.target(target)
+    assert tv is not None and tv.mode is not None
+    before = placement.take(target, reserve)
+    return Step(
+        order=0,
+        vmid=m.vmid,
+        name=m.name,
+        type=m.type,
+        target=target,
+        mode=tv.mode,
+        downtime=downtime_of(running, tv.mode),
+        memory_bytes=reserve,
+        copy_bytes=m.local_disk_bytes,
+        with_local_disks=bool(m.local_disk_bytes) and m.type == "qemu" and running and tv.mode == "live",
+        reason=f"{target} has the most free memory after reservation ({before / GiB:.1f} GiB before this guest)",
+        basis=m.basis,
+    )
+
+
+def order_steps(steps: list[Step]) -> list[Step]:
+    """Step 6: cheap moves first (no disk copy, no downtime), then the rest; deterministic."""
+    steps.sort(key=lambda s: (s.copy_bytes > 0, s.downtime != "none", -s.memory_bytes, s.vmid))
+    for i, s in enumerate(steps, start=1):
+        s.order = i
+    return steps
+
+
+def _verdict(guests: int, blocked: int, steps: int, ha_moved: int) -> Verdict:
+    if not guests or not blocked:
+        return "EVACUATION_READY"
+    if steps or (ha_moved and blocked < guests):
+        return "EVACUATION_PARTIAL"
+    return "EVACUATION_BLOCKED"
+
+
+def plan_evacuation(
+    data: ClusterData,
+    node: str,
+    *,
+    allowed: list[str] | None = None,
+    denied: list[str] | None = None,
+    allow_offline: bool = False,
+    headroom_pct: float = 10.0,
+) -> EvacuationPlan:
+    params: dict[str, object] = {
+        "allowed": allowed,
+        "denied": denied,
+        "allow_offline": allow_offline,
+        "headroom_percent": headroom_pct,
+    }
+    ledger = Ledger(data)
+    gaps = data_gaps(data)
+    ledger.findings += gaps
+    guests = sorted((g for g in data.guests.values() if g.get("node") == node), key=lambda g: int(g["vmid"]))
+    stop = stop_reason(data, node)
+    if stop:
+        for g in guests:
+            ledger.block(int(g["vmid"]), str(g.get("name") or g["vmid"]), "MIGRATE_NO_TARGET", stop)
+        return EvacuationPlan(
+            node=node,
+            verdict="EVACUATION_BLOCKED",
+            summary=stop,
+            steps=[],
+            blockers=ledger.blockers,
+            ha_guests=[],
+            targets=[],
+            findings=ledger.findings,
+            complete=not gaps,
+            parameters=params,
+        )
+    targets_ok, excluded = eligible_targets(data, node, allowed, denied)
+    placement = Placement(data, targets_ok, headroom_pct)
+    ha_guests, schedulable = _split(data, guests, ledger, allowed, denied, allow_offline)
+    running_first = sorted(schedulable, key=lambda m: (m.status != "running", -m.memory_bytes, m.vmid))
+    steps = order_steps([s for m in running_first if (s := place(m, placement, ledger)) is not None])
+    for vmid, (code, problem) in ha_capacity(data, ha_guests, placement.free).items():
+        h = next(h for h in ha_guests if h.vmid == vmid)
+        h.problems.append(problem)
+        ledger.block(h.vmid, h.name, code, problem)
+    moved = [h for h in ha_guests if h.moved_by_ha]
+    blocked = len({b.vmid for b in ledger.blockers})
+    verdict = _verdict(len(guests), blocked, len(steps), len(moved))
+    summary = (
+        f"{verdict}: {len(steps)} migration(s) planned, {len(moved)} HA-managed guest(s) left to HA "
+        f"maintenance, {len(ha_guests) - len(moved)} HA guest(s) HA leaves behind, {blocked} guest(s) blocked"
+        + ("; some data could not be read" if gaps else "")
+    )
+    ledger.findings.sort(key=rank_key)
+    return EvacuationPlan(
+        node=node,
+        verdict=verdict,
+        summary=summary,
+        steps=steps,
+        blockers=ledger.blockers,
+        ha_guests=ha_guests,
+        ha_recommendation=_recommendation(node, moved),
+        targets=[_capacity(placement, t) for t in targets_ok],
+        excluded_targets=excluded,
+        findings=ledger.findings,
+        complete=not gaps,
+        parameters=params,
+    )
+
+
+def _split(
+    data: ClusterData,
+    guests: list[dict[str, object]],
+    ledger: Ledger,
+    allowed: list[str] | None,
+    denied: list[str] | None,
+    allow_offline: bool,
+) -> tuple[list[HAGuest], list[Migratability]]:
+    """Step 3 and the first half of step 5: HA guests are handed off, the others get a verdict to place."""
+    ha_guests: list[HAGuest] = []
+    schedulable: list[Migratability] = []
+    for g in guests:
+        vmid = int(str(g["vmid"]))
+        res = data.ha_managed(vmid)
+        if res is None:
+            schedulable.append(assess(data, vmid, allowed=allowed, denied=denied, allow_downtime=allow_offline))
+            continue
+        m = assess(data, vmid, allow_downtime=True)
+        h = hand_off(data, m, res, g.get("status") == "running")
+        ha_guests.append(h)
+        ledger.findings.append(
+            finding(
+                "MIGRATE_HA_MANAGED",
+                guest_subject(data, vmid),
+                f"{vmid} ({m.name}) is HA-managed ({h.sid}): "
+                + ("HA maintenance moves it" if h.moved_by_ha else "HA maintenance leaves it on the node"),
+                {"sid": h.sid, "state": h.state, "crm_state": h.crm_state},
+            )
+        )
+        if h.action is not None:
+            ledger.block(vmid, m.name, "HA_GUEST_LEFT_BEHIND", h.action)
+        for p in h.problems:
+            ledger.block(vmid, m.name, "HA_GUEST_NOT_MIGRATABLE", p)
+    return ha_guests, schedulable
+
+
+def _recommendation(node: str, moved: list[HAGuest]) -> str | None:
+    if not moved:
+        return None
+    return (
+        f"Put {node} into HA maintenance mode so the HA manager moves its {len(moved)} HA-managed guest(s): "
+        f"ha-manager crm-command node-maintenance enable {node} (disable it after the maintenance). The PVE API "
+        "has no endpoint for this."
+    )
+
+
+def _capacity(placement: Placement, node: str) -> TargetCapacity:
+    room = placement.rooms[node]
+    return TargetCapacity(
+        node=node,
+        total_bytes=room.total,
+        committed_before_bytes=room.committed,
+        headroom_bytes=room.headroom,
+        planned_bytes=placement.planned[node],
+        free_after_bytes=placement.free[node],
+        guests_added=placement.added[node],
+    )

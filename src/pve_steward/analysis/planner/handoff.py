@@ -1,0 +1,175 @@
+"""The HA hand-off: which HA guests the HA manager moves in node maintenance, where it may put them,
+and which it leaves behind (error state, or requested stopped/disabled), with what to do about those."""
+
+from __future__ import annotations
+
+import re
+
+from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.migration import Migratability, ha_problems
+from pve_steward.analysis.planner.models import HAGuest
+from pve_steward.analysis.pverules import pve_rule
+
+GiB = 1024**3
+
+
+def _members(rule: Row) -> list[str]:
+    return [m.strip() for m in str(rule.get("resources", "")).split(",") if m.strip()]
+
+
+def _nodes(spec: object) -> set[str]:
+    return {re.sub(r":\d+$", "", n.strip()) for n in str(spec or "").split(",") if n.strip()}
+
+
+def _active(rule: Row) -> bool:
+    return not int(rule.get("disable", 0) or 0) and not rule.get("errors")
+
+
+def ha_constraints(data: ClusterData, sid: str) -> list[str]:
+    out = []
+    for rule in data.ha_rules:
+        if sid in _members(rule) and not int(rule.get("disable", 0) or 0):
+            strict = " (strict)" if int(rule.get("strict", 0) or 0) else ""
+            target = rule.get("nodes") or rule.get("affinity", "")
+            out.append(f"rule {rule.get('rule')}: {rule.get('type')} {target}{strict}")
+    res = data.ha_by_sid.get(sid) or {}
+    group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)
+    if group is not None:
+        out.append(
+            f"group {group['group']}: {group.get('nodes')}" + (" (restricted)" if group.get("restricted") else "")
+        )
+    return out
+
+
+@pve_rule(
+    "ha.node-affinity",
+    rule="A strict node-affinity rule (PVE 9) or a restricted group (PVE 8) confines an HA resource to its nodes; "
+    "with none of them available the resource stays where it is (or is stopped).",
+    pve="pve-ha-manager src/PVE/HA/Rules/NodeAffinity.pm get_node_affinity; src/PVE/HA/Manager.pm select_service_node",
+    codes=("MIGRATE_HA_AFFINITY",),
+)
+def ha_allowed_nodes(data: ClusterData, sid: str) -> list[str] | None:
+    """Nodes a strict rule or restricted group allows (None: no restriction)."""
+    allowed: set[str] | None = None
+    for rule in data.ha_rules:
+        if (
+            sid in _members(rule)
+            and rule.get("type") == "node-affinity"
+            and int(rule.get("strict", 0) or 0)
+            and _active(rule)
+        ):
+            nodes = _nodes(rule.get("nodes"))
+            allowed = nodes if allowed is None else allowed & nodes
+    res = data.ha_by_sid.get(sid) or {}
+    group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)
+    if group is not None and int(group.get("restricted", 0) or 0):
+        nodes = _nodes(group.get("nodes"))
+        allowed = nodes if allowed is None else allowed & nodes
+    return sorted(allowed) if allowed is not None else None
+
+
+@pve_rule(
+    "ha.resource-affinity-blocking",
+    rule="A node is blocked for an HA resource when a resource it must be kept apart from (negative resource-affinity) "
+    "runs or is headed there; PVE's precondition reports these as blocking-ha-resources with cause resource-affinity.",
+    pve="pve-ha-manager src/PVE/HA/Config.pm get_resource_motion_info",
+    codes=("MIGRATE_HA_AFFINITY",),
+)
+def ha_blocked_nodes(data: ClusterData, sid: str) -> dict[str, list[str]]:
+    """Node -> the HA resources (negative resource-affinity) that block it."""
+    where = {str(r.get("sid")): str(r.get("node")) for r in data.ha_status if r.get("type") == "service"}
+    out: dict[str, list[str]] = {}
+    for rule in data.ha_rules:
+        members = _members(rule)
+        if rule.get("type") != "resource-affinity" or rule.get("affinity") != "negative" or sid not in members:
+            continue
+        if not _active(rule):
+            continue
+        for other in members:
+            node = where.get(other)
+            if other != sid and node and (data.ha_by_sid.get(other) or {}).get("state") != "ignored":
+                out.setdefault(node, []).append(other)
+    return out
+
+
+def _service_row(data: ClusterData, sid: str) -> Row:
+    return next((r for r in data.ha_status if r.get("type") == "service" and r.get("sid") == sid), {})
+
+
+@pve_rule(
+    "ha.maintenance-leaves",
+    rule="In node maintenance the CRM moves services it runs (started); a service in error state is left alone, and "
+    "one requested stopped or disabled stays stopped on its node.",
+    pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, next_state_stopped, next_state_error",
+    codes=("HA_GUEST_LEFT_BEHIND",),
+)
+def left_behind(sid: str, node: str, requested: str, crm: str) -> str | None:
+    """What to do about an HA guest maintenance will not move; None when HA moves it."""
+    if crm == "error":
+        return (
+            f"{sid} is in HA error state: the CRM no longer touches it and it stays on {node}. Recover it: "
+            f"ha-manager set {sid} --state disabled, fix the cause, migrate it, then ha-manager set {sid} --state "
+            "started"
+        )
+    if requested in ("stopped", "disabled"):
+        return (
+            f"{sid} is requested {requested}: the CRM keeps it stopped on {node} and does not move it in "
+            f"maintenance. Move it with ha-manager migrate {sid} <target> (offline), or leave it there"
+        )
+    return None
+
+
+def hand_off(data: ClusterData, m: Migratability, res: Row, running: bool) -> HAGuest:
+    """The HA guest as the plan lists it: moved by HA maintenance (checked) or left behind (with an action)."""
+    sid = str(res["sid"])
+    row = _service_row(data, sid)
+    requested = str(row.get("request_state") or res.get("state") or "started")
+    requested = "started" if requested == "enabled" else requested
+    crm = str(row.get("crm_state") or row.get("state") or "")
+    action = left_behind(sid, m.node, requested, crm)
+    return HAGuest(
+        vmid=m.vmid,
+        name=m.name,
+        sid=sid,
+        state=requested,
+        crm_state=crm or None,
+        moved_by_ha=action is None,
+        memory_bytes=m.memory_bytes if running and action is None else 0,
+        constraints=ha_constraints(data, sid),
+        problems=ha_problems(data, m, failover=False) if action is None else [],
+        action=action,
+    )
+
+
+def ha_capacity(data: ClusterData, ha_guests: list[HAGuest], free: dict[str, int]) -> dict[int, tuple[str, str]]:
+    """Can the room left after the plan absorb the HA guests (first fit, largest first, within their rules)?
+
+    Returns (code, problem) per guest that cannot go: MIGRATE_HA_AFFINITY when its rules leave no
+    eligible node at all, MIGRATE_CAPACITY when the allowed nodes lack room.
+    """
+    left = dict(free)
+    out: dict[int, tuple[str, str]] = {}
+    for h in sorted(ha_guests, key=lambda h: (-h.memory_bytes, h.vmid)):
+        if not h.moved_by_ha:
+            continue
+        allowed = ha_allowed_nodes(data, h.sid)
+        blocked = ha_blocked_nodes(data, h.sid)
+        options = [n for n in sorted(left) if (allowed is None or n in allowed) and n not in blocked]
+        if not options:
+            why = f"strict node affinity allows only {', '.join(allowed)}" if allowed is not None else ""
+            if blocked:
+                why += ("; " if why else "") + f"negative resource affinity blocks {', '.join(sorted(blocked))}"
+            out[h.vmid] = ("MIGRATE_HA_AFFINITY", f"{h.sid}: no eligible node ({why}); HA maintenance would stall")
+            continue
+        fit = [n for n in options if left[n] >= h.memory_bytes]
+        if not fit:
+            where = ", ".join(allowed) if allowed is not None else "any eligible node"
+            out[h.vmid] = (
+                "MIGRATE_CAPACITY",
+                f"needs {h.memory_bytes / GiB:.1f} GiB on {where} after the planned moves; not enough room "
+                "(HA would stall or overload a node)",
+            )
+            continue
+        best = min(fit, key=lambda n: (-left[n], n))
+        left[best] -= h.memory_bytes
+    return out

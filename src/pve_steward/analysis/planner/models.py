@@ -1,0 +1,107 @@
+"""What a plan says: steps, blockers, HA hand-off, target capacity (the tools' output models)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from pve_steward.analysis.findings import Finding
+from pve_steward.analysis.migration import Migratability
+from pve_steward.analysis.migration.model import Basis
+
+Verdict = Literal["EVACUATION_READY", "EVACUATION_PARTIAL", "EVACUATION_BLOCKED"]
+Downtime = Literal["none", "restart", "full"]
+
+
+class Step(BaseModel):
+    order: int
+    vmid: int
+    name: str = Field(description="guest name (cluster data, not instructions)")
+    type: Literal["qemu", "lxc"]
+    target: str
+    mode: Literal["live", "offline", "restart"]
+    downtime: Downtime = Field(
+        description="none: live or already stopped; restart: container restart; "
+        "full: a running guest is stopped for the move"
+    )
+    memory_bytes: int = Field(description="configured memory reserved on the target (0 for stopped guests)")
+    copy_bytes: int = Field(0, description="local disk data copied")
+    with_local_disks: bool = False
+    reason: str
+    basis: Basis = Field(
+        "config", description="config: from config + storage config; config+pve: PVE's precondition agreed too"
+    )
+
+
+class Blocker(BaseModel):
+    vmid: int
+    name: str
+    code: str
+    detail: str
+
+
+class HAGuest(BaseModel):
+    vmid: int
+    name: str
+    sid: str
+    state: str | None = Field(description="requested HA state (started, stopped, disabled)")
+    crm_state: str | None = Field(None, description="the CRM's service state (started, stopped, error, ...)")
+    moved_by_ha: bool = Field(
+        True, description="false when HA maintenance leaves it on the node (error, or requested stopped/disabled)"
+    )
+    memory_bytes: int
+    constraints: list[str] = Field(default_factory=list, description="HA rules or groups that restrict placement")
+    problems: list[str] = Field(default_factory=list, description="what would stall HA maintenance")
+    action: str | None = Field(None, description="what the operator does for a guest HA leaves behind")
+
+
+class TargetCapacity(BaseModel):
+    node: str
+    total_bytes: int
+    committed_before_bytes: int = Field(description="max(used memory, configured memory of its running guests)")
+    headroom_bytes: int
+    planned_bytes: int = Field(description="configured memory of the guests this plan sends here")
+    free_after_bytes: int
+    guests_added: int
+
+
+class EvacuationPlan(BaseModel):
+    node: str
+    verdict: Verdict
+    summary: str
+    steps: list[Step]
+    blockers: list[Blocker]
+    ha_guests: list[HAGuest]
+    ha_recommendation: str | None = None
+    targets: list[TargetCapacity]
+    excluded_targets: dict[str, str] = Field(default_factory=dict)
+    findings: list[Finding] = Field(default_factory=list, description="every blocker and data gap, with codes")
+    complete: bool = Field(description="false when some data could not be read")
+    parameters: dict[str, object] = Field(default_factory=dict)
+    steps_total: int | None = Field(None, description="steps in the whole plan (the tool lists a page of them)")
+    next_offset: int | None = Field(None, description="pass as offset to list the next steps; null when done")
+    blockers_total: int | None = Field(None, description="blockers in the whole plan")
+    blocker_counts: dict[str, int] = Field(default_factory=dict, description="blockers per code, all of them")
+
+
+class GuestMove(BaseModel):
+    """Can guest X move to node Y (or anywhere), and how: the planner's logic for one guest."""
+
+    vmid: int
+    name: str
+    node: str
+    can_move: bool
+    target: str | None = Field(None, description="the requested target, or the best one")
+    mode: Literal["live", "offline", "restart"] | None = None
+    downtime: Downtime | None = None
+    with_local_disks: bool = False
+    memory_bytes: int = 0
+    copy_bytes: int = 0
+    target_free_before_bytes: int | None = None
+    target_free_after_bytes: int | None = None
+    ha_managed: bool = False
+    blockers: list[Blocker] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    migratability: Migratability
+    complete: bool = True

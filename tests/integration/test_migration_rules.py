@@ -1,0 +1,147 @@
+"""Issue 15 migration rules end to end: MCP client -> server -> proxmoxer -> pvesim, as PVE 8 and PVE 9.
+
+The plan is made with the auditor token (no VM.Migrate: config + storage only) and with the
+operator token (PVE's precondition as a cross-check); both must agree, and every planned step
+must then succeed through PVE's migrate endpoint while every refused guest is refused by it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from pvesim.server import SimServer
+from tests.conftest import wait_task
+from tests.integration.pve import api
+
+pytestmark = pytest.mark.anyio
+VERSIONS = ["8.4.1", "9.1.2"]
+EXPECTED_BLOCKERS = {
+    302: "MIGRATE_LINKED_CLONE",
+    390: "MIGRATE_LINKED_CLONE",
+    306: "MIGRATE_STORAGE_CONTENT",
+    310: "HA_GUEST_LEFT_BEHIND",
+    311: "HA_GUEST_LEFT_BEHIND",
+}
+
+
+async def _call(mcp: Any, tool: str, **args: Any) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool(tool, args)
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+def _run(sim: SimServer, node: str, gtype: str, vmid: int, **params: Any) -> str:
+    pve = api(sim)
+    upid = getattr(pve.nodes(node), gtype)(vmid).migrate.post(**params)
+    return str(wait_task(pve.nodes(node).tasks(upid).status.get, timeout=30)["exitstatus"])
+
+
+def execute(sim: SimServer, source: str, steps: list[dict[str, Any]]) -> None:
+    """Each step as an operator runs it; a running guest planned offline is stopped first."""
+    pve = api(sim)
+    for step in steps:
+        params: dict[str, Any] = {"target": step["target"]}
+        if step["mode"] == "live":
+            params["online"] = 1
+            if step["with_local_disks"]:
+                params["with-local-disks"] = 1
+        elif step["downtime"] == "full":
+            upid = pve.nodes(source).qemu(step["vmid"]).status.stop.post()
+            wait_task(pve.nodes(source).tasks(upid).status.get, timeout=30)
+        assert _run(sim, source, step["type"], step["vmid"], **params) == "OK", step
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_plan_follows_pve_and_every_step_succeeds(start_sim: Any, server_for: Any, version: str) -> None:
+    sim = start_sim("migration", version=version, speed=2000)
+    auditor = await _call(server_for(sim, "auditor@pve!mcp"), "plan_node_evacuation", node="m1", allow_offline=True)
+    operator = await _call(server_for(sim, "operator@pve!mcp"), "plan_node_evacuation", node="m1", allow_offline=True)
+    for plan in (auditor, operator):
+        assert {b["vmid"]: b["code"] for b in plan["blockers"]} == EXPECTED_BLOCKERS, plan["blockers"]
+        steps = {s["vmid"]: (s["target"], s["mode"], s["downtime"]) for s in plan["steps"]}
+        assert steps[300][1:] == ("live", "none")  # cloud-init drive on local-lvm: generated, not media
+        assert steps[301][1:] == ("offline", "full")  # snapshot on a non-replicated local disk: not live
+        assert steps[303] == ("m3", "offline", "none")  # the gpu mapping exists on m3 only
+        assert steps[304][1:] == ("offline", "full") and steps[305][1:] == ("offline", "full")
+        assert steps[307][1:] == ("offline", "none")
+        moved = {h["vmid"]: h["moved_by_ha"] for h in plan["ha_guests"]}
+        assert moved == {310: False, 311: False, 312: True}
+    assert {s["basis"] for s in auditor["steps"]} == {"config"}
+    assert {s["basis"] for s in operator["steps"]} == {"config+pve"}
+    assert not [f for f in operator["findings"] if f["code"] == "MIGRATE_PVE_DISAGREES"]
+    execute(sim, "m1", operator["steps"])
+    left = {g.vmid for g in sim.cluster.guests.values() if g.node == "m1"}
+    assert left == {302, 390, 306, 310, 311, 312}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pvesim_refuses_what_the_plan_refuses(start_sim: Any, version: str) -> None:
+    sim = start_sim("migration", version=version, speed=2000)
+    assert "clone of 'base-390-disk-0'" in _run(sim, "m1", "qemu", 302, target="m2")
+    assert "referenced by linked clone(s)" in _run(sim, "m1", "qemu", 390, target="m2")
+    assert "non-replicated snapshot" in _run(sim, "m1", "qemu", 301, target="m2", online=1, **{"with-local-disks": 1})
+    assert "local devices: amd-sev" in _run(sim, "m1", "qemu", 305, target="m2", online=1)
+    assert "missing mapped devices hostpci0" in _run(sim, "m1", "qemu", 303, target="m2")
+    assert _run(sim, "m1", "qemu", 300, target="m2", online=1) == "OK"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_check_guest_migration_respects_ha_affinity(start_sim: Any, server_for: Any, version: str) -> None:
+    sim = start_sim("migration", version=version, speed=2000)
+    mcp = server_for(sim, "operator@pve!mcp")
+    move = await _call(mcp, "check_guest_migration", vmid=312)
+    codes = {r["code"] for r in move["migratability"]["reasons"]}
+    assert "MIGRATE_HA_MANAGED" in codes
+    if version.startswith("9"):  # PVE 9 rules: vm:320 on m2 must be kept apart (blocking-ha-resources)
+        assert move["can_move"] and move["target"] == "m3"
+        pinned = await _call(mcp, "check_guest_migration", vmid=312, target="m2")
+        assert not pinned["can_move"] and pinned["blockers"][0]["code"] == "MIGRATE_HA_AFFINITY"
+    else:  # PVE 8 has no affinity rules
+        assert move["can_move"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_auditor_reads_snapshot_sections_for_an_exact_verdict(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """Without VM.Migrate the snapshot sections (GET config?snapshot=) still settle the snapshot rule."""
+    sim = start_sim("migration", version=version, speed=2000)
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301)
+    reasons = move["migratability"]["reasons"]
+    assert move["migratability"]["basis"] == "config"
+    codes = {r["code"] for r in reasons}
+    assert "MIGRATE_LIVE_UNSUPPORTED" in codes and "MIGRATE_NOT_PROVABLE" not in codes
+    assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_DOWNTIME_NOT_ALLOWED"
+    offline = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301, allow_offline=True)
+    assert offline["can_move"] and offline["mode"] == "offline" and offline["downtime"] == "full"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pvesim_precondition_rows_as_pve_builds_them(start_sim: Any, version: str) -> None:
+    """migrate_vm_precondition: cloud-init rows, mapped resources, snapshot references, HA blocking (PVE 9)."""
+    pve = api(start_sim("migration", version=version))
+    m1 = pve.nodes("m1").qemu
+    ci = {d["volid"]: d for d in m1(300).migrate.get()["local_disks"]}
+    assert ci["local-lvm:vm-300-cloudinit"]["cdrom"] and ci["local-lvm:vm-300-cloudinit"]["is_cloudinit"]
+    usb = m1(304).migrate.get()
+    assert usb["local_resources"] == ["usb0"] and usb["mapped-resource-info"] == {"usb0": {"name": "dongle"}}
+    gpu = m1(303).migrate.get()
+    assert gpu["local_resources"] == [] and gpu["allowed_nodes"] == ["m3"]
+    assert gpu["not_allowed_nodes"]["m2"] == {"unavailable-resources": ["hostpci0"]}
+    assert m1(305).migrate.get()["local_resources"] == ["amd-sev"]
+    snap = m1(301).migrate.get()["local_disks"][0]
+    assert snap["referenced_in_snapshot"] == {"before_upgrade": 1} and snap["is_attached"]
+    ha = m1(312).migrate.get()
+    if version.startswith("9"):
+        assert ha["not_allowed_nodes"]["m2"]["blocking-ha-resources"] == [
+            {"sid": "vm:320", "cause": "resource-affinity"}
+        ]
+        assert ha["allowed_nodes"] == ["m3"] and ha["has-dbus-vmstate"]
+    else:
+        assert ha["allowed_nodes"] == ["m2", "m3"] and "has-dbus-vmstate" not in ha
+    with pytest.raises(Exception, match="content type 'images' is not available on storage 'isos'"):
+        m1(306).migrate.post(target="m2")

@@ -1,0 +1,141 @@
+"""The planner's steps on their own: capacity (shared with N+1), stopped guests, HA hand-off, HA affinity."""
+
+from __future__ import annotations
+
+from pve_steward.analysis.capacity import analyze_nodes, capacity_nodes, node_room
+from pve_steward.analysis.planner import plan_evacuation, plan_guest_move
+from pve_steward.analysis.planner.handoff import left_behind
+from pve_steward.analysis.planner.placement import Placement
+from pve_steward.analysis.thresholds import Thresholds
+from tests.unit.pve_fixtures import GiB
+from tests.unit.test_planner import AMD, cluster, vm
+
+T = Thresholds()
+
+
+def lrm(node: str, status: str = "active") -> dict[str, object]:
+    return {"type": "lrm", "node": node, "status": status, "id": f"lrm:{node}"}
+
+
+def service(sid: str, node: str, crm: str, requested: str) -> dict[str, object]:
+    return {"type": "service", "sid": sid, "node": node, "crm_state": crm, "request_state": requested, "state": crm}
+
+
+def test_stopped_guests_need_no_room_on_full_targets() -> None:
+    """Issue 15 item 6: the targets are over headroom; stopped guests still move, running ones do not."""
+    full = {"src": (64, 8, AMD), "a": (32, 31, AMD)}
+    plan = plan_evacuation(cluster([vm(100, 1, status="stopped"), vm(101, 1)], full), "src")
+    assert [(s.vmid, s.mode, s.memory_bytes) for s in plan.steps] == [(100, "offline", 0)]
+    assert [(b.vmid, b.code) for b in plan.blockers] == [(101, "MIGRATE_CAPACITY")]
+    placement = Placement(cluster([], full), ["a"], 10)
+    assert placement.choose(["a"], 0)[0] == "a" and placement.choose(["a"], GiB)[0] is None
+
+
+def test_n_plus_1_and_the_planner_use_one_room() -> None:
+    """Issue 15 item 5: the same node_room; maintenance and offline nodes are not capacity."""
+    nodes = {"src": (64, 30, AMD), "a": (64, 50, AMD), "b": (64, 4, AMD)}
+    d = cluster([vm(100, 24), vm(101, 4, node="a")], nodes)
+    room = node_room(d, "b", 10)
+    assert (room.total, room.committed, room.headroom) == (64 * GiB, 4 * GiB, int(6.4 * GiB))
+    plan = plan_evacuation(d, "src")
+    assert {t.node: t.committed_before_bytes for t in plan.targets} == {"a": 50 * GiB, "b": 4 * GiB}
+    assert not [f for f in analyze_nodes(d, T) if f.code == "CLUSTER_NO_N_PLUS_1"]
+    d2 = cluster([vm(100, 24), vm(101, 4, node="a")], nodes, ha_status=[lrm("b", "maintenance mode")])
+    assert capacity_nodes(d2) == ["a", "src"]
+    found = [f for f in analyze_nodes(d2, T) if f.code == "CLUSTER_NO_N_PLUS_1"]
+    assert found and found[0].evidence["not_capacity"] == ["b"]
+    assert plan_evacuation(d2, "src").verdict == "EVACUATION_BLOCKED"  # the planner agrees: nowhere to go
+
+
+def test_ha_guests_left_behind_by_maintenance() -> None:
+    """Issue 15 item 21: error and requested stopped/disabled are not moved by HA maintenance."""
+    guests = [vm(100, 4), vm(101, 4, status="stopped"), vm(102, 4, status="stopped"), vm(103, 4)]
+    d = cluster(
+        guests,
+        ha_resources=[
+            {"sid": "vm:100", "state": "started"},
+            {"sid": "vm:101", "state": "stopped"},
+            {"sid": "vm:102", "state": "disabled"},
+            {"sid": "vm:103", "state": "started"},
+        ],
+        ha_status=[
+            service("vm:100", "src", "error", "started"),
+            service("vm:101", "src", "stopped", "stopped"),
+            service("vm:102", "src", "stopped", "disabled"),
+            service("vm:103", "src", "started", "started"),
+        ],
+    )
+    plan = plan_evacuation(d, "src")
+    moved = {h.vmid: h.moved_by_ha for h in plan.ha_guests}
+    assert moved == {100: False, 101: False, 102: False, 103: True}
+    left = {b.vmid for b in plan.blockers if b.code == "HA_GUEST_LEFT_BEHIND"}
+    assert left == {100, 101, 102} and plan.verdict == "EVACUATION_PARTIAL"
+    assert "--state disabled" in str(next(h.action for h in plan.ha_guests if h.vmid == 100))
+    assert "1 HA-managed guest(s) left to HA maintenance" in plan.summary
+    assert "MIGRATE_HA_MANAGED" in {f.code for f in plan.findings}
+    assert left_behind("vm:9", "n", "started", "started") is None
+
+
+def test_ha_affinity_leaving_no_target_is_reported_as_the_rule() -> None:
+    """Issue 15 item 20: strict node affinity to the source only is the rule, not a memory shortage."""
+    rule = {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "src", "strict": 1}
+    d = cluster([vm(100, 4)], ha_resources=[{"sid": "vm:100", "state": "started"}], ha_rules=[rule])
+    move = plan_guest_move(d, 100)
+    assert not move.can_move and [b.code for b in move.blockers] == ["MIGRATE_HA_AFFINITY"]
+    negative = {"rule": "apart", "type": "resource-affinity", "affinity": "negative", "resources": "vm:100,vm:200"}
+    d2 = cluster(
+        [vm(100, 4)],
+        ha_resources=[{"sid": "vm:100", "state": "started"}, {"sid": "vm:200", "state": "started"}],
+        ha_rules=[negative],
+        ha_status=[service("vm:200", "a", "started", "started")],
+    )
+    assert plan_guest_move(d2, 100).target == "b"
+    free = plan_guest_move(cluster([vm(100, 4)], ha_resources=[{"sid": "vm:100", "state": "started"}]), 100)
+    assert free.can_move and free.target == "a"
+
+
+def test_order_and_stop_steps_on_their_own() -> None:
+    from pve_steward.analysis.planner.evacuation import order_steps, stop_reason
+    from pve_steward.analysis.planner.models import Step
+
+    def step(vmid: int, copy: int, downtime: str, mem: int) -> Step:
+        return Step(
+            order=0,
+            vmid=vmid,
+            name="g",
+            type="qemu",
+            target="a",
+            mode="live",
+            downtime=downtime,  # type: ignore[arg-type]
+            memory_bytes=mem,
+            copy_bytes=copy,
+            reason="r",
+        )
+
+    ordered = order_steps([step(1, 5, "none", 1), step(2, 0, "full", 9), step(3, 0, "none", 2), step(4, 0, "none", 8)])
+    assert [s.vmid for s in ordered] == [4, 3, 2, 1] and [s.order for s in ordered] == [1, 2, 3, 4]
+    assert stop_reason(cluster([vm(100, 1)]), "src") is None
+    assert "offline" in str(stop_reason(cluster([vm(100, 1)], online={"src": False, "a": True, "b": True}), "src"))
+    assert "not in this cluster" in str(stop_reason(cluster([vm(100, 1)]), "zz"))
+
+
+def test_evacuation_reports_an_ha_rule_that_leaves_no_node_as_the_rule() -> None:
+    rule = {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "src", "strict": 1}
+    d = cluster([vm(100, 4)], ha_resources=[{"sid": "vm:100", "state": "started"}], ha_rules=[rule])
+    assert [b.code for b in plan_evacuation(d, "src").blockers] == ["MIGRATE_HA_AFFINITY"]
+    roomy = {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "a", "strict": 1}
+    full = cluster([vm(100, 80)], ha_resources=[{"sid": "vm:100", "state": "started"}], ha_rules=[roomy])
+    assert [b.code for b in plan_evacuation(full, "src").blockers] == ["MIGRATE_CAPACITY"]
+
+
+def test_ha_maintenance_copies_local_disks_but_failover_has_no_copy() -> None:
+    """PVEVM.pm migrate passes with-local-disks: maintenance moves them; recovery after a failure cannot."""
+    from pve_steward.analysis.migration import analyze_migratability
+
+    d = cluster(
+        [vm(100, 4, scsi0="local-lvm:vm-100-disk-0,size=8G")], ha_resources=[{"sid": "vm:100", "state": "started"}]
+    )
+    plan = plan_evacuation(d, "src")
+    assert plan.blockers == [] and plan.ha_guests[0].moved_by_ha and plan.ha_guests[0].problems == []
+    findings, _ = analyze_migratability(d)
+    assert [f.code for f in findings] == ["HA_GUEST_NOT_MIGRATABLE"] and "failover" in findings[0].message
