@@ -9,8 +9,9 @@ cross-check (basis ``config+pve``). Guests alike in everything a verdict reads s
 from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.migration import devices, pvecheck
+from pve_steward.analysis.migration.devices import Devices, clipboard_vnc, local_resources, mapped_live
 from pve_steward.analysis.migration.model import RANK, Migratability, Reason, TargetVerdict, reason
+from pve_steward.analysis.migration.pvecheck import compare
 from pve_steward.analysis.migration.storage import parse_volname, storage_shared, storage_type
 from pve_steward.analysis.migration.target_rules import target_groups
 from pve_steward.analysis.migration.targets import eligible_targets
@@ -56,21 +57,17 @@ def ct_device_reasons(cfg: GuestConfig) -> list[Reason]:
     ]
 
 
-def guest_reasons(
-    data: ClusterData, cfg: GuestConfig, raw: Row, running: bool
-) -> tuple[list[Reason], int, devices.Devices]:
+def guest_reasons(data: ClusterData, cfg: GuestConfig, raw: Row, running: bool) -> tuple[list[Reason], int, Devices]:
     """Guest-wide reasons from config + storage config, in the order PVE checks them."""
     reasons = lock_reasons(cfg)
     if cfg.template:
         reasons.append(reason("MIGRATE_TEMPLATE", False, "template: offline move"))
-    dev = devices.Devices()
+    dev = Devices()
     if cfg.type == "qemu":
-        dev, found = devices.local_resources(cfg, raw, running)
+        dev, found = local_resources(cfg, raw, running)
         reasons += found
-        reasons += devices.mapped_live(data, dev, running)
-        reasons += devices.clipboard_vnc(
-            raw, running, pve_major(data, str((data.guests.get(cfg.vmid) or {}).get("node", "")))
-        )
+        reasons += mapped_live(data, dev, running)
+        reasons += clipboard_vnc(raw, running, pve_major(data, str((data.guests.get(cfg.vmid) or {}).get("node", ""))))
     else:
         reasons += ct_device_reasons(cfg)
     scan = scan_volumes(data, cfg, running)
@@ -248,7 +245,7 @@ def _decide(
         data, cfg, source, targets_ok, running, pre is not None, targets_key(row, allowed, denied), dev.mapped
     )
     if pre is not None:
-        pvecheck.compare(pre, cfg, dev, reasons, targets)
+        compare(pre, cfg, dev, reasons, targets)
     if data.ha_managed(cfg.vmid) is not None:
         reasons.append(ha_reason())
     stop_first = downtime_reasons(cfg, reasons, running, downtime)
