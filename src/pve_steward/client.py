@@ -82,6 +82,7 @@ API_WORDS = frozenset(
         "access",
         "permissions",
         "vzdump",
+        "defaults",
         "start",
         "stop",
         "shutdown",

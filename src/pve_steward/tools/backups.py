@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from pve_steward.analysis.backups import job_covers
+from pve_steward.analysis.backups import job_covers, visible_pools
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
@@ -41,15 +41,19 @@ class BackupJob(BaseModel):
     mode: str | None
     selection: str = Field(description="all, all except ..., vmids ..., or pool ...")
     node: str | None = Field(None, description="only guests on this node")
-    retention: str | None = Field(None, description="prune-backups settings")
+    retention: str | None = Field(
+        None,
+        description="the job's own prune-backups; when unset vzdump uses the storage's, then /etc/vzdump.conf's, "
+        "then keeps all (diagnose_backups judges that chain; PBS datastores prune with their own prune jobs)",
+    )
     comment: UntrustedText | None = None
 
 
 def _job(r: dict[str, Any]) -> BackupJob:
-    if r.get("vmid"):
-        selection = f"vmids {r['vmid']}"
-    elif r.get("pool"):
+    if r.get("pool"):  # VZDump.pm get_included_guests reads the pool first
         selection = f"pool {r['pool']}"
+    elif r.get("vmid"):
+        selection = f"vmids {r['vmid']}"
     elif int(r.get("all", 0) or 0):
         selection = f"all except {r['exclude']}" if r.get("exclude") else "all"
     else:
@@ -96,7 +100,7 @@ class BackupJobDetail(BaseModel):
     covers_total: int = Field(description="how many guests the job covers")
     covers: list[CoveredGuest] = Field(description="the first `limit` guests it covers, by vmid")
     unknown: list[int] = Field(
-        default_factory=list, description="guests whose coverage depends on pool membership (not read)"
+        default_factory=list, description="guests whose coverage depends on pool membership the token cannot see"
     )
 
 
@@ -104,10 +108,10 @@ class BackupJobDetail(BaseModel):
 async def get_backup_job(
     t: ToolContext, id: BackupJobId, limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100
 ) -> BackupJobDetail:
-    """One backup job and exactly which guests it covers (node filter, vmid list, all/exclude)."""
+    """One backup job and exactly which guests it covers (pool, vmid list, all/exclude, node filter; templates too)."""
     got = await gather(
         t.client,
-        [("jobs", api_path("cluster", "backup"), {}), ("guests", api_path("cluster", "resources"), {"type": "vm"})],
+        [("jobs", api_path("cluster", "backup"), {}), ("guests", api_path("cluster", "resources"), {})],
     )
     jobs: list[dict[str, Any]] = _ok(got["jobs"])
     guests: list[dict[str, Any]] = _ok(got["guests"])
@@ -116,10 +120,9 @@ async def get_backup_job(
         known = ", ".join(sorted(str(r.get("id")) for r in jobs)) or "none"
         raise Refused(f"no backup job '{id}'; jobs: {known}")
     covers, unknown = [], []
-    for g in sorted(guests, key=lambda g: int(g.get("vmid", 0))):
-        if g.get("type") not in ("qemu", "lxc") or g.get("template"):
-            continue
-        verdict = job_covers(row, int(g["vmid"]), g.get("node"))
+    pools = visible_pools(guests)
+    for g in sorted((g for g in guests if g.get("type") in ("qemu", "lxc")), key=lambda g: int(g.get("vmid", 0))):
+        verdict = job_covers(row, int(g["vmid"]), g.get("node"), g.get("pool"), pools)
         if verdict is None:
             unknown.append(int(g["vmid"]))
         elif verdict:
@@ -135,7 +138,9 @@ class Backup(BaseModel):
     age_hours: float | None
     size_bytes: int | None = None
     protected: bool = False
-    verified: str | None = Field(None, description="PBS verification: ok or failed; null if never verified")
+    verified: str | None = Field(
+        None, description="PBS verification: ok or failed; null if no verify job has checked it (not a failure)"
+    )
     notes: UntrustedText | None = None
 
 
