@@ -124,6 +124,11 @@ def test_pool_job_coverage_and_its_weekly_schedule() -> None:
     assert codes(analyze_backups(d, T)) == [("BACKUP_NOT_SCHEDULED", "101")]
     hidden = _data(guests[1:], backups[1:], [weekly])  # no pool rows: membership unknown, no verdict
     assert codes(analyze_backups(hidden, T)) == []
+    # no Pool.Audit: the row has no pool and no pool rows exist; judged by the weekly schedule, not the 26 h default
+    unseen = [guest_row(100, "pve1")]
+    assert codes(analyze_backups(_data(unseen, backups[:1], [weekly]), T)) == []
+    late = analyze_backups(_data(unseen, [backup_row(100, "pbs", 8 * DAY, "ok")], [weekly]), T)
+    assert codes(late) == [("BACKUP_STALE", "100")] and "membership not visible" in late[0].evidence["basis"]
     stale = _data(guests[:1], [backup_row(100, "pbs", 8 * DAY, "ok")], [weekly])
     stale.resources.append(pool_row("prod"))
     assert codes(analyze_backups(stale, T)) == [("BACKUP_STALE", "100")]
@@ -329,7 +334,7 @@ def test_coverage_matches_each_jobs_own_selection(jobs: list[dict], nodes: list[
     for g in guests:
         verdicts = [(job_covers(j, g["vmid"], g["node"]), bool(j["enabled"])) for j in jobs]
         enabled = any(c and on for c, on in verdicts)
-        maybe = any(c is None for c, _on in verdicts)
+        maybe = any(c is None and on for c, on in verdicts)  # only an enabled job can cover
         assert (str(g["vmid"]) in found) == (not enabled and not maybe), (g, jobs)
         if str(g["vmid"]) in found:
             disabled = [j["id"] for j, (c, on) in zip(jobs, verdicts, strict=True) if c and not on]

@@ -276,6 +276,18 @@ def test_ha_status_texts_and_transitional_states() -> None:
     assert sorted((f.code, f.subject.id) for f in analyze_ha(d)) == [("HA_LRM_DEAD", "b")]
 
 
+def test_strict_rule_whose_other_node_is_in_maintenance_has_no_target() -> None:
+    """Manager.pm places only on nodes whose HA node state is online; maintenance is not."""
+    rules = [{"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "a,b", "strict": 1}]
+    service = [{"sid": "vm:100", "node": "a", "crm_state": "started", "request_state": "started"}]
+    free = _ha(service, ha_rules=rules)
+    assert [f.code for f in analyze_ha(free)] == []
+    held = _ha(service, lrm={"a": "active", "b": "maintenance mode"}, ha_rules=rules)
+    found = {f.code: f for f in analyze_ha(held)}
+    assert found["HA_RULE_NO_TARGET"].evidence["in_maintenance"] == ["b"]
+    assert found["HA_RULE_NO_TARGET"].severity is Severity.WARNING
+
+
 def test_unknown_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown threshold"):
         thresholds_from({"storage_warn": 70})

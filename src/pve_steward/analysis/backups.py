@@ -133,8 +133,8 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     pools = visible_pools(data.resources)
     # a vmid no job lists (by vmid or exclude) is covered alike on its node and in its pool: one answer per pair
     listed = {v for _bit, _on, sel, _job in jobs for ids in (sel.ids, sel.excluded) if ids for v in ids}
-    by_place: dict[tuple[str | None, str | None], tuple[int, int, bool]] = {}
-    policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs -> policy
+    by_place: dict[tuple[str | None, str | None], tuple[int, int, int]] = {}
+    policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs (negated: maybe-covering) -> policy
     storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
     for vmid in data.guest_ids:  # templates too: vzdump selects and backs them up (get_included_guests)
         g = guests[vmid]
@@ -146,9 +146,13 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
             if masks is None:
                 masks = by_place[(node, pool)] = _coverage(jobs, _UNLISTED, node, pool, pools)
             on_mask, off_mask, unknown = masks
-        policy = policies.get(on_mask)
+        # no job surely covers it but a pool job may (membership not visible): judge age by the longest of those
+        # jobs' schedules rather than by the default, so an unreadable pool never makes a weekly backup "stale"
+        key = on_mask or -unknown
+        policy = policies.get(key)
         if policy is None:
-            policy = policies[on_mask] = _policy([j for bit, _on, _sel, j in jobs if on_mask & bit], t, unreadable)
+            chosen = [j for bit, _on, _sel, j in jobs if (on_mask or unknown) & bit]
+            policy = policies[key] = _policy(chosen, t, unreadable, longest=not on_mask)
         uncovered = vmid in pve_uncovered
         if (not on_mask and not (unknown and not uncovered)) or uncovered:
             disabled = [str(j["id"]) for bit, _on, _sel, j in jobs if off_mask & bit]
@@ -264,14 +268,14 @@ def _coverage(
     node: str | None,
     pool: str | None,
     pools: frozenset[str],
-) -> tuple[int, int, bool]:
-    """Bitmasks of the enabled and the disabled jobs covering a guest, and whether a pool job might."""
-    on_mask = off_mask = 0
-    unknown = False
+) -> tuple[int, int, int]:
+    """Bitmasks of the enabled and the disabled jobs covering a guest, and of enabled pool jobs that might."""
+    on_mask = off_mask = unknown = 0
     for bit, on, sel, _job in jobs:
         covered = covers(sel, vmid, node, pool, pools)
         if covered is None:
-            unknown = True
+            if on:
+                unknown |= bit
         elif covered:
             if on:
                 on_mask |= bit
@@ -280,17 +284,19 @@ def _coverage(
     return on_mask, off_mask, unknown
 
 
-def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str]) -> _Policy:
-    """What the covering jobs imply: their storages, the staleness threshold and its basis."""
+def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str], longest: bool = False) -> _Policy:
+    """What the covering jobs imply: their storages, the staleness threshold and its basis.
+
+    ``longest``: the jobs only may cover the guest (pool membership not visible); take the longest schedule.
+    """
     storages = {j.get("storage") for j in enabled}
     unprovable = bool(unreadable & storages) or (not enabled and bool(unreadable))
     intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
     if not intervals:
         return _Policy(enabled, t.backup_stale_default_hours * 3600, "default", unprovable)
-    interval = min(intervals)
-    return _Policy(
-        enabled, interval + max(2 * 3600, 0.1 * interval), f"job schedule every {_hours(interval)} h", unprovable
-    )
+    interval = max(intervals) if longest else min(intervals)
+    basis = f"job schedule every {_hours(interval)} h" + (" (pool job, membership not visible)" if longest else "")
+    return _Policy(enabled, interval + max(2 * 3600, 0.1 * interval), basis, unprovable)
 
 
 def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:

@@ -184,7 +184,10 @@ def analyze_ha(data: ClusterData) -> list[Finding]:
             service = _service_finding(row, node)
             if service is not None:
                 out.append(service)
-    out += _constraints(data, online, service_node)
+    maintenance = {
+        str(r.get("node")) for r in data.ha_status if r.get("type") == "lrm" and "maintenance" in str(r.get("status"))
+    }
+    out += _constraints(data, online - maintenance, service_node, maintenance)
     return out
 
 
@@ -192,12 +195,17 @@ def analyze_ha(data: ClusterData) -> list[Finding]:
     "ha.placement-constraints",
     rule="PVE 9 places HA resources by rules (its rules index also shows groups not yet migrated, as node-affinity "
     "rules 'ha-group-<name>', strict = restricted) and answers 500 on the groups index once they are migrated; "
-    "PVE 8 has only groups. Rules with feasibility errors or disable=1 are not applied.",
+    "PVE 8 has only groups. Rules with feasibility errors or disable=1 are not applied. The CRM places services "
+    "only on nodes whose HA state is online (a node in maintenance is not).",
     pve="pve-ha-manager src/PVE/API2/HA/Rules.pm index, src/PVE/HA/Groups.pm migrate_groups_to_rules, "
-    "src/PVE/API2/HA/Groups.pm index + HA/Config.pm have_groups_been_migrated",
+    "src/PVE/API2/HA/Groups.pm index + HA/Config.pm have_groups_been_migrated; HA/Manager.pm "
+    "recompute_online_node_usage (NodeStatus list_online_nodes)",
     codes=("HA_RULE_NO_TARGET", "HA_RULE_ERRORS"),
 )
-def _constraints(data: ClusterData, online: set[str], service_node: dict[str, str]) -> list[Finding]:
+def _constraints(
+    data: ClusterData, online: set[str], service_node: dict[str, str], maintenance: set[str]
+) -> list[Finding]:
+    """``online``: nodes the CRM may place on (online and not in HA maintenance)."""
     out: list[Finding] = []
     strict: dict[str, tuple[str, list[str]]] = {}
     for rule in data.ha_rules:
@@ -231,8 +239,18 @@ def _constraints(data: ClusterData, online: set[str], service_node: dict[str, st
                     "HA_RULE_NO_TARGET",
                     Subject(kind="ha_resource", id=sid, node=current),
                     f"{sid} may only run on {', '.join(nodes)} ({source}); "
-                    + ("none is online" if not usable else f"no online node besides {current}"),
-                    {"allowed": nodes, "online_allowed": usable, "current": current},
+                    + ("none is online and out of maintenance" if not usable else f"no online node besides {current}")
+                    + (
+                        f" (in HA maintenance: {', '.join(sorted(set(nodes) & maintenance))})"
+                        if set(nodes) & maintenance
+                        else ""
+                    ),
+                    {
+                        "allowed": nodes,
+                        "online_allowed": usable,
+                        "current": current,
+                        "in_maintenance": sorted(set(nodes) & maintenance),
+                    },
                     severity=sev,
                 )
             )
