@@ -172,3 +172,24 @@ async def test_get_task_takes_the_end_time_from_the_task_index(start_sim: Any, s
     detail = await _call(server_for(sim), "get_task", upid=row["upid"])
     assert detail["task"]["ended"] is not None and detail["task"]["duration_s"] == row["endtime"] - row["starttime"]
     assert detail["task"]["state"] == "ok"
+
+
+async def test_maxfiles_is_retention_on_pve8_only(start_sim: Any, server_for: Any) -> None:
+    """PVE 8 converts storage/vzdump.conf maxfiles to keep-last (pve-storage stable-8 storage_config,
+    VZDump.pm $parse_prune_backups_maxfiles); PVE 9 dropped the option (pve8to9 fails on it)."""
+    data = pvesim.load_scenario("truth")
+    local = next(s for s in data["storages"] if s["id"] == "local")
+    local["maxfiles"] = 3
+    pve8 = start_sim(data, version="8.4.14")
+    assert api(pve8).nodes("pve1").vzdump.defaults.get(storage="local")["prune-backups"] == "keep-last=3"
+    report = await _call(server_for(pve8), "diagnose_backups", detail=True)
+    assert not any(f["code"] == "BACKUP_JOB_NO_RETENTION" for f in report["findings"])
+    data["nodes"][0]["vzdump"] = {"maxfiles": 2}
+    del local["maxfiles"]
+    conf8 = start_sim(data, version="8.4.14")
+    assert api(conf8).nodes("pve1").vzdump.defaults.get(storage="local")["prune-backups"] == "keep-last=2"
+    pve9 = start_sim(data, version="9.1.2")
+    assert api(pve9).nodes("pve1").vzdump.defaults.get(storage="local")["prune-backups"] == "keep-all=1"
+    nine = await _call(server_for(pve9), "diagnose_backups", detail=True)
+    keeps = next(f for f in nine["findings"] if f["code"] == "BACKUP_JOB_NO_RETENTION")["evidence"]["keeps_all"]
+    assert sorted(keeps) == ["pve1", "pve3"]

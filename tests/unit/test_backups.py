@@ -303,8 +303,10 @@ def test_retention_not_judged_on_pbs_and_maxfiles_only_on_pve8() -> None:
     maxfiles = dict(LOCAL_JOB, maxfiles=3)
     assert _retention(maxfiles, keep_all, version="8.4.14") == []  # PVE 8: maxfiles=3 is keep-last=3
     assert _retention(maxfiles, keep_all, version="9.1.2")  # PVE 9 dropped maxfiles (pve8to9 fails on it)
+    # storage maxfiles: PVE 8's defaults endpoint already answers keep-last (storage_config converts it)
+    converted = {n: vzdump_defaults("local", "keep-last=3") for n in keep_all}
     storage_maxfiles = [STORAGES[0], storage_cfg("local", "dir", "iso,backup", maxfiles=3)]
-    assert _retention(LOCAL_JOB, keep_all, version="8.4.14", storages=storage_maxfiles)  # storage_info ignores it
+    assert _retention(LOCAL_JOB, converted, version="8.4.14", storages=storage_maxfiles) == []
 
 
 def test_empty_cluster() -> None:

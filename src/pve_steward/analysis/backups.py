@@ -350,9 +350,10 @@ def _pve_major(data: ClusterData) -> int | None:
 @pve_rule(
     "backups.retention",
     rule="vzdump prunes with the job's prune-backups, else the storage's, else /etc/vzdump.conf's, else keeps "
-    "all (keep-all=1), and not at all with remove=0; PVE 8 still reads a job's maxfiles as keep-last, PVE 9 "
-    "dropped it. PBS storages are not judged: their retention usually lives in PBS prune jobs.",
-    pve="pve-manager PVE/VZDump.pm new + storage_info + read_vzdump_defaults; PVE/CLI/pve8to9.pm maxfiles check",
+    "all (keep-all=1), and not at all with remove=0; PVE 8 still reads maxfiles (job, storage, vzdump.conf) as "
+    "keep-last, PVE 9 dropped it. PBS storages are not judged: their retention usually lives in PBS prune jobs.",
+    pve="pve-manager PVE/VZDump.pm new + storage_info + read_vzdump_defaults (stable-8: maxfiles; pve-storage "
+    "stable-8 Storage.pm storage_config); PVE/CLI/pve8to9.pm maxfiles check",
     codes=("BACKUP_JOB_NO_RETENTION",),
 )
 def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:

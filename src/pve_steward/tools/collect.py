@@ -293,7 +293,7 @@ class Collector:
         for job in self.data.backup_jobs:
             sid = str(job.get("storage") or "local")
             cfg = kinds.get(sid, {})
-            if not int(job.get("enabled", 1) or 0) or cfg.get("type") == "pbs":
+            if str(job.get("enabled", 1)) == "0" or cfg.get("type") == "pbs":
                 continue
             if job.get("prune-backups") and job.get("remove") is not None:
                 continue

@@ -267,8 +267,9 @@ _VZDUMP_SCHEMA_DEFAULTS: dict[str, Any] = {
 @route("GET", "/nodes/{node}/vzdump/defaults")
 def vzdump_defaults(call: Call) -> dict[str, Any]:
     """PVE/API2/VZDump.pm defaults: /etc/vzdump.conf over the schema defaults, then the storage's own
-    ``prune-backups`` over both (VZDump.pm storage_info). PVE 8 still turns a ``maxfiles`` of vzdump.conf into
-    ``keep-last`` (stable-8 ``$parse_prune_backups_maxfiles``); PVE 9 dropped the option."""
+    ``prune-backups`` over both (VZDump.pm storage_info). PVE 8 still turns a ``maxfiles`` of vzdump.conf
+    (stable-8 ``$parse_prune_backups_maxfiles``) or of the storage (pve-storage stable-8 Storage.pm
+    ``storage_config``) into ``keep-last``; PVE 9 dropped the option."""
     c = call.cluster
     conf = dict(_node(call).vzdump_conf)
     maxfiles = conf.pop("maxfiles", None)
@@ -288,6 +289,10 @@ def vzdump_defaults(call: Call) -> dict[str, Any]:
             raise ApiError(500, f"storage '{sid}' does not exist")
         if "backup" not in storage.content:
             raise ApiError(500, f"can't use storage '{sid}' for backups - wrong content type")
-        if storage.options.get("prune-backups"):
-            res["prune-backups"] = storage.options["prune-backups"]
+        prune = storage.options.get("prune-backups")
+        maxfiles = storage.options.get("maxfiles")
+        if prune is None and maxfiles is not None and major(c.version) < 9:  # stable-8 Storage.pm storage_config
+            prune = f"keep-last={maxfiles}" if int(maxfiles) else "keep-all=1"
+        if prune:
+            res["prune-backups"] = prune
     return res
