@@ -110,12 +110,17 @@ class _Policy:
 
 
 def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
-    out: list[Finding] = []
-    now = data.now
-    unreadable = {
-        m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
-    }
-    guests = data.guests
+    newest, orphans = _newest_backups(data)
+    out = _guest_findings(data, t, newest)
+    out += _job_findings(data, t)
+    out += _failed_runs(data, t)
+    out += _excluded_disks(data)
+    out += _orphan_findings(orphans)
+    return out
+
+
+def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[Row]]]:
+    """The newest backup per vmid, and the backups of vmids that are no longer in the cluster."""
     newest: dict[int, Row] = {}
     newest_ctime: dict[int, int] = {}
     orphans: dict[int, list[Row]] = defaultdict(list)
@@ -126,8 +131,17 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         vmid, ctime = int(vmid), int(b.get("ctime", 0))
         if vmid not in newest or ctime > newest_ctime[vmid]:
             newest[vmid], newest_ctime[vmid] = b, ctime
-        if vmid not in guests:
+        if vmid not in data.guests:
             orphans[vmid].append(b)
+    return newest, orphans
+
+
+def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) -> list[Finding]:
+    """Per guest: covered by an enabled job, backed up, recently enough, verified."""
+    out: list[Finding] = []
+    unreadable = {
+        m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
+    }
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
     jobs = [(1 << i, _enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
     pools = visible_pools(data.resources)
@@ -137,7 +151,7 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs (negated: maybe-covering) -> policy
     storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
     for vmid in data.guest_ids:  # templates too: vzdump selects and backs them up (get_included_guests)
-        g = guests[vmid]
+        g = data.guests[vmid]
         node, pool = g.get("node"), g.get("pool")
         if vmid in listed:
             on_mask, off_mask, unknown = _coverage(jobs, vmid, node, pool, pools)
@@ -156,75 +170,84 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         uncovered = vmid in pve_uncovered
         if (not on_mask and not (unknown and not uncovered)) or uncovered:
             disabled = [str(j["id"]) for bit, _on, _sel, j in jobs if off_mask & bit]
-            out.append(
-                finding(
-                    "BACKUP_NOT_SCHEDULED",
-                    guest_subject(data, vmid),
-                    f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
-                    + (f" (only by disabled job {', '.join(disabled)})" if disabled else ""),
-                    {
-                        "covered_only_by_disabled": disabled,
-                        "in_pve_not_backed_up": uncovered if data.not_backed_up is not None else None,
-                    },
-                )
-            )
+            out.append(_not_scheduled(data, vmid, g, disabled, uncovered))
         if policy.unprovable:
             continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
         latest = newest.get(vmid)
-        if latest is None:
-            out.append(
-                finding(
-                    "BACKUP_NONE",
-                    guest_subject(data, vmid),
-                    f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
-                    {
-                        "covering_jobs": [j["id"] for j in policy.jobs],
-                        "storages_read": sorted(data.backup_storages_read),
-                    },
-                )
-            )
-            continue
-        age = now - newest_ctime[vmid]
-        threshold = policy.threshold
-        if age > threshold:
-            sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
-            out.append(
-                finding(
-                    "BACKUP_STALE",
-                    guest_subject(data, vmid),
-                    f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
-                    f"(threshold {_hours(threshold)} h, {policy.basis})",
-                    {
-                        "age_hours": _hours(age),
-                        "threshold_hours": _hours(threshold),
-                        "basis": policy.basis,
-                        "newest_volid": latest.get("volid"),
-                        "storage": latest.get("storage"),
-                    },
-                    severity=sev,
-                )
-            )
-        if storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
+        age = _age_finding(data, t, vmid, g, latest, policy)
+        if age is not None:
+            out.append(age)
+        if latest is not None and (
+            storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-")
+        ):
             verdict = _verification(data, vmid, g, latest)
             if verdict is not None:
                 out.append(verdict)
-    out += _job_findings(data, t)
-    out += _failed_runs(data, t)
-    out += _excluded_disks(data)
-    for vmid, rows in sorted(orphans.items()):
-        out.append(
-            finding(
-                "BACKUP_ORPHANED",
-                Subject(kind="guest", id=str(vmid)),
-                f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
-                {
-                    "count": len(rows),
-                    "bytes": sum(int(r.get("size", 0)) for r in rows),
-                    "storages": sorted({str(r.get("storage")) for r in rows}),
-                },
-            )
-        )
     return out
+
+
+def _not_scheduled(data: ClusterData, vmid: int, g: Row, disabled: list[str], uncovered: bool) -> Finding:
+    return finding(
+        "BACKUP_NOT_SCHEDULED",
+        guest_subject(data, vmid),
+        f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
+        + (f" (only by disabled job {', '.join(disabled)})" if disabled else ""),
+        {
+            "covered_only_by_disabled": disabled,
+            "in_pve_not_backed_up": uncovered if data.not_backed_up is not None else None,
+        },
+    )
+
+
+def _age_finding(
+    data: ClusterData, t: Thresholds, vmid: int, g: Row, latest: Row | None, policy: _Policy
+) -> Finding | None:
+    """No backup at all, or the newest one older than its jobs' schedule allows."""
+    if latest is None:
+        return finding(
+            "BACKUP_NONE",
+            guest_subject(data, vmid),
+            f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
+            {
+                "covering_jobs": [j["id"] for j in policy.jobs],
+                "storages_read": sorted(data.backup_storages_read),
+            },
+        )
+    age = data.now - int(latest.get("ctime", 0))
+    threshold = policy.threshold
+    if age <= threshold:
+        return None
+    sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
+    return finding(
+        "BACKUP_STALE",
+        guest_subject(data, vmid),
+        f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
+        f"(threshold {_hours(threshold)} h, {policy.basis})",
+        {
+            "age_hours": _hours(age),
+            "threshold_hours": _hours(threshold),
+            "basis": policy.basis,
+            "newest_volid": latest.get("volid"),
+            "storage": latest.get("storage"),
+        },
+        severity=sev,
+    )
+
+
+def _orphan_findings(orphans: dict[int, list[Row]]) -> list[Finding]:
+    return [
+        finding(
+            "BACKUP_ORPHANED",
+            Subject(kind="guest", id=str(vmid)),
+            f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
+            {
+                "count": len(rows),
+                "bytes": sum(int(r.get("size", 0)) for r in rows),
+                "storages": sorted({str(r.get("storage")) for r in rows}),
+            },
+        )
+        for vmid, rows in sorted(orphans.items())
+    ]
 
 
 _UNLISTED = -1  # a vmid no job can name (job vmid lists hold non-negative numbers only)
