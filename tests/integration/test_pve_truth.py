@@ -64,7 +64,7 @@ async def test_key_diagnostics_are_complete_on_pve8_and_pve9(start_sim: Any, ser
     assert found >= expected, expected - found
     assert not [p for p in _failed_paths(sim) if p.startswith("/cluster/ha/")]
     rules = await _call(mcp, "list_ha_rules")
-    assert {r["name"] for r in rules["items"]} == {"ha-web", "ha-db"}
+    assert {r["name"]: r["resources"] for r in rules["items"]} == {"ha-web": ["ct:122", "vm:101"], "ha-db": ["vm:102"]}
     assert rules["source"] == (["groups"] if version.startswith("8") else ["rules"])
 
 
@@ -193,3 +193,18 @@ async def test_maxfiles_is_retention_on_pve8_only(start_sim: Any, server_for: An
     nine = await _call(server_for(pve9), "diagnose_backups", detail=True)
     keeps = next(f for f in nine["findings"] if f["code"] == "BACKUP_JOB_NO_RETENTION")["evidence"]["keeps_all"]
     assert sorted(keeps) == ["pve1", "pve3"]
+
+
+async def test_task_error_filter_follows_pve(start_sim: Any, server_for: Any) -> None:
+    """Tasks.pm node_tasks: errors=1 drops only 'ok' (warnings and running 'unknown' stay); our errors_only
+    view then leaves out what is still running."""
+    data = pvesim.load_scenario("truth")
+    data["tasks"].append({"node": "pve1", "type": "qmsnapshot", "id": "200", "age": "1h", "status": "WARNINGS: 2"})
+    sim = start_sim(data, speed=0.001)  # the snapshot task stays running for the whole test
+    root = api(sim)
+    running = root.nodes("pve1").qemu(200).snapshot.post(snapname="now")
+    listed = {t["upid"]: t for t in root.nodes("pve1").tasks.get(errors=1, source="all")}
+    assert running in listed and any(t.get("status") == "WARNINGS: 2" for t in listed.values())
+    assert not any(t.get("status") == "OK" for t in listed.values())
+    view = await _call(server_for(sim), "list_tasks", node="pve1", errors_only=True)
+    assert [t["state"] for t in view["items"]] == ["warning"]

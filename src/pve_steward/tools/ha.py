@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from pve_steward.client import api_path
-from pve_steward.errors import PveNotFound
+from pve_steward.errors import PveError, PveNotFound
 from pve_steward.models import UntrustedText, untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -156,10 +156,20 @@ async def list_ha_rules(t: ToolContext) -> HaRules:
         ]
         return HaRules(items=items, source=["rules"], incomplete=incomplete)
     groups: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "groups"))
+    try:  # a group's members are the resources naming it (HA/Groups.pm migrate_groups_to_rules reads them so)
+        resources: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "resources"))
+    except PveError as exc:
+        resources = []
+        incomplete.append(f"resources: {exc.message}")
+    members: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("group"):
+            members.setdefault(str(r["group"]), []).append(str(r.get("sid")))
     items = [
         HaRule(
             name=str(g.get("group")),
             kind="group",
+            resources=sorted(members.get(str(g.get("group")), [])),
             nodes=_split(g.get("nodes")),
             strict=bool(int(g.get("restricted", 0) or 0)),
             comment=untrusted(g.get("comment")),

@@ -90,6 +90,8 @@ async def list_tasks(
         nodes = [r["name"] for r in status if r.get("type") == "node" and r.get("online")]
     got = await gather(t.client, [(n, api_path("nodes", node_seg(n), "tasks"), params) for n in nodes])
     rows = [task_row(r) for n in nodes for r in _rows(got[n])]
+    if errors_only:  # PVE's errors=1 keeps running tasks too (their status type is 'unknown', Tasks.pm node_tasks)
+        rows = [r for r in rows if r.state != "running"]
     rows.sort(key=lambda r: (r.started or "", r.upid), reverse=True)
     incomplete = [f"{n}: {v.message}" for n, v in got.items() if isinstance(v, PveError)]
     return TaskList(total=len(rows), items=rows[:limit], incomplete=incomplete)

@@ -240,7 +240,10 @@ def ha_rules(call: Call) -> list[dict[str, Any]]:
             continue
         if "resource" in call.params and call.params["resource"] not in str(cfg.get("resources", "")).split(","):
             continue
-        rows.append({"rule": name, "order": order, "digest": digest, **cfg})
+        row = {"rule": name, "order": order, "digest": digest, **cfg}
+        if cfg.get("resources"):  # Rules.pm encode_value: the resource list comes back sorted
+            row["resources"] = ",".join(sorted(r.strip() for r in str(cfg["resources"]).split(",") if r.strip()))
+        rows.append(row)
     return rows
 
 

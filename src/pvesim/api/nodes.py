@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pvesim.api import render
@@ -72,6 +73,15 @@ def _task_visible(call: Call, t: Task) -> bool:
     return t.user == call.user or call.can(f"/nodes/{t.node}", "Sys.Audit")
 
 
+def _status_type(status: str | None) -> str:
+    """pve-common PVE/UPID.pm normalize_status_type (a running task has no status yet: 'unknown')."""
+    if not status or status == "unexpected status":
+        return "unknown"
+    if status == "OK":
+        return "ok"
+    return "warning" if re.fullmatch(r"WARNINGS: \d+", status) else "error"
+
+
 @route("GET", "/nodes/{node}/tasks")
 def node_tasks(call: Call) -> list[dict[str, Any]]:
     p = call.params
@@ -82,7 +92,8 @@ def node_tasks(call: Call) -> list[dict[str, Any]]:
             continue
         if (source == "archive" and t.running) or (source == "active" and not t.running):
             continue
-        if call.flag("errors") and (t.running or t.status == "OK"):
+        kind = _status_type(t.status)
+        if call.flag("errors") and kind == "ok":  # Tasks.pm node_tasks: errors=1 drops only 'ok' (and wins)
             continue
         if "typefilter" in p and t.type != p["typefilter"]:
             continue
@@ -94,9 +105,8 @@ def node_tasks(call: Call) -> list[dict[str, Any]]:
             continue
         if "until" in p and t.starttime > int(p["until"]):
             continue
-        if "statusfilter" in p and not t.running:
+        if "statusfilter" in p and not call.flag("errors"):
             wanted = {s.strip().lower() for s in str(p["statusfilter"]).split(",")}
-            kind = "ok" if t.status == "OK" else "warning" if (t.status or "").startswith("WARNINGS") else "error"
             if kind not in wanted:
                 continue
         rows.append(render.task_row(t))
