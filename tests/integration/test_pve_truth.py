@@ -208,3 +208,11 @@ async def test_task_error_filter_follows_pve(start_sim: Any, server_for: Any) ->
     assert not any(t.get("status") == "OK" for t in listed.values())
     view = await _call(server_for(sim), "list_tasks", node="pve1", errors_only=True)
     assert [t["state"] for t in view["items"]] == ["warning"]
+
+
+async def test_list_backups_reads_node_local_storage_on_every_node(start_sim: Any, server_for: Any) -> None:
+    """A dir storage is local to each node (storage.cfg without shared=1): pve3's archive is only on pve3."""
+    sim = start_sim("truth")
+    listed = await _call(server_for(sim), "list_backups", vmid=202)
+    where = sorted((b["storage"], b["node"]) for b in listed["items"])
+    assert where == [("local", "pve3"), ("pbs", None)] and listed["incomplete"] == []

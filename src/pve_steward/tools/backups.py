@@ -22,6 +22,7 @@ from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
 
 MAX_PAGE = 500
+_SHARED_TYPES = ("pbs", "nfs", "cifs", "cephfs", "glusterfs")  # backup storage that every node sees alike
 
 
 def _ok(value: Any) -> Any:
@@ -137,6 +138,7 @@ class Backup(BaseModel):
     created: str | None
     age_hours: float | None
     size_bytes: int | None = None
+    node: str | None = Field(None, description="the node holding it, for storage that is local to each node")
     protected: bool = False
     verified: str | None = Field(
         None, description="PBS verification: ok or failed; null if no verify job has checked it (not a failure)"
@@ -158,7 +160,8 @@ async def list_backups(
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 50,
 ) -> BackupList:
-    """Backup archives on every backup storage (each read once, on a node that has it), newest first."""
+    """Backup archives on every backup storage, newest first: shared storage read once, node-local storage on
+    every online node that has it (each node's directory holds its own archives)."""
     got = await gather(t.client, [("config", api_path("storage"), {}), ("nodes", api_path("nodes"), {})])
     config: list[dict[str, Any]] = _ok(got["config"])
     nodes: list[dict[str, Any]] = _ok(got["nodes"])
@@ -169,26 +172,26 @@ async def list_backups(
         if "backup" not in str(s.get("content", "")).split(",") or int(s.get("disable", 0) or 0):
             continue
         allowed = str(s["nodes"]).split(",") if s.get("nodes") else online
-        where = next((n for n in online if n in allowed), None)
-        if where is None:
+        where = [n for n in online if n in allowed]
+        if not where:
             incomplete.append(f"{s['storage']}: no online node has it")
             continue
         params: dict[str, Any] = {"content": "backup"}
         if vmid is not None:
             params["vmid"] = vmid
-        reads.append(
-            (
-                str(s["storage"]),
-                api_path("nodes", node_seg(where), "storage", storage_seg(str(s["storage"])), "content"),
-                params,
+        shared = bool(int(s.get("shared", 0) or 0)) or s.get("type") in _SHARED_TYPES
+        for n in where[:1] if shared else where:
+            key = str(s["storage"]) if shared else f"{s['storage']}@{n}"
+            reads.append(
+                (key, api_path("nodes", node_seg(n), "storage", storage_seg(str(s["storage"])), "content"), params)
             )
-        )
     contents = await gather(t.client, reads)
     now = t.now()
     rows: list[Backup] = []
-    for sid, result in sorted(contents.items()):
+    for key, result in sorted(contents.items()):
+        sid, _, node = key.partition("@")
         if isinstance(result, PveError):
-            incomplete.append(f"{sid}: {result.message}")
+            incomplete.append(f"{key}: {result.message}")
             continue
         for r in result:
             created = r.get("ctime")
@@ -196,6 +199,7 @@ async def list_backups(
                 Backup(
                     volid=str(r["volid"]),
                     storage=sid,
+                    node=node or None,
                     vmid=int(r["vmid"]) if r.get("vmid") is not None else None,
                     created=iso(created),
                     age_hours=round((now - created) / 3600, 1) if created else None,
@@ -211,7 +215,7 @@ async def list_backups(
     return BackupList(
         page=PageInfo(total=len(rows), offset=offset, returned=len(page), next_offset=end if end < len(rows) else None),
         items=page,
-        storages_read=sorted(k for k, v in contents.items() if not isinstance(v, PveError)),
+        storages_read=sorted({k.split("@", 1)[0] for k, v in contents.items() if not isinstance(v, PveError)}),
         incomplete=incomplete,
     )
 
