@@ -99,6 +99,7 @@ API_WORDS = frozenset(
         "access",
         "permissions",
         "vzdump",
+        "defaults",
         "start",
         "stop",
         "shutdown",

@@ -124,7 +124,7 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     )
     c.options = dict(data.get("options", {}))
     c.quorate = bool(data.get("quorate", True))
-    roles = dict(ROLES)
+    roles = _version_roles(pve_version)
     roles["HAOperator"] = frozenset({"Sys.Console"})
     for name, privs in (data.get("roles") or {}).items():
         roles[name] = frozenset(privs)
@@ -170,6 +170,11 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         c.ha_resources[res.sid] = res
     c.ha_groups = {k: dict(v) for k, v in (ha.get("groups") or {}).items()}
     c.ha_rules = {k: dict(v) for k, v in (ha.get("rules") or {}).items()}
+    if major(pve_version) >= 9:
+        if ha.get("groups_migrated", True):
+            _migrate_groups_to_rules(c)
+    else:
+        _rules_to_groups(c)
     c.backup_jobs = [dict(j) for j in data.get("backup_jobs", [])]
     for rd in data.get("replication", []):
         c.replication[rd["id"]] = _replication(rd, now)
@@ -180,6 +185,59 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         c.tokens[token.full_id] = token
     c.options.setdefault("task_failures", list(data.get("task_failures", [])))
     return c
+
+
+def major(version: str) -> int:
+    """The PVE major release of a version string ("8.4.14" -> 8)."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdecimal() else 9
+
+
+def _version_roles(version: str) -> dict[str, frozenset[str]]:
+    """Built-in roles as the release defines them: PVE 9 replaced VM.Monitor by the VM.GuestAgent.* privileges
+    (pve-access-control AccessControl.pm ``$privgroups``; PVE 8's stable-bookworm branch has VM.Monitor)."""
+    if major(version) >= 9:
+        return {name: privs - {"VM.Monitor"} for name, privs in ROLES.items()}
+    return {name: frozenset(p for p in privs if not p.startswith("VM.GuestAgent.")) for name, privs in ROLES.items()}
+
+
+def _migrate_groups_to_rules(c: Cluster) -> None:
+    """PVE 9's CRM migrates HA groups to node-affinity rules once every node runs 9 and then empties
+    groups.cfg (pve-ha-manager Manager.pm, Groups.pm ``migrate_groups_to_rules``): a PVE 9 scenario's groups
+    become rules ``ha-group-<name>`` and its resources lose their ``group``."""
+    members: dict[str, list[str]] = {}
+    for res in c.ha_resources.values():
+        if res.group and res.group in c.ha_groups:
+            members.setdefault(res.group, []).append(res.sid)
+            res.group = None
+    for name, sids in sorted(members.items()):
+        c.ha_rules[f"ha-group-{name}"] = group_as_rule(name, c.ha_groups[name], sids)
+    c.ha_groups.clear()
+
+
+def group_as_rule(name: str, group: dict[str, Any], sids: list[str]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"type": "node-affinity", "resources": ",".join(sorted(sids)), "nodes": group.get("nodes")}
+    if group.get("restricted") is not None:
+        rule["strict"] = int(group["restricted"])
+    rule["comment"] = group.get("comment") or f"Generated from HA group '{name}'."
+    return rule
+
+
+def _rules_to_groups(c: Cluster) -> None:
+    """PVE 8 has HA groups and no rules: a scenario's node-affinity rules become groups of the same name
+    (restricted = strict, resources join the group); resource-affinity rules have no PVE 8 form and are dropped."""
+    for name, rule in sorted(c.ha_rules.items()):
+        if rule.get("type") != "node-affinity" or int(rule.get("disable", 0) or 0):
+            continue
+        group = {"nodes": rule.get("nodes"), "restricted": int(rule.get("strict", 0) or 0)}
+        if rule.get("comment"):
+            group["comment"] = rule["comment"]
+        c.ha_groups.setdefault(name, group)
+        for sid in str(rule.get("resources") or "").split(","):
+            res = c.ha_resources.get(sid.strip())
+            if res is not None and not res.group:
+                res.group = name
+    c.ha_rules.clear()
 
 
 def faults_from(data: dict[str, Any]) -> Faults:
@@ -227,6 +285,7 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     n.repositories = _repositories(nd.get("repositories", {"no-subscription": True}))
     n.disks = [_disk(d) for d in nd.get("disks", [{"devpath": "/dev/nvme0n1", "type": "nvme", "size": "960G"}])]
     n.zfs = [_zfs(z) for z in nd.get("zfs", [])]
+    n.vzdump_conf = dict(nd.get("vzdump") or {})
     return n
 
 
@@ -360,6 +419,7 @@ def _guest(gd: dict[str, Any], now: float) -> Guest:
         cpu_usage=float(gd.get("cpu", 0.05)),
         mem_fraction=float(gd.get("mem", 0.6)),
         agent_responding=bool(gd.get("agent_responding", True)),
+        pool=gd.get("pool"),
     )
     if g.status == "running":
         g.started_at = now - parse_age(gd.get("uptime", "12d"))
@@ -438,8 +498,11 @@ def _replication(rd: dict[str, Any], now: float) -> ReplicationJob:
         fail_count=int(rd.get("fail_count", 0)),
         error=rd.get("error"),
     )
-    job.last_sync = int(now - parse_age(rd.get("last_sync_age", "5m")))
-    job.last_try = int(now - parse_age(rd.get("last_try_age", rd.get("last_sync_age", "5m"))))
+    synced = rd.get("last_sync_age", "5m")
+    tried = rd.get("last_try_age", synced)
+    # "never": before its first run PVE's state has last_sync = last_try = 0 (ReplicationState.pm extract_job_state)
+    job.last_sync = 0 if synced == "never" else int(now - parse_age(synced))
+    job.last_try = 0 if tried == "never" else int(now - parse_age(tried))
     return job
 
 

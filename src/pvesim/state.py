@@ -61,6 +61,7 @@ class Node:
     repositories: dict[str, Any] = field(default_factory=dict)
     disks: list[dict[str, Any]] = field(default_factory=list)
     zfs: list[dict[str, Any]] = field(default_factory=list)
+    vzdump_conf: dict[str, Any] = field(default_factory=dict)  # /etc/vzdump.conf on this node
 
 
 @dataclass
@@ -133,6 +134,7 @@ class Guest:
     cpu_usage: float = 0.05
     mem_fraction: float = 0.6
     agent_responding: bool = True
+    pool: str | None = None  # resource pool membership (user.cfg)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
 
     @property

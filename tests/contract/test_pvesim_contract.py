@@ -29,6 +29,10 @@ KNOWN_DEVIATIONS = {
     "/nodes/{node}/lxc": re.compile(r"^GET /nodes/pve1/lxc\[\d+\]\.vmid: expected integer, got '\d+'$"),
 }
 
+# GETs that PVE 9 itself answers with an error on the demo (pve-ha-manager API2/HA/Groups.pm index: groups
+# migrated to rules); their PVE 8 answer is checked in tests/integration/test_pve_truth.py.
+EXPECTED_ERRORS = {"/cluster/ha/groups": (500, "migrated to rules")}
+
 # Concrete path parameters on the demo scenario, per template (default: pve1 / VM 100).
 PARAMS: dict[str, dict[str, str]] = {
     "/nodes/{node}/lxc/{vmid}/config": {"node": "pve1", "vmid": "120"},
@@ -92,6 +96,10 @@ def test_get_responses_follow_the_schema(template: str, demo_sim: SimServer, ses
     schema = ApiSchema("9.1")
     path = _fill(template, demo_sim.cluster)
     resp = session.get(f"{demo_sim.url}/api2/json{path}")
+    if template in EXPECTED_ERRORS:
+        status, text = EXPECTED_ERRORS[template]
+        assert resp.status_code == status and text in resp.reason, (resp.status_code, resp.reason)
+        return
     assert resp.status_code == 200, f"{path}: {resp.status_code} {resp.reason}"
     body = resp.json()
     assert set(body) == {"data"}

@@ -74,6 +74,7 @@ def guest_row(
     template: bool = False,
     lock: str | None = None,
     hastate: str | None = None,
+    pool: str | None = None,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": f"{gtype}/{vmid}",
@@ -95,6 +96,21 @@ def guest_row(
         row["lock"] = lock
     if hastate:
         row["hastate"] = hastate
+    if pool:
+        row["pool"] = pool
+    return row
+
+
+def pool_row(pool: str) -> dict[str, Any]:
+    """A ``type=pool`` row of /cluster/resources (present when the token has Pool.Audit on the pool)."""
+    return {"id": f"/pool/{pool}", "type": "pool", "pool": pool, "status": "online"}
+
+
+def vzdump_defaults(storage: str, prune: str | None = "keep-all=1", **extra: Any) -> dict[str, Any]:
+    """GET /nodes/{node}/vzdump/defaults?storage=: /etc/vzdump.conf over schema defaults, storage prune over both."""
+    row: dict[str, Any] = {"storage": storage, "mode": "snapshot", "compress": "0", "remove": 1, **extra}
+    if prune is not None:
+        row["prune-backups"] = prune
     return row
 
 

@@ -11,7 +11,19 @@ from pve_steward.analysis.data import Missing
 from pve_steward.analysis.findings import Severity
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
-from tests.unit.pve_fixtures import DAY, HOUR, backup_row, data, guest_row, node_row, qemu_config, storage_cfg, task
+from tests.unit.pve_fixtures import (
+    DAY,
+    HOUR,
+    backup_row,
+    data,
+    guest_row,
+    node_row,
+    pool_row,
+    qemu_config,
+    storage_cfg,
+    task,
+    vzdump_defaults,
+)
 
 T = Thresholds()
 STORAGES = [storage_cfg("pbs", "pbs", "backup"), storage_cfg("local", "dir", "iso,backup")]
@@ -78,12 +90,48 @@ def test_schedule_intervals(schedule: str, seconds: float | None) -> None:
         ({"all": 0, "exclude": "100"}, 101, "pve1", False),
         ({"all": "bogus"}, 100, "pve1", False),  # malformed: covers nobody, no traceback
         ({"vmid": "100,²,x"}, 100, "pve1", True),  # digits int() refuses are skipped, not a traceback
-        ({"vmid": "100", "pool": "prod"}, 100, "pve1", True),  # an explicit list wins over the pool
+        ({"vmid": "100", "pool": "prod"}, 100, "pve1", None),  # get_included_guests reads the pool first
         ({"all": 1, "node": "pve1"}, 100, None, True),  # node unknown: the node filter cannot exclude
     ],
 )
 def test_job_selection_follows_pve(job, vmid: int, node: str, expected) -> None:  # type: ignore[no-untyped-def]
     assert job_covers(job, vmid, node) is expected
+
+
+@pytest.mark.parametrize(
+    ("guest_pool", "visible", "expected"),
+    [
+        ("prod", frozenset({"prod"}), True),
+        ("prod", None, True),  # a row naming the pool proves membership
+        (None, frozenset({"prod"}), False),  # pool visible, guest not in it
+        ("dev", frozenset({"prod", "dev"}), False),
+        (None, frozenset(), None),  # pool not visible (no Pool.Audit): cannot tell
+    ],
+)
+def test_pool_jobs_cover_the_pools_members(guest_pool, visible, expected) -> None:  # type: ignore[no-untyped-def]
+    assert job_covers({"pool": "prod"}, 100, "pve1", guest_pool, visible) is expected
+    assert job_covers({"pool": "prod", "node": "pve2"}, 100, "pve1", guest_pool, visible) is False
+
+
+def test_pool_job_coverage_and_its_weekly_schedule() -> None:
+    """VZDump.pm get_included_guests: a pool job covers its members; staleness follows its weekly schedule."""
+    weekly = {"id": "weekly-prod", "schedule": "sat 02:00", "storage": "pbs", "pool": "prod", "enabled": 1}
+    weekly["prune-backups"] = {"keep-weekly": 4}
+    guests = [guest_row(100, "pve1", pool="prod"), guest_row(101, "pve1")]
+    backups = [backup_row(100, "pbs", 3 * DAY, "ok"), backup_row(101, "pbs", DAY, "ok")]
+    d = _data(guests, backups, [weekly])
+    d.resources.append(pool_row("prod"))
+    assert codes(analyze_backups(d, T)) == [("BACKUP_NOT_SCHEDULED", "101")]
+    hidden = _data(guests[1:], backups[1:], [weekly])  # no pool rows: membership unknown, no verdict
+    assert codes(analyze_backups(hidden, T)) == []
+    # no Pool.Audit: the row has no pool and no pool rows exist; judged by the weekly schedule, not the 26 h default
+    unseen = [guest_row(100, "pve1")]
+    assert codes(analyze_backups(_data(unseen, backups[:1], [weekly]), T)) == []
+    late = analyze_backups(_data(unseen, [backup_row(100, "pbs", 8 * DAY, "ok")], [weekly]), T)
+    assert codes(late) == [("BACKUP_STALE", "100")] and "membership not visible" in late[0].evidence["basis"]
+    stale = _data(guests[:1], [backup_row(100, "pbs", 8 * DAY, "ok")], [weekly])
+    stale.resources.append(pool_row("prod"))
+    assert codes(analyze_backups(stale, T)) == [("BACKUP_STALE", "100")]
 
 
 def test_fresh_backup_is_clean() -> None:
@@ -112,9 +160,16 @@ def test_only_disabled_job_counts_as_not_scheduled() -> None:
     assert "BACKUP_JOB_DISABLED" in {f.code for f in found}
 
 
-def test_templates_are_not_judged() -> None:
-    d = _data([guest_row(9000, "pve1", template=True, status="stopped")], [])
-    assert analyze_backups(d, T) == []
+def test_templates_are_covered_and_judged_like_guests() -> None:
+    """vzdump selects templates (get_included_guests walks the vmlist) and backs them up."""
+    template = guest_row(9000, "pve1", template=True, status="stopped")
+    assert codes(analyze_backups(_data([template], []), T)) == [("BACKUP_NONE", "9000")]
+    assert codes(analyze_backups(_data([template], [backup_row(9000, "pbs", 3 * DAY, "ok")]), T)) == [
+        ("BACKUP_STALE", "9000")
+    ]
+    assert analyze_backups(_data([template], [backup_row(9000, "pbs", HOUR, "ok")]), T) == []
+    excluded = _data([template], [backup_row(9000, "pbs", HOUR, "ok")], [dict(DAILY, exclude="9000")])
+    assert codes(analyze_backups(excluded, T)) == [("BACKUP_NOT_SCHEDULED", "9000")]
 
 
 @pytest.mark.parametrize(
@@ -156,9 +211,12 @@ def test_verification_failed_and_missing() -> None:
         [guest_row(100, "pve1"), guest_row(101, "pve1")],
         [backup_row(100, "pbs", HOUR, "failed"), backup_row(100, "pbs", DAY, "ok"), backup_row(101, "pbs", HOUR)],
     )
-    found = {f.subject.id: f for f in analyze_backups(d, T) if f.code == "BACKUP_VERIFY_FAILED"}
-    assert found["100"].severity is Severity.CRITICAL and found["100"].evidence["verification"] == "failed"
-    assert found["101"].severity is Severity.WARNING and found["101"].evidence["verification"] is None
+    found = {f.subject.id: f for f in analyze_backups(d, T) if f.code.startswith("BACKUP_")}
+    assert found["100"].code == "BACKUP_VERIFY_FAILED" and found["100"].severity is Severity.CRITICAL
+    assert found["100"].evidence["verification"] == "failed"
+    # PBSPlugin list_volumes copies `verification` only when a verify job ran: unverified, not failed
+    assert found["101"].code == "BACKUP_NOT_VERIFIED" and found["101"].severity is Severity.INFO
+    assert found["101"].evidence["verification"] is None
     local = _data([guest_row(100, "pve1")], [backup_row(100, "local", HOUR, pbs=False)], [dict(DAILY, storage="local")])
     assert analyze_backups(local, T) == []  # verification only exists on PBS
 
@@ -194,21 +252,61 @@ def test_unreadable_storage_never_yields_a_false_none() -> None:
     assert [f.code for f in analyze_backups(d, T)] == []
 
 
-def test_retention_excluded_disks_and_orphans() -> None:
-    jobs = [dict(DAILY, **{"prune-backups": None})]
+def test_excluded_disks_and_orphans() -> None:
     d = _data(
         [guest_row(100, "pve1")],
         [backup_row(100, "pbs", HOUR, "ok"), backup_row(555, "pbs", 9 * DAY, "ok")],
-        jobs,
         configs={100: qemu_config("web", scsi1="ceph-vm:vm-100-disk-1,backup=0,size=1T")},
     )
     found = {f.code: f for f in analyze_backups(d, T)}
-    assert found["BACKUP_JOB_NO_RETENTION"].subject.id == "backup-daily"
     assert found["BACKUP_DISK_EXCLUDED"].evidence["disks"] == ["scsi1"]
     assert found["BACKUP_ORPHANED"].subject.id == "555"
-    storage_retention = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", HOUR, "ok")], jobs)
-    storage_retention.storage_config = [storage_cfg("pbs", "pbs", "backup", **{"prune-backups": "keep-last=3"})]
-    assert "BACKUP_JOB_NO_RETENTION" not in {f.code for f in analyze_backups(storage_retention, T)}
+
+
+LOCAL_JOB = dict(DAILY, id="local-daily", storage="local", **{"prune-backups": None})
+
+
+def _retention(job, defaults, version="9.1.2", storages=STORAGES):  # type: ignore[no-untyped-def]
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", HOUR, "ok")], [job], version={"version": version})
+    d.storage_config = list(storages)
+    d.vzdump_defaults = dict(defaults)
+    return [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_NO_RETENTION"]
+
+
+def test_retention_follows_job_storage_node_defaults_then_keep_all() -> None:
+    """VZDump.pm: job prune-backups // storage's // /etc/vzdump.conf's // keep-all=1."""
+    keep_all = {n: vzdump_defaults("local") for n in ("pve1@local", "pve2@local")}
+    found = _retention(LOCAL_JOB, keep_all)
+    assert len(found) == 1 and sorted(found[0].evidence["keeps_all"]) == ["pve1", "pve2"]
+    # the node's vzdump.conf (or the storage, folded in by the defaults endpoint) prunes: no finding
+    assert _retention(LOCAL_JOB, {n: vzdump_defaults("local", "keep-last=5") for n in keep_all}) == []
+    # one node without: only that node is named
+    mixed = {"pve1@local": vzdump_defaults("local", "keep-last=5"), "pve2@local": vzdump_defaults("local")}
+    assert list(_retention(LOCAL_JOB, mixed)[0].evidence["keeps_all"]) == ["pve2"]
+    # the job's own setting wins over everything; keep-all on the job is no retention
+    assert _retention(dict(LOCAL_JOB, **{"prune-backups": {"keep-daily": 7}}), keep_all) == []
+    assert _retention(dict(LOCAL_JOB, **{"prune-backups": "keep-all=1"}), {})[0].evidence["keeps_all"] == {
+        "job": "the job's prune-backups keeps all (keep-all=1)"
+    }
+    # remove=0 (job or vzdump.conf): never pruned
+    assert _retention(dict(LOCAL_JOB, remove=0, **{"prune-backups": {"keep-daily": 7}}), {})
+    removal_off = {n: vzdump_defaults("local", "keep-last=5", remove=0) for n in keep_all}
+    assert _retention(LOCAL_JOB, removal_off)
+    # defaults not read (failed read: DATA_INCOMPLETE says so): no verdict
+    assert _retention(LOCAL_JOB, {}) == []
+
+
+def test_retention_not_judged_on_pbs_and_maxfiles_only_on_pve8() -> None:
+    pbs_job = dict(DAILY, **{"prune-backups": None})
+    assert _retention(pbs_job, {"pve1@pbs": vzdump_defaults("pbs")}) == []  # PBS prune jobs hold retention
+    keep_all = {"pve1@local": vzdump_defaults("local"), "pve2@local": vzdump_defaults("local")}
+    maxfiles = dict(LOCAL_JOB, maxfiles=3)
+    assert _retention(maxfiles, keep_all, version="8.4.14") == []  # PVE 8: maxfiles=3 is keep-last=3
+    assert _retention(maxfiles, keep_all, version="9.1.2")  # PVE 9 dropped maxfiles (pve8to9 fails on it)
+    # storage maxfiles: PVE 8's defaults endpoint already answers keep-last (storage_config converts it)
+    converted = {n: vzdump_defaults("local", "keep-last=3") for n in keep_all}
+    storage_maxfiles = [STORAGES[0], storage_cfg("local", "dir", "iso,backup", maxfiles=3)]
+    assert _retention(LOCAL_JOB, converted, version="8.4.14", storages=storage_maxfiles) == []
 
 
 def test_empty_cluster() -> None:
@@ -238,7 +336,7 @@ def test_coverage_matches_each_jobs_own_selection(jobs: list[dict], nodes: list[
     for g in guests:
         verdicts = [(job_covers(j, g["vmid"], g["node"]), bool(j["enabled"])) for j in jobs]
         enabled = any(c and on for c, on in verdicts)
-        maybe = any(c is None for c, _on in verdicts)
+        maybe = any(c is None and on for c, on in verdicts)  # only an enabled job can cover
         assert (str(g["vmid"]) in found) == (not enabled and not maybe), (g, jobs)
         if str(g["vmid"]) in found:
             disabled = [j["id"] for j, (c, on) in zip(jobs, verdicts, strict=True) if c and not on]

@@ -250,6 +250,47 @@ def test_replication() -> None:
     }
 
 
+def test_first_sync_pending_is_not_stale() -> None:
+    """ReplicationState.pm: state starts at last_sync=0/fail_count=0; only a failed run raises fail_count."""
+    jobs = [{"id": f"{v}-0", "guest": v, "target": "b", "schedule": "*/15", "type": "local"} for v in (100, 101)]
+    state = {
+        "a": [
+            {"id": "100-0", "last_sync": 0, "last_try": 0, "fail_count": 0},
+            {"id": "101-0", "last_sync": 0, "last_try": (1_800_000_000 - 600), "fail_count": 2, "error": "no"},
+        ]
+    }
+    d = data(replication_jobs=jobs, replication_state=state, resources=[guest_row(v, "a") for v in (100, 101)])
+    found = sorted((f.code, f.subject.id) for f in analyze_replication(d, T))
+    assert found == [("REPLICATION_FAILING", "101-0"), ("REPLICATION_STALE", "101-0")]
+    stale = next(f for f in analyze_replication(d, T) if f.code == "REPLICATION_STALE")
+    assert "never" in stale.message
+
+
+def test_ha_status_texts_and_transitional_states() -> None:
+    d = _ha(
+        [
+            {"sid": "vm:100", "node": "a", "crm_state": "stopped", "state": "starting", "request_state": "started"},
+            {"sid": "vm:101", "node": "a", "crm_state": "request_start_balance", "request_state": "started"},
+            {"sid": "vm:102", "node": "a", "crm_state": "started", "state": "ignore", "request_state": "started"},
+        ],
+        lrm={"a": "active", "b": "unable to read lrm status"},
+    )
+    d.ha_status[-4]["status"] = "b (unable to read lrm status)"  # Status.pm: no timestamp at all
+    assert sorted((f.code, f.subject.id) for f in analyze_ha(d)) == [("HA_LRM_DEAD", "b")]
+
+
+def test_strict_rule_whose_other_node_is_in_maintenance_has_no_target() -> None:
+    """Manager.pm places only on nodes whose HA node state is online; maintenance is not."""
+    rules = [{"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "a,b", "strict": 1}]
+    service = [{"sid": "vm:100", "node": "a", "crm_state": "started", "request_state": "started"}]
+    free = _ha(service, ha_rules=rules)
+    assert [f.code for f in analyze_ha(free)] == []
+    held = _ha(service, lrm={"a": "active", "b": "maintenance mode"}, ha_rules=rules)
+    found = {f.code: f for f in analyze_ha(held)}
+    assert found["HA_RULE_NO_TARGET"].evidence["in_maintenance"] == ["b"]
+    assert found["HA_RULE_NO_TARGET"].severity is Severity.WARNING
+
+
 def test_unknown_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown threshold"):
         thresholds_from({"storage_warn": 70})

@@ -167,3 +167,28 @@ def test_every_code_is_documented_and_unknown_codes_are_refused() -> None:
         assert info.severity in ("info", "warning", "critical")
     with pytest.raises(KeyError):
         finding("NOT_A_CODE", Subject(kind="cluster", id="x"), "x")
+
+
+def test_no_onboot_is_not_reported_for_ha_resources() -> None:
+    """Nodes.pm get_filtered_vmlist skips every HA resource (vm_is_ha_managed, any state) at start-all."""
+    guests = [guest_row(v, "pve1") for v in (100, 101, 102, 103)] + [guest_row(104, "pve1", gtype="lxc")]
+    d = data(
+        resources=guests,
+        configs={v: qemu_config(f"g{v}", onboot=None) for v in (100, 101, 102, 103, 104)},
+        ha_resources=[
+            {"sid": "vm:101", "state": "started"},
+            {"sid": "vm:102", "state": "ignored"},  # still an HA resource for start-all
+            {"sid": "ct:104", "state": "stopped"},
+        ],
+    )
+    onboot = sorted(f.subject.id for f in analyze_guests(d, T) if f.code == "GUEST_NO_ONBOOT")
+    assert onboot == ["100", "103"]
+
+
+def test_clone_lock_is_held_by_the_clone_task_of_its_source() -> None:
+    """API2/Qemu.pm clone_vm locks the new vmid 'clone' but forks 'qmclone' with the source vmid."""
+    guests = [guest_row(9000, "pve1", template=True, status="stopped"), guest_row(150, "pve2", lock="clone")]
+    running = data(resources=guests, tasks=[task("pve1", "qmclone", "9000", 60, status=None)])
+    assert [f.code for f in analyze_guests(running, T)] == ["GUEST_LOCKED"]
+    done = data(resources=guests, tasks=[task("pve1", "qmclone", "9000", 5 * HOUR)])
+    assert [f.code for f in analyze_guests(done, T)] == ["GUEST_LOCK_STUCK"]

@@ -1,9 +1,9 @@
 """Backup diagnostics: coverage, freshness, failed runs, verification, retention, excluded disks.
 
-Coverage follows PVE's own job selection (``all`` minus ``exclude``, a ``vmid`` list, the ``node``
-filter), counting only enabled jobs, and is cross-checked with PVE's not-backed-up list, which
-counts disabled jobs as covering. A guest's "no backup"/"stale" verdict is only given when every
-storage its jobs write to could be read.
+Coverage follows PVE's own job selection (a ``pool``, a ``vmid`` list, ``all`` minus ``exclude``, the
+``node`` filter; templates included, as vzdump backs them up), counting only enabled jobs, and is
+cross-checked with PVE's not-backed-up list, which counts disabled jobs as covering. A guest's "no
+backup"/"stale" verdict is only given when every storage its jobs write to could be read.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -33,40 +34,61 @@ def _ids(text: Any) -> frozenset[int]:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """A job's guest selection, read once per job: PVE's ``vmid`` list, ``pool``, ``all`` minus ``exclude``."""
+    """A job's guest selection, read once per job: PVE's ``pool``, ``vmid`` list, ``all`` minus ``exclude``."""
 
     node: str | None
     ids: frozenset[int] | None  # an explicit vmid list
-    pool: bool
+    pool: str | None  # a resource pool: its members, read from /cluster/resources ``pool``
     excluded: frozenset[int] | None  # ``all`` jobs: who is left out; None when the job is not ``all``
 
 
+@pve_rule(
+    "backups.job-selection",
+    rule="A vzdump job selects the members of its pool, else its vmid list, else (with all=1) every guest "
+    "but the excluded ones, templates included; the node filter then drops guests on other nodes.",
+    pve="pve-manager PVE/VZDump.pm get_included_guests",
+    codes=("BACKUP_NOT_SCHEDULED",),
+)
 def selection(job: Row) -> Selection:
     node = job.get("node") or None
-    if job.get("vmid"):
-        return Selection(node, _ids(job["vmid"]), False, None)
     if job.get("pool"):
-        return Selection(node, None, True, None)
+        return Selection(node, None, str(job["pool"]), None)
+    if job.get("vmid"):
+        return Selection(node, _ids(job["vmid"]), None, None)
     try:
         every = bool(int(job.get("all", 0) or 0))
     except (TypeError, ValueError):
         every = False
-    return Selection(node, None, False, _ids(job.get("exclude")) if every else None)
+    return Selection(node, None, None, _ids(job.get("exclude")) if every else None)
 
 
-def covers(sel: Selection, vmid: int, node: str | None) -> bool | None:
-    """True/False per PVE's selection rules; None when it depends on pool membership we do not read."""
+def covers(
+    sel: Selection, vmid: int, node: str | None, pool: str | None = None, pools: frozenset[str] | None = None
+) -> bool | None:
+    """True/False per PVE's selection rules; None for a pool job when membership is not visible.
+
+    ``pool`` is the guest row's ``pool``; ``pools`` the pools the token can see (``type=pool`` rows of
+    /cluster/resources): a guest outside a visible pool is not a member, one outside an invisible pool may be.
+    """
     if sel.node and node and sel.node != node:
         return False
+    if sel.pool is not None:
+        if pool == sel.pool:
+            return True
+        return False if pools is not None and sel.pool in pools else None
     if sel.ids is not None:
         return vmid in sel.ids
-    if sel.pool:
-        return None
     return sel.excluded is not None and vmid not in sel.excluded
 
 
-def job_covers(job: Row, vmid: int, node: str | None) -> bool | None:
-    return covers(selection(job), vmid, node)
+def job_covers(
+    job: Row, vmid: int, node: str | None, pool: str | None = None, pools: frozenset[str] | None = None
+) -> bool | None:
+    return covers(selection(job), vmid, node, pool, pools)
+
+
+def visible_pools(resources: list[Row]) -> frozenset[str]:
+    return frozenset(str(r["pool"]) for r in resources if r.get("type") == "pool" and r.get("pool"))
 
 
 def _enabled(job: Row) -> bool:
@@ -88,12 +110,17 @@ class _Policy:
 
 
 def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
-    out: list[Finding] = []
-    now = data.now
-    unreadable = {
-        m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
-    }
-    guests = data.guests
+    newest, orphans = _newest_backups(data)
+    out = _guest_findings(data, t, newest)
+    out += _job_findings(data, t)
+    out += _failed_runs(data, t)
+    out += _excluded_disks(data)
+    out += _orphan_findings(orphans)
+    return out
+
+
+def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[Row]]]:
+    """The newest backup per vmid, and the backups of vmids that are no longer in the cluster."""
     newest: dict[int, Row] = {}
     newest_ctime: dict[int, int] = {}
     orphans: dict[int, list[Row]] = defaultdict(list)
@@ -104,130 +131,174 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
         vmid, ctime = int(vmid), int(b.get("ctime", 0))
         if vmid not in newest or ctime > newest_ctime[vmid]:
             newest[vmid], newest_ctime[vmid] = b, ctime
-        if vmid not in guests:
+        if vmid not in data.guests:
             orphans[vmid].append(b)
+    return newest, orphans
+
+
+def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) -> list[Finding]:
+    """Per guest: covered by an enabled job, backed up, recently enough, verified."""
+    out: list[Finding] = []
+    unreadable = {
+        m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
+    }
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
     jobs = [(1 << i, _enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
-    # a vmid no job lists (by vmid or exclude) is covered alike on its node: one answer per node
+    pools = visible_pools(data.resources)
+    # a vmid no job lists (by vmid or exclude) is covered alike on its node and in its pool: one answer per pair
     listed = {v for _bit, _on, sel, _job in jobs for ids in (sel.ids, sel.excluded) if ids for v in ids}
-    by_node: dict[str | None, tuple[int, int, bool]] = {}
-    policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs -> policy
+    by_place: dict[tuple[str | None, str | None], tuple[int, int, int]] = {}
+    policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs (negated: maybe-covering) -> policy
     storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
-    for vmid in data.guest_ids:
-        g = guests[vmid]
-        if g.get("template"):
-            continue
-        node = g.get("node")
+    for vmid in data.guest_ids:  # templates too: vzdump selects and backs them up (get_included_guests)
+        g = data.guests[vmid]
+        node, pool = g.get("node"), g.get("pool")
         if vmid in listed:
-            on_mask, off_mask, unknown = _coverage(jobs, vmid, node)
+            on_mask, off_mask, unknown = _coverage(jobs, vmid, node, pool, pools)
         else:
-            masks = by_node.get(node)
+            masks = by_place.get((node, pool))
             if masks is None:
-                masks = by_node[node] = _coverage(jobs, _UNLISTED, node)
+                masks = by_place[(node, pool)] = _coverage(jobs, _UNLISTED, node, pool, pools)
             on_mask, off_mask, unknown = masks
-        policy = policies.get(on_mask)
+        # no job surely covers it but a pool job may (membership not visible): judge age by the longest of those
+        # jobs' schedules rather than by the default, so an unreadable pool never makes a weekly backup "stale"
+        key = on_mask or -unknown
+        policy = policies.get(key)
         if policy is None:
-            policy = policies[on_mask] = _policy([j for bit, _on, _sel, j in jobs if on_mask & bit], t, unreadable)
+            chosen = [j for bit, _on, _sel, j in jobs if (on_mask or unknown) & bit]
+            policy = policies[key] = _policy(chosen, t, unreadable, longest=not on_mask)
         uncovered = vmid in pve_uncovered
         if (not on_mask and not (unknown and not uncovered)) or uncovered:
             disabled = [str(j["id"]) for bit, _on, _sel, j in jobs if off_mask & bit]
-            out.append(
-                finding(
-                    "BACKUP_NOT_SCHEDULED",
-                    guest_subject(data, vmid),
-                    f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
-                    + (f" (only by disabled job {', '.join(disabled)})" if disabled else ""),
-                    {
-                        "covered_only_by_disabled": disabled,
-                        "in_pve_not_backed_up": uncovered if data.not_backed_up is not None else None,
-                    },
-                )
-            )
+            out.append(_not_scheduled(data, vmid, g, disabled, uncovered))
         if policy.unprovable:
             continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
         latest = newest.get(vmid)
-        if latest is None:
-            out.append(
-                finding(
-                    "BACKUP_NONE",
-                    guest_subject(data, vmid),
-                    f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
-                    {
-                        "covering_jobs": [j["id"] for j in policy.jobs],
-                        "storages_read": sorted(data.backup_storages_read),
-                    },
-                )
-            )
-            continue
-        age = now - newest_ctime[vmid]
-        threshold = policy.threshold
-        if age > threshold:
-            sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
-            out.append(
-                finding(
-                    "BACKUP_STALE",
-                    guest_subject(data, vmid),
-                    f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
-                    f"(threshold {_hours(threshold)} h, {policy.basis})",
-                    {
-                        "age_hours": _hours(age),
-                        "threshold_hours": _hours(threshold),
-                        "basis": policy.basis,
-                        "newest_volid": latest.get("volid"),
-                        "storage": latest.get("storage"),
-                    },
-                    severity=sev,
-                )
-            )
-        if storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
-            verification = latest.get("verification") or {}
-            state = verification.get("state")
-            if state != "ok":
-                failed = state == "failed"
-                out.append(
-                    finding(
-                        "BACKUP_VERIFY_FAILED",
-                        guest_subject(data, vmid),
-                        f"newest backup of {vmid} ({g.get('name')}) "
-                        + ("FAILED verification" if failed else "has not been verified"),
-                        {
-                            "volid": latest.get("volid"),
-                            "verification": state,
-                            "verify_upid": verification.get("upid"),
-                        },
-                        severity=Severity.CRITICAL if failed else Severity.WARNING,
-                    )
-                )
-    out += _job_findings(data, t)
-    out += _failed_runs(data, t)
-    out += _excluded_disks(data)
-    for vmid, rows in sorted(orphans.items()):
-        out.append(
-            finding(
-                "BACKUP_ORPHANED",
-                Subject(kind="guest", id=str(vmid)),
-                f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
-                {
-                    "count": len(rows),
-                    "bytes": sum(int(r.get("size", 0)) for r in rows),
-                    "storages": sorted({str(r.get("storage")) for r in rows}),
-                },
-            )
-        )
+        age = _age_finding(data, t, vmid, g, latest, policy)
+        if age is not None:
+            out.append(age)
+        if latest is not None and (
+            storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-")
+        ):
+            verdict = _verification(data, vmid, g, latest)
+            if verdict is not None:
+                out.append(verdict)
     return out
+
+
+def _not_scheduled(data: ClusterData, vmid: int, g: Row, disabled: list[str], uncovered: bool) -> Finding:
+    return finding(
+        "BACKUP_NOT_SCHEDULED",
+        guest_subject(data, vmid),
+        f"guest {vmid} ({g.get('name')}) is not covered by any enabled backup job"
+        + (f" (only by disabled job {', '.join(disabled)})" if disabled else ""),
+        {
+            "covered_only_by_disabled": disabled,
+            "in_pve_not_backed_up": uncovered if data.not_backed_up is not None else None,
+        },
+    )
+
+
+def _age_finding(
+    data: ClusterData, t: Thresholds, vmid: int, g: Row, latest: Row | None, policy: _Policy
+) -> Finding | None:
+    """No backup at all, or the newest one older than its jobs' schedule allows."""
+    if latest is None:
+        return finding(
+            "BACKUP_NONE",
+            guest_subject(data, vmid),
+            f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
+            {
+                "covering_jobs": [j["id"] for j in policy.jobs],
+                "storages_read": sorted(data.backup_storages_read),
+            },
+        )
+    age = data.now - int(latest.get("ctime", 0))
+    threshold = policy.threshold
+    if age <= threshold:
+        return None
+    sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
+    return finding(
+        "BACKUP_STALE",
+        guest_subject(data, vmid),
+        f"newest backup of {vmid} ({g.get('name')}) is {_hours(age)} h old "
+        f"(threshold {_hours(threshold)} h, {policy.basis})",
+        {
+            "age_hours": _hours(age),
+            "threshold_hours": _hours(threshold),
+            "basis": policy.basis,
+            "newest_volid": latest.get("volid"),
+            "storage": latest.get("storage"),
+        },
+        severity=sev,
+    )
+
+
+def _orphan_findings(orphans: dict[int, list[Row]]) -> list[Finding]:
+    return [
+        finding(
+            "BACKUP_ORPHANED",
+            Subject(kind="guest", id=str(vmid)),
+            f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
+            {
+                "count": len(rows),
+                "bytes": sum(int(r.get("size", 0)) for r in rows),
+                "storages": sorted({str(r.get("storage")) for r in rows}),
+            },
+        )
+        for vmid, rows in sorted(orphans.items())
+    ]
 
 
 _UNLISTED = -1  # a vmid no job can name (job vmid lists hold non-negative numbers only)
 
 
-def _coverage(jobs: list[tuple[int, bool, Selection, Row]], vmid: int, node: str | None) -> tuple[int, int, bool]:
-    """Bitmasks of the enabled and the disabled jobs covering a guest, and whether a pool job might."""
-    on_mask = off_mask = 0
-    unknown = False
+@pve_rule(
+    "backups.verification",
+    rule="PBS lists a snapshot's verification only once a verify job ran on it (state ok or failed); "
+    "a listing without it is unverified, not failed.",
+    pve="pve-storage src/PVE/Storage/PBSPlugin.pm list_volumes (verification copied when defined)",
+    codes=("BACKUP_VERIFY_FAILED", "BACKUP_NOT_VERIFIED"),
+)
+def _verification(data: ClusterData, vmid: int, g: Row, latest: Row) -> Finding | None:
+    verification = latest.get("verification")
+    state = verification.get("state") if isinstance(verification, dict) else None
+    if state == "ok":
+        return None
+    evidence = {
+        "volid": latest.get("volid"),
+        "verification": state,
+        "verify_upid": verification.get("upid") if isinstance(verification, dict) else None,
+    }
+    if state == "failed":
+        return finding(
+            "BACKUP_VERIFY_FAILED",
+            guest_subject(data, vmid),
+            f"newest backup of {vmid} ({g.get('name')}) FAILED verification",
+            evidence,
+        )
+    return finding(
+        "BACKUP_NOT_VERIFIED",
+        guest_subject(data, vmid),
+        f"newest backup of {vmid} ({g.get('name')}) has not been verified yet" + (f" (state {state})" if state else ""),
+        evidence,
+    )
+
+
+def _coverage(
+    jobs: list[tuple[int, bool, Selection, Row]],
+    vmid: int,
+    node: str | None,
+    pool: str | None,
+    pools: frozenset[str],
+) -> tuple[int, int, int]:
+    """Bitmasks of the enabled and the disabled jobs covering a guest, and of enabled pool jobs that might."""
+    on_mask = off_mask = unknown = 0
     for bit, on, sel, _job in jobs:
-        covered = covers(sel, vmid, node)
+        covered = covers(sel, vmid, node, pool, pools)
         if covered is None:
-            unknown = True
+            if on:
+                unknown |= bit
         elif covered:
             if on:
                 on_mask |= bit
@@ -236,17 +307,19 @@ def _coverage(jobs: list[tuple[int, bool, Selection, Row]], vmid: int, node: str
     return on_mask, off_mask, unknown
 
 
-def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str]) -> _Policy:
-    """What the covering jobs imply: their storages, the staleness threshold and its basis."""
+def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str], longest: bool = False) -> _Policy:
+    """What the covering jobs imply: their storages, the staleness threshold and its basis.
+
+    ``longest``: the jobs only may cover the guest (pool membership not visible); take the longest schedule.
+    """
     storages = {j.get("storage") for j in enabled}
     unprovable = bool(unreadable & storages) or (not enabled and bool(unreadable))
     intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
     if not intervals:
         return _Policy(enabled, t.backup_stale_default_hours * 3600, "default", unprovable)
-    interval = min(intervals)
-    return _Policy(
-        enabled, interval + max(2 * 3600, 0.1 * interval), f"job schedule every {_hours(interval)} h", unprovable
-    )
+    interval = max(intervals) if longest else min(intervals)
+    basis = f"job schedule every {_hours(interval)} h" + (" (pool job, membership not visible)" if longest else "")
+    return _Policy(enabled, interval + max(2 * 3600, 0.1 * interval), basis, unprovable)
 
 
 def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -263,17 +336,81 @@ def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
             continue
-        storage_cfg = data.storage_defs.get(str(job.get("storage")), {})
-        if not job.get("prune-backups") and not storage_cfg.get("prune-backups") and not storage_cfg.get("maxfiles"):
+        keeps_all = _keeps_everything(data, job)
+        if keeps_all:
             out.append(
                 finding(
                     "BACKUP_JOB_NO_RETENTION",
                     subject,
-                    f"backup job {job.get('id')} keeps every backup on {job.get('storage')}",
-                    {"storage": job.get("storage")},
+                    f"backup job {job.get('id')} keeps every backup on {job.get('storage')} "
+                    f"({'; '.join(f'{where}: {why}' for where, why in sorted(keeps_all.items()))})",
+                    {"storage": job.get("storage"), "keeps_all": keeps_all},
                 )
             )
     return out
+
+
+def _prune_spec(value: Any) -> dict[str, str] | None:
+    """A prune-backups value as PVE hands it over: a property string or (jobs index) an object."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    if not value:
+        return None
+    return dict(part.split("=", 1) for part in str(value).split(",") if "=" in part)
+
+
+def _keeps_all(spec: dict[str, str]) -> bool:
+    if spec.get("keep-all") not in (None, "0", ""):
+        return True
+    return not any(k.startswith("keep-") and v.isdecimal() and int(v) > 0 for k, v in spec.items())
+
+
+def _pve_major(data: ClusterData) -> int | None:
+    head = str((data.version or {}).get("version") or "").split(".", 1)[0]
+    return int(head) if head.isdecimal() else None
+
+
+@pve_rule(
+    "backups.retention",
+    rule="vzdump prunes with the job's prune-backups, else the storage's, else /etc/vzdump.conf's, else keeps "
+    "all (keep-all=1), and not at all with remove=0; PVE 8 still reads maxfiles (job, storage, vzdump.conf) as "
+    "keep-last, PVE 9 dropped it. PBS storages are not judged: their retention usually lives in PBS prune jobs.",
+    pve="pve-manager PVE/VZDump.pm new + storage_info + read_vzdump_defaults (stable-8: maxfiles; pve-storage "
+    "stable-8 Storage.pm storage_config); PVE/CLI/pve8to9.pm maxfiles check",
+    codes=("BACKUP_JOB_NO_RETENTION",),
+)
+def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
+    """Where (node or "job") and why an enabled job keeps every backup; empty when it prunes or is unprovable."""
+    sid = str(job.get("storage") or "local")
+    storage = data.storage_defs.get(sid, {})
+    if storage.get("type") == "pbs":
+        return {}  # a PBS datastore prunes itself (prune jobs on the PBS side), which PVE cannot see
+    if str(job.get("remove", "")) == "0":
+        return {"job": "remove=0: vzdump never prunes"}
+    spec = _prune_spec(job.get("prune-backups"))
+    if spec is None and job.get("maxfiles") is not None and (_pve_major(data) or 9) < 9:
+        spec = {"keep-last": str(job["maxfiles"])} if str(job["maxfiles"]) != "0" else {"keep-all": "1"}
+    if spec is not None and _keeps_all(spec):
+        return {"job": f"the job's prune-backups keeps all ({_fmt(spec)})"}
+    if spec is not None and job.get("remove") is not None:
+        return {}
+    nodes = [job["node"]] if job.get("node") else data.online_nodes
+    out: dict[str, str] = {}
+    for node in nodes:
+        defaults = data.vzdump_defaults.get(f"{node}@{sid}")
+        if defaults is None:
+            continue  # not read (storage not on that node, or the read failed: DATA_INCOMPLETE says so)
+        if str(defaults.get("remove", "1")) == "0":
+            out[node] = "remove=0 in /etc/vzdump.conf: vzdump never prunes"
+            continue
+        effective = spec if spec is not None else _prune_spec(defaults.get("prune-backups")) or {"keep-all": "1"}
+        if _keeps_all(effective):
+            out[node] = f"no prune-backups on the job; the storage or /etc/vzdump.conf gives {_fmt(effective)}"
+    return out
+
+
+def _fmt(spec: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(spec.items()))
 
 
 def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -286,6 +423,7 @@ def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
         if key not in latest or int(task["starttime"]) > int(latest[key]["starttime"]):
             latest[key] = task
     out = []
+    pools = visible_pools(data.resources)
     for (node, tid), task in sorted(latest.items()):
         status = str(task.get("status"))
         if status == "OK" or status.startswith("WARNINGS"):
@@ -299,7 +437,7 @@ def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
                 str(j["id"])
                 for j in data.backup_jobs
                 if _enabled(j)
-                and (not failed or any(job_covers(j, v, node) for v in failed))
+                and (not failed or any(job_covers(j, v, node, _pool(data, v), pools) for v in failed))
                 and (not j.get("node") or j["node"] == node)
             }
         )
@@ -321,11 +459,14 @@ def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+def _pool(data: ClusterData, vmid: int) -> str | None:
+    pool = data.guests.get(vmid, {}).get("pool")
+    return None if pool is None else str(pool)
+
+
 def _excluded_disks(data: ClusterData) -> list[Finding]:
     out = []
-    for vmid, cfg in sorted(data.parsed.items()):
-        if cfg.template:
-            continue
+    for vmid, cfg in sorted(data.parsed.items()):  # templates too: vzdump backs them up alike
         keys = [v.key for v in cfg.volumes if not v.backup and not v.cdrom and not v.unused]
         if keys:
             out.append(

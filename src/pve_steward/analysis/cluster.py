@@ -7,8 +7,21 @@ import re
 
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 
-_TRANSITIONAL = {"starting", "migrate", "relocate", "request_stop", "stopping", "queued", "freeze", "request_start"}
+# CRM states on the way somewhere (pve-ha-manager HA/Manager.pm $valid_service_states) and the verbose ones the
+# status API derives while a request is being carried out (HA/Tools.pm get_verbose_service_state).
+_TRANSITIONAL = {
+    "starting",
+    "migrate",
+    "relocate",
+    "request_stop",
+    "stopping",
+    "queued",
+    "freeze",
+    "request_start",
+    "request_start_balance",
+}
 CLUSTER = Subject(kind="cluster", id="cluster")
 
 
@@ -66,6 +79,74 @@ def _rule_nodes(spec: str | None) -> list[str]:
     return [re.sub(r":\d+$", "", part) for part in _split(spec)]
 
 
+@pve_rule(
+    "ha.status-texts",
+    rule="The HA status API marks an LRM or CRM whose status is older than 30 s 'old timestamp - dead?', an LRM "
+    "that never wrote one 'unable to read lrm status', an LRM in maintenance '<mode> mode'; the master row says "
+    "'active' only while the CRM works.",
+    pve="pve-ha-manager src/PVE/API2/HA/Status.pm status ($timestamp_to_status)",
+    codes=("HA_LRM_DEAD", "HA_NODE_MAINTENANCE"),
+)
+def _lrm_finding(node: str, status: str, online: set[str]) -> Finding | None:
+    if "old timestamp" in status or "dead" in status or "unable to read lrm status" in status:
+        if node not in online:
+            return None  # an offline node's LRM is expected to be silent: NODE_OFFLINE says it
+        return finding(
+            "HA_LRM_DEAD", Subject(kind="node", id=node), f"HA LRM on {node} is not answering", {"status": status}
+        )
+    if "maintenance" in status:
+        return finding(
+            "HA_NODE_MAINTENANCE",
+            Subject(kind="node", id=node),
+            f"{node} is in HA maintenance mode",
+            {"status": status},
+        )
+    return None
+
+
+@pve_rule(
+    "ha.service-states",
+    rule="A service's CRM state is one of stopped, request_stop, request_start(_balance), started, fence, recovery, "
+    "migrate, relocate, freeze, error; the status API shows 'starting'/'stopping'/'queued' while a request is "
+    "carried out and 'ignore' while HA is disarmed in ignore mode.",
+    pve="pve-ha-manager src/PVE/HA/Manager.pm $valid_service_states; src/PVE/HA/Tools.pm get_verbose_service_state",
+    codes=("HA_RESOURCE_ERROR", "HA_RESOURCE_FENCING", "HA_RESOURCE_STATE_MISMATCH"),
+)
+def _service_finding(row: dict[str, object], node: str) -> Finding | None:
+    sid = str(row.get("sid"))
+    state = str(row.get("crm_state") or row.get("state") or "")
+    verbose = str(row.get("state") or "")
+    subject = Subject(kind="ha_resource", id=sid, node=node)
+    requested = str(row.get("request_state") or "")
+    if state == "error":
+        return finding(
+            "HA_RESOURCE_ERROR",
+            subject,
+            f"HA resource {sid} is in error state on {node}",
+            {"state": state, "request_state": requested},
+        )
+    if state in ("fence", "recovery"):
+        return finding(
+            "HA_RESOURCE_FENCING", subject, f"HA resource {sid} is in state {state} ({node})", {"state": state}
+        )
+    settled = state in ("started", *_TRANSITIONAL, "ignored") or verbose in (*_TRANSITIONAL, "ignore", "ignored")
+    if requested in ("started", "enabled") and not settled:
+        return finding(
+            "HA_RESOURCE_STATE_MISMATCH",
+            subject,
+            f"HA resource {sid} is {state}, requested {requested}",
+            {"state": state, "request_state": requested},
+        )
+    return None
+
+
+@pve_rule(
+    "ha.crm-master",
+    rule="The master row of the HA status says 'active' only while the CRM's status is at most 30 s old "
+    "(else 'old timestamp - dead?', or 'idle' without services); without an active CRM nothing is recovered.",
+    pve="pve-ha-manager src/PVE/API2/HA/Status.pm status",
+    codes=("HA_NO_MASTER",),
+)
 def analyze_ha(data: ClusterData) -> list[Finding]:
     out: list[Finding] = []
     if not data.ha_resources and not any(r.get("type") == "service" for r in data.ha_status):
@@ -86,25 +167,9 @@ def analyze_ha(data: ClusterData) -> list[Finding]:
         kind, status = row.get("type"), str(row.get("status", ""))
         node = str(row.get("node", ""))
         if kind == "lrm":
-            if "old timestamp" in status or "dead" in status:
-                if node in online:
-                    out.append(
-                        finding(
-                            "HA_LRM_DEAD",
-                            Subject(kind="node", id=node),
-                            f"HA LRM on {node} is not answering",
-                            {"status": status},
-                        )
-                    )
-            elif "maintenance" in status:
-                out.append(
-                    finding(
-                        "HA_NODE_MAINTENANCE",
-                        Subject(kind="node", id=node),
-                        f"{node} is in HA maintenance mode",
-                        {"status": status},
-                    )
-                )
+            lrm = _lrm_finding(node, status, online)
+            if lrm is not None:
+                out.append(lrm)
         elif kind == "fencing" and row.get("armed-state") in ("disarmed", "disarming"):
             out.append(
                 finding(
@@ -115,43 +180,32 @@ def analyze_ha(data: ClusterData) -> list[Finding]:
                 )
             )
         elif kind == "service":
-            sid = str(row.get("sid"))
-            service_node[sid] = node
-            state = str(row.get("crm_state") or row.get("state") or "")
-            subject = Subject(kind="ha_resource", id=sid, node=node)
-            requested = str(row.get("request_state") or "")
-            if state == "error":
-                out.append(
-                    finding(
-                        "HA_RESOURCE_ERROR",
-                        subject,
-                        f"HA resource {sid} is in error state on {node}",
-                        {"state": state, "request_state": requested},
-                    )
-                )
-            elif state in ("fence", "recovery"):
-                out.append(
-                    finding(
-                        "HA_RESOURCE_FENCING",
-                        subject,
-                        f"HA resource {sid} is in state {state} ({node})",
-                        {"state": state},
-                    )
-                )
-            elif requested in ("started", "enabled") and state not in ("started", *_TRANSITIONAL, "ignored"):
-                out.append(
-                    finding(
-                        "HA_RESOURCE_STATE_MISMATCH",
-                        subject,
-                        f"HA resource {sid} is {state}, requested {requested}",
-                        {"state": state, "request_state": requested},
-                    )
-                )
-    out += _constraints(data, online, service_node)
+            service_node[str(row.get("sid"))] = node
+            service = _service_finding(row, node)
+            if service is not None:
+                out.append(service)
+    maintenance = {
+        str(r.get("node")) for r in data.ha_status if r.get("type") == "lrm" and "maintenance" in str(r.get("status"))
+    }
+    out += _constraints(data, online - maintenance, service_node, maintenance)
     return out
 
 
-def _constraints(data: ClusterData, online: set[str], service_node: dict[str, str]) -> list[Finding]:
+@pve_rule(
+    "ha.placement-constraints",
+    rule="PVE 9 places HA resources by rules (its rules index also shows groups not yet migrated, as node-affinity "
+    "rules 'ha-group-<name>', strict = restricted) and answers 500 on the groups index once they are migrated; "
+    "PVE 8 has only groups. Rules with feasibility errors or disable=1 are not applied. The CRM places services "
+    "only on nodes whose HA state is online (a node in maintenance is not).",
+    pve="pve-ha-manager src/PVE/API2/HA/Rules.pm index, src/PVE/HA/Groups.pm migrate_groups_to_rules, "
+    "src/PVE/API2/HA/Groups.pm index + HA/Config.pm have_groups_been_migrated; HA/Manager.pm "
+    "recompute_online_node_usage (NodeStatus list_online_nodes)",
+    codes=("HA_RULE_NO_TARGET", "HA_RULE_ERRORS"),
+)
+def _constraints(
+    data: ClusterData, online: set[str], service_node: dict[str, str], maintenance: set[str]
+) -> list[Finding]:
+    """``online``: nodes the CRM may place on (online and not in HA maintenance)."""
     out: list[Finding] = []
     strict: dict[str, tuple[str, list[str]]] = {}
     for rule in data.ha_rules:
@@ -185,8 +239,18 @@ def _constraints(data: ClusterData, online: set[str], service_node: dict[str, st
                     "HA_RULE_NO_TARGET",
                     Subject(kind="ha_resource", id=sid, node=current),
                     f"{sid} may only run on {', '.join(nodes)} ({source}); "
-                    + ("none is online" if not usable else f"no online node besides {current}"),
-                    {"allowed": nodes, "online_allowed": usable, "current": current},
+                    + ("none is online and out of maintenance" if not usable else f"no online node besides {current}")
+                    + (
+                        f" (in HA maintenance: {', '.join(sorted(set(nodes) & maintenance))})"
+                        if set(nodes) & maintenance
+                        else ""
+                    ),
+                    {
+                        "allowed": nodes,
+                        "online_allowed": usable,
+                        "current": current,
+                        "in_maintenance": sorted(set(nodes) & maintenance),
+                    },
                     severity=sev,
                 )
             )

@@ -203,9 +203,19 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "backups",
         "BACKUP_VERIFY_FAILED",
         "critical",
-        "Newest backup failed verification or is not verified",
-        "On PBS storage the newest backup's verification state is 'failed' (critical) or missing (warning).",
+        "Newest backup failed verification",
+        "On PBS storage the newest backup's verification state is 'failed'. (Until 261203-5 a backup without "
+        "verification was reported here as a warning; that is now BACKUP_NOT_VERIFIED.)",
         "Investigate the PBS datastore (proxmox-backup-manager verify) and take a fresh backup.",
+    ),
+    (
+        "backups",
+        "BACKUP_NOT_VERIFIED",
+        "info",
+        "Newest backup not verified yet",
+        "On PBS storage the newest backup has no verification state: no verify job has checked it yet "
+        "(PBS lists verification only after one ran). Unverified is not failed.",
+        "Schedule a verify job on the PBS datastore (or enable verify-new) if backups must be proven readable.",
     ),
     (
         "backups",
@@ -220,7 +230,9 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "BACKUP_JOB_NO_RETENTION",
         "warning",
         "Backup job without retention",
-        "Neither the job nor its storage sets prune-backups: the storage fills up.",
+        "vzdump keeps every backup: the job, its storage and the node's /etc/vzdump.conf set no prune-backups "
+        "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. PBS storages are "
+        "not judged: retention there lives in PBS prune jobs.",
         "Set prune-backups on the job or the storage.",
     ),
     (
@@ -523,7 +535,8 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "REPLICATION_STALE",
         "warning",
         "Replication lagging",
-        "now - last_sync exceeds replication_lag_factor (4) x the schedule interval.",
+        "now - last_sync exceeds replication_lag_factor (4) x the schedule interval, or the job never synced and "
+        "its first sync failed. A job whose first sync is still pending is not stale.",
         "Check the job's schedule and errors.",
     ),
     (
@@ -582,8 +595,9 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "GUEST_AGENT_NOT_RUNNING",
         "warning",
         "Guest agent not answering",
-        "A running VM has the agent enabled but the agent does not answer: no fs-freeze for backups, no IPs, "
-        "shutdown falls back to ACPI.",
+        "A running VM has the agent enabled and PVE answers 'QEMU guest agent is not running' (its guest-ping "
+        "failed): no fs-freeze for backups, no IPs, shutdown falls back to ACPI. A probe that could not be made "
+        "(403, unreachable node, other errors) is reported as DATA_INCOMPLETE/CHECK_SKIPPED instead.",
         "Install or start qemu-guest-agent in the guest.",
     ),
     (
@@ -591,7 +605,8 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "GUEST_NO_ONBOOT",
         "info",
         "Running guest does not start on boot",
-        "A running, non-template guest has onboot unset.",
+        "A running, non-template guest that is not an HA resource has onboot unset (start-all skips HA "
+        "resources: HA starts them).",
         "Set onboot=1 if it must come back after a node reboot.",
     ),
     (

@@ -44,6 +44,7 @@ class ClusterData:
     not_backed_up: list[Row] | None = None
     backups: list[Row] = field(default_factory=list)  # storage content rows, each with "storage" added
     backup_storages_read: list[str] = field(default_factory=list)
+    vzdump_defaults: dict[str, Row] = field(default_factory=dict)  # "node@storage" -> /nodes/{n}/vzdump/defaults
     tasks: list[Row] = field(default_factory=list)
     task_logs: dict[str, list[str]] = field(default_factory=dict)
     ha_status: list[Row] = field(default_factory=list)

@@ -6,9 +6,12 @@ from collections import defaultdict
 
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.guestconfig import GuestConfig
 
-# Which task types set each lock (a vzdump of several guests has an empty id).
+# Which task types set each lock (a vzdump of several guests has an empty id). Restores lock the new guest
+# 'create' (qemu-server API2/Qemu.pm create_vm, pve-container API2/LXC.pm create_vm).
 _LOCK_TASKS = {
     "backup": {"vzdump"},
     "migrate": {"qmigrate", "vzmigrate", "hamigrate"},
@@ -16,7 +19,9 @@ _LOCK_TASKS = {
     "snapshot-delete": {"qmdelsnapshot", "vzdelsnapshot"},
     "rollback": {"qmrollback", "vzrollback"},
     "clone": {"qmclone", "vzclone"},
-    "create": {"qmcreate", "vzcreate"},
+    "create": {"qmcreate", "vzcreate", "qmrestore", "vzrestore"},
+    "destroyed": {"qmdestroy", "vzdestroy"},
+    "suspending": {"qmsuspend"},
     "disk": {"qmmove", "move_volume", "resize"},
     "mounted": {"vzmount"},
     "fstrim": {"pctfstrim"},
@@ -24,14 +29,37 @@ _LOCK_TASKS = {
 
 
 def _related(tasks: list[Row], vmid: int, node: str | None, lock: str) -> list[Row]:
+    """Tasks that may hold the lock. A clone locks the *new* guest 'clone' while its task carries the source's
+    vmid (API2/Qemu.pm clone_vm forks 'qmclone' with the source vmid), so any clone task may hold it."""
     types = _LOCK_TASKS.get(lock)
     out = []
     for task in tasks:
         same_guest = str(task.get("id")) == str(vmid)
         node_wide_backup = task.get("type") == "vzdump" and not task.get("id") and task.get("node") == node
-        if (same_guest or (lock == "backup" and node_wide_backup)) and (types is None or task.get("type") in types):
+        any_clone = lock == "clone" and task.get("type") in ("qmclone", "vzclone")
+        if (same_guest or any_clone or (lock == "backup" and node_wide_backup)) and (
+            types is None or task.get("type") in types
+        ):
             out.append(task)
     return out
+
+
+@pve_rule(
+    "guests.onboot",
+    rule="Start-all on boot starts guests with onboot=1 but skips every HA resource (any state): HA starts those.",
+    pve="pve-manager PVE/API2/Nodes.pm get_start_stop_list + get_filtered_vmlist (vm_is_ha_managed)",
+    codes=("GUEST_NO_ONBOOT",),
+)
+def _no_onboot(data: ClusterData, vmid: int, g: Row, cfg: GuestConfig | None) -> Finding | None:
+    if cfg is None or g.get("status") != "running" or cfg.template or cfg.onboot:
+        return None
+    if f"vm:{vmid}" in data.ha_by_sid or f"ct:{vmid}" in data.ha_by_sid:  # HA::Config vm_is_ha_managed
+        return None
+    return finding(
+        "GUEST_NO_ONBOOT",
+        guest_subject(data, vmid),
+        f"{vmid} ({g.get('name')}) is running but will not start after a node reboot (onboot unset)",
+    )
 
 
 def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -39,6 +67,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
     tasks_by_node: dict[str, list[Row]] = defaultdict(list)
     for task in data.tasks:
         tasks_by_node[str(task.get("node"))].append(task)
+    clones = [t for t in data.tasks if t.get("type") in ("qmclone", "vzclone")]  # may run on another node
     guests, parsed, snapshots, agent = data.guests, data.parsed, data.snapshots, data.agent
     for vmid in data.guest_ids:
         g = guests[vmid]
@@ -49,7 +78,8 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                 finding("GUEST_HIBERNATED", guest_subject(data, vmid), f"{vmid} ({g.get('name')}) is hibernated")
             )
         elif lock:
-            related = _related(tasks_by_node.get(str(g.get("node")), []), vmid, g.get("node"), str(lock))
+            nearby = tasks_by_node.get(str(g.get("node")), []) + (clones if lock == "clone" else [])
+            related = _related(nearby, vmid, g.get("node"), str(lock))
             active = [r for r in related if r.get("status") is None]
             if active:
                 out.append(
@@ -84,7 +114,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
         rows = snapshots.get(vmid) if snapshots else None
         if rows:
             out += _snapshot_findings(data, t, vmid, g, rows)
-        if agent and agent.get(vmid) is False:
+        if agent and agent.get(vmid) is False:  # only PVE's own "not running" answer (tools/collect.py)
             out.append(
                 finding(
                     "GUEST_AGENT_NOT_RUNNING",
@@ -92,14 +122,9 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                     f"{vmid} ({g.get('name')}) has the guest agent enabled but it does not answer",
                 )
             )
-        if cfg is not None and g.get("status") == "running" and not cfg.template and not cfg.onboot:
-            out.append(
-                finding(
-                    "GUEST_NO_ONBOOT",
-                    guest_subject(data, vmid),
-                    f"{vmid} ({g.get('name')}) is running but will not start after a node reboot (onboot unset)",
-                )
-            )
+        onboot = _no_onboot(data, vmid, g, cfg)
+        if onboot is not None:
+            out.append(onboot)
     return out
 
 

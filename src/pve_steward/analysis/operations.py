@@ -6,11 +6,19 @@ from collections import defaultdict
 
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-manager")
 
 
+@pve_rule(
+    "tasks.failed",
+    rule="A finished task's status is 'OK', 'WARNINGS: <n>' or an error text (the last 'TASK ERROR:' line, or "
+    "'unexpected status' when the log ends without a TASK line); only the last two are errors.",
+    pve="pve-common src/PVE/UPID.pm read_status + status_is_error",
+    codes=("TASK_FAILED_RECENT",),
+)
 def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
     since = data.now - t.task_window_hours * 3600
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
+
+
+@pve_rule(
+    "replication.first-sync",
+    rule="A job's state starts at last_sync=0, last_try=0, fail_count=0; last_sync is set only when a run "
+    "succeeds, fail_count grows on each failure, so last_sync=0 without failures means the first run is pending.",
+    pve="pve-guest-common src/PVE/ReplicationState.pm extract_job_state + record_job_end",
+    codes=("REPLICATION_STALE",),
+)
+def _first_sync_pending(state: Row) -> bool:
+    return not int(state.get("last_sync", 0) or 0) and not int(state.get("fail_count", 0) or 0)
 
 
 def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -55,6 +67,8 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
                     severity=sev,
                 )
             )
+        if _first_sync_pending(st):
+            continue
         interval = interval_seconds(str(job.get("schedule") or "*/15")) or 900.0
         last = int(st.get("last_sync", 0) or 0)
         lag = data.now - last if last else None

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from pve_steward.analysis.backups import job_covers
+from pve_steward.analysis.backups import job_covers, visible_pools
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
@@ -22,6 +22,7 @@ from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
 
 MAX_PAGE = 500
+_SHARED_TYPES = ("pbs", "nfs", "cifs", "cephfs", "glusterfs")  # backup storage that every node sees alike
 
 
 def _ok(value: Any) -> Any:
@@ -41,15 +42,19 @@ class BackupJob(BaseModel):
     mode: str | None
     selection: str = Field(description="all, all except ..., vmids ..., or pool ...")
     node: Untrusted | None = Field(None, description="only guests on this node")
-    retention: str | None = Field(None, description="prune-backups settings")
+    retention: str | None = Field(
+        None,
+        description="the job's own prune-backups; when unset vzdump uses the storage's, then /etc/vzdump.conf's, "
+        "then keeps all (diagnose_backups judges that chain; PBS datastores prune with their own prune jobs)",
+    )
     comment: Untrusted | None = None
 
 
 def _job(r: dict[str, Any]) -> BackupJob:
-    if r.get("vmid"):
-        selection = f"vmids {r['vmid']}"
-    elif r.get("pool"):
+    if r.get("pool"):  # VZDump.pm get_included_guests reads the pool first
         selection = f"pool {r['pool']}"
+    elif r.get("vmid"):
+        selection = f"vmids {r['vmid']}"
     elif int(r.get("all", 0) or 0):
         selection = f"all except {r['exclude']}" if r.get("exclude") else "all"
     else:
@@ -96,7 +101,7 @@ class BackupJobDetail(BaseModel):
     covers_total: int = Field(description="how many guests the job covers")
     covers: list[CoveredGuest] = Field(description="the first `limit` guests it covers, by vmid")
     unknown: list[int] = Field(
-        default_factory=list, description="guests whose coverage depends on pool membership (not read)"
+        default_factory=list, description="guests whose coverage depends on pool membership the token cannot see"
     )
 
 
@@ -104,10 +109,10 @@ class BackupJobDetail(BaseModel):
 async def get_backup_job(
     t: ToolContext, id: BackupJobId, limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 100
 ) -> BackupJobDetail:
-    """One backup job and exactly which guests it covers (node filter, vmid list, all/exclude)."""
+    """One backup job and exactly which guests it covers (pool, vmid list, all/exclude, node filter; templates too)."""
     got = await gather(
         t.client,
-        [("jobs", api_path("cluster", "backup"), {}), ("guests", api_path("cluster", "resources"), {"type": "vm"})],
+        [("jobs", api_path("cluster", "backup"), {}), ("guests", api_path("cluster", "resources"), {})],
     )
     jobs: list[dict[str, Any]] = _ok(got["jobs"])
     guests: list[dict[str, Any]] = _ok(got["guests"])
@@ -116,10 +121,9 @@ async def get_backup_job(
         known = ", ".join(sorted(str(r.get("id")) for r in jobs)) or "none"
         raise Refused(f"no backup job '{id}'; jobs: {known}")
     covers, unknown = [], []
-    for g in sorted(guests, key=lambda g: int(g.get("vmid", 0))):
-        if g.get("type") not in ("qemu", "lxc") or g.get("template"):
-            continue
-        verdict = job_covers(row, int(g["vmid"]), g.get("node"))
+    pools = visible_pools(guests)
+    for g in sorted((g for g in guests if g.get("type") in ("qemu", "lxc")), key=lambda g: int(g.get("vmid", 0))):
+        verdict = job_covers(row, int(g["vmid"]), g.get("node"), g.get("pool"), pools)
         if verdict is None:
             unknown.append(int(g["vmid"]))
         elif verdict:
@@ -134,8 +138,11 @@ class Backup(BaseModel):
     created: str | None
     age_hours: float | None
     size_bytes: int | None = None
+    node: str | None = Field(None, description="the node holding it, for storage that is local to each node")
     protected: bool = False
-    verified: str | None = Field(None, description="PBS verification: ok or failed; null if never verified")
+    verified: str | None = Field(
+        None, description="PBS verification: ok or failed; null if no verify job has checked it (not a failure)"
+    )
     notes: Untrusted | None = None
 
 
@@ -153,7 +160,8 @@ async def list_backups(
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 50,
 ) -> BackupList:
-    """Backup archives on every backup storage (each read once, on a node that has it), newest first."""
+    """Backup archives on every backup storage, newest first: shared storage read once, node-local storage on
+    every online node that has it (each node's directory holds its own archives)."""
     got = await gather(t.client, [("config", api_path("storage"), {}), ("nodes", api_path("nodes"), {})])
     config: list[dict[str, Any]] = _ok(got["config"])
     nodes: list[dict[str, Any]] = _ok(got["nodes"])
@@ -164,26 +172,26 @@ async def list_backups(
         if "backup" not in str(s.get("content", "")).split(",") or int(s.get("disable", 0) or 0):
             continue
         allowed = str(s["nodes"]).split(",") if s.get("nodes") else online
-        where = next((n for n in online if n in allowed), None)
-        if where is None:
+        where = [n for n in online if n in allowed]
+        if not where:
             incomplete.append(f"{s['storage']}: no online node has it")
             continue
         params: dict[str, Any] = {"content": "backup"}
         if vmid is not None:
             params["vmid"] = vmid
-        reads.append(
-            (
-                str(s["storage"]),
-                api_path("nodes", node_seg(where), "storage", storage_seg(str(s["storage"])), "content"),
-                params,
+        shared = bool(int(s.get("shared", 0) or 0)) or s.get("type") in _SHARED_TYPES
+        for n in where[:1] if shared else where:
+            key = str(s["storage"]) if shared else f"{s['storage']}@{n}"
+            reads.append(
+                (key, api_path("nodes", node_seg(n), "storage", storage_seg(str(s["storage"])), "content"), params)
             )
-        )
     contents = await gather(t.client, reads)
     now = t.now()
     rows: list[Backup] = []
-    for sid, result in sorted(contents.items()):
+    for key, result in sorted(contents.items()):
+        sid, _, node = key.partition("@")
         if isinstance(result, PveError):
-            incomplete.append(f"{sid}: {result.message}")
+            incomplete.append(f"{key}: {result.message}")
             continue
         for r in result:
             created = r.get("ctime")
@@ -191,6 +199,7 @@ async def list_backups(
                 Backup(
                     volid=str(r["volid"]),
                     storage=sid,
+                    node=node or None,
                     vmid=int(r["vmid"]) if r.get("vmid") is not None else None,
                     created=iso(created),
                     age_hours=round((now - created) / 3600, 1) if created else None,
@@ -206,7 +215,7 @@ async def list_backups(
     return BackupList(
         page=PageInfo(total=len(rows), offset=offset, returned=len(page), next_offset=end if end < len(rows) else None),
         items=page,
-        storages_read=sorted(k for k, v in contents.items() if not isinstance(v, PveError)),
+        storages_read=sorted({k.split("@", 1)[0] for k, v in contents.items() if not isinstance(v, PveError)}),
         incomplete=incomplete,
     )
 

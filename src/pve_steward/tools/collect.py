@@ -73,15 +73,9 @@ class Collector:
             ("storage", api_path("storage"), {}),
         ]
         if self._want("ha", "migration"):
-            wave1 += [
-                ("ha_status", api_path("cluster", "ha", "status", "current"), {}),
-                ("ha_resources", api_path("cluster", "ha", "resources"), {}),
-            ]
-        if self._want("ha"):
-            wave1 += [
-                ("ha_groups", api_path("cluster", "ha", "groups"), {}),
-                ("ha_rules", api_path("cluster", "ha", "rules"), {}),
-            ]
+            wave1.append(("ha_status", api_path("cluster", "ha", "status", "current"), {}))
+        if self._want("ha", "migration", "guests"):  # guests: start-all skips HA resources (GUEST_NO_ONBOOT)
+            wave1.append(("ha_resources", api_path("cluster", "ha", "resources"), {}))
         if self._want("backups"):
             wave1 += [
                 ("backup_jobs", api_path("cluster", "backup"), {}),
@@ -103,16 +97,12 @@ class Collector:
             "storage": "storage_config",
             "ha_status": "ha_status",
             "ha_resources": "ha_resources",
-            "ha_groups": "ha_groups",
-            "ha_rules": "ha_rules",
             "backup_jobs": "backup_jobs",
             "not_backed_up": "not_backed_up",
             "replication_jobs": "replication_jobs",
         }
         for key, value in got.items():
             if isinstance(value, PveError):
-                if key == "ha_rules" and isinstance(value, PveNotFound):
-                    continue  # PVE 8 has HA groups, not rules
                 self._miss(
                     f"cluster data ({key})",
                     key,
@@ -169,7 +159,7 @@ class Collector:
     def _affects(key: str) -> tuple[str, ...]:
         return {
             "ha_status": ("ha", "migration"),
-            "ha_resources": ("ha", "migration"),
+            "ha_resources": ("ha", "migration", "guests"),
             "ha_groups": ("ha",),
             "ha_rules": ("ha",),
             "backup_jobs": ("backups",),
@@ -237,8 +227,12 @@ class Collector:
                     )
         if self._want("backups"):
             reads += self._backup_content_reads(online)
+            reads += self._vzdump_defaults_reads(online)
+        if self._want("ha"):
+            reads += self._ha_constraint_reads()
         got = await self._read(reads)
         self._take_preconditions(got)
+        self._take_ha_constraints(got)
         targets: dict[str, dict[str, Any]] = {
             "node_status": d.node_status,
             "node_storage": d.node_storage,
@@ -257,11 +251,12 @@ class Collector:
             "replication": ("replication",),
             "config": tuple(NEEDS_CONFIGS),
             "content": ("backups",),
+            "vzdump": ("backups",),
         }
         for key, value in sorted(got.items()):
             kind, _, ident = key.partition(":")
             if isinstance(value, PveError):
-                where = ident if kind not in ("config", "content") else None
+                where = ident if kind not in ("config", "content", "vzdump") else None
                 self._miss(
                     f"{kind.replace('_', ' ')} of {ident}", key, value, where, affects.get(kind, ("operations",))
                 )
@@ -270,6 +265,8 @@ class Collector:
                 d.tasks.extend(dict(r, node=r.get("node", ident)) for r in value)
             elif kind == "config":
                 d.configs[int(ident)] = value
+            elif kind == "vzdump":
+                d.vzdump_defaults[ident] = value
             elif kind == "content":
                 sid = ident.split("@", 1)[0]
                 d.backups.extend(dict(r, storage=sid) for r in value if r.get("content", "backup") == "backup")
@@ -295,6 +292,59 @@ class Collector:
                     )
                 )
         return reads
+
+    def _pve_major(self) -> int | None:
+        version = str((self.data.version or {}).get("version") or "")
+        head = version.split(".", 1)[0]
+        return int(head) if head.isdecimal() else None
+
+    def _ha_constraint_reads(self) -> list[Read]:
+        """PVE 9 keeps placement in HA rules (its rules index also shows groups not yet migrated) and answers
+        500 on the groups index once they are migrated; PVE 8 has only groups (pve-ha-manager
+        API2/HA/Groups.pm index, API2/HA/Rules.pm index). Unknown version: read both."""
+        major = self._pve_major()
+        reads: list[Read] = []
+        if major is None or major >= 9:
+            reads.append(("ha_rules", api_path("cluster", "ha", "rules"), {}))
+        if major is None or major < 9:
+            reads.append(("ha_groups", api_path("cluster", "ha", "groups"), {}))
+        return reads
+
+    def _take_ha_constraints(self, got: dict[str, Any]) -> None:
+        for key, name in (("ha_rules", "HA rules"), ("ha_groups", "HA groups")):
+            if key not in got:
+                continue
+            value = got.pop(key)
+            if not isinstance(value, PveError):
+                setattr(self.data, key, value)
+            elif key == "ha_rules" and isinstance(value, PveNotFound):
+                continue  # PVE 8: no rules endpoint
+            elif key == "ha_groups" and "migrated to rules" in value.message:
+                continue  # PVE 9 after the migration: the rules hold them
+            else:
+                self._miss(f"cluster data ({name})", key, value, None, ("ha",))
+
+    def _vzdump_defaults_reads(self, online: list[str]) -> list[Read]:
+        """Where an enabled job's retention is not fully set on the job itself, read what vzdump would use on
+        each node it runs on: ``GET /nodes/{n}/vzdump/defaults?storage=`` folds the storage's prune-backups,
+        /etc/vzdump.conf and the schema default (keep-all) as PVE/VZDump.pm does. PBS storages are skipped."""
+        kinds = {str(s.get("storage")): s for s in self.data.storage_config}
+        pairs: set[tuple[str, str]] = set()
+        for job in self.data.backup_jobs:
+            sid = str(job.get("storage") or "local")
+            cfg = kinds.get(sid, {})
+            if str(job.get("enabled", 1)) == "0" or cfg.get("type") == "pbs":
+                continue
+            if job.get("prune-backups") and job.get("remove") is not None:
+                continue
+            allowed = str(cfg["nodes"]).split(",") if cfg.get("nodes") else online
+            for n in [job["node"]] if job.get("node") else online:
+                if n in online and n in allowed:
+                    pairs.add((n, sid))
+        return [
+            (f"vzdump:{n}@{sid}", api_path("nodes", node_seg(n), "vzdump", "defaults"), {"storage": sid})
+            for n, sid in sorted(pairs)
+        ]
 
     def _take_preconditions(self, got: dict[str, Any]) -> None:
         """Move precondition answers out of a wave's results; 403s become one optional gap."""
@@ -389,11 +439,9 @@ class Collector:
                         )
                     )
         got = await self._read(reads)
+        self._take_agent_probes(got)
         for key, value in got.items():
             kind, _, ident = key.partition(":")
-            if kind == "agent":
-                d.agent[int(ident)] = not isinstance(value, PveError)
-                continue
             if isinstance(value, PveError):
                 self._miss(f"{kind} of {ident}", key, value, None, ("guests",) if kind == "snapshots" else ("backups",))
                 continue
@@ -401,6 +449,37 @@ class Collector:
                 d.snapshots[int(ident)] = value
             elif kind == "log":
                 d.task_logs[ident] = [str(line.get("t", "")) for line in value]
+
+    def _take_agent_probes(self, got: dict[str, Any]) -> None:
+        """Only PVE's own "QEMU guest agent is not running" (qemu-server QemuServer/Agent.pm
+        ``assert_agent_available``, after a failed guest-ping) says the agent is down. A 403 (PVE 9 needs
+        VM.GuestAgent.Audit, PVE 8 VM.Monitor), an unreachable node (595) or any other error means we could
+        not check; a VM that stopped or lost its agent option meanwhile is simply not judged."""
+        denied = 0
+        for key in [k for k in got if k.startswith("agent:")]:
+            value, vmid = got.pop(key), int(key.split(":", 1)[1])
+            if not isinstance(value, PveError):
+                self.data.agent[vmid] = True
+            elif isinstance(value, PvePermissionError):
+                denied += 1
+            elif "guest agent is not running" in value.message.lower():
+                self.data.agent[vmid] = False
+            elif "is not running" in value.message or "No QEMU guest agent configured" in value.message:
+                continue
+            else:
+                g = self.data.guests.get(vmid, {})
+                self._miss(f"guest-agent state of VM {vmid}", key, value, g.get("node"), ("guests",))
+        if denied:
+            self.data.missing.append(
+                Missing(
+                    what=f"guest-agent state of {denied} VM(s) (optional: needs more privileges)",
+                    path="/nodes/{node}/qemu/{vmid}/agent/info",
+                    error="token lacks VM.GuestAgent.Audit (PVE 9) or VM.Monitor (PVE 8)",
+                    status=403,
+                    affects=("guests",),
+                    optional=True,
+                )
+            )
 
 
 async def collect(

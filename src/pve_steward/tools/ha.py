@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pve_steward.client import api_path, gather
-from pve_steward.errors import PveError
+from pve_steward.client import api_path
+from pve_steward.errors import PveError, PveNotFound
 from pve_steward.models import Untrusted, untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -113,7 +113,7 @@ class HaRule(BaseModel):
     nodes: list[Untrusted] = Field(default_factory=list, description="node[:priority] entries")
     strict: bool | None = Field(None, description="only these nodes (restricted group / strict rule)")
     affinity: str | None = Field(None, description="positive or negative (resource-affinity rules)")
-    enabled: bool = True
+    enabled: bool = Field(True, description="false when disabled or not applied because of feasibility errors")
     comment: Untrusted | None = None
 
 
@@ -129,18 +129,19 @@ def _split(value: Any) -> list[str]:
 
 @guarded(toolset="ha")
 async def list_ha_rules(t: ToolContext) -> HaRules:
-    """HA placement constraints: PVE 9 rules and PVE 8 groups, whichever the cluster has."""
-    got = await gather(
-        t.client,
-        [("rules", api_path("cluster", "ha", "rules"), {}), ("groups", api_path("cluster", "ha", "groups"), {})],
-    )
-    items: list[HaRule] = []
-    source: list[str] = []
+    """HA placement constraints: the rules on PVE 9, the groups on PVE 8.
+
+    PVE 9's rules index already shows groups not yet migrated (as ``ha-group-<name>`` rules) and its groups
+    index answers 500 once they are migrated (pve-ha-manager API2/HA/Rules.pm, API2/HA/Groups.pm), so groups
+    are read only where the rules endpoint does not exist.
+    """
     incomplete: list[str] = []
-    rules, groups = got["rules"], got["groups"]
-    if not isinstance(rules, PveError):
-        source.append("rules")
-        items += [
+    try:
+        rules: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "rules"))
+    except PveNotFound:  # PVE 8: no rules endpoint (501)
+        pass
+    else:
+        items = [
             HaRule(
                 name=str(r.get("rule")),
                 kind=str(r.get("type")),
@@ -148,27 +149,31 @@ async def list_ha_rules(t: ToolContext) -> HaRules:
                 nodes=_split(r.get("nodes")),
                 strict=bool(int(r["strict"])) if r.get("strict") is not None else None,
                 affinity=r.get("affinity"),
-                enabled=not int(r.get("disable", 0) or 0),
+                enabled=not int(r.get("disable", 0) or 0) and not r.get("errors"),
                 comment=untrusted(r.get("comment")),
             )
             for r in rules
         ]
-    elif rules.status not in (404, 501):
-        incomplete.append(f"rules: {rules.message}")
-    if not isinstance(groups, PveError):
-        source.append("groups")
-        items += [
-            HaRule(
-                name=str(g.get("group")),
-                kind="group",
-                nodes=_split(g.get("nodes")),
-                strict=bool(int(g.get("restricted", 0) or 0)),
-                comment=untrusted(g.get("comment")),
-            )
-            for g in groups
-        ]
-    elif groups.status not in (404, 501):
-        incomplete.append(f"groups: {groups.message}")
-    if not source:
-        raise PveError("neither HA rules nor HA groups could be read: " + "; ".join(incomplete))
-    return HaRules(items=items, source=source, incomplete=incomplete)
+        return HaRules(items=items, source=["rules"], incomplete=incomplete)
+    groups: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "groups"))
+    try:  # a group's members are the resources naming it (HA/Groups.pm migrate_groups_to_rules reads them so)
+        resources: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "resources"))
+    except PveError as exc:
+        resources = []
+        incomplete.append(f"resources: {exc.message}")
+    members: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("group"):
+            members.setdefault(str(r["group"]), []).append(str(r.get("sid")))
+    items = [
+        HaRule(
+            name=str(g.get("group")),
+            kind="group",
+            resources=sorted(members.get(str(g.get("group")), [])),
+            nodes=_split(g.get("nodes")),
+            strict=bool(int(g.get("restricted", 0) or 0)),
+            comment=untrusted(g.get("comment")),
+        )
+        for g in groups
+    ]
+    return HaRules(items=items, source=["groups"], incomplete=incomplete)

@@ -24,7 +24,7 @@ class TaskRow(BaseModel):
     type: str
     id: str = Field(description="object of the task, usually a vmid")
     user: Untrusted
-    state: str = Field(description="running, ok, warning or failed")
+    state: str = Field(description="running, ok, warning, failed, or unknown (the task log ended without a result)")
     exitstatus: Untrusted | None = Field(None, description="PVE's exit status text when finished")
     started: str | None
     ended: str | None = None
@@ -39,6 +39,8 @@ def task_row(r: dict[str, Any]) -> TaskRow:
         state = "ok"
     elif str(status).startswith("WARNINGS"):
         state = "warning"
+    elif status == "unexpected status":  # log ended without a TASK line (PVE/UPID.pm normalize_status_type)
+        state = "unknown"
     else:
         state = "failed"
     start, end = r.get("starttime"), r.get("endtime")
@@ -88,6 +90,8 @@ async def list_tasks(
         nodes = [r["name"] for r in status if r.get("type") == "node" and r.get("online")]
     got = await gather(t.client, [(n, api_path("nodes", node_seg(n), "tasks"), params) for n in nodes])
     rows = [task_row(r) for n in nodes for r in _rows(got[n])]
+    if errors_only:  # PVE's errors=1 keeps running tasks too (their status type is 'unknown', Tasks.pm node_tasks)
+        rows = [r for r in rows if r.state != "running"]
     rows.sort(key=lambda r: (r.started or "", r.upid), reverse=True)
     incomplete = [f"{n}: {v.message}" for n, v in got.items() if isinstance(v, PveError)]
     return TaskList(total=len(rows), items=rows[:limit], incomplete=incomplete)
@@ -105,19 +109,41 @@ class TaskDetail(BaseModel):
 
 @guarded(toolset="tasks")
 async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(ge=0, le=1000)] = 50) -> TaskDetail:
-    """A task's status and the end of its log; the node is read from the UPID."""
+    """A task's status and the end of its log; the node is read from the UPID.
+
+    PVE's task status has no end time (pve-manager PVE/API2/Tasks.pm read_task_status); the task index
+    row has it (node_tasks, ``endtime`` from the index line), so a finished task's row is read alongside,
+    narrowed to its start second and type.
+    """
     info = parse_upid(upid)
+    node = api_path("nodes", node_seg(info.node), "tasks")
     base = api_path("nodes", node_seg(info.node), "tasks", upid_seg(upid))
-    status: dict[str, Any] = await t.client.get(base.join("status"))
-    lines: list[dict[str, Any]] = await t.client.get(base.join("log"), start=0, limit=LOG_CAP)
+    around = {"since": info.starttime, "until": info.starttime, "typefilter": info.type, "source": "all", "limit": 500}
+    got = await gather(
+        t.client,
+        [
+            ("status", base.join("status"), {}),
+            ("log", base.join("log"), {"start": 0, "limit": LOG_CAP}),
+            ("index", node, around),
+        ],
+    )
+    status: dict[str, Any] = _required(got["status"])
+    lines: list[dict[str, Any]] = _required(got["log"])
     row = dict(status)
     if status.get("status") == "stopped":
         row["status"] = status.get("exitstatus", "unknown")
-        row.setdefault("endtime", None)
+        listed = next((r for r in _rows(got["index"]) if r.get("upid") == upid), {})
+        row["endtime"] = status.get("endtime") or listed.get("endtime")
     else:
         row["status"] = None
     text = [str(line.get("t", "")) for line in lines]
     return TaskDetail(task=task_row(row), log_tail=text[-log_lines:] if log_lines else [], log_lines=len(text))
+
+
+def _required(answer: Any) -> Any:
+    if isinstance(answer, PveError):
+        raise answer
+    return answer
 
 
 class TaskLog(BaseModel):

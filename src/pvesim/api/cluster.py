@@ -54,12 +54,19 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if want in (None, "node"):
         rows += [render.node_resource(c, n) for n in c.nodes.values() if call.can(f"/nodes/{n.name}", "Sys.Audit")]
-    if want in (None, "vm"):
+    if want is None:  # pool rows carry no type filter of their own in the schema
         rows += [
-            render.guest_resource(c, g)
-            for g in sorted(c.guests.values(), key=lambda g: g.vmid)
-            if call.can(f"/vms/{g.vmid}", "VM.Audit")
+            {"id": f"/pool/{p}", "type": "pool", "pool": p, "status": "online"}
+            for p in sorted({g.pool for g in c.guests.values() if g.pool})
+            if call.can(f"/pool/{p}", "Pool.Audit")
         ]
+    if want in (None, "vm"):
+        for g in sorted(c.guests.values(), key=lambda g: g.vmid):
+            if call.can(f"/vms/{g.vmid}", "VM.Audit"):
+                row = render.guest_resource(c, g)
+                if g.pool and call.can(f"/pool/{g.pool}", "Pool.Audit"):  # API2/Cluster.pm resources
+                    row["pool"] = g.pool
+                rows.append(row)
     if want in (None, "storage"):
         for n in c.nodes.values():
             for s in c.storages.values():
@@ -92,13 +99,17 @@ def _job_vmids(job: dict[str, Any]) -> set[int] | None:
 
 
 def covering_jobs(c: Cluster, g: Guest) -> list[dict[str, Any]]:
-    """Backup jobs that include the guest (enabled or not), as PVE's VZDump::get_included_guests."""
+    """Backup jobs that include the guest (enabled or not), as PVE's VZDump::get_included_guests:
+    ``pool`` first, then a ``vmid`` list, then ``all`` minus ``exclude``; templates included."""
     out = []
     for job in c.backup_jobs:
         if job.get("node") and job["node"] != g.node:
             continue
         ids = _job_vmids(job)
-        if ids is not None:
+        if job.get("pool"):
+            if g.pool == job["pool"]:
+                out.append(job)
+        elif ids is not None:
             if g.vmid in ids:
                 out.append(job)
         elif int(job.get("all", 0)):
@@ -154,7 +165,7 @@ def not_backed_up(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     rows = []
     for g in sorted(c.guests.values(), key=lambda g: g.vmid):
-        if g.template or not call.can(f"/vms/{g.vmid}", "VM.Audit"):
+        if not call.can(f"/vms/{g.vmid}", "VM.Audit"):  # templates are listed too (BackupInfo.pm)
             continue
         if not covering_jobs(c, g):
             rows.append({"vmid": g.vmid, "type": g.type, "name": g.name})

@@ -8,6 +8,7 @@ from typing import Any
 from pvesim.api import render
 from pvesim.api.guests import KIND, PREFIX, request_ha_move, set_running, set_stopped
 from pvesim.api.registry import ApiError, Call, b, route
+from pvesim.scenario import group_as_rule, major
 from pvesim.state import Cluster, HAResource
 from pvesim.tasks import start_task
 
@@ -207,16 +208,42 @@ def ha_resource(call: Call) -> dict[str, Any]:
 
 @route("GET", "/cluster/ha/groups")
 def ha_groups(call: Call) -> list[dict[str, Any]]:
-    return [{"group": name, "type": "group", **cfg} for name, cfg in sorted(call.cluster.ha_groups.items())]
+    """PVE 9 refuses once groups.cfg is empty (pve-ha-manager API2/HA/Groups.pm index,
+    Config.pm ``have_groups_been_migrated``); PVE 8 lists them."""
+    c = call.cluster
+    if major(c.version) >= 9 and not c.ha_groups:
+        raise ApiError(500, "cannot index groups: ha groups have been migrated to rules")
+    digest = render.digest_of(sorted(c.ha_groups.items()))
+    return [{"group": name, "type": "group", "digest": digest, **cfg} for name, cfg in sorted(c.ha_groups.items())]
+
+
+def _full_rules(c: Cluster) -> dict[str, dict[str, Any]]:
+    """Rules plus groups not yet migrated, as PVE 9's rules index shows them (API2/HA/Rules.pm
+    ``$get_full_rules_config`` -> Groups.pm ``migrate_groups_to_rules``)."""
+    rules = dict(c.ha_rules)
+    members: dict[str, list[str]] = {}
+    for res in c.ha_resources.values():
+        if res.group and res.group in c.ha_groups:
+            members.setdefault(res.group, []).append(res.sid)
+    for name, sids in sorted(members.items()):
+        rules[f"ha-group-{name}"] = group_as_rule(name, c.ha_groups[name], sids)
+    return rules
 
 
 @route("GET", "/cluster/ha/rules")
 def ha_rules(call: Call) -> list[dict[str, Any]]:
+    rules = _full_rules(call.cluster)
+    digest = render.digest_of(sorted(call.cluster.ha_rules.items()))
     rows = []
-    for order, (name, cfg) in enumerate(sorted(call.cluster.ha_rules.items()), start=1):
+    for order, (name, cfg) in enumerate(sorted(rules.items()), start=1):
         if "type" in call.params and cfg.get("type") != call.params["type"]:
             continue
-        rows.append({"rule": name, "order": order, "digest": render.digest_of(name), **cfg})
+        if "resource" in call.params and call.params["resource"] not in str(cfg.get("resources", "")).split(","):
+            continue
+        row = {"rule": name, "order": order, "digest": digest, **cfg}
+        if cfg.get("resources"):  # Rules.pm encode_value: the resource list comes back sorted
+            row["resources"] = ",".join(sorted(r.strip() for r in str(cfg["resources"]).split(",") if r.strip()))
+        rows.append(row)
     return rows
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pvesim.api import render
 from pvesim.api.cluster import replication_config_row
 from pvesim.api.registry import ApiError, Call, route
+from pvesim.scenario import major
 from pvesim.state import Task
 
 
@@ -71,6 +73,15 @@ def _task_visible(call: Call, t: Task) -> bool:
     return t.user == call.user or call.can(f"/nodes/{t.node}", "Sys.Audit")
 
 
+def _status_type(status: str | None) -> str:
+    """pve-common PVE/UPID.pm normalize_status_type (a running task has no status yet: 'unknown')."""
+    if not status or status == "unexpected status":
+        return "unknown"
+    if status == "OK":
+        return "ok"
+    return "warning" if re.fullmatch(r"WARNINGS: \d+", status) else "error"
+
+
 @route("GET", "/nodes/{node}/tasks")
 def node_tasks(call: Call) -> list[dict[str, Any]]:
     p = call.params
@@ -81,7 +92,8 @@ def node_tasks(call: Call) -> list[dict[str, Any]]:
             continue
         if (source == "archive" and t.running) or (source == "active" and not t.running):
             continue
-        if call.flag("errors") and (t.running or t.status == "OK"):
+        kind = _status_type(t.status)
+        if call.flag("errors") and kind == "ok":  # Tasks.pm node_tasks: errors=1 drops only 'ok' (and wins)
             continue
         if "typefilter" in p and t.type != p["typefilter"]:
             continue
@@ -93,9 +105,8 @@ def node_tasks(call: Call) -> list[dict[str, Any]]:
             continue
         if "until" in p and t.starttime > int(p["until"]):
             continue
-        if "statusfilter" in p and not t.running:
+        if "statusfilter" in p and not call.flag("errors"):
             wanted = {s.strip().lower() for s in str(p["statusfilter"]).split(",")}
-            kind = "ok" if t.status == "OK" else "warning" if (t.status or "").startswith("WARNINGS") else "error"
             if kind not in wanted:
                 continue
         rows.append(render.task_row(t))
@@ -111,8 +122,11 @@ def _task(call: Call) -> Task:
             if not _task_visible(call, t):
                 raise ApiError(403, f"Permission check failed (/nodes/{t.node}, Sys.Audit)")
             return t
+    # Tasks.pm read_task_status: raise_param_exc, i.e. HTTP 400 with the parameter named
     raise ApiError(
-        500, f"unable to parse worker upid '{upid}'" if not upid.startswith("UPID:") else f"no such task '{upid}'"
+        400,
+        "Parameter verification failed.",
+        {"upid": "unable to parse worker upid" if not upid.startswith("UPID:") else "no such task"},
     )
 
 
@@ -150,6 +164,16 @@ def task_log(call: Call) -> list[dict[str, Any]]:
     return lines[start : start + limit]
 
 
+def _next_sync(job: Any) -> int:
+    """ReplicationState.pm job_status: after a failure retry in 5 min x fail_count (30 min beyond 3 failures),
+    else the schedule's next event after last_try (every 15 min here; 0 before the first try is long past)."""
+    if job.remove_job:
+        return 1
+    if job.fail_count:
+        return int(job.last_try + 60 * (5 * job.fail_count if job.fail_count <= 3 else 30))
+    return int(job.last_try + 900)
+
+
 def _replication_status(call: Call, job: Any) -> dict[str, Any]:
     c = call.cluster
     row = replication_config_row(job)
@@ -162,7 +186,7 @@ def _replication_status(call: Call, job: Any) -> dict[str, Any]:
             "last_try": job.last_try,
             "fail_count": job.fail_count,
             "duration": job.duration,
-            "next_sync": job.last_try + (300 * min(job.fail_count, 3) if job.fail_count else 900),
+            "next_sync": _next_sync(job),
         }
     )
     if job.error:
@@ -234,3 +258,51 @@ def disks(call: Call) -> list[dict[str, Any]]:
 @route("GET", "/nodes/{node}/disks/zfs")
 def zfs(call: Call) -> list[dict[str, Any]]:
     return [dict(p) for p in _node(call).zfs]
+
+
+# vzdump.conf keys that read_vzdump_defaults fills from the schema when the file does not set them
+_VZDUMP_SCHEMA_DEFAULTS: dict[str, Any] = {
+    "mode": "snapshot",
+    "compress": "0",
+    "remove": 1,
+    "prune-backups": "keep-all=1",
+    "all": 0,
+    "stdexcludes": 1,
+    "lockwait": 180,
+    "stopwait": 10,
+    "ionice": 7,
+}
+
+
+@route("GET", "/nodes/{node}/vzdump/defaults")
+def vzdump_defaults(call: Call) -> dict[str, Any]:
+    """PVE/API2/VZDump.pm defaults: /etc/vzdump.conf over the schema defaults, then the storage's own
+    ``prune-backups`` over both (VZDump.pm storage_info). PVE 8 still turns a ``maxfiles`` of vzdump.conf
+    (stable-8 ``$parse_prune_backups_maxfiles``) or of the storage (pve-storage stable-8 Storage.pm
+    ``storage_config``) into ``keep-last``; PVE 9 dropped the option."""
+    c = call.cluster
+    conf = dict(_node(call).vzdump_conf)
+    maxfiles = conf.pop("maxfiles", None)
+    if maxfiles is not None and "prune-backups" not in conf and major(c.version) < 9:
+        conf["prune-backups"] = f"keep-last={maxfiles}" if int(maxfiles) else "keep-all=1"
+    res: dict[str, Any] = {**_VZDUMP_SCHEMA_DEFAULTS, **conf}
+    if "storage" in call.params:
+        res["storage"] = call.params["storage"]
+    if "dumpdir" not in res and "storage" not in res:
+        res["storage"] = "local"
+    if "storage" in res:
+        sid = str(res["storage"])
+        if not any(call.can(f"/storage/{sid}", priv) for priv in ("Datastore.Audit", "Datastore.AllocateSpace")):
+            raise ApiError(403, f"Permission check failed (/storage/{sid}, Datastore.Audit|Datastore.AllocateSpace)")
+        storage = c.storages.get(sid)
+        if storage is None:
+            raise ApiError(500, f"storage '{sid}' does not exist")
+        if "backup" not in storage.content:
+            raise ApiError(500, f"can't use storage '{sid}' for backups - wrong content type")
+        prune = storage.options.get("prune-backups")
+        maxfiles = storage.options.get("maxfiles")
+        if prune is None and maxfiles is not None and major(c.version) < 9:  # stable-8 Storage.pm storage_config
+            prune = f"keep-last={maxfiles}" if int(maxfiles) else "keep-all=1"
+        if prune:
+            res["prune-backups"] = prune
+    return res

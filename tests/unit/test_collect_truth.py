@@ -1,0 +1,126 @@
+"""What the collector reads and how it reads PVE's answers: HA rules vs groups per release, the guest-agent
+probe's errors, the vzdump defaults behind retention, and get_task's end time (FakeClient, PVE-shaped)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from pve_steward.config import load_settings
+from pve_steward.errors import PveApiError, PveError, PvePermissionError, PveUnavailable
+from pve_steward.server import build_server
+from pve_steward.testing import FakeClient
+from pve_steward.tools.collect import collect
+from tests.unit.pve_fixtures import NOW, cluster_status, guest_row, node_row, qemu_config, storage_cfg, task
+
+pytestmark = pytest.mark.anyio
+
+MIGRATED = PveApiError(
+    "GET /cluster/ha/groups failed: cannot index groups: ha groups have been migrated to rules", status=500
+)
+
+
+def _cluster(version: str | PveError, guests: list[dict[str, Any]] | None = None) -> FakeClient:
+    fake = FakeClient()
+    fake.on("GET", "/version", version if isinstance(version, PveError) else {"version": version, "release": "x"})
+    fake.on("GET", "/cluster/status", cluster_status({"pve1": True, "pve2": True}))
+    fake.on("GET", "/cluster/resources", [node_row("pve1"), node_row("pve2"), *(guests or [])])
+    fake.on("GET", "/storage", [storage_cfg("pbs", "pbs", "backup"), storage_cfg("local", "dir", "iso,backup")])
+    fake.on("GET", "/cluster/ha/status/current", [])
+    fake.on("GET", "/cluster/ha/resources", [])
+    fake.on("GET", "/cluster/ha/rules", [{"rule": "r", "type": "node-affinity", "resources": "vm:1", "nodes": "a"}])
+    fake.on("GET", "/cluster/ha/groups", MIGRATED)
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("version", "rules", "groups"),
+    [("9.1.2", True, False), ("8.4.14", False, True)],
+)
+async def test_ha_constraints_read_rules_on_9_and_groups_on_8(version: str, rules: bool, groups: bool) -> None:
+    fake = _cluster(version)
+    if version.startswith("8"):
+        fake.on("GET", "/cluster/ha/groups", [{"group": "g", "nodes": "pve1", "restricted": 1, "type": "group"}])
+    d = await collect(fake, NOW, ["ha"])
+    asked = fake.requested("GET")
+    assert ("GET /cluster/ha/rules" in asked) is rules and ("GET /cluster/ha/groups" in asked) is groups
+    assert d.missing == []
+    assert bool(d.ha_rules) is rules and bool(d.ha_groups) is groups
+
+
+async def test_unknown_release_reads_both_and_neither_pve_answer_is_a_gap() -> None:
+    """Version unreadable: the PVE 9 groups 500 and a PVE 8 rules 501 are what those releases answer."""
+    fake = _cluster(PveUnavailable("GET /version: timed out"))
+    d = await collect(fake, NOW, ["ha"])
+    assert d.ha_rules and [m.path for m in d.missing if "ha" in m.affects] == []
+    fake.on("GET", "/cluster/ha/groups", PveApiError("GET /cluster/ha/groups failed: boom", status=500))
+    broken = await collect(fake, NOW, ["ha"])
+    assert [m.what for m in broken.missing if "ha" in m.affects] == ["cluster data (HA groups)"]
+
+
+async def test_agent_probe_only_pves_not_running_answer_is_a_verdict() -> None:
+    """qemu-server Agent.pm assert_agent_available: 'QEMU guest agent is not running' after a failed ping."""
+    guests = [guest_row(v, "pve1") for v in (100, 101, 102, 103, 104)]
+    fake = _cluster("9.1.2", guests)
+    answers: dict[int, Any] = {
+        100: {"result": {"version": "9.2.0"}},
+        101: PveApiError("GET ... failed: QEMU guest agent is not running", status=500),
+        102: PvePermissionError("Permission check failed (/vms/102, VM.GuestAgent.Audit)"),
+        103: PveUnavailable("node unreachable for GET ...: No route to host", status=595),
+        104: PveApiError("GET ... failed: VM 104 is not running", status=500),
+    }
+    for vmid, answer in answers.items():
+        fake.on("GET", f"/nodes/pve1/qemu/{vmid}/config", qemu_config(f"g{vmid}", agent="1"))
+        fake.on("GET", f"/nodes/pve1/qemu/{vmid}/agent/info", answer)
+    fake.on("GET", "/nodes/{node}/tasks", [])
+    d = await collect(fake, NOW, ["guests"], agent_probe_limit=10)
+    assert d.agent == {100: True, 101: False}
+    skipped = [m for m in d.missing if m.optional]
+    assert len(skipped) == 1 and skipped[0].status == 403 and "VM.GuestAgent.Audit" in skipped[0].error
+    failed = [m for m in d.missing if not m.optional]
+    assert [(m.status, m.what) for m in failed] == [(595, "guest-agent state of VM 103")]
+
+
+async def test_vzdump_defaults_read_per_node_for_jobs_that_do_not_settle_retention() -> None:
+    fake = _cluster("9.1.2")
+    jobs = [
+        {"id": "pbs-job", "storage": "pbs", "all": 1, "enabled": 1},  # PBS: not judged, not read
+        {"id": "local-job", "storage": "local", "all": 1, "enabled": 1},
+        {"id": "pinned", "storage": "local", "all": 1, "enabled": 1, "node": "pve2"},
+        {"id": "settled", "storage": "local", "all": 1, "enabled": 1, "remove": 1, "prune-backups": "keep-last=2"},
+        {"id": "off", "storage": "local", "all": 1, "enabled": 0},
+    ]
+    fake.on("GET", "/cluster/backup", jobs).on("GET", "/cluster/backup-info/not-backed-up", [])
+    fake.on("GET", "/nodes/{node}/storage/{storage}/content", [])
+    fake.on("GET", "/nodes/{node}/tasks", [])
+    fake.on("GET", "/nodes/{node}/vzdump/defaults", lambda p: {"storage": p["storage"], "prune-backups": "keep-all=1"})
+    d = await collect(fake, NOW, ["backups"])
+    reads = sorted((path, params["storage"]) for m, path, params in fake.calls if path.endswith("/vzdump/defaults"))
+    assert reads == [("/nodes/pve1/vzdump/defaults", "local"), ("/nodes/pve2/vzdump/defaults", "local")]
+    assert set(d.vzdump_defaults) == {"pve1@local", "pve2@local"}
+
+
+async def test_get_task_takes_endtime_from_the_task_index(tmp_path: Path) -> None:
+    """Tasks.pm read_task_status has no endtime; node_tasks rows have it."""
+    row = task("pve1", "vzdump", "", 3600, duration=300)
+    status = {k: row[k] for k in ("upid", "node", "pid", "pstart", "starttime", "type", "id", "user")}
+    fake = FakeClient()
+    fake.on("GET", "/nodes/pve1/tasks/{upid}/status", dict(status, status="stopped", exitstatus="OK"))
+    fake.on("GET", "/nodes/pve1/tasks/{upid}/log", [{"n": 1, "t": "TASK OK"}])
+    fake.on("GET", "/nodes/pve1/tasks", lambda p: [row] if p["since"] <= row["starttime"] <= p["until"] else [])
+    mcp = build_server(
+        load_settings(url="pve.invalid:8006", audit_log=tmp_path / "audit.jsonl", granular_tools=True),
+        client=fake,
+        check_version_on_start=False,
+    )
+    async with Client(mcp) as c:
+        result = await c.call_tool("get_task", {"upid": row["upid"]})
+    detail = result.structured_content
+    assert detail is not None and detail["task"]["duration_s"] == 300 and detail["task"]["ended"] is not None
+    fake.on("GET", "/nodes/pve1/tasks", [])  # rotated out of the index: no invented end time
+    async with Client(mcp) as c:
+        rotated = (await c.call_tool("get_task", {"upid": row["upid"]})).structured_content
+    assert rotated is not None and rotated["task"]["ended"] is None and rotated["task"]["state"] == "ok"
