@@ -138,7 +138,7 @@ class Backup(BaseModel):
     created: str | None
     age_hours: float | None
     size_bytes: int | None = None
-    node: str | None = Field(None, description="the node holding it, for storage that is local to each node")
+    node: Untrusted | None = Field(None, description="the node holding it, for storage that is local to each node")
     protected: bool = False
     verified: str | None = Field(
         None, description="PBS verification: ok or failed; null if no verify job has checked it (not a failure)"
