@@ -36,6 +36,7 @@ from pve_steward.security.audit import AuditLog
 from pve_steward.security.confirm import Confirm, confirm_resolver
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.tools.context import AppContext, ToolContext
+from pve_steward.views import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         request_state_security=state_security,
+        extensions=[view_extension(registry, ops, settings)],
     )
     register_tools(mcp, registry, ops, granular=settings.granular_tools)
     register_prompts(mcp)
@@ -283,7 +285,14 @@ def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation]
     if granular:
         for op in ops:
             fn = make_granular_tool(op, registry.handlers[op.name])
-            mcp.add_tool(fn, name=op.name, title=op.title, description=op.description, annotations=annotations_for(op))
+            mcp.add_tool(
+                fn,
+                name=op.name,
+                title=op.title,
+                description=op.description,
+                annotations=annotations_for(op),
+                meta=ui_meta(registry, op.name),
+            )
             checks[op.name] = _only(op.name, frozenset(handler_parameters(registry.handlers[op.name])))
         return
 
@@ -297,5 +306,12 @@ def register_tools(mcp: MCPServer[Any], registry: Registry, ops: list[Operation]
             return await action.handler(t, **args)
 
         fn = make_meta_function(meta, run, HUMAN, Context)
-        mcp.add_tool(fn, name=meta.name, title=meta.title, description=meta.description, annotations=meta.annotations)
+        mcp.add_tool(
+            fn,
+            name=meta.name,
+            title=meta.title,
+            description=meta.description,
+            annotations=meta.annotations,
+            meta=ui_meta(registry, meta.name),
+        )
         checks[meta.name] = _meta_only(meta)
