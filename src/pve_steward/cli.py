@@ -204,6 +204,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _fail(describe(exc), EXIT_UNKNOWN)
     except (ConnectionProblem, PveError, ValueError) as exc:
         return _fail(str(exc), EXIT_UNKNOWN)
+    if args.html or args.format == "markdown":
+        from pve_steward.views.report import emit
+
+        return emit(args, report, settings, client)
     return print_report(report, args.json, args.color)
 
 
@@ -270,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--areas", default=None, help="comma-separated areas (default: all)")
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    check.add_argument("--html", type=Path, metavar="FILE", help="also write the views as one self-contained HTML file")
+    check.add_argument("--format", choices=["text", "markdown"], default="text", help="markdown: for tickets")
     add_settings_flags(check, suppress=True)
     check.set_defaults(func=cmd_check)
     docs = sub.add_parser("docs", help="regenerate docs/tools.md and docs/rules.md from the registries")

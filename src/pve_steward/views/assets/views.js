@@ -227,7 +227,10 @@ VIEWS.document = (doc, out) => {
     add(out, box);
     if (data) render(data, box, title); else add(box, h("h1", {}, title), empty("not collected"));
   };
-  add(out, h("p", { class: "sub" }, `pve-steward ${str(CFG.version)} · ${str(d.generated)} · ${str(d.cluster || "")}`));
+  const parts = [["health", "Health"], ...arr(d.evacuations).map((p) => ["evacuation-" + str(obj(p).node), "Evacuate " + str(obj(p).node)]), ["backups", "Backups"], ["migratability", "Migratability"]];
+  add(out, h("header", {}, h("p", { class: "sub" }, `pve-steward ${str(CFG.version)} report · ${str(d.generated)}`),
+    h("nav", { class: "toolbar", "aria-label": "sections" }, parts.map(([id, label]) => h("a", { href: "#" + id }, label))),
+    arr(d.problems).length ? h("div", { class: "note", role: "note" }, h("b", {}, "Not collected: "), h("ul", {}, arr(d.problems).map((p) => h("li", {}, str(p))))) : null));
   part("health", "Cluster health", VIEWS.health, d.health);
   for (const plan of arr(d.evacuations)) part("evacuation-" + str(obj(plan).node), "Evacuation", VIEWS.evacuation, plan);
   part("backups", "Backups", VIEWS.backups, d.backups);
