@@ -78,6 +78,7 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
     mcp = build_server(settings)
     out: dict[str, Any] = {"tools": {}, "resources": {}, "results": {}, "reads": {}}
     async with Client(mcp) as client:
+        out["capabilities"] = client.server_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
         for tool in (await client.list_tools()).tools:
             out["tools"][tool.name] = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
         for res in (await client.list_resources()).resources:
@@ -96,6 +97,10 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
             key = name + ("" if granular else f"/{op}")
             target = out["results"] if op in CALLS else out["reads"]
             target[op] = {"name": name, "arguments": arguments, "key": key, "result": dump(result)}
+        if not granular:  # an action of a viewed meta-tool that has no view of its own
+            arguments = {"action": "diagnose_operations"}
+            result = await client.call_tool("diagnostics", arguments)
+            out["results"]["diagnose_operations"] = {"name": "diagnostics", "arguments": arguments, "result": dump(result)}
     return out
 
 

@@ -153,6 +153,12 @@ def test_meta_tool_views_pick_the_view_by_action(show: Any, meta_demo: dict[str,
     plan = show(meta_demo, "plan_node_evacuation")
     assert plan.view.locator("#app").get_attribute("data-view") == "evacuation"
     assert plan.errors == []
+    # an action without a view of its own gets the findings of its report
+    ops = show(meta_demo, "diagnose_operations")
+    report = meta_demo["results"]["diagnose_operations"]["result"]["structuredContent"]["result"]
+    assert ops.view.locator("#app").get_attribute("data-view") == "report"
+    assert ops.view.locator("details.finding").count() == len(report["findings"]) > 0
+    assert ops.errors == []
 
 
 def test_views_call_only_registered_read_tools(show: Any, granular_demo: dict[str, Any]) -> None:

@@ -79,3 +79,5 @@ def test_views_are_additive_metadata(granular_demo: dict[str, Any], meta_demo: d
     assert with_ui == {"diagnostics", "planning"}
     for name in ("diagnostics", "planning"):
         assert meta_demo["tools"][name]["annotations"]["readOnlyHint"] is True
+    for demo in (granular_demo, meta_demo):  # the server advertises the extension (SEP-2133)
+        assert "io.modelcontextprotocol/ui" in demo["capabilities"]["extensions"]

@@ -147,9 +147,10 @@ VIEWS.evacuation = (plan, out) => {
 // ---- backups ------------------------------------------------------------------------------
 function ageChart(r, backups) {
   const rows = new Map();
+  const gone = new Set(arr(obj(r).findings).filter((f) => f.code === "BACKUP_ORPHANED").map((f) => str(obj(f.subject).id)));
   for (const f of arr(obj(r).findings)) {
     const e = obj(f.evidence), subj = obj(f.subject);
-    if (subj.kind !== "guest") continue;
+    if (subj.kind !== "guest" || gone.has(str(subj.id))) continue;
     const cur = rows.get(subj.id) || { vmid: subj.id, name: subj.name, age: null, threshold: null, state: f.code, severity: f.severity };
     if (num(e.age_hours) !== null) { cur.age = e.age_hours; cur.threshold = num(e.threshold_hours); }
     if (f.code === "BACKUP_NONE") cur.state = "no backup";
@@ -163,6 +164,7 @@ function ageChart(r, backups) {
     if (!newest.has(k) || b.age_hours < newest.get(k)) newest.set(k, b.age_hours);
   }
   for (const [k, age] of newest) {
+    if (gone.has(k)) continue; // backups of a guest that no longer exists: listed with the findings
     if (!flagged.has(k)) rows.set(k, { vmid: k, name: null, age, threshold: null, state: "within policy", severity: "ok" });
     else if (rows.get(k).age === null) rows.get(k).age = age;
   }
