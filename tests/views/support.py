@@ -100,7 +100,11 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
         if not granular:  # an action of a viewed meta-tool that has no view of its own
             arguments = {"action": "diagnose_operations"}
             result = await client.call_tool("diagnostics", arguments)
-            out["results"]["diagnose_operations"] = {"name": "diagnostics", "arguments": arguments, "result": dump(result)}
+            out["results"]["diagnose_operations"] = {
+                "name": "diagnostics",
+                "arguments": arguments,
+                "result": dump(result),
+            }
     return out
 
 
