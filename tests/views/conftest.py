@@ -22,6 +22,8 @@ def playwright() -> Iterator[Playwright]:
 
 @pytest.fixture(scope="session")
 def browser(playwright: Playwright) -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"the view tests need headless Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
     b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     yield b
     b.close()

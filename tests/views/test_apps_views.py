@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.views.conftest import Shown
-
 WRITE_WORDS = ("migrate", "start", "stop", "backup_now", "set_", "delete", "create", "update")
-
-
-def settle(shown: Shown) -> None:
-    """Wait until every read the view asked for has been answered and rendered."""
-    shown.view.wait_for_function("() => !document.querySelector('#app .pending')")
-    shown.page.wait_for_timeout(50)
 
 
 def test_health_view_shows_findings_by_area_and_node_bars(show: Any, granular_demo: dict[str, Any]) -> None:
@@ -47,13 +39,18 @@ def test_health_view_filters_by_keyboard(show: Any, granular_demo: dict[str, Any
     shown = show(granular_demo, "check_cluster_health")
     report = granular_demo["results"]["check_cluster_health"]["result"]["structuredContent"]
     view = shown.view
-    info = sum(1 for f in report["findings"] if f["severity"] == "info")
-    view.locator("button[data-severity=info]").focus()
+    warnings = sum(1 for f in report["findings"] if f["severity"] == "warning")
+    assert warnings > 0
+    view.locator("button[data-severity=warning]").focus()
     shown.page.keyboard.press("Enter")
-    assert view.locator("button[data-severity=info]").get_attribute("aria-pressed") == "false"
-    assert view.locator("details.finding").count() == len(report["findings"]) - info
-    shown.page.keyboard.press("Tab")  # the next control: the warning button... then the text filter
-    view.locator("input[type=search]").focus()
+    assert view.locator("button[data-severity=warning]").get_attribute("aria-pressed") == "false"
+    assert view.locator("details.finding").count() == len(report["findings"]) - warnings
+    shown.page.keyboard.press("Space")  # and back
+    assert view.locator("details.finding").count() == len(report["findings"])
+    shown.page.keyboard.press("Tab")
+    shown.page.keyboard.press("Tab")  # past the info button to the text filter
+    active = view.evaluate("() => [document.activeElement.tagName, document.activeElement.type]")
+    assert active == ["INPUT", "search"]
     shown.page.keyboard.type("ZFS_POOL")
     assert view.locator("details.finding").count() == 1
     first = view.locator("details.finding summary").first
@@ -192,6 +189,11 @@ def test_views_degrade_without_host_tools_and_with_missing_fields(show: Any, gra
     text = shown.text()
     assert "Evacuate pve9" in text and "no moves planned" in text and "ceph osd set noout" in text
     assert "2 · unset noout" in text
+    assert shown.errors == []
+    # a shape the view cannot draw at all is said, not a blank frame or an exception
+    odd = {"structuredContent": {"node": "pve9", "targets": [None]}, "content": []}
+    shown = show(granular_demo, "plan_node_evacuation", result=odd, ready="#app[data-view] .note")
+    assert "could not be drawn" in shown.text() and "in the conversation" in shown.text()
     assert shown.errors == []
 
 

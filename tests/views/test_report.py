@@ -78,6 +78,19 @@ def test_check_html_is_one_self_contained_report(demo_sim: SimServer, tmp_path: 
     page.close()
 
 
+def test_check_html_without_javascript_shows_the_markdown(
+    demo_sim: SimServer, tmp_path: Path, browser: Browser
+) -> None:
+    out = tmp_path / "report.html"
+    assert check(demo_sim, tmp_path, "--html", str(out)).returncode == 2
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(out.as_uri())
+    text = page.locator("body").inner_text()
+    assert "## pve-steward check: CRITICAL" in text and "`BACKUP_NONE`" in text
+    context.close()
+
+
 @pytest.fixture
 def hostile_sim(start_sim: Any) -> SimServer:
     sim: SimServer = start_sim("demo")

@@ -34,8 +34,7 @@ def test_markup_in_guest_names_shows_as_text(show: Any, hostile_demo: dict[str, 
     body = hostile_demo["results"][op]["result"]["structuredContent"]
     assert XSS in str(body)  # the server passes the name through: the view must escape it
     shown = show(hostile_demo, op)
-    shown.view.wait_for_function("() => !document.querySelector('#app .pending')")
-    shown.page.wait_for_timeout(300)  # let the reads arrive and render
+    shown.view.wait_for_function("() => !document.querySelector('#app .pending')")  # the reads are drawn
     assert XSS in shown.text()
     no_markup_ran(shown)
     if op == "plan_node_evacuation":

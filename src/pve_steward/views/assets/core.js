@@ -164,7 +164,15 @@ function show(structured) {
   const out = root();
   out.replaceChildren();
   out.setAttribute("data-view", kind);
-  render(data, out, sc.action || kind);
+  drawSafely(render, data, out, sc.action || kind);
+}
+// A view that cannot draw an answer (a shape it does not know) says so instead of going blank.
+function drawSafely(render, data, out, title) {
+  try {
+    render(data, out, title);
+  } catch (e) {
+    out.replaceChildren(h("p", { class: "note", role: "note" }, `This answer could not be drawn (${str(e && e.message)}); it is in the conversation.`));
+  }
 }
 function onMessage(ev) {
   if (ev.source !== window.parent) return;
@@ -199,6 +207,7 @@ async function start() {
   if (embedded) { VIEWS.document(JSON.parse(embedded.textContent), root()); return; }
   if (window.parent === window) { root().replaceChildren(empty("This view is shown by an MCP Apps host with a tool result.")); return; }
   window.addEventListener("message", onMessage);
+  root().replaceChildren(empty("Waiting for the tool's answer…"));
   const init = await request("ui/initialize", {
     protocolVersion: "2026-01-26",
     appInfo: { name: "pve-steward-views", version: CFG.version },

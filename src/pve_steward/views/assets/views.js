@@ -7,10 +7,13 @@ function extra(name) {
   return read(name);
 }
 function later(placeholder, promise, render) {
+  placeholder.classList.add("pending");
+  placeholder.append(empty("reading…"));
+  const done = (...kids) => { placeholder.replaceChildren(...kids); placeholder.classList.remove("pending"); };
   promise.then((data) => {
-    if (data) placeholder.replaceChildren(...[render(data)].flat());
-    else placeholder.replaceChildren(empty(placeholder.dataset.missing || "not available in this host"));
-  }).catch(() => placeholder.replaceChildren(empty("could not be read")));
+    if (data) done(...[render(data)].flat());
+    else done(empty(placeholder.dataset.missing || "not available in this host"));
+  }).catch(() => done(empty("could not be read")));
   return placeholder;
 }
 const T = () => obj(CFG.thresholds);
@@ -88,7 +91,7 @@ function flowChart(plan) {
   targets.forEach((t, i) => {
     const y = 10 + i * rowH + 13;
     const label = `${str(num(t.guests_added) ?? 0)} guest(s), ${gib(t.planned_bytes)}`;
-    kids.push(s("path", { class: "edge", d: `M134 ${height / 2} C 220 ${height / 2}, 250 ${y}, 330 ${y}` }),
+    kids.push(s("path", { class: num(t.guests_added) ? "edge" : "edge idle", d: `M134 ${height / 2} C 220 ${height / 2}, 250 ${y}, 330 ${y}` }),
       s("text", { x: 190, y: y - 4 + (y < height / 2 ? 0 : 12) }, label),
       s("rect", { class: "box", x: 330, y: y - 13, width: 180, height: 26, rx: 6 }),
       s("text", { x: 340, y: y + 4 }, str(t.node)));
@@ -104,7 +107,7 @@ function targetTable(plan) {
     const after = before === null ? null : before + add;
     const lvl = after !== null && headroomFrom !== null && after > headroomFrom ? "critical" : "";
     return [str(t.node),
-      h("div", { style: null }, bar(before, { add, headroomFrom, level: lvl, title: `${str(t.node)}: ${pct(before)} before, ${pct(after)} after` })),
+      h("div", {}, bar(before, { add, headroomFrom, level: lvl, title: `${str(t.node)}: ${pct(before)} before, ${pct(after)} after` })),
       gib(t.committed_before_bytes), gib((num(t.committed_before_bytes) || 0) + (num(t.planned_bytes) || 0)), gib(t.total_bytes),
       gib(t.headroom_bytes), h("span", { class: num(t.free_after_bytes) !== null && t.free_after_bytes < 0 ? "s-critical" : "" }, gib(t.free_after_bytes)),
       str(num(t.guests_added) ?? "?")];
@@ -227,7 +230,7 @@ VIEWS.document = (doc, out) => {
   const part = (id, title, render, data) => {
     const box = h("article", { id, "aria-label": title });
     add(out, box);
-    if (data) render(data, box, title); else add(box, h("h1", {}, title), empty("not collected"));
+    if (data) drawSafely(render, data, box, title); else add(box, h("h1", {}, title), empty("not collected"));
   };
   const parts = [["health", "Health"], ...arr(d.evacuations).map((p) => ["evacuation-" + str(obj(p).node), "Evacuate " + str(obj(p).node)]), ["backups", "Backups"], ["migratability", "Migratability"]];
   add(out, h("header", {}, h("p", { class: "sub" }, `pve-steward ${str(CFG.version)} report · ${str(d.generated)}`),
