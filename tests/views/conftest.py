@@ -101,6 +101,7 @@ def show(browser: Browser, host_url: str) -> Iterator[Callable[..., Shown]]:
         result: dict[str, Any] | None = None,
         theme: str = "light",
         server_tools: bool = True,
+        styles: dict[str, Any] | None = None,
         ready: str = "#app[data-view] h1",
     ) -> Shown:
         page = browser.new_page(viewport={"width": 1040, "height": 800}, color_scheme=theme)  # type: ignore[arg-type]
@@ -119,6 +120,7 @@ def show(browser: Browser, host_url: str) -> Iterator[Callable[..., Shown]]:
                 "toolName": call["name"],
                 "theme": theme,
                 "serverTools": server_tools,
+                "styles": styles,
                 "reads": {r["key"]: r["result"] for r in demo["reads"].values()},
             },
         )

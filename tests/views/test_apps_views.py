@@ -211,6 +211,16 @@ def test_views_follow_the_host_theme(show: Any, granular_demo: dict[str, Any]) -
     shown.screenshot("migratability-dark")
 
 
+def test_views_take_the_host_style_variables(show: Any, granular_demo: dict[str, Any]) -> None:
+    variables = {"--color-background-primary": "rgb(1, 2, 3)", "--color-text-primary": "rgb(250, 240, 230)"}
+    shown = show(granular_demo, "diagnose_backups", styles={"variables": variables})
+    colors = shown.view.evaluate(
+        "() => [getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color]"
+    )
+    assert colors == ["rgb(1, 2, 3)", "rgb(250, 240, 230)"]
+    assert shown.errors == []
+
+
 def test_views_report_their_size_to_the_host(show: Any, granular_demo: dict[str, Any]) -> None:
     shown = show(granular_demo, "plan_node_evacuation")
     shown.page.wait_for_function("() => window.sizes.length > 0")

@@ -47,6 +47,7 @@ def test_every_view_resource_is_self_contained(granular_demo: dict[str, Any], me
     for uri, res in resources.items():
         text = res["text"]
         assert res["mimeType"] == "text/html;profile=mcp-app"
+        assert len(text.encode()) <= 100 * 1024, uri  # a view stays small (bench/bench_views.py prints sizes)
         assert res["meta"]["ui"]["csp"] == {
             "connectDomains": [],
             "resourceDomains": [],
