@@ -375,6 +375,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return print_error("connection", str(exc), EXIT_UNKNOWN, args.json)
     except PveError as exc:
         return print_error("cluster", str(exc), EXIT_UNKNOWN, args.json)
+    if args.html or args.format == "markdown":
+        from pve_steward.views.report import emit
+
+        return emit(args, report, settings, client, header)
     return print_report(report, args.json, args.color, header)
 
 
@@ -485,6 +489,10 @@ def _add_check(sub: Any) -> None:
     check.add_argument("--json", action="store_true", help="print the report (or the error) as JSON")
     check.add_argument("--areas", default=None, help="comma-separated areas (default: all)")
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="(default: auto)")
+    check.add_argument("--html", type=Path, metavar="FILE", help="also write the views as one self-contained HTML file")
+    check.add_argument(
+        "--format", choices=["text", "markdown"], default="text", help="markdown: for tickets (default: text)"
+    )
     add_settings_flags(check, ["connection to Proxmox VE", "API requests", "diagnostics"], suppress=True)
     check.set_defaults(func=cmd_check)
 

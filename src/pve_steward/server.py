@@ -53,6 +53,7 @@ from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
 from pve_steward.tools.context import AppContext, ToolContext
+from pve_steward.views import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
 
@@ -386,6 +387,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         request_state_security=state_security,
+        extensions=[view_extension(registry, ops, settings)],
     )
     naming = Naming.build(
         registry,
@@ -421,7 +423,14 @@ def register_tools(
         for op in ops:
             handler = registry.handlers[op.name]
             fn = make_granular_tool(op, handler)
-            mcp.add_tool(fn, name=op.name, title=op.title, description=op.description, annotations=annotations_for(op))
+            mcp.add_tool(
+                fn,
+                name=op.name,
+                title=op.title,
+                description=op.description,
+                annotations=annotations_for(op),
+                meta=ui_meta(registry, op.name),
+            )
             checks[op.name] = _only(op.name, frozenset(handler_parameters(handler)))
             signatures[op.name] = parameters_line(op.name, handler)
         return
@@ -443,5 +452,12 @@ def register_tools(
             return await action.handler(t, **args)
 
         fn = make_meta_function(meta, run, _meta_human(meta), Context)
-        mcp.add_tool(fn, name=meta.name, title=meta.title, description=meta.description, annotations=meta.annotations)
+        mcp.add_tool(
+            fn,
+            name=meta.name,
+            title=meta.title,
+            description=meta.description,
+            annotations=meta.annotations,
+            meta=ui_meta(registry, meta.name),
+        )
         checks[meta.name] = _meta_only(meta, naming)

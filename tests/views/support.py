@@ -1,0 +1,141 @@
+"""Real answers for the views: the server run through a real MCP client against pvesim, and a browser."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from pve_steward.config import load_settings
+from pve_steward.server import build_server
+from pvesim.server import SimServer
+
+HERE = Path(__file__).parent
+ARTIFACTS = HERE.parent / "artifacts"
+DOC_IMAGES = HERE.parent.parent / "docs" / "images"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+XSS = "<img src=x onerror=alert(1)>"
+
+# the four viewed tools and the arguments the demo is shown with
+CALLS: dict[str, dict[str, Any]] = {
+    "check_cluster_health": {"limit": 12},
+    "plan_node_evacuation": {"node": "pve2"},
+    "diagnose_backups": {"detail": True},
+    "diagnose_migratability": {"detail": True},
+}
+READ_CALLS: dict[str, dict[str, Any]] = {
+    "list_nodes": {},
+    "list_storage": {},
+    "list_backup_jobs": {},
+    "list_backups": {"limit": 500},
+}
+META_TOOL = {
+    "check_cluster_health": "diagnostics",
+    "diagnose_backups": "diagnostics",
+    "diagnose_migratability": "diagnostics",
+    "plan_node_evacuation": "planning",
+    "list_nodes": "cluster",
+    "list_storage": "storage",
+    "list_backup_jobs": "backups",
+    "list_backups": "backups",
+}
+
+
+def dump(result: Any) -> dict[str, Any]:
+    """A CallToolResult as the host forwards it to the view (the wire form)."""
+    out: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
+
+
+async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:
+    token_id, secret = sim.token("root@pam!pvesim")
+    settings = load_settings(
+        url=sim.address,
+        token_id=token_id,
+        token_secret=secret,
+        fingerprint=sim.fingerprint,
+        audit_log=state / f"audit-{granular}.jsonl",
+        retries=0,
+        granular_tools=granular,
+        read_cache_ttl=0,
+    )
+    mcp = build_server(settings)
+    out: dict[str, Any] = {"tools": {}, "resources": {}, "results": {}, "reads": {}}
+    async with Client(mcp) as client:
+        out["capabilities"] = client.server_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for tool in (await client.list_tools()).tools:
+            out["tools"][tool.name] = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for res in (await client.list_resources()).resources:
+            if str(res.uri).startswith("ui://"):
+                read = await client.read_resource(str(res.uri))
+                content = read.contents[0]
+                out["resources"][str(res.uri)] = {
+                    "text": getattr(content, "text", ""),
+                    "mimeType": content.mime_type,
+                    "meta": content.meta,
+                }
+        for op, args in {**CALLS, **READ_CALLS}.items():
+            name, arguments = (op, args) if granular else (META_TOOL[op], {"action": op, **args})
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, result.content
+            key = name + ("" if granular else f"/{op}")
+            target = out["results"] if op in CALLS else out["reads"]
+            target[op] = {"name": name, "arguments": arguments, "key": key, "result": dump(result)}
+        if not granular:  # an action of a viewed meta-tool that has no view of its own
+            arguments = {"action": "diagnose_operations"}
+            result = await client.call_tool("diagnostics", arguments)
+            out["results"]["diagnose_operations"] = {
+                "name": "diagnostics",
+                "arguments": arguments,
+                "result": dump(result),
+            }
+    return out
+
+
+def capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:
+    """Run in a thread of its own: Playwright's sync API keeps an event loop in the test thread."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        out.update(anyio.run(_capture, sim, state, granular))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert out, "capturing the demo answers failed (see the thread's traceback above)"
+    return out
+
+
+@contextmanager
+def serve_host() -> Iterator[str]:
+    """The test host page on a free loopback port."""
+    handler = functools.partial(_Quiet, directory=str(HERE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/host.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return None

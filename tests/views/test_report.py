@@ -1,0 +1,145 @@
+"""``check --html FILE`` in the browser and ``check --format markdown``, against pvesim."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser
+
+from pvesim.server import SimServer
+from tests.views.conftest import Shown, watch
+from tests.views.support import ARTIFACTS, DOC_IMAGES, XSS
+
+
+def check(sim: SimServer, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    token_id, secret = sim.token("root@pam!pvesim")
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pve_steward",
+            "check",
+            "--url",
+            sim.address,
+            "--token-id",
+            token_id,
+            "--token-secret",
+            secret,
+            "--fingerprint",
+            sim.fingerprint,
+            "--audit-log",
+            str(tmp_path / "audit.jsonl"),
+            "--color",
+            "never",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def open_report(browser: Browser, path: Path) -> tuple[Shown, list[str]]:
+    page = browser.new_page(viewport={"width": 1040, "height": 900})
+    shown = watch(page)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    page.wait_for_selector("#migratability h1")
+    return shown, requests
+
+
+def test_check_html_is_one_self_contained_report(demo_sim: SimServer, tmp_path: Path, browser: Browser) -> None:
+    out = tmp_path / "report.html"
+    done = check(demo_sim, tmp_path, "--html", str(out))
+    assert done.returncode == 2, done.stderr  # critical findings: the exit code is unchanged
+    assert "= SUMMARY =" in done.stdout  # and so is what is printed
+    text = out.read_text(encoding="utf-8")
+    assert len(text.encode()) < 1_000_000
+    shown, requests = open_report(browser, out)
+    page = shown.page
+    assert requests == [out.as_uri()]  # nothing else was fetched
+    body = page.locator("#app").inner_text()
+    for heading in ("Cluster health", "Evacuate pve1", "Evacuate pve2", "Evacuate pve3", "Backups", "Migratability"):
+        assert heading in body
+    assert page.locator("#health [data-chart=nodes] svg").count() == 9  # memory, CPU, disk of 3 nodes
+    assert page.locator("#evacuation-pve2 table[aria-label='ordered moves'] tbody tr").count() == 4
+    assert page.locator("#backups table[aria-label='backup jobs'] tbody tr").count() == 2
+    assert page.locator("#migratability table[aria-label='verdict matrix'] tbody tr").count() == 22
+    assert page.locator("#health details.finding").count() > 30  # every finding, not the first 50
+    assert shown.errors == []
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+    page.close()
+
+
+def test_check_html_without_javascript_shows_the_markdown(
+    demo_sim: SimServer, tmp_path: Path, browser: Browser
+) -> None:
+    out = tmp_path / "report.html"
+    assert check(demo_sim, tmp_path, "--html", str(out)).returncode == 2
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(out.as_uri())
+    text = page.locator("body").inner_text()
+    assert "## pve-steward check: CRITICAL" in text and "`BACKUP_NONE`" in text
+    context.close()
+
+
+@pytest.fixture
+def hostile_sim(start_sim: Any) -> SimServer:
+    sim: SimServer = start_sim("demo")
+    with sim.sim.mutate() as cluster:
+        for vmid in (107, 114):
+            guest = cluster.guests[vmid]
+            guest.config["name" if guest.type == "qemu" else "hostname"] = XSS
+    return sim
+
+
+def test_check_html_shows_markup_in_names_as_text(hostile_sim: SimServer, tmp_path: Path, browser: Browser) -> None:
+    out = tmp_path / "report.html"
+    done = check(hostile_sim, tmp_path, "--html", str(out))
+    assert out.exists(), done.stderr
+    assert XSS not in out.read_text(encoding="utf-8")  # embedded as inert JSON (\u003c...)
+    shown, _ = open_report(browser, out)
+    assert XSS in shown.page.locator("#app").inner_text()
+    assert shown.page.locator("img").count() == 0
+    assert shown.dialogs == [] and shown.errors == []
+    shown.page.close()
+
+
+def test_check_markdown_for_tickets(hostile_sim: SimServer, tmp_path: Path) -> None:
+    done = check(hostile_sim, tmp_path, "--format", "markdown")
+    assert done.returncode == 2, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "## pve-steward check: CRITICAL"
+    assert "| area | critical | warning | info |" in lines
+    assert "### Backups" in lines
+    none = next(line for line in lines if "`BACKUP_NONE`" in line)
+    assert none.startswith("| critical | `BACKUP_NONE` | guest 114 (")
+    assert r"\<img src=x onerror=alert(1)\>" in none and XSS not in done.stdout
+    assert all(line.count("|") - line.count(r"\|") == 5 for line in lines if line.startswith("| critical"))
+
+
+def test_doc_images(show: Any, granular_demo: dict[str, Any], request: pytest.FixtureRequest) -> None:
+    """One screenshot per view for the README (written to docs/images with UPDATE_DOC_IMAGES=1)."""
+    import os
+
+    update = os.environ.get("UPDATE_DOC_IMAGES") == "1"
+    for op, name in (
+        ("check_cluster_health", "view-health"),
+        ("plan_node_evacuation", "view-evacuation"),
+        ("diagnose_backups", "view-backups"),
+        ("diagnose_migratability", "view-migratability"),
+    ):
+        shown = show(granular_demo, op)
+        shown.view.wait_for_selector("h2")
+        shown.page.wait_for_timeout(300)
+        shown.screenshot(name, also=DOC_IMAGES / f"{name}.png" if update else None)
+        assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
+        assert shown.errors == []

@@ -1,0 +1,83 @@
+"""Cluster text is data: markup in guest names shows as text, nothing is fetched, no write is offered."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.views.conftest import Shown
+from tests.views.support import CALLS, XSS, capture
+
+
+@pytest.fixture
+def hostile_demo(start_sim: Any, tmp_path: Path) -> dict[str, Any]:
+    """The demo with markup as the names of guests that every view shows."""
+    sim = start_sim("demo")
+    with sim.sim.mutate() as cluster:
+        for vmid in (105, 107, 114, 123):
+            guest = cluster.guests[vmid]
+            guest.config["name" if guest.type == "qemu" else "hostname"] = XSS
+    return capture(sim, tmp_path, granular=True)
+
+
+def no_markup_ran(shown: Shown) -> None:
+    assert shown.view.locator("img").count() == 0
+    assert shown.dialogs == []
+    assert shown.errors == []
+
+
+@pytest.mark.parametrize("op", list(CALLS))
+def test_markup_in_guest_names_shows_as_text(show: Any, hostile_demo: dict[str, Any], op: str) -> None:
+    body = hostile_demo["results"][op]["result"]["structuredContent"]
+    assert XSS in str(body)  # the server passes the name through: the view must escape it
+    shown = show(hostile_demo, op)
+    shown.view.wait_for_function("() => !document.querySelector('#app .pending')")  # the reads are drawn
+    assert XSS in shown.text()
+    no_markup_ran(shown)
+    if op == "plan_node_evacuation":
+        shown.screenshot("xss-evacuation")
+
+
+def test_every_view_resource_is_self_contained(granular_demo: dict[str, Any], meta_demo: dict[str, Any]) -> None:
+    resources = {**granular_demo["resources"], **meta_demo["resources"]}
+    assert len(resources) == 6
+    for uri, res in resources.items():
+        text = res["text"]
+        assert res["mimeType"] == "text/html;profile=mcp-app"
+        assert len(text.encode()) <= 100 * 1024, uri  # a view stays small (bench/bench_views.py prints sizes)
+        assert res["meta"]["ui"]["csp"] == {
+            "connectDomains": [],
+            "resourceDomains": [],
+            "frameDomains": [],
+            "baseUriDomains": [],
+        }, uri
+        policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', text)
+        assert policy is not None
+        assert "default-src 'none'" in policy.group(1) and "connect-src 'none'" in policy.group(1)
+        assert "unsafe-inline" not in policy.group(1) and "unsafe-eval" not in policy.group(1)
+        # no external reference of any kind, and no markup built from strings
+        assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", text), uri
+        assert "innerHTML" not in text and "outerHTML" not in text and "insertAdjacentHTML" not in text
+        assert "document.write" not in text and "eval(" not in text
+
+
+def test_the_policy_blocks_the_network_in_the_browser(show: Any, granular_demo: dict[str, Any], host_url: str) -> None:
+    shown = show(granular_demo, "diagnose_migratability")
+    outcome = shown.view.evaluate("url => fetch(url).then(() => 'fetched', () => 'blocked')", host_url)
+    assert outcome == "blocked"
+    assert any("Content Security Policy" in e for e in shown.errors)
+
+
+def test_views_are_additive_metadata(granular_demo: dict[str, Any], meta_demo: dict[str, Any]) -> None:
+    """Only the viewed tools carry _meta.ui; every other tool is registered exactly as before."""
+    with_ui = {n for n, t in granular_demo["tools"].items() if "ui" in (t.get("_meta") or {})}
+    assert with_ui == set(CALLS)
+    with_ui = {n for n, t in meta_demo["tools"].items() if "ui" in (t.get("_meta") or {})}
+    assert with_ui == {"diagnostics", "planning"}
+    for name in ("diagnostics", "planning"):
+        assert meta_demo["tools"][name]["annotations"]["readOnlyHint"] is True
+    for demo in (granular_demo, meta_demo):  # the server advertises the extension (SEP-2133)
+        assert "io.modelcontextprotocol/ui" in demo["capabilities"]["extensions"]
