@@ -41,7 +41,12 @@ async def test_resources_and_templates_are_listed_with_descriptions(demo_sim: Si
     async with Client(meta_server(demo_sim, tmp_path)) as c:
         resources = (await c.list_resources()).resources
         templates = (await c.list_resource_templates()).resource_templates
-    assert {str(r.uri) for r in resources} == {"pve-steward://codes", "pve-steward://cluster"}
+    ours = {str(r.uri) for r in resources if str(r.uri).startswith("pve-steward://")}  # ui:// are the Apps views
+    assert ours == {"pve-steward://codes", "pve-steward://cluster"}
+    assert {str(r.uri) for r in resources} - ours <= {
+        "ui://pve-steward/views/diagnostics.html",
+        "ui://pve-steward/views/planning.html",
+    }
     assert {t.uri_template for t in templates} == TEMPLATES
     assert all(r.description and r.name for r in [*resources, *templates])
 
@@ -50,7 +55,8 @@ async def test_resources_follow_the_registered_toolsets(demo_sim: SimServer, tmp
     async with Client(meta_server(demo_sim, tmp_path, toolsets=["diagnostics"])) as c:
         resources = {str(r.uri) for r in (await c.list_resources()).resources}
         templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
-    assert resources == {"pve-steward://codes"} and templates == {"pve-steward://codes/{code}"}
+    assert resources == {"pve-steward://codes", "ui://pve-steward/views/diagnostics.html"}
+    assert templates == {"pve-steward://codes/{code}"}
 
 
 async def test_cluster_views_read_what_the_tools_read(demo_sim: SimServer, tmp_path: Path) -> None:
