@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,14 +32,13 @@ def check(sim: SimServer, tmp_path: Path, *extra: str) -> subprocess.CompletedPr
             secret,
             "--fingerprint",
             sim.fingerprint,
-            "--audit-log",
-            str(tmp_path / "audit.jsonl"),
             "--color",
             "never",
             *extra,
         ],
         capture_output=True,
         text=True,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
         timeout=180,
         check=False,
     )
@@ -59,6 +59,7 @@ def test_check_html_is_one_self_contained_report(demo_sim: SimServer, tmp_path: 
     done = check(demo_sim, tmp_path, "--html", str(out))
     assert done.returncode == 2, done.stderr  # critical findings: the exit code is unchanged
     assert "= SUMMARY =" in done.stdout  # and so is what is printed
+    assert not (tmp_path / "state").exists()  # the report's own server kept no log where `serve` keeps its own
     text = out.read_text(encoding="utf-8")
     assert len(text.encode()) < 1_000_000
     shown, requests = open_report(browser, out)
@@ -143,3 +144,12 @@ def test_doc_images(show: Any, granular_demo: dict[str, Any], request: pytest.Fi
         shown.screenshot(name, also=DOC_IMAGES / f"{name}.png" if update else None)
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
         assert shown.errors == []
+
+
+def test_markdown_reads_marked_and_plain_text_alike() -> None:
+    from pve_steward.views.report import md, text_of
+
+    assert md({"untrusted": True, "text": "<b>web|01</b>\n[x](y)"}) == r"\<b\>web\|01\</b\> \[x\](y)"
+    assert md("<b>web|01</b>") == r"\<b\>web\|01\</b\>"
+    assert text_of({"untrusted": True, "text": "pve1"}) == "pve1" == text_of("pve1")
+    assert text_of(None) == "" and text_of({"text": "not marked"}) == str({"text": "not marked"})

@@ -81,3 +81,32 @@ def test_views_are_additive_metadata(granular_demo: dict[str, Any], meta_demo: d
         assert meta_demo["tools"][name]["annotations"]["readOnlyHint"] is True
     for demo in (granular_demo, meta_demo):  # the server advertises the extension (SEP-2133)
         assert "io.modelcontextprotocol/ui" in demo["capabilities"]["extensions"]
+
+
+def marked(text: str) -> dict[str, Any]:
+    return {"untrusted": True, "text": text}
+
+
+def test_views_read_marked_and_plain_cluster_text_alike(show: Any, granular_demo: dict[str, Any]) -> None:
+    """Tools mark cluster text ({"untrusted": true, "text": ...}); analysis reports may still send it plain."""
+    plan = {
+        "node": marked("pve<b>2</b>"),
+        "verdict": "EVACUATION_READY",
+        "targets": [{"node": marked("pve1"), "total_bytes": 8 << 30, "planned_bytes": 1 << 30, "guests_added": 1}],
+        "steps": [
+            {"order": 1, "vmid": 105, "name": marked(XSS), "type": "qemu", "target": "pve1", "mode": "live"},
+            {"order": 2, "vmid": 106, "name": "plain-name", "type": "lxc", "target": marked("pve3"), "mode": "restart"},
+        ],
+        "blockers": [{"vmid": 107, "name": marked("erp <i>app</i>"), "code": "MIGRATE_LOCAL_DISK", "detail": "x"}],
+        "ha_guests": [{"vmid": 108, "name": "db", "sid": "vm:108", "constraints": [marked("rule <s>a</s>"), "b"]}],
+    }
+    shown = show(granular_demo, "plan_node_evacuation", result={"structuredContent": plan, "content": []})
+    text = shown.text()
+    assert "Evacuate pve<b>2</b>" in text
+    rows = shown.view.locator("table[aria-label='ordered moves'] tbody tr")
+    assert rows.nth(0).locator("td").all_inner_texts()[2] == XSS
+    assert rows.nth(1).locator("td").all_inner_texts()[2:5] == ["plain-name", "lxc", "pve3"]
+    assert "erp <i>app</i>" in text and "rule <s>a</s>; b" in text
+    assert "[object Object]" not in text and "untrusted" not in text
+    assert shown.view.locator("b, i, s").count() == shown.view.locator(".stat b").count()  # no markup from data
+    no_markup_ran(shown)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client
+from mcp.server import MCPServer
 
 from pve_steward.analysis.codes import AREAS, CODES
 from pve_steward.analysis.findings import Report
@@ -53,8 +55,21 @@ async def collect_document(report: Report, settings: Settings, client: ProxmoxCl
     """Everything the report shows, as the tools answer it (an answer that failed is said so)."""
     from pve_steward.server import build_server  # the composition root; imported late (it imports views)
 
-    reporting = settings.model_copy(update={"granular_tools": True, "read_only": True})
-    mcp = build_server(reporting, client=client, check_version_on_start=False)
+    with tempfile.TemporaryDirectory() as state:
+        # a read-only server of our own: it must not take the writer's place on a running server's log
+        reporting = settings.model_copy(
+            update={
+                "granular_tools": True,
+                "read_only": True,
+                "audit_log": Path(state) / "audit.jsonl",
+                "token_store": "memory",
+            }
+        )
+        mcp = build_server(reporting, client=client, check_version_on_start=False)
+        return await _collect(mcp, report)
+
+
+async def _collect(mcp: MCPServer[Any], report: Report) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "health": report.model_dump(mode="json"),
@@ -80,7 +95,7 @@ async def collect_document(report: Report, settings: Settings, client: ProxmoxCl
         nodes = doc["extras"]["nodes"] or {}
         for node in nodes.get("items", []):
             if node.get("online"):
-                plan = await call("plan_node_evacuation", {"node": node["name"], "limit": 1000})
+                plan = await call("plan_node_evacuation", {"node": text_of(node["name"]), "limit": 1000})
                 if plan is not None:
                     doc["evacuations"].append(plan)
     return doc
@@ -94,9 +109,18 @@ def render_html(document: dict[str, Any], settings: Settings, fallback: str) -> 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#!~])")
 
 
+def text_of(value: object) -> str:
+    """Cluster text in either shape it arrives in: marked ``{"untrusted": true, "text": ...}`` or plain."""
+    if isinstance(value, dict) and value.get("untrusted") is True:
+        text = value.get("text")
+        if isinstance(text, str):
+            return text
+    return "" if value is None else str(value)
+
+
 def md(text: object) -> str:
-    """Cluster text as inert markdown: one line, markup characters escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    """Cluster text (either shape) as inert markdown: one line, markup characters escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text_of(text).split()))
 
 
 def markdown(report: Report) -> str:
@@ -124,6 +148,7 @@ def markdown(report: Report) -> str:
         lines.append("|---|---|---|---|")
         for f in found:
             s = f.subject
-            subject = " ".join(x for x in (s.kind, s.id, f"({s.name})" if s.name else "", s.node or "") if x)
+            name = f"({text_of(s.name)})" if s.name else ""
+            subject = " ".join(x for x in (s.kind, s.id, name, text_of(s.node)) if x)
             lines.append(f"| {f.severity.value} | `{f.code}` | {md(subject)} | {md(f.message)} |")
     return "\n".join(lines) + "\n"

@@ -36,7 +36,18 @@ function appendAll(el, children) {
 const arr = (x) => (Array.isArray(x) ? x : []);
 const obj = (x) => (x && typeof x === "object" && !Array.isArray(x) ? x : {});
 const num = (x) => (typeof x === "number" && isFinite(x) ? x : null);
-const str = (x) => (x === null || x === undefined ? "" : typeof x === "object" ? JSON.stringify(x) : String(x));
+// Cluster text arrives marked, {"untrusted": true, "text": ...} (design record 261203-3), or plain
+// (the analysis reports): txt() is the one reader of both. Its result is only ever inserted as text.
+const marked = (x) => !!x && typeof x === "object" && x.untrusted === true && typeof x.text === "string";
+function txt(x) {
+  if (x === null || x === undefined) return "";
+  if (marked(x)) return x.text;
+  if (Array.isArray(x)) return x.map(txt).join(", ");
+  if (typeof x === "object") return JSON.stringify(x, (k, v) => (marked(v) ? v.text : v));
+  return String(x);
+}
+// Cluster text with a quiet cue (a dotted underline, a tooltip) where it arrived marked.
+const cl = (x) => (marked(x) ? h("span", { class: "cluster-text", title: "text from the cluster" }, x.text) : txt(x));
 function gib(bytes) {
   const n = num(bytes);
   if (n === null) return "?";
@@ -44,8 +55,8 @@ function gib(bytes) {
   return (Math.abs(g) >= 100 ? g.toFixed(0) : g.toFixed(1)) + " GiB";
 }
 const pct = (f) => (num(f) === null ? "?" : (f * 100).toFixed(0) + " %");
-function badge(text, cls) { return h("span", { class: "badge s-" + str(cls || text) }, str(text)); }
-function stat(label, value, cls) { return h("div", { class: "stat s-" + str(cls || "") }, h("b", {}, str(value)), label); }
+function badge(text, cls) { return h("span", { class: "badge s-" + txt(cls || text) }, txt(text)); }
+function stat(label, value, cls) { return h("div", { class: "stat s-" + txt(cls || "") }, h("b", {}, txt(value)), label); }
 function section(title, ...body) { return h("section", { class: "section" }, h("h2", {}, title), ...body); }
 function table(headers, rows, opts) {
   const o = opts || {};
@@ -94,7 +105,7 @@ function findingsList(findings, omitted) {
     body.replaceChildren();
     const q = text.toLowerCase();
     const rows = list.filter((f) => shown[obj(f).severity] !== false &&
-      (!q || [f.code, f.message, obj(f.subject).id, obj(f.subject).name, obj(f.subject).node].map(str).join(" ").toLowerCase().includes(q)));
+      (!q || [f.code, f.message, obj(f.subject).id, obj(f.subject).name, obj(f.subject).node].map(txt).join(" ").toLowerCase().includes(q)));
     if (!rows.length) body.append(empty("no findings match"));
     for (const f of rows) body.append(findingRow(f));
   };
@@ -109,20 +120,20 @@ function findingsList(findings, omitted) {
 }
 function findingRow(f) {
   const x = obj(f), subj = obj(x.subject);
-  const who = [subj.kind, subj.id, subj.name ? `(${str(subj.name)})` : "", subj.node ? `on ${str(subj.node)}` : ""].filter(Boolean).map(str).join(" ");
+  const who = [subj.kind, subj.id, subj.name ? `(${txt(subj.name)})` : "", subj.node ? `on ${txt(subj.node)}` : ""].filter(Boolean).map(txt).join(" ");
   const ev = Object.entries(obj(x.evidence));
-  return h("details", { class: "finding", "data-code": str(x.code) },
-    h("summary", {}, badge(x.severity || "?", x.severity), " ", h("span", { class: "mono" }, str(x.code)), " ", str(x.message)),
+  return h("details", { class: "finding", "data-code": txt(x.code) },
+    h("summary", {}, badge(x.severity || "?", x.severity), " ", h("span", { class: "mono" }, txt(x.code)), " ", txt(x.message)),
     h("div", { class: "evidence" },
       h("div", {}, "subject: ", who),
-      ev.length ? h("ul", {}, ev.map(([k, v]) => h("li", {}, h("span", { class: "mono" }, k), ": ", str(v)))) : null,
-      x.remediation ? h("div", {}, "fix: ", str(x.remediation)) : null));
+      ev.length ? h("ul", {}, ev.map(([k, v]) => h("li", {}, h("span", { class: "mono" }, k), ": ", txt(v)))) : null,
+      x.remediation ? h("div", {}, "fix: ", txt(x.remediation)) : null));
 }
 function reportHeader(title, r) {
   const x = obj(r), c = obj(x.counts);
   return [
     h("h1", {}, title, " ", badge(x.status || "?", x.status)),
-    x.summary ? h("p", { class: "sub" }, str(x.summary)) : null,
+    x.summary ? h("p", { class: "sub" }, txt(x.summary)) : null,
     x.complete === false ? h("p", { class: "note", role: "note" }, "Incomplete: some data could not be read or analysed; this is not a clean bill of health.") : null,
     h("div", { class: "stats" }, stat("critical", num(c.critical) ?? "?", "critical"), stat("warning", num(c.warning) ?? "?", "warning"), stat("info", num(c.info) ?? "?", "info")),
   ];
@@ -171,7 +182,7 @@ function drawSafely(render, data, out, title) {
   try {
     render(data, out, title);
   } catch (e) {
-    out.replaceChildren(h("p", { class: "note", role: "note" }, `This answer could not be drawn (${str(e && e.message)}); it is in the conversation.`));
+    out.replaceChildren(h("p", { class: "note", role: "note" }, `This answer could not be drawn (${txt(e && e.message)}); it is in the conversation.`));
   }
 }
 function onMessage(ev) {
