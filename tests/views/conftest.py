@@ -14,13 +14,13 @@ from pvesim.server import SimServer
 from tests.views.support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, capture, serve_host
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright runs a loop: end it with this package
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright runs a loop: end it with this package
 def browser(playwright: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"the view tests need headless Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
@@ -29,18 +29,18 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
     b.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright runs a loop: end it with this package
 def host_url() -> Iterator[str]:
     with serve_host() as url:
         yield url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright runs a loop: end it with this package
 def granular_demo(demo_sim: SimServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return capture(demo_sim, tmp_path_factory.mktemp("granular"), granular=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright runs a loop: end it with this package
 def meta_demo(demo_sim: SimServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return capture(demo_sim, tmp_path_factory.mktemp("meta"), granular=False)
 
