@@ -8,6 +8,7 @@ so the input and output schemas are exactly the handler's.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,7 +20,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.request_state import RequestStateSecurity
-from mcp.types import INVALID_PARAMS, GetPromptResult, ToolAnnotations
+from mcp.types import INVALID_PARAMS, CallToolResult, GetPromptResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
@@ -28,7 +29,7 @@ from pve_steward.admission import Admission
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
-from pve_steward.compat import UnsupportedVersion, check_version
+from pve_steward.compat import UnsupportedVersion, VersionGate, check_version
 from pve_steward.completions import register_completions
 from pve_steward.config import Settings, default_state_dir
 from pve_steward.errors import PveError, connection_problem
@@ -98,6 +99,35 @@ def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
 Check = Callable[[dict[str, Any]], str | None]
 
 
+def summary_of(structured: dict[str, Any]) -> str | None:
+    """A result's own one-line summary (a report's or preview's ``summary``; inside a meta-tool's envelope)."""
+    inner = structured.get("result")
+    for source in (structured, inner if isinstance(inner, dict) else {}):
+        summary = source.get("summary")
+        if isinstance(summary, str) and summary and "\n" not in summary:
+            return summary
+    return None
+
+
+def compact_answer(result: Any) -> Any:
+    """The text of a tool answer: its summary line, then ``structuredContent`` as compact JSON.
+
+    The SDK writes the result as indented JSON next to ``structuredContent`` (1.55x the compact
+    size, all of it paid for in the model's context); a client reading only the text gets the same
+    data, compactly. ``structuredContent`` stays the full typed object.
+    """
+    if not isinstance(result, CallToolResult) or result.is_error or not isinstance(result.structured_content, dict):
+        return result
+    if len(result.content) != 1 or not isinstance(result.content[0], TextContent):
+        return result  # a tool that built its own content blocks keeps them
+    structured = result.structured_content
+    text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    summary = summary_of(structured)
+    if summary:
+        text = f"{summary}\n{text}"
+    return result.model_copy(update={"content": [TextContent(type="text", text=text)]})
+
+
 class OpsServer(MCPServer[AppContext]):
     """MCPServer with compact tools/list schemas (every byte is paid for by the model's context),
     strict arguments (a parameter a tool does not take is an error, never silently dropped) and
@@ -123,7 +153,7 @@ class OpsServer(MCPServer[AppContext]):
             raise ToolError(problem)
         try:
             async with forwarded(context):
-                return await super().call_tool(name, arguments, context)
+                return compact_answer(await super().call_tool(name, arguments, context))
         except UnexpectedToolError:
             raise
         except ToolError as exc:
@@ -232,11 +262,14 @@ def _meta_human(meta: MetaTool) -> Any:
 
 
 class ConnectionProblem(RuntimeError):
-    """The server cannot talk to PVE at start (bad URL, token, TLS, unsupported version)."""
+    """The CLI cannot use PVE (bad URL, token, TLS, unsupported version): ``check`` and the demo banner."""
 
 
 async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
-    """Read /version and enforce the supported range (unless disabled); return the version."""
+    """Read /version and enforce the supported range (unless disabled); return the version.
+
+    For ``check``; the server itself never calls this before serving (see :func:`cluster_ready`).
+    """
     try:
         version: dict[str, Any] = await client.get(api_path("version"))
     except PveError as exc:
@@ -249,6 +282,18 @@ async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
             raise ConnectionProblem(str(exc)) from None
         log.warning("version check disabled: %s", exc)
     return text
+
+
+async def cluster_ready(ctx: Context[AppContext]) -> None:
+    """The version check on first use: a tool answers "cannot reach ..." or the refusal, never a crash."""
+    app: AppContext = ctx.request_context.lifespan_context
+    gate = app.gate
+    if not isinstance(gate, VersionGate):
+        return
+    problem = await gate.problem()
+    if problem:
+        raise ToolError(problem)
+    app.pve_version = gate.version
 
 
 def _describe(annotation: Any, description: str | None) -> Any:
@@ -315,6 +360,7 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
     async def tool(**kwargs: Any) -> Any:
         ctx = kwargs.pop("ctx")
         human = kwargs.pop("human", None)
+        await cluster_ready(ctx)
         await check_nodes(ctx, nodes, kwargs)
         return await handler(_tool_context(ctx, op, human), **kwargs)
 
@@ -343,7 +389,11 @@ def build_server(
     clock: Callable[[], float] = time.time,
     check_version_on_start: bool = True,
 ) -> MCPServer[AppContext]:
-    """Assemble the MCP server; ``client`` may be injected (tests), else proxmoxer is used."""
+    """Assemble the MCP server; ``client`` may be injected (tests), else proxmoxer is used.
+
+    ``check_version_on_start=False`` skips the version check (which runs on the first tool call,
+    never at start; the name is kept for its many callers).
+    """
     registry = registry or load_registry(settings.tools_file)
     thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
     ops = registry.select(
@@ -359,8 +409,13 @@ def build_server(
         own = ProxmoxerClient(settings) if client is None else None
         api = own if own is not None else client
         assert api is not None
+        # No cluster I/O before serving: the version is checked by the first call that needs it.
+        gate = VersionGate(
+            settings.url,
+            lambda: api.get(api_path("version")),
+            disabled=settings.disable_version_check or not check_version_on_start,
+        )
         try:
-            version = await check_cluster(settings, api) if check_version_on_start else None
             yield AppContext(
                 settings=settings,
                 client=api,
@@ -369,8 +424,8 @@ def build_server(
                 audit=audit,
                 signer=signer,
                 clock=clock,
-                pve_version=version,
                 naming=naming,
+                gate=gate,
             )
         finally:
             if own is not None:
@@ -446,6 +501,7 @@ def register_tools(
             _m: str = meta.name,
             _nodes: dict[str, list[str]] = node_params,
         ) -> Any:
+            await cluster_ready(ctx)
             await check_nodes(ctx, _nodes[action.op.name], args)
             t = _tool_context(ctx, action.op, human)
             t.audit_fields["via"] = _m
