@@ -99,22 +99,13 @@ def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
 Check = Callable[[dict[str, Any]], str | None]
 
 
-def summary_of(structured: dict[str, Any]) -> str | None:
-    """A result's own one-line summary (a report's or preview's ``summary``; inside a meta-tool's envelope)."""
-    inner = structured.get("result")
-    for source in (structured, inner if isinstance(inner, dict) else {}):
-        summary = source.get("summary")
-        if isinstance(summary, str) and summary and "\n" not in summary:
-            return summary
-    return None
-
-
 def compact_answer(result: Any) -> Any:
-    """The text of a tool answer: its summary line, then ``structuredContent`` as compact JSON.
+    """The text of a tool answer: ``structuredContent`` as compact JSON.
 
     The SDK writes the result as indented JSON next to ``structuredContent`` (1.55x the compact
     size, all of it paid for in the model's context); a client reading only the text gets the same
-    data, compactly. ``structuredContent`` stays the full typed object.
+    data, compactly, and can still parse it as JSON (so no summary line is put before it: a
+    result's ``summary`` is in its JSON). ``structuredContent`` stays the full typed object.
     """
     if not isinstance(result, CallToolResult) or result.is_error or not isinstance(result.structured_content, dict):
         return result
@@ -122,9 +113,6 @@ def compact_answer(result: Any) -> Any:
         return result  # a tool that built its own content blocks keeps them
     structured = result.structured_content
     text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
-    summary = summary_of(structured)
-    if summary:
-        text = f"{summary}\n{text}"
     return result.model_copy(update={"content": [TextContent(type="text", text=text)]})
 
 

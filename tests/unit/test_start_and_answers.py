@@ -89,13 +89,15 @@ async def test_text_is_compact_json_of_the_structured_content(tmp_path: Path, gr
     assert text == json.dumps(answer.structured_content, separators=(",", ":"), ensure_ascii=False)
 
 
-def test_a_summary_leads_the_text() -> None:
-    from mcp.types import CallToolResult, TextContent
+def test_only_a_plain_structured_answer_is_rewritten() -> None:
+    from mcp.types import CallToolResult, ImageContent, TextContent
 
     structured = {"action": "guest_stop", "result": {"summary": "stop VM 100 on pve1", "token": "t"}}
     result = CallToolResult(content=[TextContent(type="text", text="{\n  ...")], structured_content=structured)
-    text = compact_answer(result).content[0].text
-    first, rest = text.split("\n", 1)
-    assert first == "stop VM 100 on pve1" and json.loads(rest) == structured
+    text = compact_answer(result).content[0].text  # type: ignore[union-attr]
+    assert text == '{"action":"guest_stop","result":{"summary":"stop VM 100 on pve1","token":"t"}}'
     error = CallToolResult(content=[TextContent(type="text", text="boom")], is_error=True)
     assert compact_answer(error) is error
+    image = ImageContent(type="image", data="AAAA", mime_type="image/png")
+    blocks = CallToolResult(content=[TextContent(type="text", text="x"), image], structured_content=structured)
+    assert compact_answer(blocks) is blocks
