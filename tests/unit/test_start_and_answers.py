@@ -11,7 +11,8 @@ from mcp import Client
 
 from pve_steward.config import Settings
 from pve_steward.errors import PveConnectionRefused
-from pve_steward.server import build_server, compact_answer
+from pve_steward.answers import compact_answer, render
+from pve_steward.server import build_server
 from pve_steward.testing import FakeClient
 from tests.unit.pve_fixtures import cluster_status, guest_row, node_row
 
@@ -85,8 +86,43 @@ async def test_text_is_compact_json_of_the_structured_content(tmp_path: Path, gr
     assert not answer.is_error, answer.content
     (block,) = answer.content
     text = block.text  # type: ignore[union-attr]
-    assert json.loads(text) == answer.structured_content
-    assert text == json.dumps(answer.structured_content, separators=(",", ":"), ensure_ascii=False)
+    assert untabulate(json.loads(text)) == answer.structured_content  # lossless
+    assert text == render(answer.structured_content) and " " not in text.replace("running", "")
+    assert '"columns":["vmid",' in text and '"untrusted_columns":["name","node"]' in text
+
+
+def untabulate(node: Any) -> Any:
+    """The inverse of the answer text's tables: what a client reading the text reconstructs."""
+    if isinstance(node, list):
+        return [untabulate(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) in ({"columns", "rows"}, {"columns", "untrusted_columns", "rows"}):
+        marked = set(node.get("untrusted_columns", []))
+        return [
+            {
+                c: {"untrusted": True, "text": v} if c in marked and v is not None else untabulate(v)
+                for c, v in zip(node["columns"], row, strict=True)
+            }
+            for row in node["rows"]
+        ]
+    return {k: untabulate(v) for k, v in node.items()}
+
+
+def test_tables_keep_nulls_nesting_and_unlike_lists() -> None:
+    cell = {"untrusted": True, "text": "web"}
+    data = {
+        "items": [{"a": 1, "n": cell, "sub": [{"x": 1}, {"x": 2}]}, {"a": 2, "n": None, "sub": []}],
+        "mixed": [{"a": 1}, {"b": 2}],
+        "one": [{"a": 1}],
+        "fake": [{"n": {"untrusted": False, "text": "x"}}, {"n": cell}],
+    }
+    table = json.loads(render(data))
+    assert table["items"]["untrusted_columns"] == ["n"] and table["items"]["rows"][1] == [2, None, []]
+    assert table["items"]["rows"][0][2] == {"columns": ["x"], "rows": [[1], [2]]}
+    assert table["mixed"] == data["mixed"] and table["one"] == data["one"]
+    assert "untrusted_columns" not in table["fake"]
+    assert untabulate(table) == data
 
 
 def test_only_a_plain_structured_answer_is_rewritten() -> None:
