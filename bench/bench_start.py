@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simproc import SimProcess
 
 from pvesim.generator import generate
 
+HERE = Path(__file__).resolve().parent
 TIME_TARGET, RSS_TARGET = 1.2, 1.1
 INIT = {
     "jsonrpc": "2.0",
@@ -128,9 +128,8 @@ def report(runs: dict[str, list[tuple[float, float, int]]]) -> None:
         ours_t / bare_t for (ours_t, _, _), (bare_t, _, _) in zip(runs["pve-steward"], runs["bare SDK"], strict=True)
     ]
     spread = f"per-round ratios {min(ratios):.2f}..{max(ratios):.2f}"
-    print(
-        f"time ratio {time_ratio:.2f}x ({spread}; target <= {TIME_TARGET}x): {'MET' if time_ratio <= TIME_TARGET else 'MISSED'}"
-    )
+    verdict = "MET" if time_ratio <= TIME_TARGET else "MISSED"
+    print(f"time ratio {time_ratio:.2f}x ({spread}; target <= {TIME_TARGET}x): {verdict}")
     print(
         f"peak RSS ratio {rss_ratio:.2f}x (target <= {RSS_TARGET}x): {'MET' if rss_ratio <= RSS_TARGET else 'MISSED'}"
     )

@@ -25,8 +25,8 @@ from pydantic import Field, ValidationError
 
 from pve_steward import __version__
 from pve_steward.admission import Admission
-from pve_steward.answers import compact_answer
 from pve_steward.analysis.thresholds import thresholds_from
+from pve_steward.answers import compact_answer
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
 from pve_steward.compat import UnsupportedVersion, VersionGate, check_version

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from pve_steward.answers import compact_answer, render
 from pve_steward.config import Settings
 from pve_steward.errors import PveConnectionRefused
-from pve_steward.answers import compact_answer, render
 from pve_steward.server import build_server
 from pve_steward.testing import FakeClient
 from tests.unit.pve_fixtures import cluster_status, guest_row, node_row
