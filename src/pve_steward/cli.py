@@ -171,12 +171,6 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
     return code
 
 
-def _cluster_line(settings: Settings, version: str, status: Any) -> str:
-    from pve_steward.checkcmd import cluster_name
-
-    return f"cluster: {cluster_name(status)}, Proxmox VE {version}, at {settings.url} as {settings.token_id}"
-
-
 def _server_lines(settings: Settings) -> list[str]:
     from pve_steward.serving import mode
 
@@ -188,30 +182,18 @@ def _server_lines(settings: Settings) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from pve_steward.client import ProxmoxerClient, api_path
-    from pve_steward.errors import PveError
-    from pve_steward.server import ConnectionProblem, build_server, check_cluster
+    from pve_steward.client import ProxmoxerClient
+    from pve_steward.server import build_server
 
     settings = settings_from(args)
     if settings.transport == "http":
         from pve_steward.http import check_bind
 
-        check_bind(settings)  # before touching the cluster: an unsafe bind is a configuration error
+        check_bind(settings)  # an unsafe bind is a configuration error
     make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
-    client = ProxmoxerClient(settings)
-
-    async def start() -> tuple[str, Any]:
-        version = await check_cluster(settings, client)
-        try:
-            return version, await client.get(api_path("cluster", "status"))
-        except PveError:
-            return version, None  # the banner says "unknown"; the tools report the read failure themselves
-
-    try:
-        version, status = asyncio.run(start())
-    except ConnectionProblem as exc:
-        return _fail(str(exc), EXIT_UNKNOWN)
-    mcp = build_server(settings, client=client, check_version_on_start=False)  # checked just above
+    client = ProxmoxerClient(settings)  # checks the settings; touches nothing on the network
+    # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
+    mcp = build_server(settings, client=client)
     if settings.transport == "stdio":
         mcp.run()
         return 0
@@ -219,7 +201,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def banner(port: int) -> None:
         lines = [f"pve-steward {__version__}: MCP endpoint {endpoint(settings, port)}"]
-        say([*lines, _cluster_line(settings, version, status), *_server_lines(settings), "Press Ctrl-C to stop."])
+        cluster = f"cluster: Proxmox VE at {settings.url} as {settings.token_id}; PVE version: checked on first use"
+        say([*lines, cluster, *_server_lines(settings), "Press Ctrl-C to stop."])
 
     serve_http(mcp, settings, banner)
     return 0

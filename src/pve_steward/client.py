@@ -22,16 +22,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
-import requests
-from proxmoxer import AuthenticationError, ProxmoxAPI, ResourceException
-from requests.adapters import HTTPAdapter
-from requests.exceptions import RequestException
-from urllib3.exceptions import NameResolutionError
 
 from pve_steward.config import Settings
 from pve_steward.errors import (
@@ -49,6 +44,11 @@ from pve_steward.errors import (
 )
 from pve_steward.pve import ids
 from pve_steward.security.tiers import Tier
+
+if TYPE_CHECKING:  # imported on first use: proxmoxer and requests cost ~0.15 s of every start (issue 17)
+    import requests
+    from proxmoxer import ProxmoxAPI
+    from requests.adapters import HTTPAdapter
 
 log = logging.getLogger(__name__)
 logging.getLogger("proxmoxer").setLevel(logging.WARNING)  # proxmoxer logs request bodies at INFO
@@ -206,16 +206,18 @@ class ProxmoxClient(Protocol):
 # ---------------------------------------------------------------- proxmoxer-backed implementation
 
 
-class _PinnedAdapter(HTTPAdapter):
-    """Verifies the server certificate by SHA-256 fingerprint (what PVE admins have for self-signed certs)."""
+def _adapter(fingerprint: str | None, pool_maxsize: int) -> HTTPAdapter:
+    """The session's HTTPS adapter; with a fingerprint it verifies the server certificate by its SHA-256
+    fingerprint (what PVE admins have for self-signed certs)."""
+    from requests.adapters import HTTPAdapter
 
-    def __init__(self, fingerprint: str, pool_maxsize: int) -> None:
-        self._fingerprint = fingerprint
-        super().__init__(pool_connections=1, pool_maxsize=pool_maxsize)
+    class PinnedAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["assert_fingerprint"] = fingerprint
+            super().init_poolmanager(*args, **kwargs)
 
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["assert_fingerprint"] = self._fingerprint
-        super().init_poolmanager(*args, **kwargs)
+    cls = PinnedAdapter if fingerprint else HTTPAdapter
+    return cls(pool_connections=1, pool_maxsize=pool_maxsize)
 
 
 class WriteRefused(PveError):
@@ -237,6 +239,9 @@ _NOT_FOUND_HINTS = ("does not exist", "no such", "not found", "unable to find")
 
 def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
     """Translate proxmoxer/requests exceptions into our error types (the one place that knows them)."""
+    import requests
+    from proxmoxer import AuthenticationError, ResourceException
+
     where = f"{method} {path}"
     if isinstance(exc, ResourceException):
         status = int(exc.status_code)
@@ -305,6 +310,9 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _connection_error(exc: requests.exceptions.ConnectionError, where: str, path: str) -> PveError:
+    from requests.exceptions import RequestException
+    from urllib3.exceptions import NameResolutionError
+
     address = _address(exc)
     chain = _chain(exc)
     if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in str(exc).lower():
@@ -421,26 +429,45 @@ class ProxmoxerClient:
             log.warning(
                 "TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url
             )
-        self._api = ProxmoxAPI(
-            settings.url,
-            user=user,
-            token_name=token_name,
-            token_value=secret,
-            verify_ssl=verify,
-            timeout=(settings.connect_timeout, settings.timeout),
-        )
-        session: requests.Session = self._api._store["session"]  # proxmoxer 2.x keeps its session here
-        session.trust_env = False  # environment CA bundles must not override our TLS choice
-        adapter: HTTPAdapter = (
-            _PinnedAdapter(settings.fingerprint, settings.concurrency)
-            if settings.fingerprint
-            else HTTPAdapter(pool_connections=1, pool_maxsize=settings.concurrency)
-        )
-        session.mount("https://", adapter)
-        self._pool = RequestPool(settings.concurrency)
+        self._connection: dict[str, Any] = {
+            "host": settings.url,
+            "user": user,
+            "token_name": token_name,
+            "token_value": secret,
+            "verify_ssl": verify,
+            "timeout": (settings.connect_timeout, settings.timeout),
+        }
+        self._fingerprint = settings.fingerprint
+        self._concurrency = settings.concurrency
+        self._proxmox: ProxmoxAPI | None = None  # made by the first request (proxmoxer is imported then)
+        self._connect_lock = threading.Lock()
+        self._workers: RequestPool | None = None
         self._retries = settings.retries
         self._read_only = settings.read_only or settings.tier is Tier.READ_ONLY
         self.requests_made = 0
+
+    @property
+    def _pool(self) -> RequestPool:
+        """The worker threads, started by the first request (called on the event loop's thread)."""
+        if self._workers is None:
+            self._workers = RequestPool(self._concurrency)
+        return self._workers
+
+    def _api(self, segments: list[str]) -> Any:
+        """proxmoxer's resource for ``segments``; the session is built on first use (a worker thread)."""
+        with self._connect_lock:
+            if self._proxmox is None:
+                self._proxmox = self._connect()
+        return self._proxmox(segments)
+
+    def _connect(self) -> ProxmoxAPI:
+        from proxmoxer import ProxmoxAPI
+
+        api = ProxmoxAPI(**self._connection)
+        session: requests.Session = api._store["session"]  # proxmoxer 2.x keeps its session here
+        session.trust_env = False  # environment CA bundles must not override our TLS choice
+        session.mount("https://", _adapter(self._fingerprint, self._concurrency))
+        return api
 
     def _refuse_write(self, method: str, path: ApiPath) -> None:
         if method != "GET" and self._read_only:
@@ -494,7 +521,8 @@ class ProxmoxerClient:
 
     def close(self) -> None:
         """Stop the worker threads (queued requests are dropped)."""
-        self._pool.shutdown()
+        if self._workers is not None:
+            self._workers.shutdown()
 
 
 async def gather(

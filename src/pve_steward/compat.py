@@ -1,13 +1,16 @@
 """The Proxmox VE releases pve-steward supports, declared once.
 
-The server reads ``/version`` at start and refuses to serve outside this range unless
-``--disable-version-check`` is given (then it logs a warning). pvesim presents several releases
-so the check is tested.
+The server reads ``/version`` on the first call that needs the cluster (never before serving) and
+refuses, through the tools, to work outside this range unless ``--disable-version-check`` is given.
+pvesim presents several releases so the check is tested.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 SUPPORTED_MIN = (8, 0)  # inclusive
 SUPPORTED_MAX = (10, 0)  # exclusive
@@ -33,3 +36,45 @@ def check_version(version: str) -> tuple[int, int]:
             "Upgrade pve-steward, or start with --disable-version-check at your own risk."
         )
     return release
+
+
+class VersionGate:
+    """The version check, run on first use instead of before serving (issue 17).
+
+    The server starts and lists its tools without touching the cluster; the first call that needs
+    the cluster reads ``/version`` once (concurrent first calls share that read). A verdict (the
+    version, or that it is unsupported) is kept; a failure to reach or trust the cluster is not,
+    so a later call tries again. ``disabled`` (``--disable-version-check``) skips the check.
+    """
+
+    def __init__(self, url: str | None, read: Callable[[], Awaitable[Any]], *, disabled: bool = False) -> None:
+        self._url = url
+        self._read = read
+        self._disabled = disabled
+        self._lock: asyncio.Lock | None = None
+        self.version: str | None = None
+        self.refusal: str | None = None
+        self.checked = disabled
+
+    async def problem(self) -> str | None:
+        """None when the cluster may be used; else one sentence to answer the caller with."""
+        if self.checked:
+            return self.refusal
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.checked:
+                return self.refusal
+            from pve_steward.errors import PveError, connection_problem
+
+            try:
+                answer = await self._read()
+            except PveError as exc:
+                return connection_problem(self._url, exc)
+            self.version = str(answer.get("version", "?")) if isinstance(answer, dict) else "?"
+            try:
+                check_version(self.version)
+            except UnsupportedVersion as exc:
+                self.refusal = str(exc)
+            self.checked = True
+            return self.refusal

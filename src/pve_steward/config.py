@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     disable_toolsets: list[str] = Field(default_factory=list, description="toolsets to leave out (comma-separated)")
     tools_file: Path | None = Field(None, description="tool definitions file overriding the packaged tools.yaml")
     disable_version_check: bool = Field(
-        False, description="start even if the PVE version is outside the supported range (logged)"
+        False, description="skip the PVE version check (without it, tools refuse a release outside the supported range)"
     )
 
     # --- safety

@@ -117,16 +117,15 @@ def test_network_bind_with_token_starts(demo_sim: SimServer, tmp_path: Path) -> 
         assert ok.status_code != 401
 
 
-def test_serve_refuses_an_unsupported_pve_version_before_serving(start_sim: Any, tmp_path: Path) -> None:
+async def test_serve_starts_and_refuses_an_unsupported_pve_version_through_the_tools(
+    start_sim: Any, tmp_path: Path
+) -> None:
     old = start_sim("healthy", version="7.4.17")
-    env = {**server_env(old, tmp_path), "PVE_STEWARD_HTTP_PORT": str(free_port())}
-    done = subprocess.run(
-        [sys.executable, "-m", "pve_steward", "serve"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 3
-    assert "Proxmox VE 7.4.17 is not supported" in done.stderr and "Traceback" not in done.stderr
+    port = free_port()
+    with http_server(server_env(old, tmp_path), port) as base:
+        async with Client(f"{base}/mcp") as c:
+            assert (await c.list_tools()).tools
+            answer = await c.call_tool("cluster", {"action": "cluster_overview"})
+    assert answer.is_error
+    assert "Proxmox VE 7.4.17 is not supported" in answer.content[0].text  # type: ignore[union-attr]
+    assert "--disable-version-check" in answer.content[0].text  # type: ignore[union-attr]

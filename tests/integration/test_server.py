@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from pve_steward.security.audit import verify
-from pve_steward.server import ConnectionProblem, build_server
+from pve_steward.server import build_server
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
 from tests.integration.pve import api
+from tests.unit.test_start_and_answers import untabulate
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +51,8 @@ async def test_cluster_overview_matches_the_api(demo_sim: SimServer, server_for:
     assert data["guests"]["total"] == len(raw)
     assert data["guests"]["running"] == sum(1 for r in raw if r["status"] == "running" and not r.get("template"))
     assert data["ha_resources"] == 3 and data["incomplete"] == []
-    assert plain(json.loads(result.content[0].text)) == data  # text and structured content carry the same value
+    text = json.loads(result.content[0].text)  # the compact text: the same value, lists as tables
+    assert plain(untabulate(text)) == data
 
 
 async def test_list_guests_filters_and_pages(demo_sim: SimServer, server_for: Any) -> None:
@@ -133,27 +136,27 @@ async def test_invalid_input_sends_no_request(demo_sim: SimServer, server_for: A
         assert demo_sim.sim.requests == before
 
 
-async def test_start_refuses_bad_token_tls_and_version(start_sim: Any, settings_for: Any) -> None:
+async def refused(mcp: Any, pattern: str) -> None:
+    """The server starts and lists its tools; the first tool call answers the problem."""
+    async with Client(mcp) as c:
+        assert (await c.list_tools()).tools
+        answer = await c.call_tool("cluster_overview", {})
+    assert answer.is_error and re.search(pattern, answer.content[0].text), answer.content
+
+
+async def test_bad_token_tls_and_version_are_answered_by_the_tools(start_sim: Any, settings_for: Any) -> None:
     sim = start_sim("healthy")
-    bad_token = settings_for(sim, token_secret="not-the-secret")
-    with pytest.raises(ConnectionProblem, match="authentication failed"):
-        await call(build_server(bad_token), "cluster_overview")
-    wrong_pin = settings_for(sim, fingerprint="00" * 32)
-    with pytest.raises(ConnectionProblem, match="fingerprint mismatch"):
-        await call(build_server(wrong_pin), "cluster_overview")
-    unpinned = settings_for(sim, fingerprint=None)
-    with pytest.raises(ConnectionProblem, match="certificate not trusted"):
-        await call(build_server(unpinned), "cluster_overview")
+    await refused(build_server(settings_for(sim, token_secret="not-the-secret")), "refused the API token")
+    await refused(build_server(settings_for(sim, fingerprint="00" * 32)), "fingerprint mismatch")
+    await refused(build_server(settings_for(sim, fingerprint=None)), "certificate not trusted")
     ca = settings_for(sim, fingerprint=None, ca_file=sim.cert_path)
     assert (await call(build_server(ca), "cluster_overview")).is_error is False
     old = start_sim("healthy", version="7.4.17")
-    with pytest.raises(ConnectionProblem, match=r"Proxmox VE 7\.4\.17 is not supported"):
-        await call(build_server(settings_for(old)), "cluster_overview")
+    await refused(build_server(settings_for(old)), r"Proxmox VE 7\.4\.17 is not supported.*--disable-version-check")
     forced = build_server(settings_for(old, disable_version_check=True))
     assert (await call(forced, "cluster_overview")).structured_content["pve_version"] == "7.4.17"
     future = start_sim("healthy", version="10.0.1")
-    with pytest.raises(ConnectionProblem, match="not supported"):
-        await call(build_server(settings_for(future)), "cluster_overview")
+    await refused(build_server(settings_for(future)), "10.0.1 is not supported")
 
 
 async def test_every_call_is_audited_and_the_chain_verifies(
@@ -186,3 +189,29 @@ async def test_stdio_subprocess_lists_tools(demo_sim: SimServer, tmp_path: Path)
         overview = await c.call_tool("cluster_overview", {})
     assert {"cluster_overview", "get_guest"} <= names
     assert plain(overview.structured_content["cluster_name"]) == "demo"
+
+
+async def test_stdio_server_starts_and_lists_tools_with_the_cluster_unreachable(tmp_path: Path) -> None:
+    """No cluster I/O before serving: a closed port still gives a tool list, and tools name the problem."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "PVE_STEWARD_URL": f"127.0.0.1:{port}",
+        "PVE_STEWARD_TOKEN_ID": "ops@pve!mcp",
+        "PVE_STEWARD_TOKEN_SECRET": "00000000-0000-0000-0000-000000000000",
+        "PVE_STEWARD_FINGERPRINT": ":".join(["AB"] * 32),
+        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+        "PVE_STEWARD_RETRIES": "0",
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pve_steward", "serve"], env=env)
+    async with Client(params) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        answer = await c.call_tool("cluster", {"action": "cluster_overview"})
+    assert "cluster" in names
+    assert answer.is_error
+    text = answer.content[0].text  # type: ignore[union-attr]
+    assert text.startswith(f"cannot reach Proxmox VE at 127.0.0.1:{port}: GET /version: connection refused"), text

@@ -112,6 +112,7 @@ class Report(BaseModel):
     by_code: dict[str, int] = Field(default_factory=dict)
     findings: list[Finding]
     omitted: int = Field(0, description="findings not listed (pass detail=true or a higher limit)")
+    next_offset: int | None = Field(None, description="more findings follow: pass this as offset for them")
     checked: list[str] = Field(default_factory=list, description="what was examined")
     by_area: dict[str, Counts] = Field(default_factory=dict)
     summary: str = ""

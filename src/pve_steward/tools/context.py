@@ -36,6 +36,7 @@ class AppContext:
     admission: Admission = field(default_factory=Admission)  # the budget of heavy operations
     inventory: InventoryCache = field(default_factory=InventoryCache)  # names for completions and the node check
     naming: Naming = field(default_factory=Naming)  # how texts name operations in this registration mode
+    gate: Any = None  # compat.VersionGate: the version check, run by the first tool call (server.py)
 
 
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -41,11 +41,39 @@ async def run_check(
     return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name)
 
 
-async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name: str) -> Report:
+# Findings per detail=true answer, as compact JSON: with the counts, under 100 KB (issue 17, 261203-11).
+DETAIL_BUDGET = 80_000
+
+
+async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name: str, offset: int = 0) -> Report:
     await t.progress(0, 2, f"reading the cluster for {', '.join(areas)}")
-    report = await run_check(t.client, t.settings, t.now(), areas, None if detail else limit, name)
+    whole = detail or offset > 0
+    report = await run_check(t.client, t.settings, t.now(), areas, None if whole else limit, name)
     await t.progress(2, 2, report.summary)
-    return refer(t, report)
+    return refer(t, page(report, offset, None if detail else limit) if whole else report)
+
+
+def page(report: Report, offset: int, limit: int | None) -> Report:
+    """The findings from ``offset``: ``limit`` of them, or (detail) as many as fit DETAIL_BUDGET bytes."""
+    ranked = report.findings
+    if limit is not None:
+        shown = ranked[offset : offset + limit]
+    else:
+        shown, used = [], 0
+        for finding in ranked[offset:]:
+            size = len(finding.model_dump_json())
+            if shown and used + size > DETAIL_BUDGET:
+                break
+            shown.append(finding)
+            used += size
+    following = offset + len(shown)
+    return report.model_copy(
+        update={
+            "findings": shown,
+            "omitted": len(ranked) - len(shown),
+            "next_offset": following if following < len(ranked) else None,
+        }
+    )
 
 
 def refer(t: ToolContext, report: Report) -> Report:
@@ -58,11 +86,15 @@ def refer(t: ToolContext, report: Report) -> Report:
 @guarded(toolset="diagnostics")
 @heavy
 async def check_cluster_health(
-    t: ToolContext, areas: list[Area] | None = None, detail: bool = False, limit: Limit = 50
+    t: ToolContext,
+    areas: list[Area] | None = None,
+    detail: bool = False,
+    limit: Limit = 50,
+    offset: Annotated[int, Field(ge=0)] = 0,
 ) -> Report:
     """Every diagnostic in one call, findings ranked worst first."""
     chosen: list[str] = list(areas) if areas else list(AREAS)
-    return await _area(t, chosen, detail, limit, "health")
+    return await _area(t, chosen, detail, limit, "health", offset)
 
 
 @guarded(toolset="diagnostics")

@@ -1,0 +1,41 @@
+"""Compact answers on a generated 2,000-guest cluster (issue 17): text per guest and the health answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from pvesim.generator import generate
+from tests.unit.test_start_and_answers import untabulate
+
+pytestmark = pytest.mark.anyio
+MAX_ANSWER = 100_000  # bytes of text: about 25k tokens, a common client limit
+PER_GUEST = 150
+
+
+async def test_list_guests_and_detailed_health_stay_small(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim(generate(nodes=20, guests=2000, seed=3), speed=5000)
+    async with Client(server_for(sim, "root@pam!pvesim")) as c:
+        guests = await c.call_tool("list_guests", {"limit": 500})
+        health = await c.call_tool("check_cluster_health", {})
+        pages = [await c.call_tool("check_cluster_health", {"detail": True})]
+        while (following := pages[-1].structured_content["next_offset"]) is not None:  # type: ignore[index]
+            pages.append(await c.call_tool("check_cluster_health", {"detail": True, "offset": following}))
+    assert not guests.is_error and not health.is_error, (guests.content, health.content)
+    listed = guests.structured_content["items"]  # type: ignore[index]
+    assert len(listed) == 500
+    text = guests.content[0].text  # type: ignore[union-attr]
+    assert untabulate(json.loads(text)) == guests.structured_content  # the text is the structured answer
+    assert len(text.encode()) / len(listed) <= PER_GUEST, len(text.encode()) / len(listed)
+    detail = health.content[0].text  # type: ignore[union-attr]
+    assert len(detail.encode()) <= MAX_ANSWER, len(detail.encode())
+    assert health.structured_content["omitted"] > 0  # type: ignore[index]  # a cluster this size has more
+    total = sum(health.structured_content["counts"].values())  # type: ignore[index]
+    assert len(pages) > 1  # 229 KB of findings in one answer before paging
+    for answer in pages:
+        assert not answer.is_error and len(answer.content[0].text.encode()) <= MAX_ANSWER  # type: ignore[union-attr]
+    codes = [f["code"] for p in pages for f in p.structured_content["findings"]]  # type: ignore[index]
+    assert len(codes) == total  # every finding, each once, across the pages

@@ -1,0 +1,139 @@
+"""Start without cluster I/O (the version is checked by the first tool call) and compact answers (issue 17)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from pve_steward.answers import compact_answer, render
+from pve_steward.config import Settings
+from pve_steward.errors import PveConnectionRefused
+from pve_steward.server import build_server
+from pve_steward.testing import FakeClient
+from tests.unit.pve_fixtures import cluster_status, guest_row, node_row
+
+pytestmark = pytest.mark.anyio
+
+
+def demo_client() -> FakeClient:
+    rows = [node_row("pve1"), node_row("pve2")] + [guest_row(100 + i, f"pve{1 + i % 2}") for i in range(6)]
+    fake = FakeClient()
+    fake.on("GET", "/cluster/resources", rows)
+    fake.on("GET", "/cluster/status", cluster_status({"pve1": True, "pve2": True}))
+    return fake
+
+
+def _settings(tmp_path: Path, **extra: Any) -> Settings:
+    return Settings(url="https://pve.example:8006", token_id="ops@pve!mcp", audit_log=tmp_path / "audit.jsonl", **extra)
+
+
+async def test_listing_touches_nothing_and_the_version_is_read_once(tmp_path: Path) -> None:
+    fake = demo_client()
+    fake.on("GET", "/version", {"version": "9.1.2", "release": "9.1"})
+    async with Client(build_server(_settings(tmp_path), client=fake)) as c:
+        assert (await c.list_tools()).tools
+        assert fake.calls == []
+        first = await c.call_tool("guests", {"action": "list_guests"})
+        second = await c.call_tool("guests", {"action": "list_guests"})
+    assert not first.is_error and not second.is_error, first.content
+    assert fake.requested().count("GET /version") == 1
+
+
+async def test_unsupported_version_is_refused_by_every_tool_with_the_way_out(tmp_path: Path) -> None:
+    fake = demo_client().on("GET", "/version", {"version": "7.4.17"})
+    async with Client(build_server(_settings(tmp_path), client=fake)) as c:
+        answers = [await c.call_tool("cluster", {"action": "cluster_overview"}) for _ in range(2)]
+    for answer in answers:
+        assert answer.is_error
+        assert "Proxmox VE 7.4.17 is not supported" in answer.content[0].text
+        assert "--disable-version-check" in answer.content[0].text
+    assert fake.requested() == ["GET /version"]  # the verdict is kept; no tool reached the cluster
+
+
+async def test_disabled_version_check_reads_no_version(tmp_path: Path) -> None:
+    fake = demo_client().on("GET", "/version", {"version": "7.4.17"})
+    async with Client(build_server(_settings(tmp_path, disable_version_check=True), client=fake)) as c:
+        answer = await c.call_tool("guests", {"action": "list_guests"})
+    assert not answer.is_error, answer.content
+    assert "GET /version" not in fake.requested()
+
+
+async def test_an_unreachable_cluster_is_named_and_tried_again(tmp_path: Path) -> None:
+    down = PveConnectionRefused("GET /version: connection refused by pve.example:8006 (nothing listens there)")
+    fake = demo_client().on("GET", "/version", down)
+    async with Client(build_server(_settings(tmp_path), client=fake)) as c:
+        refused = await c.call_tool("cluster", {"action": "cluster_overview"})
+        fake.on("GET", "/version", {"version": "9.1.2"})
+        working = await c.call_tool("cluster", {"action": "cluster_overview"})
+    assert refused.is_error
+    assert refused.content[0].text.startswith("cannot reach Proxmox VE at pve.example:8006: GET /version")
+    assert not working.is_error, working.content
+
+
+@pytest.mark.parametrize("granular", [False, True])
+async def test_text_is_compact_json_of_the_structured_content(tmp_path: Path, granular: bool) -> None:
+    fake = demo_client()
+    settings = _settings(tmp_path, granular_tools=granular)
+    async with Client(build_server(settings, client=fake, check_version_on_start=False)) as c:
+        if granular:
+            answer = await c.call_tool("list_guests", {})
+        else:
+            answer = await c.call_tool("guests", {"action": "list_guests"})
+    assert not answer.is_error, answer.content
+    (block,) = answer.content
+    text = block.text  # type: ignore[union-attr]
+    assert untabulate(json.loads(text)) == answer.structured_content  # lossless
+    assert text == render(answer.structured_content) and " " not in text.replace("running", "")
+    assert '"columns":["vmid",' in text and '"untrusted_columns":["name","node"]' in text
+
+
+def untabulate(node: Any) -> Any:
+    """The inverse of the answer text's tables: what a client reading the text reconstructs."""
+    if isinstance(node, list):
+        return [untabulate(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) in ({"columns", "rows"}, {"columns", "untrusted_columns", "rows"}):
+        marked = set(node.get("untrusted_columns", []))
+        return [
+            {
+                c: {"untrusted": True, "text": v} if c in marked and v is not None else untabulate(v)
+                for c, v in zip(node["columns"], row, strict=True)
+            }
+            for row in node["rows"]
+        ]
+    return {k: untabulate(v) for k, v in node.items()}
+
+
+def test_tables_keep_nulls_nesting_and_unlike_lists() -> None:
+    cell = {"untrusted": True, "text": "web"}
+    data = {
+        "items": [{"a": 1, "n": cell, "sub": [{"x": 1}, {"x": 2}]}, {"a": 2, "n": None, "sub": []}],
+        "mixed": [{"a": 1}, {"b": 2}],
+        "one": [{"a": 1}],
+        "fake": [{"n": {"untrusted": False, "text": "x"}}, {"n": cell}],
+    }
+    table = json.loads(render(data))
+    assert table["items"]["untrusted_columns"] == ["n"] and table["items"]["rows"][1] == [2, None, []]
+    assert table["items"]["rows"][0][2] == {"columns": ["x"], "rows": [[1], [2]]}
+    assert table["mixed"] == data["mixed"] and table["one"] == data["one"]
+    assert "untrusted_columns" not in table["fake"]
+    assert untabulate(table) == data
+
+
+def test_only_a_plain_structured_answer_is_rewritten() -> None:
+    from mcp.types import CallToolResult, ImageContent, TextContent
+
+    structured = {"action": "guest_stop", "result": {"summary": "stop VM 100 on pve1", "token": "t"}}
+    result = CallToolResult(content=[TextContent(type="text", text="{\n  ...")], structured_content=structured)
+    text = compact_answer(result).content[0].text  # type: ignore[union-attr]
+    assert text == '{"action":"guest_stop","result":{"summary":"stop VM 100 on pve1","token":"t"}}'
+    error = CallToolResult(content=[TextContent(type="text", text="boom")], is_error=True)
+    assert compact_answer(error) is error
+    image = ImageContent(type="image", data="AAAA", mime_type="image/png")
+    blocks = CallToolResult(content=[TextContent(type="text", text="x"), image], structured_content=structured)
+    assert compact_answer(blocks) is blocks
