@@ -1,0 +1,69 @@
+"""Ceph through MCP against pvesim's ``ceph`` scenario: health findings, evacuation steps, the flag writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.integration.conftest import LIMITED_TOKEN
+
+pytestmark = pytest.mark.anyio
+
+# (code, subject id) for every Ceph problem planted in src/pvesim/scenarios/ceph.yaml
+PLANTED = {
+    ("CEPH_HEALTH_CHECK", "health/OSD_DOWN"),
+    ("CEPH_HEALTH_CHECK", "health/OSD_NEARFULL"),
+    ("CEPH_HEALTH_CHECK", "health/PG_DEGRADED"),
+    ("CEPH_HEALTH_CHECK", "health/MON_DOWN"),
+    ("CEPH_HEALTH_CHECK", "health/OSDMAP_FLAGS"),
+    ("CEPH_HEALTH_CHECK", "health/PG_NOT_DEEP_SCRUBBED"),
+    ("CEPH_OSD_DOWN", "osd.7"),
+    ("CEPH_OSD_OUT", "osd.6"),
+    ("CEPH_OSD_LATENCY_HIGH", "osd.5"),
+    ("CEPH_POOL_NEAR_FULL", "pool/vm-pool"),
+    ("CEPH_POOL_LOW_REDUNDANCY", "pool/scratch"),
+    ("CEPH_POOL_AUTOSCALE_WARN", "pool/archive"),
+    ("CEPH_FLAG_SET", "flag/noout"),
+    ("CEPH_FLAG_SET", "flag/norebalance"),
+    ("CEPH_MON_OUT_OF_QUORUM", "mon.ceph3"),
+    ("CEPH_VERSION_MIXED", "versions"),
+    ("CEPH_NODE_LOSS_NEARFULL", "capacity"),
+}
+
+
+async def _health(mcp: Any, **args: Any) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool("check_cluster_health", {"detail": True, **args})
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+async def test_ceph_scenario_findings(start_sim: Any, server_for: Any) -> None:
+    report = await _health(server_for(start_sim("ceph")), areas=["ceph"])
+    found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+    assert found >= PLANTED, PLANTED - found
+    down = next(f for f in report["findings"] if f["subject"]["id"] == "health/OSD_DOWN")
+    assert down["evidence"]["meaning"] and down["evidence"]["likely_cause"] and down["remediation"]
+    assert report["complete"] is True
+
+
+async def test_demo_ceph_is_healthy_and_other_clusters_have_no_ceph(
+    demo_sim: Any, start_sim: Any, server_for: Any
+) -> None:
+    demo = await _health(server_for(demo_sim), areas=["ceph"])
+    assert demo["findings"] == [] and demo["complete"] is True
+    plain = await _health(server_for(start_sim("healthy")), areas=["ceph"])
+    assert plain["findings"] == [] and plain["complete"] is True
+
+
+async def test_token_without_sys_audit_gets_check_skipped(start_sim: Any, server_for: Any) -> None:
+    import pvesim
+    from pvesim.scenario import DEFAULT_TOKENS
+
+    data = pvesim.load_scenario("ceph")
+    data["tokens"] = [*DEFAULT_TOKENS, LIMITED_TOKEN]
+    report = await _health(server_for(start_sim(data), "limited@pve!mcp"), areas=["ceph"])
+    codes = {f["code"] for f in report["findings"]}
+    assert "CHECK_SKIPPED" in codes and not any(c.startswith("CEPH_") for c in codes)
