@@ -67,3 +67,37 @@ async def test_token_without_sys_audit_gets_check_skipped(start_sim: Any, server
     report = await _health(server_for(start_sim(data), "limited@pve!mcp"), areas=["ceph"])
     codes = {f["code"] for f in report["findings"]}
     assert "CHECK_SKIPPED" in codes and not any(c.startswith("CEPH_") for c in codes)
+
+
+async def _evacuate(mcp: Any, node: str) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool("plan_node_evacuation", {"node": node})
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+async def test_evacuating_a_ceph_node_that_is_not_ok_to_stop_is_blocked(start_sim: Any, server_for: Any) -> None:
+    plan = await _evacuate(server_for(start_sim("ceph")), "ceph1")
+    verdicts = {c["daemon"]: c["safe"] for c in plan["ceph_checks"]}
+    assert verdicts == {"osd.0": False, "osd.1": False, "mon.ceph1": False}
+    assert plan["verdict"] == "EVACUATION_BLOCKED" and "not ok to stop" in plan["summary"]
+    codes = {(f["code"], f["subject"]["id"]) for f in plan["findings"]}
+    assert {("CEPH_OSD_NOT_OK_TO_STOP", "osd.0"), ("CEPH_MON_QUORUM_AT_RISK", "mon.ceph1")} <= codes
+    noout = [s for s in plan["ceph_steps"] if "noout" in s["command"]]
+    assert [s["when"] for s in noout] == ["before", "after"]
+    assert noout[0]["action"].startswith("noout is already set")  # the scenario left it set
+
+
+async def test_evacuating_a_healthy_ceph_node_shows_ok_to_stop_and_noout_steps(demo_sim: Any, server_for: Any) -> None:
+    plan = await _evacuate(server_for(demo_sim), "pve1")
+    assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]} == {"osd.0": True, "osd.1": True, "mon.pve1": True}
+    assert "ok to stop" in plan["ceph_checks"][0]["status"]
+    steps = [(s["when"], s["command"].split(" (")[0]) for s in plan["ceph_steps"]]
+    assert ("before", "ceph osd set noout") in steps and ("after", "ceph osd unset noout") in steps
+    assert steps.index(("before", "ceph osd set noout")) < steps.index(("after", "ceph osd unset noout"))
+    assert not any(f["code"].startswith("CEPH_") for f in plan["findings"])
+
+
+async def test_evacuating_without_ceph_has_no_ceph_steps(start_sim: Any, server_for: Any) -> None:
+    plan = await _evacuate(server_for(start_sim("healthy")), "hv1")
+    assert plan["ceph_checks"] == [] and plan["ceph_steps"] == [] and plan["complete"] is True

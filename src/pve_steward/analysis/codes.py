@@ -798,6 +798,24 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "Raw use over the in OSDs' capacity without the largest host's would reach nearfull (85 %); critical at 95 %.",
         "Add capacity before maintenance or a failure forces re-replication onto the remaining OSDs.",
     ),
+    (
+        "ceph",
+        "CEPH_OSD_NOT_OK_TO_STOP",
+        "critical",
+        "Ceph OSD not ok to stop",
+        "Evacuation: PVE's cmd-safety (Ceph's ok-to-stop) says stopping an OSD on the node would leave PGs below "
+        "min_size; taking the node down would stop I/O to them across the cluster. The plan is blocked.",
+        "Bring the cluster's down OSDs back and let recovery finish (ceph -s: active+clean) before the maintenance.",
+    ),
+    (
+        "ceph",
+        "CEPH_MON_QUORUM_AT_RISK",
+        "critical",
+        "Stopping the node's Ceph monitor would lose quorum",
+        "Evacuation: cmd-safety (ceph mon ok-to-stop) says the other monitors would not keep a quorum; Ceph would "
+        "stop serving I/O. The plan is blocked.",
+        "Bring the down monitors back (or add one on another node) before the maintenance.",
+    ),
 ]
 
 CODES: dict[str, CodeInfo] = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.data import Missing
+from pve_steward.analysis.planner.ceph_steps import NodeCeph, node_mons, node_osds
 from pve_steward.client import ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.errors import PveError, PvePermissionError
@@ -64,3 +65,39 @@ def _missing(what: str, err: PveError, node: str | None) -> Missing:
         affects=("ceph",),
         optional=denied,
     )
+
+
+async def read_node_ceph(client: ProxmoxClient, node: str) -> NodeCeph | None:
+    """For an evacuation: the node's OSDs and monitor, the flags, and Ceph's ok-to-stop for each daemon.
+
+    None when the cluster has no Ceph or the node runs no Ceph daemon. A failed read becomes the
+    daemon's answer "could not ask" (the plan says so), never "safe".
+    """
+    status = (await gather(client, [("status", api_path("cluster", "ceph", "status"), {})]))["status"]
+    if isinstance(status, PveError) and ceph_absent(status):
+        return None
+    seg = node_seg(node)
+    got = await gather(
+        client,
+        [
+            ("osd_tree", api_path("nodes", seg, "ceph", "osd"), {}),
+            ("mons", api_path("nodes", seg, "ceph", "mon"), {}),
+            ("flags", api_path("cluster", "ceph", "flags"), {}),
+        ],
+    )
+    c = NodeCeph()
+    for key, value in got.items():
+        if not isinstance(value, PveError):
+            setattr(c, key, value)
+    if isinstance(got["osd_tree"], PveError) or isinstance(got["mons"], PveError):
+        err = got["osd_tree"] if isinstance(got["osd_tree"], PveError) else got["mons"]
+        assert isinstance(err, PveError)
+        c.safety["osd.?"] = f"could not list the node's Ceph daemons: {err.message}"
+    safety = api_path("nodes", seg, "ceph", "cmd-safety")
+    asks = [(f"osd.{i}", safety, {"service": "osd", "id": str(i), "action": "stop"}) for i in node_osds(c, node)]
+    asks += [(f"mon.{m}", safety, {"service": "mon", "id": m, "action": "stop"}) for m in node_mons(c, node)]
+    for daemon, answer in (await gather(client, asks)).items():
+        c.safety[daemon] = answer.message if isinstance(answer, PveError) else answer
+    if not asks and not c.safety:
+        return None
+    return c
