@@ -101,3 +101,37 @@ async def test_evacuating_a_healthy_ceph_node_shows_ok_to_stop_and_noout_steps(d
 async def test_evacuating_without_ceph_has_no_ceph_steps(start_sim: Any, server_for: Any) -> None:
     plan = await _evacuate(server_for(start_sim("healthy")), "hv1")
     assert plan["ceph_checks"] == [] and plan["ceph_steps"] == [] and plan["complete"] is True
+
+
+async def _write(c: Client, tool: str, **args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    first = await c.call_tool(tool, args)
+    assert not first.is_error, first.content[0].text
+    preview: dict[str, Any] = first.structured_content  # type: ignore[assignment]
+    second = await c.call_tool(tool, {**args, "confirm_token": preview["confirm_token"]})
+    assert not second.is_error, second.content[0].text
+    return preview, second.structured_content  # type: ignore[return-value]
+
+
+async def test_flag_writes_preview_confirm_and_change_the_flags(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    ceph = sim.cluster.ceph
+    assert ceph is not None and "noout" not in ceph.flags
+    async with Client(server_for(sim, "root@pam!pvesim", tier="operator")) as c:
+        preview, done = await _write(c, "ceph_set_flag", flag="noout")
+        assert preview["status"] == "preview" and "ceph osd set noout" in preview["summary"]
+        assert "noout" in ceph.flags and done["status"] == "completed"
+        again = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+        _preview, undone = await _write(c, "ceph_unset_flag", flag="noout")
+        bad = await c.call_tool("ceph_set_flag", {"flag": "nosuchflag"})
+    assert again.is_error and "already set" in again.content[0].text
+    assert undone["status"] == "completed" and "noout" not in ceph.flags
+    assert bad.is_error and "flag" in bad.content[0].text
+
+
+async def test_flag_write_refusals(start_sim: Any, server_for: Any) -> None:
+    async with Client(server_for(start_sim("demo"), "operator@pve!mcp", tier="operator")) as c:
+        denied = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+    async with Client(server_for(start_sim("healthy"), "root@pam!pvesim", tier="operator")) as c:
+        no_ceph = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+    assert denied.is_error and "Sys.Modify" in denied.content[0].text
+    assert no_ceph.is_error and "no Ceph" in no_ceph.content[0].text
