@@ -40,8 +40,9 @@ async def _health(mcp: Any, **args: Any) -> dict[str, Any]:
     return result.structured_content  # type: ignore[no-any-return]
 
 
-async def test_ceph_scenario_findings(start_sim: Any, server_for: Any) -> None:
-    report = await _health(server_for(start_sim("ceph")), areas=["ceph"])
+@pytest.mark.parametrize("version", ["8.4.14", "9.1.2"])
+async def test_ceph_scenario_findings(start_sim: Any, server_for: Any, version: str) -> None:
+    report = await _health(server_for(start_sim("ceph", version=version)), areas=["ceph"])
     found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
     assert found >= PLANTED, PLANTED - found
     down = next(f for f in report["findings"] if f["subject"]["id"] == "health/OSD_DOWN")
