@@ -37,6 +37,7 @@ TITLES = {
     "replication": "REPLICATION",
     "guests": "GUESTS",
     "operations": "OPERATIONS",
+    "ceph": "CEPH",
 }
 
 

@@ -112,6 +112,29 @@ API_WORDS = frozenset(
         "agent",
         "pending",
         "services",
+        "ceph",
+        "flags",
+        "metadata",
+        "osd",
+        "pool",
+        "mon",
+        "cmd-safety",
+    }
+)
+# The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).
+CEPH_FLAGS = frozenset(
+    {
+        "nobackfill",
+        "nodeep-scrub",
+        "nodown",
+        "noin",
+        "noout",
+        "norebalance",
+        "norecover",
+        "noscrub",
+        "notieragent",
+        "noup",
+        "pause",
     }
 )
 
@@ -157,6 +180,12 @@ def ha_sid(value: str, param: str = "sid") -> Segment:
 
 def replication_job(value: str, param: str = "job") -> Segment:
     return Segment(ids.check_replication_id(value, param))
+
+
+def ceph_flag(value: str, param: str = "flag") -> Segment:
+    if value not in CEPH_FLAGS:
+        raise ids.InvalidIdentifier(param, value, f"Ceph flags are {', '.join(sorted(CEPH_FLAGS))}")
+    return Segment(value)
 
 
 def backup_job(value: str, param: str = "id") -> Segment:

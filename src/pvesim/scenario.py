@@ -23,6 +23,7 @@ import yaml
 from pvesim import pveconfig
 from pvesim.access import ROLES, AclEntry, Principal, Token
 from pvesim.apischema import schema_versions
+from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
 from pvesim.state import (
     Clock,
@@ -184,6 +185,7 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         token = _token(td, roles)
         c.tokens[token.full_id] = token
     c.options.setdefault("task_failures", list(data.get("task_failures", [])))
+    c.ceph = ceph_from(data.get("ceph"), list(c.nodes))
     return c
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pvesim import pveconfig
 from pvesim.access import Token
+from pvesim.ceph import Ceph
 
 MiB = 1024**2
 GiB = 1024**3
@@ -269,6 +270,7 @@ class Cluster:
     options: dict[str, Any] = field(default_factory=dict)
     quorate: bool = True
     speed: float = 1.0
+    ceph: Ceph | None = None  # None: Ceph is not installed
     next_pid: int = 20_000
 
     @property

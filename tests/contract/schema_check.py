@@ -33,6 +33,10 @@ def check_object(obj: Any, schema: dict[str, Any], where: str) -> list[str]:
     if not isinstance(obj, dict):
         return [f"{where}: expected object, got {type(obj).__name__}"]
     for name, prop in (schema.get("properties") or {}).items():
+        if name.startswith("{") and name.endswith("}"):  # a map: "{id}" stands for every key (Ceph metadata)
+            for key, value in obj.items():
+                problems += check_object(value, prop, f"{where}.{key}") if prop.get("properties") else []
+            continue
         if name not in obj:
             if not prop.get("optional"):
                 problems.append(f"{where}: required field '{name}' missing")

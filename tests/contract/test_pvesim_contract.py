@@ -43,6 +43,11 @@ PARAMS: dict[str, dict[str, str]] = {
     "/nodes/{node}/storage/{storage}/status": {"node": "pve1", "storage": "local-lvm"},
     "/nodes/{node}/storage/{storage}/content": {"node": "pve1", "storage": "pbs-main"},
     "/cluster/ha/resources/{sid}": {"sid": "vm:101"},
+    "/cluster/ceph/flags/{flag}": {"flag": "noout"},
+}
+# Required query parameters of a GET, per template.
+QUERY: dict[str, dict[str, str]] = {
+    "/nodes/{node}/ceph/cmd-safety": {"service": "osd", "id": "0", "action": "stop"},
 }
 
 
@@ -95,7 +100,7 @@ def session(demo_sim: SimServer) -> requests.Session:
 def test_get_responses_follow_the_schema(template: str, demo_sim: SimServer, session: requests.Session) -> None:
     schema = ApiSchema("9.1")
     path = _fill(template, demo_sim.cluster)
-    resp = session.get(f"{demo_sim.url}/api2/json{path}")
+    resp = session.get(f"{demo_sim.url}/api2/json{path}", params=QUERY.get(template))
     if template in EXPECTED_ERRORS:
         status, text = EXPECTED_ERRORS[template]
         assert resp.status_code == status and text in resp.reason, (resp.status_code, resp.reason)

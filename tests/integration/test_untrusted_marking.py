@@ -27,6 +27,7 @@ IDENTIFIERS = frozenset({"upid", "volid"})
 SCENARIO: dict[str, Any] = {
     "name": "zqm-cluster",
     "version": "9.1.2",
+    "ceph": None,  # the demo's Ceph places OSDs on the nodes this scenario replaces
     "nodes": [
         {
             "name": "zqm-node",

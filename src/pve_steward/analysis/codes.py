@@ -706,13 +706,123 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "health is not ONLINE.",
         "zpool status -x on the node; replace the failed device.",
     ),
+    # ---------------------------------------------------------------- ceph
+    (
+        "ceph",
+        "CEPH_HEALTH_CHECK",
+        "warning",
+        "Ceph reports a health check",
+        "An entry of health.checks in /cluster/ceph/status, explained (meaning, likely cause, next action). "
+        "HEALTH_ERR checks are critical, HEALTH_WARN warnings, muted checks info.",
+        "Follow the next action in the finding; `ceph health detail` names the daemons and PGs.",
+    ),
+    (
+        "ceph",
+        "CEPH_OSD_DOWN",
+        "critical",
+        "Ceph OSD down",
+        "An OSD's status is down. Critical while it is still in (its data is degraded), warning once out.",
+        "Check the OSD's daemon and disk on its host (systemctl status ceph-osd@<id>); start it or replace the disk.",
+    ),
+    (
+        "ceph",
+        "CEPH_OSD_OUT",
+        "warning",
+        "Ceph OSD up but out",
+        "An OSD is up and out: CRUSH places no data on it, its capacity is unused.",
+        "If it was taken out for maintenance and is healthy, mark it in (ceph osd in <id>).",
+    ),
+    (
+        "ceph",
+        "CEPH_OSD_LATENCY_HIGH",
+        "warning",
+        "Ceph OSD much slower than the others",
+        "An up OSD's commit latency is at least 50 ms and five times the median OSD's: one slow disk slows "
+        "every write to the PGs it holds.",
+        "Check the disk's SMART state and wear; replace it or mark the OSD out.",
+    ),
+    (
+        "ceph",
+        "CEPH_POOL_NEAR_FULL",
+        "warning",
+        "Ceph pool nearly full",
+        "A pool's percent_used (stored over stored plus MAX AVAIL) is at least 80 %; critical at 90 %.",
+        "Add OSDs, delete data, or rebalance the fullest OSDs (MAX AVAIL follows the fullest OSD).",
+    ),
+    (
+        "ceph",
+        "CEPH_POOL_LOW_REDUNDANCY",
+        "warning",
+        "Ceph pool with too few replicas",
+        "A replicated pool has size <= 2 or min_size = 1 (critical): one more failure loses data or accepts "
+        "writes with a single copy.",
+        "Set size 3 and min_size 2 (ceph osd pool set <pool> size 3; ... min_size 2) if capacity allows.",
+    ),
+    (
+        "ceph",
+        "CEPH_POOL_AUTOSCALE_WARN",
+        "warning",
+        "Ceph pool PG count differs from the autoscaler's",
+        "pg_autoscale_mode is warn and pg_num differs from the autoscaler's pg_num_final.",
+        "Set pg_autoscale_mode on, or set pg_num to the recommended value.",
+    ),
+    (
+        "ceph",
+        "CEPH_FLAG_SET",
+        "warning",
+        "Ceph OSD flag left set",
+        "A cluster-wide OSD flag is set (noout, norebalance, ...); critical for pause, norecover, nodown, noup.",
+        "If no maintenance is running, unset it (ceph osd unset <flag>, or the ceph_unset_flag operation).",
+    ),
+    (
+        "ceph",
+        "CEPH_MON_OUT_OF_QUORUM",
+        "warning",
+        "Ceph monitor out of quorum",
+        "A monitor is not in quorum; critical when one more monitor failure would lose quorum.",
+        "Bring the monitor back (systemctl status ceph-mon@<name> on its host).",
+    ),
+    (
+        "ceph",
+        "CEPH_VERSION_MIXED",
+        "warning",
+        "Ceph daemons on different versions",
+        "Ceph metadata shows more than one ceph_version_short across monitors, managers and OSDs.",
+        "Finish the upgrade: restart the daemons still on the older version.",
+    ),
+    (
+        "ceph",
+        "CEPH_NODE_LOSS_NEARFULL",
+        "warning",
+        "Losing one node would fill Ceph",
+        "Raw use over the in OSDs' capacity without the largest host's would reach nearfull (85 %); critical at 95 %.",
+        "Add capacity before maintenance or a failure forces re-replication onto the remaining OSDs.",
+    ),
+    (
+        "ceph",
+        "CEPH_OSD_NOT_OK_TO_STOP",
+        "critical",
+        "Ceph OSD not ok to stop",
+        "Evacuation: PVE's cmd-safety (Ceph's ok-to-stop) says stopping an OSD on the node would leave PGs below "
+        "min_size; taking the node down would stop I/O to them across the cluster. The plan is blocked.",
+        "Bring the cluster's down OSDs back and let recovery finish (ceph -s: active+clean) before the maintenance.",
+    ),
+    (
+        "ceph",
+        "CEPH_MON_QUORUM_AT_RISK",
+        "critical",
+        "Stopping the node's Ceph monitor would lose quorum",
+        "Evacuation: cmd-safety (ceph mon ok-to-stop) says the other monitors would not keep a quorum; Ceph would "
+        "stop serving I/O. The plan is blocked.",
+        "Bring the down monitors back (or add one on another node) before the maintenance.",
+    ),
 ]
 
 CODES: dict[str, CodeInfo] = {
     code: CodeInfo(code, area, sev, title, rule, remedy) for area, code, sev, title, rule, remedy in _TABLE
 }
 
-AREAS = ["data", "cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations"]
+AREAS = ["data", "cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations", "ceph"]
 
 
 def render_codes() -> str:

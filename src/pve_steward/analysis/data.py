@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 
@@ -63,6 +64,7 @@ class ClusterData:
     preconditions: dict[int, Row] = field(default_factory=dict)
     mappings: dict[str, list[Row]] = field(default_factory=dict)  # /cluster/mapping/{pci,usb,dir}: kind -> rows
     snapshot_configs: dict[int, dict[str, Row]] = field(default_factory=dict)  # vmid -> snapshot -> its config
+    ceph: CephData | None = None  # None: no Ceph on this cluster (or not read)
     missing: list[Missing] = field(default_factory=list)
     # derived lookup tables, built on first use; a missing table is an empty dict (no throwaway {} per lookup)
     memo: defaultdict[str, Any] = field(default_factory=lambda: defaultdict(dict), repr=False)

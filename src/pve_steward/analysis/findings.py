@@ -42,6 +42,7 @@ SubjectKind = Literal[
     "certificate",
     "disk",
     "zfs_pool",
+    "ceph",
     "repository",
     "data",
 ]

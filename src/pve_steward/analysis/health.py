@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from pve_steward.analysis.backups import analyze_backups
 from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
+from pve_steward.analysis.ceph import analyze_ceph
 from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
 from pve_steward.analysis.data import ClusterData, incomplete_findings
 from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
@@ -41,6 +42,7 @@ AREAS: dict[str, Analyzer] = {
         + analyze_updates(d)
         + analyze_hardware(d, t)
     ),
+    "ceph": lambda d, t: analyze_ceph(d.ceph) if d.ceph else [],
 }
 
 

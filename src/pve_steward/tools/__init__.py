@@ -20,6 +20,7 @@ MODULES = (
     "planning",
     "writes",
     "config_writes",
+    "ceph",
 )
 
 

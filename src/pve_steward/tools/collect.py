@@ -21,8 +21,9 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.tools.cephread import read_ceph
 
-ALL_AREAS = ("cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations")
+ALL_AREAS = ("cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations", "ceph")
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
@@ -134,6 +135,9 @@ class Collector:
         if preconditions:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit)
+        if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
+            d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
+            d.missing += gaps
         return d
 
     async def _snapshot_sections(self, wanted: set[int] | None) -> None:

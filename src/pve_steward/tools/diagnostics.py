@@ -23,7 +23,7 @@ from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 
-Area = Literal["cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations"]
+Area = Literal["cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations", "ceph"]
 Limit = Annotated[int, Field(ge=1, le=1000)]
 
 

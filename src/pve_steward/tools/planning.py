@@ -13,6 +13,7 @@ from pve_steward.admission import heavy
 from pve_steward.analysis.planner import EvacuationPlan, GuestMove, plan_evacuation, plan_guest_move
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import Refused, guarded
+from pve_steward.tools.cephread import read_node_ceph
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 
@@ -44,6 +45,7 @@ async def plan_node_evacuation(
     unknown = sorted((set(targets or []) | set(exclude_targets or [])) - set(data.nodes))
     if unknown:
         raise Refused(f"unknown target node(s) {', '.join(unknown)} (nodes: {', '.join(sorted(data.nodes))})")
+    ceph = await read_node_ceph(t.client, node) if data.nodes[node].get("online") else None
     await t.progress(1, 2, "planning")
     plan = await anyio.to_thread.run_sync(
         functools.partial(
@@ -54,6 +56,7 @@ async def plan_node_evacuation(
             denied=exclude_targets,
             allow_offline=allow_offline,
             headroom_pct=headroom_percent,
+            ceph=ceph,
         )
     )  # in a worker thread, so the event loop keeps serving cheap calls
     await t.progress(2, 2, plan.summary)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
 from pve_steward.analysis.migration import Migratability, assess, eligible_targets
+from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
 from pve_steward.analysis.planner.handoff import ha_capacity, hand_off
 from pve_steward.analysis.planner.models import (
     Blocker,
@@ -134,6 +135,38 @@ def plan_evacuation(
     denied: list[str] | None = None,
     allow_offline: bool = False,
     headroom_pct: float = 10.0,
+    ceph: NodeCeph | None = None,
+) -> EvacuationPlan:
+    """Plan; with ``ceph`` (the node runs Ceph daemons) the plan also carries Ceph's verdict and steps."""
+    plan = _plan(data, node, allowed, denied, allow_offline, headroom_pct)
+    if ceph is None:
+        return plan
+    return with_ceph(plan, ceph)
+
+
+def with_ceph(plan: EvacuationPlan, ceph: NodeCeph) -> EvacuationPlan:
+    """Ceph's ok-to-stop blocks the maintenance however well the guests move: the node cannot go down."""
+    checks, steps, found = ceph_evacuation(ceph, plan.node)
+    unsafe = [c.daemon for c in checks if c.safe is False]
+    update: dict[str, object] = {
+        "ceph_checks": checks,
+        "ceph_steps": steps,
+        "findings": sorted(plan.findings + found, key=rank_key),
+        "complete": plan.complete and all(c.safe is not None for c in checks),
+    }
+    if unsafe:
+        update["verdict"] = "EVACUATION_BLOCKED"
+        update["summary"] = f"EVACUATION_BLOCKED: Ceph says {', '.join(unsafe)} not ok to stop; " + plan.summary
+    return plan.model_copy(update=update)
+
+
+def _plan(
+    data: ClusterData,
+    node: str,
+    allowed: list[str] | None,
+    denied: list[str] | None,
+    allow_offline: bool,
+    headroom_pct: float,
 ) -> EvacuationPlan:
     params: dict[str, object] = {
         "allowed": allowed,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from pve_steward.analysis.findings import Finding
 from pve_steward.analysis.migration import Migratability
 from pve_steward.analysis.migration.model import Basis
+from pve_steward.analysis.planner.ceph_steps import CephDaemonCheck, CephStep
 
 Verdict = Literal["EVACUATION_READY", "EVACUATION_PARTIAL", "EVACUATION_BLOCKED"]
 Downtime = Literal["none", "restart", "full"]
@@ -83,6 +84,12 @@ class EvacuationPlan(BaseModel):
     next_offset: int | None = Field(None, description="pass as offset to list the next steps; null when done")
     blockers_total: int | None = Field(None, description="blockers in the whole plan")
     blocker_counts: dict[str, int] = Field(default_factory=dict, description="blockers per code, all of them")
+    ceph_checks: list[CephDaemonCheck] = Field(
+        default_factory=list, description="Ceph's ok-to-stop verdict for each OSD and monitor on the node"
+    )
+    ceph_steps: list[CephStep] = Field(
+        default_factory=list, description="Ceph maintenance steps around the node's downtime (noout before/after)"
+    )
 
 
 class GuestMove(BaseModel):

@@ -1,0 +1,342 @@
+"""Ceph through PVE's API: health checks explained, OSDs, pools, flags, monitors, versions, node-loss capacity.
+
+Inputs are the payloads of ``GET /cluster/ceph/status`` (``ceph status``), ``/cluster/ceph/flags``,
+``/cluster/ceph/metadata``, and one node's ``/nodes/{n}/ceph/osd`` (the whole CRUSH tree),
+``/ceph/pool`` and ``/ceph/mon``. A cluster without Ceph has ``ceph_status`` None and gets no findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from pve_steward.analysis.ceph_checks import explain
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
+
+Row = dict[str, Any]
+
+NEARFULL_RATIO = 0.85  # Ceph's mon_osd_nearfull_ratio default
+POOL_WARN_RATIO = 0.80  # pool percent_used (of what it can still grow to) that deserves attention
+POOL_CRIT_RATIO = 0.90
+LATENCY_FLOOR_MS = 50  # below this no OSD is an outlier, whatever the median
+LATENCY_FACTOR = 5  # an outlier answers this many times slower than the median OSD
+HEALTH_SEVERITY = {"HEALTH_ERR": Severity.CRITICAL, "HEALTH_WARN": Severity.WARNING}
+FLAG_RISK = {
+    "pause": "all client reads and writes are stopped",
+    "noout": "failed OSDs are never marked out, so their data is not re-replicated",
+    "norebalance": "data is not rebalanced after a change of the CRUSH map",
+    "norecover": "degraded placement groups are not recovered",
+    "nobackfill": "backfill is suspended, so new or returning OSDs never fill",
+    "noup": "OSDs that start are not marked up",
+    "nodown": "failed OSDs are not marked down, client I/O to them hangs",
+    "noin": "returning OSDs are not marked in",
+    "noscrub": "scrubbing is off, silent corruption goes unnoticed",
+    "nodeep-scrub": "deep scrubbing is off, silent corruption goes unnoticed",
+    "notieragent": "cache tiering is suspended",
+}
+CRITICAL_FLAGS = {"pause", "norecover", "nodown", "noup"}
+
+
+@dataclass
+class CephData:
+    """The Ceph payloads; ``status`` None means the cluster has no Ceph (or it could not be read)."""
+
+    status: Row | None = None
+    flags: list[Row] = field(default_factory=list)
+    metadata: Row = field(default_factory=dict)
+    osd_tree: Row = field(default_factory=dict)
+    pools: list[Row] = field(default_factory=list)
+    mons: list[Row] = field(default_factory=list)
+
+
+def osds(tree: Row) -> list[Row]:
+    """Every OSD leaf of ``/nodes/{n}/ceph/osd``'s CRUSH tree, with ``host`` as Ceph/OSD.pm sets it."""
+    out: list[Row] = []
+
+    def walk(node: Row, host: str | None) -> None:
+        if node.get("type") == "osd":
+            out.append(dict(node, host=node.get("host") or host))
+            return
+        here = str(node["name"]) if node.get("type") == "host" else host
+        for child in node.get("children") or []:
+            walk(child, here)
+
+    walk(tree.get("root") or {}, None)
+    return sorted(out, key=lambda o: int(o.get("id", 0)))
+
+
+def _subject(ident: str, node: str | None = None) -> Subject:
+    return Subject(kind="ceph", id=ident, node=node)
+
+
+def analyze_ceph(c: CephData) -> list[Finding]:
+    """Every Ceph check; nothing when the cluster has no Ceph."""
+    if c.status is None:
+        return []
+    return (
+        health_findings(c.status)
+        + osd_findings(c.osd_tree)
+        + pool_findings(c.pools)
+        + flag_findings(c.flags)
+        + mon_findings(c.mons)
+        + version_findings(c.metadata)
+        + node_loss_findings(c.osd_tree)
+    )
+
+
+@pve_rule(
+    "ceph.health",
+    rule="PVE's Ceph status is `ceph status` verbatim: health.status is HEALTH_OK/WARN/ERR and health.checks "
+    "holds one entry per failing check, keyed by Ceph's check name with its severity and summary.",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/Ceph/Tools.pm ceph_cluster_status",
+    codes=("CEPH_HEALTH_CHECK",),
+)
+def health_findings(status: Row) -> list[Finding]:
+    health = status.get("health") or {}
+    out = []
+    for name, check in sorted((health.get("checks") or {}).items()):
+        summary = (check.get("summary") or {}).get("message") or name
+        info = explain(str(name))
+        muted = bool(check.get("muted"))
+        severity = Severity.INFO if muted else HEALTH_SEVERITY.get(str(check.get("severity")), Severity.WARNING)
+        out.append(
+            finding(
+                "CEPH_HEALTH_CHECK",
+                _subject(f"health/{name}"),
+                f"Ceph {check.get('severity', 'HEALTH_WARN')} {name}: {summary}",
+                {
+                    "check": name,
+                    "ceph_severity": check.get("severity"),
+                    "summary": summary,
+                    "count": (check.get("summary") or {}).get("count"),
+                    "muted": muted,
+                    "health_status": health.get("status"),
+                    "meaning": info.meaning,
+                    "likely_cause": info.cause,
+                },
+                remediation=info.action,
+                severity=severity,
+            )
+        )
+    return out
+
+
+@pve_rule(
+    "ceph.osd-state",
+    rule="An OSD is 'up' or 'down' (is its daemon answering) and 'in' or 'out' (does CRUSH place data on it); "
+    "PVE's OSD tree shows both per OSD with its usage and commit/apply latency.",
+    pve="pve-manager PVE/API2/Ceph/OSD.pm index",
+    codes=("CEPH_OSD_DOWN", "CEPH_OSD_OUT", "CEPH_OSD_LATENCY_HIGH"),
+)
+def osd_findings(tree: Row) -> list[Finding]:
+    out = []
+    rows = osds(tree)
+    for o in rows:
+        name, host = str(o.get("name") or f"osd.{o.get('id')}"), o.get("host")
+        evidence = {"osd": name, "host": host, "status": o.get("status"), "in": o.get("in")}
+        if o.get("status") == "down":
+            inn = int(o.get("in", 1) or 0) == 1
+            out.append(
+                finding(
+                    "CEPH_OSD_DOWN",
+                    _subject(name, host),
+                    f"{name} on {host} is down" + (" and still in: its data is degraded" if inn else " and out"),
+                    evidence,
+                    severity=Severity.CRITICAL if inn else Severity.WARNING,
+                )
+            )
+        elif int(o.get("in", 1) or 0) == 0:
+            out.append(finding("CEPH_OSD_OUT", _subject(name, host), f"{name} on {host} is up but out", evidence))
+    latencies = [int(o.get("commit_latency_ms") or 0) for o in rows if o.get("status") == "up"]
+    if len(latencies) >= 3:
+        typical = median(latencies)
+        for o in rows:
+            lat = int(o.get("commit_latency_ms") or 0)
+            if o.get("status") == "up" and lat >= LATENCY_FLOOR_MS and lat >= LATENCY_FACTOR * max(typical, 1):
+                name = str(o.get("name") or f"osd.{o.get('id')}")
+                out.append(
+                    finding(
+                        "CEPH_OSD_LATENCY_HIGH",
+                        _subject(name, o.get("host")),
+                        f"{name} on {o.get('host')} commits in {lat} ms, the median OSD in {typical:g} ms",
+                        {
+                            "osd": name,
+                            "commit_latency_ms": lat,
+                            "apply_latency_ms": o.get("apply_latency_ms"),
+                            "median_ms": typical,
+                        },
+                    )
+                )
+    return out
+
+
+@pve_rule(
+    "ceph.pool",
+    rule="A pool's percent_used is `ceph df`'s fraction of what the pool can still hold (stored over stored plus "
+    "MAX AVAIL); size is the replica count and min_size the replicas a PG needs to serve I/O.",
+    pve="pve-manager PVE/API2/Ceph/Pool.pm lspools",
+    codes=("CEPH_POOL_NEAR_FULL", "CEPH_POOL_LOW_REDUNDANCY", "CEPH_POOL_AUTOSCALE_WARN"),
+)
+def pool_findings(pools: list[Row]) -> list[Finding]:
+    out = []
+    for p in sorted(pools, key=lambda r: str(r.get("pool_name"))):
+        name = str(p.get("pool_name"))
+        subject = _subject(f"pool/{name}")
+        used = float(p.get("percent_used") or 0.0)
+        if used > 1:  # some releases report percent, not a fraction
+            used /= 100
+        if used >= POOL_WARN_RATIO:
+            out.append(
+                finding(
+                    "CEPH_POOL_NEAR_FULL",
+                    subject,
+                    f"pool {name} is {used:.0%} full",
+                    {"pool": name, "percent_used": round(used, 4), "bytes_used": p.get("bytes_used")},
+                    severity=Severity.CRITICAL if used >= POOL_CRIT_RATIO else Severity.WARNING,
+                )
+            )
+        size, min_size = int(p.get("size") or 0), int(p.get("min_size") or 0)
+        if p.get("type", "replicated") == "replicated" and not name.startswith(".") and (size <= 2 or min_size <= 1):
+            out.append(
+                finding(
+                    "CEPH_POOL_LOW_REDUNDANCY",
+                    subject,
+                    f"pool {name} has size {size}, min_size {min_size}",
+                    {"pool": name, "size": size, "min_size": min_size},
+                    severity=Severity.CRITICAL if min_size <= 1 else Severity.WARNING,
+                )
+            )
+        final = p.get("pg_num_final")
+        if p.get("pg_autoscale_mode") == "warn" and final is not None and int(final) != int(p.get("pg_num") or 0):
+            out.append(
+                finding(
+                    "CEPH_POOL_AUTOSCALE_WARN",
+                    subject,
+                    f"pool {name} has {p.get('pg_num')} PGs; the autoscaler recommends {final}",
+                    {"pool": name, "pg_num": p.get("pg_num"), "pg_num_final": final, "mode": "warn"},
+                )
+            )
+    return out
+
+
+@pve_rule(
+    "ceph.flags",
+    rule="The OSD map flags (noout, norebalance, pause, ...) are cluster-wide switches an operator sets for "
+    "maintenance; PVE lists each with value 1 when set.",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm get_flags + PVE/Ceph/Tools.pm get_possible_osd_flags",
+    codes=("CEPH_FLAG_SET",),
+)
+def flag_findings(flags: list[Row]) -> list[Finding]:
+    out = []
+    for f in flags:
+        name = str(f.get("name"))
+        if not int(f.get("value") or 0):
+            continue
+        out.append(
+            finding(
+                "CEPH_FLAG_SET",
+                _subject(f"flag/{name}"),
+                f"Ceph flag {name} is set: {FLAG_RISK.get(name, 'a maintenance switch is still on')}",
+                {"flag": name, "description": f.get("description")},
+                remediation=f"If no maintenance is running, unset it: ceph osd unset {name} "
+                f"(or PUT /cluster/ceph/flags/{name} value=0).",
+                severity=Severity.CRITICAL if name in CRITICAL_FLAGS else Severity.WARNING,
+            )
+        )
+    return out
+
+
+@pve_rule(
+    "ceph.mon-quorum",
+    rule="A monitor whose rank is in quorum_status's quorum is 'running' with quorum=1; any other is out of "
+    "quorum, and the cluster needs more than half of its monitors in quorum.",
+    pve="pve-manager PVE/API2/Ceph/MON.pm listmon",
+    codes=("CEPH_MON_OUT_OF_QUORUM",),
+)
+def mon_findings(mons: list[Row]) -> list[Finding]:
+    out = []
+    inq = [m for m in mons if int(m.get("quorum") or 0)]
+    for m in mons:
+        if int(m.get("quorum") or 0):
+            continue
+        name = str(m.get("name"))
+        spare = len(inq) - (len(mons) // 2 + 1)
+        out.append(
+            finding(
+                "CEPH_MON_OUT_OF_QUORUM",
+                _subject(f"mon.{name}", m.get("host") if isinstance(m.get("host"), str) else None),
+                f"monitor {name} is not in quorum ({len(inq)} of {len(mons)} are); "
+                + ("losing one more loses quorum" if spare <= 0 else f"{spare} more may fail"),
+                {"mon": name, "state": m.get("state"), "in_quorum": len(inq), "monitors": len(mons)},
+                severity=Severity.CRITICAL if spare <= 0 else Severity.WARNING,
+            )
+        )
+    return out
+
+
+@pve_rule(
+    "ceph.versions",
+    rule="Ceph's metadata lists each daemon's ceph_version_short; PVE's UI flags daemons that differ from the "
+    "newest as needing a restart after an upgrade.",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm metadata",
+    codes=("CEPH_VERSION_MIXED",),
+)
+def version_findings(metadata: Row) -> list[Finding]:
+    versions: dict[str, list[str]] = {}
+    for kind in ("mon", "mgr", "osd", "mds"):
+        daemons = metadata.get(kind) or {}
+        rows = daemons.values() if isinstance(daemons, dict) else daemons
+        for d in rows:
+            if isinstance(d, dict) and d.get("ceph_version_short"):
+                ident = d.get("name") if kind != "osd" else d.get("id", d.get("name"))
+                versions.setdefault(str(d["ceph_version_short"]), []).append(f"{kind}.{ident}")
+    if len(versions) <= 1:
+        return []
+    newest = max(versions, key=_version_key)
+    old = {v: sorted(ds) for v, ds in versions.items() if v != newest}
+    return [
+        finding(
+            "CEPH_VERSION_MIXED",
+            _subject("versions"),
+            f"Ceph daemons run {len(versions)} versions; {sum(len(d) for d in old.values())} are older than {newest}",
+            {"newest": newest, "older": old},
+        )
+    ]
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdecimal())
+
+
+@pve_rule(
+    "ceph.node-loss",
+    rule="When a host's OSDs go down and out, Ceph re-replicates their data onto the remaining OSDs; an OSD "
+    "at mon_osd_nearfull_ratio (0.85) raises OSD_NEARFULL.",
+    pve="pve-manager PVE/API2/Ceph/OSD.pm index (total_space, bytes_used per OSD)",
+    codes=("CEPH_NODE_LOSS_NEARFULL",),
+)
+def node_loss_findings(tree: Row) -> list[Finding]:
+    """Would the cluster be near-full after losing the biggest host's OSDs? (raw use, evenly spread)."""
+    rows = [o for o in osds(tree) if int(o.get("in", 1) or 0)]
+    total = sum(int(o.get("total_space") or 0) for o in rows)
+    used = sum(int(o.get("bytes_used") or 0) for o in rows)
+    per_host: dict[str, int] = {}
+    for o in rows:
+        per_host[str(o.get("host"))] = per_host.get(str(o.get("host")), 0) + int(o.get("total_space") or 0)
+    if len(per_host) < 2 or not total:
+        return []
+    host, lost = max(per_host.items(), key=lambda kv: (kv[1], kv[0]))
+    after = used / (total - lost) if total > lost else 1.0
+    if after < NEARFULL_RATIO:
+        return []
+    return [
+        finding(
+            "CEPH_NODE_LOSS_NEARFULL",
+            _subject("capacity"),
+            f"losing {host}'s OSDs would leave the cluster {after:.0%} full (nearfull at {NEARFULL_RATIO:.0%})",
+            {"host": host, "used_now": round(used / total, 4), "used_after": round(after, 4), "raw_total": total},
+            severity=Severity.CRITICAL if after >= 0.95 else Severity.WARNING,
+        )
+    ]

@@ -1,0 +1,150 @@
+"""The Ceph part of a node evacuation: are the node's OSDs and monitor safe to stop, and the noout steps.
+
+Emptying a node of guests is not enough on a hyper-converged cluster: shutting it down stops its OSDs
+and its monitor. PVE answers "is it safe" with ``GET /nodes/{n}/ceph/cmd-safety`` (Ceph's
+``ok-to-stop``, one daemon per call); the plan blocks when Ceph says no, and adds the steps an operator
+takes around the maintenance: set noout before (so Ceph does not re-replicate the node's data while it
+is down), unset it after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pve_steward.analysis.ceph import osds
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
+
+Row = dict[str, Any]
+
+
+class CephStep(BaseModel):
+    when: Literal["before", "after"] = Field(description="before the node goes down, or after it is back")
+    action: str
+    command: str = Field(description="the shell command on a Ceph node; the PVE API call follows in parentheses")
+    why: str
+
+
+class CephDaemonCheck(BaseModel):
+    daemon: str = Field(description="osd.<id> or mon.<name>")
+    safe: bool | None = Field(description="Ceph's ok-to-stop answer; null when it could not be asked")
+    status: str = Field("", description="Ceph's message (cluster text)")
+
+
+@dataclass
+class NodeCeph:
+    """What the planner needs about Ceph on the node to evacuate (the tools layer reads it)."""
+
+    osd_tree: Row = field(default_factory=dict)
+    mons: list[Row] = field(default_factory=list)
+    flags: list[Row] = field(default_factory=list)
+    safety: dict[str, Row | str] = field(default_factory=dict)  # "osd.3" / "mon.pve1" -> answer or error
+
+
+def node_osds(c: NodeCeph, node: str) -> list[int]:
+    return [int(o["id"]) for o in osds(c.osd_tree) if o.get("host") == node]
+
+
+def node_mons(c: NodeCeph, node: str) -> list[str]:
+    """Monitors named like their node, as ``pveceph mon create`` names them (Ceph/MON.pm createmon)."""
+    return [str(m["name"]) for m in c.mons if str(m.get("name")) == node]
+
+
+@pve_rule(
+    "ceph.ok-to-stop",
+    rule="cmd-safety asks Ceph '<service> ok-to-stop' for one daemon and reports safe when Ceph returns 0: for "
+    "an OSD, every PG keeps at least min_size replicas up; for a monitor, the rest keep a quorum.",
+    pve="pve-manager PVE/API2/Ceph.pm cmd_safety",
+    codes=("CEPH_OSD_NOT_OK_TO_STOP", "CEPH_MON_QUORUM_AT_RISK"),
+)
+def ceph_evacuation(c: NodeCeph, node: str) -> tuple[list[CephDaemonCheck], list[CephStep], list[Finding]]:
+    """Ceph's verdict per daemon on the node, the maintenance steps, and findings (critical = blocks)."""
+    ids, mons = node_osds(c, node), node_mons(c, node)
+    checks = [_check(c, f"osd.{i}") for i in ids] + [_check(c, f"mon.{m}") for m in mons]
+    if "osd.?" in c.safety:  # the node's daemons could not be listed: nothing is known to be safe
+        checks.append(_check(c, "osd.?"))
+    found: list[Finding] = []
+    for chk in checks:
+        if chk.safe is not False:
+            continue
+        code = "CEPH_OSD_NOT_OK_TO_STOP" if chk.daemon.startswith("osd.") else "CEPH_MON_QUORUM_AT_RISK"
+        found.append(
+            finding(
+                code,
+                Subject(kind="ceph", id=chk.daemon, node=node),
+                f"Ceph says stopping {chk.daemon} on {node} is not safe: {chk.status}",
+                {"daemon": chk.daemon, "ceph_status": chk.status},
+                severity=Severity.CRITICAL,
+            )
+        )
+    for chk in checks:
+        if chk.safe is None:
+            found.append(
+                finding(
+                    "DATA_INCOMPLETE",
+                    Subject(kind="data", id=f"/nodes/{node}/ceph/cmd-safety", node=node),
+                    f"could not ask Ceph whether {chk.daemon} is ok to stop: {chk.status}",
+                    {"daemon": chk.daemon},
+                )
+            )
+    return checks, _steps(c, node, ids, mons), found
+
+
+def _check(c: NodeCeph, daemon: str) -> CephDaemonCheck:
+    answer = c.safety.get(daemon)
+    if not isinstance(answer, dict):
+        return CephDaemonCheck(daemon=daemon, safe=None, status=str(answer or "not asked"))
+    return CephDaemonCheck(daemon=daemon, safe=bool(int(answer.get("safe") or 0)), status=str(answer.get("status", "")))
+
+
+def _steps(c: NodeCeph, node: str, ids: list[int], mons: list[str]) -> list[CephStep]:
+    if not ids and not mons:
+        return []
+    steps: list[CephStep] = []
+    if mons:
+        steps.append(
+            CephStep(
+                when="before",
+                action=f"confirm the other monitors keep quorum without mon.{mons[0]}",
+                command=f"ceph mon ok-to-stop {' '.join(mons)} "
+                f"(GET /nodes/{node}/ceph/cmd-safety?service=mon&id={mons[0]}&action=stop)",
+                why="a Ceph cluster without monitor quorum stops serving all I/O",
+            )
+        )
+    if not ids:
+        return steps
+    listed = " ".join(str(i) for i in ids)
+    already = any(f.get("name") == "noout" and int(f.get("value") or 0) for f in c.flags)
+    steps += [
+        CephStep(
+            when="before",
+            action=f"check that {node}'s OSDs ({listed}) may stop together",
+            command=f"ceph osd ok-to-stop {listed}",
+            why="PVE's cmd-safety asks for one OSD at a time; Ceph can judge the whole node's OSDs at once",
+        ),
+        CephStep(
+            when="before",
+            action="noout is already set: leave it (and find out who set it)"
+            if already
+            else "set noout so Ceph does not mark the node's OSDs out",
+            command="ceph osd set noout (PUT /cluster/ceph/flags/noout value=1; operation ceph_set_flag)",
+            why="without noout Ceph marks the down OSDs out after mon_osd_down_out_interval (10 min) and starts "
+            "re-replicating their data onto the other nodes, filling them and loading the cluster",
+        ),
+        CephStep(
+            when="after",
+            action=f"wait until {node}'s OSDs are up and in and PGs are active+clean",
+            command=f"ceph osd tree {node}; ceph -s (GET /nodes/{node}/ceph/osd, GET /cluster/ceph/status)",
+            why="recovery of the writes the node missed must finish before the next node goes down",
+        ),
+        CephStep(
+            when="after",
+            action="unset noout",
+            command="ceph osd unset noout (PUT /cluster/ceph/flags/noout value=0; operation ceph_unset_flag)",
+            why="a noout left set keeps Ceph from healing a real OSD failure later",
+        ),
+    ]
+    return steps

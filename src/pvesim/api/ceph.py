@@ -1,0 +1,246 @@
+"""PVE's Ceph API (pve-manager PVE/API2/Cluster/Ceph.pm, PVE/API2/Ceph.pm, Ceph/OSD.pm, Ceph/Pool.pm, Ceph/MON.pm)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pvesim.api.registry import ApiError, Call, b, route
+from pvesim.ceph import FLAG_DESCRIPTIONS, FLAGS, Ceph, release_name
+
+
+def _ceph(call: Call) -> Ceph:
+    """PVE::Ceph::Tools::check_ceph_inited: without Ceph installed every Ceph call dies with this."""
+    if call.cluster.ceph is None:
+        raise ApiError(500, "binary not installed: /usr/bin/ceph-mon")
+    return call.cluster.ceph
+
+
+def _version_string(version: str) -> str:
+    return f"ceph version {version} (pvesim) {release_name(version)} (stable)"
+
+
+@route("GET", "/cluster/ceph/status")
+def status(call: Call) -> dict[str, Any]:
+    """PVE::Ceph::Tools::ceph_cluster_status: ``ceph status`` as JSON."""
+    ceph = _ceph(call)
+    quorum = ceph.quorum()
+    if not quorum:
+        raise ApiError(500, "got timeout")  # librados cannot reach a quorate monitor
+    osds = list(ceph.osds.values())
+    total, used = ceph.raw_total(), ceph.raw_used()
+    degraded = ceph.health_checks().get("PG_DEGRADED")
+    pgs = sum(p.pg_num for p in ceph.pools.values())
+    bad = int(degraded["summary"]["count"]) if degraded else 0
+    by_state = [{"state_name": "active+clean", "count": pgs - bad}] if pgs - bad else []
+    if bad:
+        by_state.append({"state_name": "active+undersized+degraded", "count": bad})
+    return {
+        "fsid": ceph.fsid,
+        "health": {"status": ceph.health_status(), "checks": ceph.health_checks(), "mutes": []},
+        "election_epoch": 42,
+        "quorum": [ceph.rank(m.name) for m in quorum],
+        "quorum_names": [m.name for m in quorum],
+        "quorum_age": 86400,
+        "monmap": {
+            "epoch": 3,
+            "fsid": ceph.fsid,
+            "min_mon_release_name": release_name(ceph.version),
+            "num_mons": len(ceph.mons),
+        },
+        "osdmap": {
+            "epoch": 512,
+            "num_osds": len(osds),
+            "num_up_osds": sum(o.up for o in osds),
+            "num_in_osds": sum(o.in_ for o in osds),
+            "num_remapped_pgs": 0,
+        },
+        "pgmap": {
+            "pgs_by_state": by_state,
+            "num_pgs": pgs,
+            "num_pools": len(ceph.pools),
+            "data_bytes": sum(p.stored for p in ceph.pools.values()),
+            "bytes_used": used,
+            "bytes_avail": max(total - used, 0),
+            "bytes_total": total,
+        },
+        "mgrmap": {"available": True, "num_standbys": max(len(ceph.mons) - 1, 0)},
+    }
+
+
+@route("GET", "/cluster/ceph/flags")
+def flags(call: Call) -> list[dict[str, Any]]:
+    ceph = _ceph(call)
+    return [{"name": f, "description": FLAG_DESCRIPTIONS[f], "value": b(f in ceph.flags)} for f in FLAGS]
+
+
+@route("GET", "/cluster/ceph/flags/{flag}")
+def flag(call: Call) -> int:
+    return b(call.params["flag"] in _ceph(call).flags)
+
+
+@route("PUT", "/cluster/ceph/flags/{flag}")
+def set_flag(call: Call) -> None:
+    """``ceph osd set|unset <flag>``; setting a flag that is already set changes nothing."""
+    ceph = _ceph(call)
+    if call.flag("value"):
+        ceph.flags.add(call.params["flag"])
+    else:
+        ceph.flags.discard(call.params["flag"])
+
+
+@route("GET", "/cluster/ceph/metadata")
+def metadata(call: Call) -> dict[str, Any]:
+    ceph = _ceph(call)
+
+    def daemon(name: str, host: str, version: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "hostname": host,
+            "ceph_release": release_name(version),
+            "ceph_version": _version_string(version),
+            "ceph_version_short": version,
+            "mem_total_kb": 4_000_000,
+            "mem_swap_kb": 0,
+        }
+
+    mons = {
+        f"{m.name}": dict(daemon(m.name, m.host, m.version), addrs="[v2:10.0.0.1:3300/0]") for m in ceph.mons.values()
+    }
+    mgrs = {m.name: dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mons.values()}
+    osds = [
+        dict(
+            daemon(str(o.id), o.host, o.version),
+            id=o.id,
+            osd_objectstore="bluestore",
+            osd_data=f"/var/lib/ceph/osd/ceph-{o.id}",
+        )
+        for o in ceph.osds.values()
+        if o.up
+    ]
+    nodes = {
+        n: {"version": {"str": ceph.version, "parts": [int(x) for x in ceph.version.split(".")]}, "buildcommit": "0"}
+        for n in call.cluster.nodes
+    }
+    out: dict[str, Any] = {"mon": mons, "mgr": mgrs, "osd": osds, "mds": {}}
+    if call.params.get("scope", "all") == "all":
+        out["node"] = nodes
+    return out
+
+
+@route("GET", "/nodes/{node}/ceph/osd")
+def osd_tree(call: Call) -> dict[str, Any]:
+    """Ceph/OSD.pm index: the whole CRUSH tree (every host), whichever node answers."""
+    ceph = _ceph(call)
+    hosts = []
+    for i, host in enumerate(ceph.hosts, start=2):
+        children = []
+        for o in sorted(ceph.osds.values(), key=lambda o: o.id):
+            if o.host != host:
+                continue
+            children.append(
+                {
+                    "id": o.id,
+                    "name": f"osd.{o.id}",
+                    "type": "osd",
+                    "host": host,
+                    "status": "up" if o.up else "down",
+                    "in": b(o.in_),
+                    "crush_weight": round(o.total / 1024**4, 5),
+                    "reweight": 1 if o.in_ else 0,
+                    "device_class": o.device_class,
+                    "total_space": o.total,
+                    "bytes_used": o.used,
+                    "percent_used": o.used * 100 / o.total if o.total else 0,
+                    "commit_latency_ms": o.latency_ms,
+                    "apply_latency_ms": o.latency_ms,
+                    "osdtype": "bluestore",
+                    "ceph_version": _version_string(o.version),
+                    "ceph_version_short": o.version,
+                    "leaf": 1,
+                }
+            )
+        hosts.append({"id": -i, "name": host, "type": "host", "children": children, "leaf": 0, "version": ceph.version})
+    root = {"id": -1, "name": "default", "type": "root", "children": hosts, "leaf": 0}
+    out: dict[str, Any] = {"root": {"leaf": 0, "children": [root]}}
+    if ceph.flags:
+        out["flags"] = ",".join(sorted(ceph.flags))
+    return out
+
+
+@route("GET", "/nodes/{node}/ceph/pool")
+def pools(call: Call) -> list[dict[str, Any]]:
+    ceph = _ceph(call)
+    rows = []
+    for p in ceph.pools.values():
+        row: dict[str, Any] = {
+            "pool": p.id,
+            "pool_name": p.name,
+            "type": "replicated",
+            "size": p.size,
+            "min_size": p.min_size,
+            "pg_num": p.pg_num,
+            "pg_autoscale_mode": p.autoscale_mode,
+            "crush_rule": 0,
+            "crush_rule_name": "replicated_rule",
+            "bytes_used": p.stored * p.size,
+            "percent_used": ceph.pool_percent(p),
+            "application_metadata": {"rbd": {}},
+        }
+        if p.pg_num_final is not None:
+            row["pg_num_final"] = p.pg_num_final
+            row["autoscale_status"] = {"pool_name": p.name, "pg_num_final": p.pg_num_final, "would_adjust": True}
+        rows.append(row)
+    return rows
+
+
+@route("GET", "/nodes/{node}/ceph/mon")
+def mons(call: Call) -> list[dict[str, Any]]:
+    """Ceph/MON.pm listmon: quorum members are 'running'; without a quorum the state is unknown."""
+    ceph = _ceph(call)
+    quorum = {m.name for m in ceph.quorum()}
+    rows = []
+    for m in sorted(ceph.mons.values(), key=lambda m: m.name):
+        row: dict[str, Any] = {
+            "name": m.name,
+            "host": 1,
+            "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "rank": ceph.rank(m.name),
+            "service": 1,
+            "direxists": "1",
+            "ceph_version": _version_string(m.version),
+            "ceph_version_short": m.version,
+        }
+        if m.name in quorum:
+            row.update(quorum=1, state="running")
+        elif not quorum:
+            row["state"] = "unknown"
+        else:
+            row["state"] = "stopped"
+        rows.append(row)
+    return rows
+
+
+@route("GET", "/nodes/{node}/ceph/cmd-safety")
+def cmd_safety(call: Call) -> dict[str, Any]:
+    """PVE/API2/Ceph.pm cmd_safety: ``<service> ok-to-stop`` through librados; safe when Ceph returns 0."""
+    ceph = _ceph(call)
+    service, ident, action = call.params["service"], str(call.params["id"]), call.params["action"]
+    if service == "mds":
+        if action != "stop":
+            raise ApiError(500, f"Service does not support this action: {service}: {action}")
+        return {"safe": 1}  # no MDS in the model: nothing depends on it
+    if service == "osd" and action == "destroy":  # safe-to-destroy: out, down and no longer holding data
+        osd = ceph.osds.get(int(ident)) if ident.isdecimal() else None
+        if osd is None:
+            return {"safe": 0, "status": f"osd.{ident} does not exist"}
+        ok = not osd.up and not osd.in_
+        return {"safe": b(ok), "status": f"OSD(s) {ident} are {'' if ok else 'not yet '}safe to destroy"}
+    if service == "osd":
+        try:
+            ids = {int(i) for i in ident.replace(" ", ",").split(",") if i}
+        except ValueError:
+            return {"safe": 0, "status": f"invalid osd id '{ident}'"}
+        safe, message = ceph.osd_ok_to_stop(ids)
+    else:
+        safe, message = ceph.mon_ok_to_stop(ident)
+    return {"safe": b(safe), "status": message}

@@ -1,0 +1,339 @@
+"""A Ceph cluster behind PVE's Ceph API: OSDs, pools, monitors, flags, and what Ceph derives from them.
+
+Health checks, ``ok-to-stop`` answers and pool usage are computed from the model the way Ceph does,
+simplified to a single CRUSH root with the host as failure domain (PVE's default replicated rule):
+a pool's PG has its ``size`` replicas on distinct hosts, so a PG can lose one replica per impaired
+host, and it stays active while at least ``min_size`` replicas are up (OSDMap.cc ``check_health``,
+OSDMonitor ``ok-to-stop``, Monitor quorum arithmetic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from pvesim import pveconfig
+
+FLAGS = (
+    "nobackfill",
+    "nodeep-scrub",
+    "nodown",
+    "noin",
+    "noout",
+    "norebalance",
+    "norecover",
+    "noscrub",
+    "notieragent",
+    "noup",
+    "pause",
+)
+FLAG_DESCRIPTIONS = {  # pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags
+    "pause": "Pauses read and writes.",
+    "noup": "OSDs are not allowed to start.",
+    "nodown": "OSD failure reports are being ignored, such that the monitors will not mark OSDs down.",
+    "noout": "OSDs will not automatically be marked out after the configured interval.",
+    "noin": "OSDs that were previously marked out will not be marked back in when they start.",
+    "nobackfill": "Backfilling of PGs is suspended.",
+    "norebalance": "Rebalancing of PGs is suspended.",
+    "norecover": "Recovery of PGs is suspended.",
+    "noscrub": "Scrubbing is disabled.",
+    "nodeep-scrub": "Deep Scrubbing is disabled.",
+    "notieragent": "Cache tiering activity is suspended.",
+}
+RELEASES = {"17": "quincy", "18": "reef", "19": "squid"}
+
+
+@dataclass
+class Osd:
+    id: int
+    host: str
+    total: int
+    used: int
+    up: bool = True
+    in_: bool = True
+    latency_ms: int = 2
+    device_class: str = "ssd"
+    version: str = ""
+
+
+@dataclass
+class Pool:
+    id: int
+    name: str
+    size: int = 3
+    min_size: int = 2
+    pg_num: int = 128
+    stored: int = 0  # user data; raw use is stored * size
+    autoscale_mode: str = "on"
+    pg_num_final: int | None = None
+    quota_max_bytes: int = 0
+
+
+@dataclass
+class Mon:
+    name: str
+    host: str
+    up: bool = True
+    avail_pct: int = 80  # free space of the mon's data directory
+    version: str = ""
+
+
+@dataclass
+class Ceph:
+    fsid: str
+    version: str
+    osds: dict[int, Osd] = field(default_factory=dict)
+    pools: dict[str, Pool] = field(default_factory=dict)
+    mons: dict[str, Mon] = field(default_factory=dict)
+    flags: set[str] = field(default_factory=set)
+    extra_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nearfull_ratio: float = 0.85
+    backfillfull_ratio: float = 0.90
+    full_ratio: float = 0.95
+
+    # ------------------------------------------------------------ placement arithmetic
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({o.host for o in self.osds.values()})
+
+    def impaired_hosts(self, stopped: Collection[int] = ()) -> set[str]:
+        """Hosts with an OSD that is down (or would be, after stopping ``stopped``) while still in."""
+        return {o.host for o in self.osds.values() if o.in_ and (not o.up or o.id in stopped)}
+
+    def worst_replicas(self, pool: Pool, impaired: set[str]) -> int:
+        """The fewest up replicas any PG of the pool has: one replica per impaired host, at worst."""
+        return pool.size - min(len(impaired), pool.size)
+
+    def inactive_pools(self, stopped: Collection[int] = ()) -> list[Pool]:
+        impaired = self.impaired_hosts(stopped)
+        return [p for p in self.pools.values() if self.worst_replicas(p, impaired) < p.min_size]
+
+    def pgs_at_risk(self, pools: list[Pool]) -> int:
+        return sum(p.pg_num for p in pools)
+
+    # ------------------------------------------------------------ usage
+
+    def raw_total(self) -> int:
+        return sum(o.total for o in self.osds.values() if o.in_)
+
+    def raw_used(self) -> int:
+        return sum(o.used for o in self.osds.values())
+
+    def max_avail(self, pool: Pool) -> int:
+        """Ceph's MAX AVAIL: what the fullest in OSD allows up to full_ratio, over the in OSDs, per replica."""
+        ins = [o for o in self.osds.values() if o.in_ and o.total]
+        if not ins:
+            return 0
+        headroom = min(o.total * self.full_ratio - o.used for o in ins) / max(o.total for o in ins)
+        raw = max(0.0, headroom) * sum(o.total for o in ins)
+        return int(raw / max(pool.size, 1))
+
+    def pool_percent(self, pool: Pool) -> float:
+        avail = self.max_avail(pool)
+        return pool.stored / (pool.stored + avail) if pool.stored + avail else 0.0
+
+    # ------------------------------------------------------------ monitors
+
+    def quorum(self) -> list[Mon]:
+        up = [m for m in self.mons.values() if m.up]
+        return up if len(up) * 2 > len(self.mons) else []
+
+    def rank(self, name: str) -> int:
+        return sorted(self.mons).index(name)
+
+    # ------------------------------------------------------------ health (OSDMap/PGMap/Monitor checks)
+
+    def health_checks(self) -> dict[str, dict[str, Any]]:
+        checks: dict[str, dict[str, Any]] = {}
+
+        def add(name: str, severity: str, message: str, count: int, detail: list[str] | None = None) -> None:
+            checks[name] = {
+                "severity": severity,
+                "summary": {"message": message, "count": count},
+                "detail": [{"message": d} for d in detail or []],
+                "muted": False,
+            }
+
+        if self.flags:
+            add("OSDMAP_FLAGS", "HEALTH_WARN", f"{','.join(sorted(self.flags))} flag(s) set", len(self.flags))
+        down_in = [o for o in self.osds.values() if not o.up and o.in_]
+        if down_in:
+            add(
+                "OSD_DOWN",
+                "HEALTH_WARN",
+                f"{len(down_in)} osds down",
+                len(down_in),
+                [f"osd.{o.id} (root=default,host={o.host}) is down" for o in down_in],
+            )
+            whole = [h for h in self.hosts if all(not o.up for o in self.osds.values() if o.host == h)]
+            if whole:
+                add("OSD_HOST_DOWN", "HEALTH_WARN", f"{len(whole)} host ({len(whole)} osds) down", len(whole))
+        self._fullness_checks(add)
+        impaired = self.impaired_hosts()
+        degraded = [p for p in self.pools.values() if impaired and p.stored and p.size > 1]
+        if degraded:
+            pgs = self.pgs_at_risk(degraded)
+            add(
+                "PG_DEGRADED",
+                "HEALTH_WARN",
+                f"Degraded data redundancy: {pgs} pgs degraded, {pgs} pgs undersized",
+                pgs,
+                [f"pool {p.name} has degraded pgs" for p in degraded],
+            )
+        inactive = self.inactive_pools()
+        if inactive:
+            pgs = self.pgs_at_risk(inactive)
+            add("PG_AVAILABILITY", "HEALTH_ERR", f"Reduced data availability: {pgs} pgs inactive", pgs)
+        norep = [p for p in self.pools.values() if p.size == 1]
+        if norep:
+            add("POOL_NO_REDUNDANCY", "HEALTH_WARN", f"{len(norep)} pool(s) have no replicas configured", len(norep))
+        quota = [p for p in self.pools.values() if p.quota_max_bytes and p.stored >= 0.8 * p.quota_max_bytes]
+        if quota:
+            add("POOL_NEAR_FULL", "HEALTH_WARN", f"{len(quota)} pool(s) nearfull", len(quota))
+        down_mons = [m for m in self.mons.values() if not m.up]
+        if down_mons:
+            names = ",".join(m.name for m in self.quorum())
+            add(
+                "MON_DOWN",
+                "HEALTH_WARN",
+                f"{len(down_mons)}/{len(self.mons)} mons down, quorum {names}",
+                len(down_mons),
+                [f"mon.{m.name} (rank {self.rank(m.name)}) is down (out of quorum)" for m in down_mons],
+            )
+        low = [m for m in self.mons.values() if m.up and m.avail_pct < 30]
+        if low:
+            add(
+                "MON_DISK_LOW",
+                "HEALTH_ERR" if any(m.avail_pct < 5 for m in low) else "HEALTH_WARN",
+                f"mon{'s' if len(low) > 1 else ''} {','.join(m.name for m in low)} low on available space",
+                len(low),
+            )
+        versions = {o.version for o in self.osds.values() if o.up} | {m.version for m in self.mons.values() if m.up}
+        if len({v.split(".")[0] for v in versions}) > 1:
+            add("DAEMON_OLD_VERSION", "HEALTH_WARN", "There are daemons running an older version of ceph", 1)
+        checks.update(self.extra_checks)
+        return checks
+
+    def _fullness_checks(self, add: Any) -> None:
+        levels = (
+            ("OSD_FULL", "HEALTH_ERR", self.full_ratio, "full"),
+            ("OSD_BACKFILLFULL", "HEALTH_WARN", self.backfillfull_ratio, "backfillfull"),
+            ("OSD_NEARFULL", "HEALTH_WARN", self.nearfull_ratio, "nearfull"),
+        )
+        taken: set[int] = set()
+        for name, severity, ratio, word in levels:
+            hit = [
+                o for o in self.osds.values() if o.up and o.total and o.used / o.total >= ratio and o.id not in taken
+            ]
+            taken |= {o.id for o in hit}
+            if hit:
+                add(
+                    name,
+                    severity,
+                    f"{len(hit)} {word} osd(s)",
+                    len(hit),
+                    [f"osd.{o.id} is {word}" for o in hit],
+                )
+                if word == "nearfull":
+                    add("POOL_NEARFULL", "HEALTH_WARN", f"{len(self.pools)} pool(s) nearfull", len(self.pools))
+
+    def health_status(self) -> str:
+        severities = {c["severity"] for c in self.health_checks().values()}
+        return "HEALTH_ERR" if "HEALTH_ERR" in severities else "HEALTH_WARN" if severities else "HEALTH_OK"
+
+    # ------------------------------------------------------------ ok-to-stop (OSDMonitor / MonmapMonitor)
+
+    def osd_ok_to_stop(self, ids: set[int]) -> tuple[bool, str]:
+        unknown = sorted(i for i in ids if i not in self.osds)
+        if unknown:
+            return False, f"osd(s) {','.join(map(str, unknown))} do not exist"
+        inactive = self.inactive_pools(ids)
+        names = ",".join(f"osd.{i}" for i in sorted(ids))
+        if inactive:
+            pgs = self.pgs_at_risk(inactive)
+            return False, f"unsafe to stop osd(s) at this time ({pgs} PGs are or would become offline)"
+        return True, (
+            f"{names} are ok to stop without reducing availability or risking data, provided there are no "
+            "other concurrent failures or interventions."
+        )
+
+    def mon_ok_to_stop(self, name: str) -> tuple[bool, str]:
+        if name not in self.mons:
+            return False, f"mon.{name} does not exist"
+        rest = [m.name for m in self.mons.values() if m.up and m.name != name]
+        if len(rest) * 2 > len(self.mons):
+            return True, f"quorum should be preserved ({','.join(rest)}) after stopping [{name}]"
+        return False, f"not enough monitors would be available ({','.join(rest)}) after stopping mons [{name}]"
+
+
+# ------------------------------------------------------------------------------------------------- scenario
+
+
+def _size(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else pveconfig.parse_size(str(value))
+
+
+def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
+    """The scenario's ``ceph:`` mapping, or None for a cluster without Ceph."""
+    if not data:
+        return None
+    version = str(data.get("version", "19.2.3"))
+    ceph = Ceph(fsid=str(data.get("fsid", "7c5e3b1a-2f44-4d8e-9b1a-5e0c1f2a3b4c")), version=version)
+    for key in ("nearfull_ratio", "backfillfull_ratio", "full_ratio"):
+        if key in data:
+            setattr(ceph, key, float(data[key]))
+    for i, od in enumerate(data.get("osds", [])):
+        osd = Osd(
+            id=int(od.get("id", i)),
+            host=str(od["node"]),
+            total=_size(od.get("size", "1T")),
+            used=_size(od.get("used", 0)),
+            up=bool(od.get("up", True)),
+            in_=bool(od.get("in", True)),
+            latency_ms=int(od.get("latency", 2)),
+            device_class=str(od.get("class", "ssd")),
+            version=str(od.get("version", version)),
+        )
+        if osd.host not in nodes:
+            raise ValueError(f"osd.{osd.id} is on unknown node '{osd.host}'")
+        ceph.osds[osd.id] = osd
+    for i, pd in enumerate(data.get("pools", []), start=1):
+        final = pd.get("pg_num_final")
+        ceph.pools[pd["name"]] = Pool(
+            id=int(pd.get("id", i)),
+            name=str(pd["name"]),
+            size=int(pd.get("size", 3)),
+            min_size=int(pd.get("min_size", 2)),
+            pg_num=int(pd.get("pg_num", 128)),
+            stored=_size(pd.get("stored", 0)),
+            autoscale_mode=str(pd.get("autoscale", "on")),
+            pg_num_final=None if final is None else int(final),
+            quota_max_bytes=_size(pd.get("quota", 0)),
+        )
+    for md in data.get("mons", [{"node": n} for n in nodes[:3]]):
+        mon = Mon(
+            name=str(md.get("name", md["node"])),
+            host=str(md["node"]),
+            up=bool(md.get("up", True)),
+            avail_pct=int(md.get("avail_pct", 80)),
+            version=str(md.get("version", version)),
+        )
+        ceph.mons[mon.name] = mon
+    unknown = set(data.get("flags", [])) - set(FLAGS)
+    if unknown:
+        raise ValueError(f"unknown ceph flag(s) {sorted(unknown)} (known: {', '.join(FLAGS)})")
+    ceph.flags = set(data.get("flags", []))
+    for name, cd in (data.get("health_checks") or {}).items():
+        ceph.extra_checks[str(name)] = {
+            "severity": str(cd.get("severity", "HEALTH_WARN")),
+            "summary": {"message": str(cd.get("message", name)), "count": int(cd.get("count", 1))},
+            "detail": [],
+            "muted": False,
+        }
+    return ceph
+
+
+def release_name(version: str) -> str:
+    return RELEASES.get(version.split(".", maxsplit=1)[0], "unknown")

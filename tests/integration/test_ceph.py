@@ -1,0 +1,138 @@
+"""Ceph through MCP against pvesim's ``ceph`` scenario: health findings, evacuation steps, the flag writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.integration.conftest import LIMITED_TOKEN
+
+pytestmark = pytest.mark.anyio
+
+# (code, subject id) for every Ceph problem planted in src/pvesim/scenarios/ceph.yaml
+PLANTED = {
+    ("CEPH_HEALTH_CHECK", "health/OSD_DOWN"),
+    ("CEPH_HEALTH_CHECK", "health/OSD_NEARFULL"),
+    ("CEPH_HEALTH_CHECK", "health/PG_DEGRADED"),
+    ("CEPH_HEALTH_CHECK", "health/MON_DOWN"),
+    ("CEPH_HEALTH_CHECK", "health/OSDMAP_FLAGS"),
+    ("CEPH_HEALTH_CHECK", "health/PG_NOT_DEEP_SCRUBBED"),
+    ("CEPH_OSD_DOWN", "osd.7"),
+    ("CEPH_OSD_OUT", "osd.6"),
+    ("CEPH_OSD_LATENCY_HIGH", "osd.5"),
+    ("CEPH_POOL_NEAR_FULL", "pool/vm-pool"),
+    ("CEPH_POOL_LOW_REDUNDANCY", "pool/scratch"),
+    ("CEPH_POOL_AUTOSCALE_WARN", "pool/archive"),
+    ("CEPH_FLAG_SET", "flag/noout"),
+    ("CEPH_FLAG_SET", "flag/norebalance"),
+    ("CEPH_MON_OUT_OF_QUORUM", "mon.ceph3"),
+    ("CEPH_VERSION_MIXED", "versions"),
+    ("CEPH_NODE_LOSS_NEARFULL", "capacity"),
+}
+
+
+async def _health(mcp: Any, **args: Any) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool("check_cluster_health", {"detail": True, **args})
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("version", ["8.4.14", "9.1.2"])
+async def test_ceph_scenario_findings(start_sim: Any, server_for: Any, version: str) -> None:
+    report = await _health(server_for(start_sim("ceph", version=version)), areas=["ceph"])
+    found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+    assert found >= PLANTED, PLANTED - found
+    down = next(f for f in report["findings"] if f["subject"]["id"] == "health/OSD_DOWN")
+    assert down["evidence"]["meaning"] and down["evidence"]["likely_cause"] and down["remediation"]
+    assert report["complete"] is True
+
+
+async def test_demo_ceph_is_healthy_and_other_clusters_have_no_ceph(
+    demo_sim: Any, start_sim: Any, server_for: Any
+) -> None:
+    demo = await _health(server_for(demo_sim), areas=["ceph"])
+    assert demo["findings"] == [] and demo["complete"] is True
+    plain = await _health(server_for(start_sim("healthy")), areas=["ceph"])
+    assert plain["findings"] == [] and plain["complete"] is True
+
+
+async def test_token_without_sys_audit_gets_check_skipped(start_sim: Any, server_for: Any) -> None:
+    import pvesim
+    from pvesim.scenario import DEFAULT_TOKENS
+
+    data = pvesim.load_scenario("ceph")
+    data["tokens"] = [*DEFAULT_TOKENS, LIMITED_TOKEN]
+    report = await _health(server_for(start_sim(data), "limited@pve!mcp"), areas=["ceph"])
+    codes = {f["code"] for f in report["findings"]}
+    assert "CHECK_SKIPPED" in codes and not any(c.startswith("CEPH_") for c in codes)
+
+
+async def _evacuate(mcp: Any, node: str) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool("plan_node_evacuation", {"node": node})
+    assert result.is_error is False, result.content[0].text
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+async def test_evacuating_a_ceph_node_that_is_not_ok_to_stop_is_blocked(start_sim: Any, server_for: Any) -> None:
+    plan = await _evacuate(server_for(start_sim("ceph")), "ceph1")
+    verdicts = {c["daemon"]: c["safe"] for c in plan["ceph_checks"]}
+    assert verdicts == {"osd.0": False, "osd.1": False, "mon.ceph1": False}
+    assert plan["verdict"] == "EVACUATION_BLOCKED" and "not ok to stop" in plan["summary"]
+    codes = {(f["code"], f["subject"]["id"]) for f in plan["findings"]}
+    assert {("CEPH_OSD_NOT_OK_TO_STOP", "osd.0"), ("CEPH_MON_QUORUM_AT_RISK", "mon.ceph1")} <= codes
+    noout = [s for s in plan["ceph_steps"] if "noout" in s["command"]]
+    assert [s["when"] for s in noout] == ["before", "after"]
+    assert noout[0]["action"].startswith("noout is already set")  # the scenario left it set
+
+
+async def test_evacuating_a_healthy_ceph_node_shows_ok_to_stop_and_noout_steps(demo_sim: Any, server_for: Any) -> None:
+    plan = await _evacuate(server_for(demo_sim), "pve1")
+    assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]} == {"osd.0": True, "osd.1": True, "mon.pve1": True}
+    assert "ok to stop" in plan["ceph_checks"][0]["status"]
+    steps = [(s["when"], s["command"].split(" (")[0]) for s in plan["ceph_steps"]]
+    assert ("before", "ceph osd set noout") in steps and ("after", "ceph osd unset noout") in steps
+    assert steps.index(("before", "ceph osd set noout")) < steps.index(("after", "ceph osd unset noout"))
+    assert not any(f["code"].startswith("CEPH_") for f in plan["findings"])
+
+
+async def test_evacuating_without_ceph_has_no_ceph_steps(start_sim: Any, server_for: Any) -> None:
+    plan = await _evacuate(server_for(start_sim("healthy")), "hv1")
+    assert plan["ceph_checks"] == [] and plan["ceph_steps"] == [] and plan["complete"] is True
+
+
+async def _write(c: Client, tool: str, **args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    first = await c.call_tool(tool, args)
+    assert not first.is_error, first.content[0].text
+    preview: dict[str, Any] = first.structured_content  # type: ignore[assignment]
+    second = await c.call_tool(tool, {**args, "confirm_token": preview["confirm_token"]})
+    assert not second.is_error, second.content[0].text
+    return preview, second.structured_content  # type: ignore[return-value]
+
+
+async def test_flag_writes_preview_confirm_and_change_the_flags(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    ceph = sim.cluster.ceph
+    assert ceph is not None and "noout" not in ceph.flags
+    async with Client(server_for(sim, "root@pam!pvesim", tier="operator")) as c:
+        preview, done = await _write(c, "ceph_set_flag", flag="noout")
+        assert preview["status"] == "preview" and "ceph osd set noout" in preview["summary"]
+        assert "noout" in ceph.flags and done["status"] == "completed"
+        again = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+        _preview, undone = await _write(c, "ceph_unset_flag", flag="noout")
+        bad = await c.call_tool("ceph_set_flag", {"flag": "nosuchflag"})
+    assert again.is_error and "already set" in again.content[0].text
+    assert undone["status"] == "completed" and "noout" not in ceph.flags
+    assert bad.is_error and "flag" in bad.content[0].text
+
+
+async def test_flag_write_refusals(start_sim: Any, server_for: Any) -> None:
+    async with Client(server_for(start_sim("demo"), "operator@pve!mcp", tier="operator")) as c:
+        denied = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+    async with Client(server_for(start_sim("healthy"), "root@pam!pvesim", tier="operator")) as c:
+        no_ceph = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+    assert denied.is_error and "Sys.Modify" in denied.content[0].text
+    assert no_ceph.is_error and "no Ceph" in no_ceph.content[0].text

@@ -1,0 +1,78 @@
+"""The Ceph part of an evacuation plan: ok-to-stop answers, blocking, and the noout steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
+from pve_steward.analysis.planner.evacuation import with_ceph
+from pve_steward.analysis.planner.models import EvacuationPlan
+from tests.unit.test_ceph import mon, osd, tree
+
+
+def node_ceph(safety: dict[str, Any], noout: int = 0) -> NodeCeph:
+    return NodeCeph(
+        osd_tree=tree(osd(0, "pve1"), osd(1, "pve1"), osd(2, "pve2")),
+        mons=[mon("pve1"), mon("pve2"), mon("pve3")],
+        flags=[{"name": "noout", "value": noout}],
+        safety=safety,
+    )
+
+
+SAFE = {"safe": 1, "status": "ok to stop"}
+UNSAFE = {"safe": 0, "status": "unsafe to stop osd(s) at this time (32 PGs are or would become offline)"}
+
+
+def plan() -> EvacuationPlan:
+    return EvacuationPlan(
+        node="pve1",
+        verdict="EVACUATION_READY",
+        summary="ready",
+        steps=[],
+        blockers=[],
+        ha_guests=[],
+        targets=[],
+        complete=True,
+    )
+
+
+def test_all_safe_gives_steps_and_no_finding() -> None:
+    checks, steps, found = ceph_evacuation(node_ceph({"osd.0": SAFE, "osd.1": SAFE, "mon.pve1": SAFE}), "pve1")
+    assert [c.daemon for c in checks] == ["osd.0", "osd.1", "mon.pve1"] and all(c.safe for c in checks)
+    assert found == []
+    cmds = [(s.when, s.command.split(" (")[0]) for s in steps]
+    assert ("before", "ceph osd set noout") in cmds and ("after", "ceph osd unset noout") in cmds
+    assert ("before", "ceph osd ok-to-stop 0 1") in cmds and ("before", "ceph mon ok-to-stop pve1") in cmds
+    out = with_ceph(plan(), node_ceph({"osd.0": SAFE, "osd.1": SAFE, "mon.pve1": SAFE}))
+    assert out.verdict == "EVACUATION_READY" and out.complete and len(out.ceph_steps) == len(steps)
+
+
+def test_unsafe_osd_blocks_the_plan() -> None:
+    out = with_ceph(plan(), node_ceph({"osd.0": UNSAFE, "osd.1": SAFE, "mon.pve1": SAFE}))
+    assert out.verdict == "EVACUATION_BLOCKED" and "osd.0" in out.summary
+    (f,) = out.findings
+    assert f.code == "CEPH_OSD_NOT_OK_TO_STOP" and f.severity == "critical" and "32 PGs" in f.message
+
+
+def test_monitor_losing_quorum_blocks() -> None:
+    _checks, _steps, found = ceph_evacuation(
+        node_ceph({"osd.0": SAFE, "osd.1": SAFE, "mon.pve1": {"safe": 0, "status": "not enough monitors"}}), "pve1"
+    )
+    assert [(f.code, f.subject.id) for f in found] == [("CEPH_MON_QUORUM_AT_RISK", "mon.pve1")]
+
+
+def test_unanswered_safety_is_incomplete_not_safe() -> None:
+    out = with_ceph(plan(), node_ceph({"osd.0": "timeout", "osd.1": SAFE, "mon.pve1": SAFE}))
+    assert out.complete is False and out.verdict == "EVACUATION_READY"
+    assert [f.code for f in out.findings] == ["DATA_INCOMPLETE"]
+    assert out.ceph_checks[0].safe is None
+
+
+def test_noout_already_set_is_said() -> None:
+    _c, steps, _f = ceph_evacuation(node_ceph({"osd.0": SAFE, "osd.1": SAFE, "mon.pve1": SAFE}, noout=1), "pve1")
+    assert any(s.action.startswith("noout is already set") for s in steps)
+
+
+def test_node_without_ceph_daemons_gets_nothing() -> None:
+    checks, steps, found = ceph_evacuation(node_ceph({}), "pve3-not-osd")
+    assert (checks, steps, found) == ([], [], [])
