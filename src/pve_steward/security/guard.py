@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from pve_steward import metrics
+from pve_steward.admission import Busy
 from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
 from pve_steward.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.pve.ids import InvalidIdentifier
@@ -70,7 +72,16 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
 
     @functools.wraps(fn)
     async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
+        metrics.APPS.track(t.app)
+        metrics.IN_FLIGHT.inc()
         started = time.monotonic()
+        try:
+            return await _run(t, kwargs, started)
+        finally:
+            metrics.IN_FLIGHT.dec()
+            metrics.TOOL_LATENCY.labels(operation=name).observe(time.monotonic() - started)
+
+    async def _run(t: ToolContext, kwargs: dict[str, Any], started: float) -> R:
         base: dict[str, Any] = {
             "event": "tool_call",
             "tool": op.name,
@@ -84,6 +95,7 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             base["client"] = t.client_identity
 
         def audit(outcome: str, **extra: Any) -> None:
+            metrics.TOOL_CALLS.labels(operation=name, outcome=outcome).inc()
             if op.is_write or t.settings.audit_reads or outcome not in ("ok",):
                 t.app.audit.append(
                     {
@@ -102,6 +114,7 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         try:
             result = await fn(t, **kwargs)
         except TokenRefused as exc:
+            metrics.TOKENS.labels(event="refused", reason=exc.kind).inc()
             audit("refused", reason=str(exc))
             raise Refused(f"confirmation refused: {exc}") from None
         except Refused as exc:
@@ -114,6 +127,10 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             hint = advice(exc)
             audit("failed", error=exc.message, error_type=type(exc).__name__)
             raise ToolError(exc.message + (f". Fix: {hint}" if hint else "")) from None
+        except Busy as exc:
+            metrics.BUSY.labels(operation=name).inc()
+            audit("busy", error=str(exc))
+            raise
         except ToolError as exc:
             audit("failed", error=str(exc))
             raise
@@ -131,6 +148,7 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             raise
         # A write whose PVE task failed is a failed call in the audit trail, even though the tool answered.
         audit("task_failed" if t.audit_fields.get("task_state") == "failed" else "ok")
+        metrics.count_findings(result)
         return result
 
     wrapper.__guarded__ = True  # type: ignore[attr-defined]
