@@ -61,7 +61,16 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
     "tools registered": ("tier", "read_only", "granular_tools", "toolsets", "disable_toolsets", "tools_file"),
-    "safety": ("audit_log", "audit_reads", "confirm_ttl", "confirm_key_file", "token_store"),
+    "safety": (
+        "audit_log",
+        "audit_reads",
+        "confirm_ttl",
+        "confirm_key_file",
+        "token_store",
+        "audit_syslog",
+        "audit_syslog_ca_file",
+        "audit_required",
+    ),
     "diagnostics": ("thresholds",),
 }
 OTHER = "other settings"

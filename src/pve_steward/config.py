@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from pve_steward.security.files import refuse_exposed
+from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier
 
 ENV_PREFIX = "PVE_STEWARD_"
@@ -122,6 +123,18 @@ class Settings(BaseSettings):
         "file in the state dir (shared by restarts and processes on this host); a path; redis://host:port/db for "
         "replicas on several hosts; memory (this process only). Writes are refused while it is unreachable",
     )
+    audit_syslog: str | None = Field(
+        None,
+        description="also send every audit record to this syslog receiver: tcp://host:port or tls://host:port "
+        "(RFC 5424, octet-counted); records it cannot take wait in a queue file beside the audit log",
+    )
+    audit_syslog_ca_file: Path | None = Field(
+        None, description="CA bundle (PEM) that signed the syslog receiver's certificate (tls://; default system CAs)"
+    )
+    audit_required: bool = Field(
+        False,
+        description="refuse a write before it starts while audit records cannot be delivered to --audit-syslog",
+    )
 
     # --- diagnostics
     thresholds: dict[str, float] = Field(
@@ -179,6 +192,13 @@ class Settings(BaseSettings):
             raise ValueError(f"'{v}' is not a host or host:port")
         return v
 
+    @field_validator("audit_syslog")
+    @classmethod
+    def _syslog(cls, v: str | None) -> str | None:
+        if v is not None:
+            SyslogTarget.parse(v)
+        return v
+
     @field_validator("toolsets", "disable_toolsets", "allowed_hosts", mode="before")
     @classmethod
     def _csv(cls, v: Any) -> Any:
@@ -204,6 +224,8 @@ class Settings(BaseSettings):
             raise ValueError("insecure and fingerprint contradict each other; a pinned fingerprint is verified")
         if self.read_only:
             self.tier = Tier.READ_ONLY
+        if self.audit_required and self.audit_syslog is None:
+            raise ValueError("audit_required needs audit_syslog (the receiver whose delivery is required)")
         if self.token_secret_file is not None:
             refuse_exposed(self.token_secret_file, "token_secret_file")
         if self.confirm_key_file is not None:

@@ -48,8 +48,8 @@ from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.resources import bound_app, register_resources
-from pve_steward.security.audit import AuditLog
 from pve_steward.security.confirm import Confirm, make_resolver
+from pve_steward.security.syslog import open_audit
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
 from pve_steward.tools.context import AppContext, ToolContext
@@ -349,7 +349,9 @@ def build_server(
     ops = registry.select(
         tier=settings.tier, read_only=settings.read_only, toolsets=settings.toolsets, disabled=settings.disable_toolsets
     )
-    audit = AuditLog(settings.audit_log)
+    audit = open_audit(
+        settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
+    )
     writes = any(op.is_write for op in ops)
     store = open_store(settings.token_store, default_state_dir()) if writes else None  # fails closed at start
     signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store)

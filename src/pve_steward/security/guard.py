@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward import metrics
@@ -111,6 +112,11 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         if refusal:
             audit("denied", reason=refusal)
             raise Refused(refusal)
+        if op.is_write and t.app.audit.required:  # before any request: the write's records must leave the box
+            undelivered = await anyio.to_thread.run_sync(t.app.audit.delivery_problem)
+            if undelivered:
+                audit("refused", reason=undelivered)
+                raise Refused(undelivered + "; nothing was sent to the cluster")
         try:
             result = await fn(t, **kwargs)
         except TokenRefused as exc:
