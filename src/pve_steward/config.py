@@ -103,6 +103,16 @@ class Settings(BaseSettings):
     toolsets: list[str] | None = Field(None, description="only these toolsets (comma-separated)")
     disable_toolsets: list[str] = Field(default_factory=list, description="toolsets to leave out (comma-separated)")
     tools_file: Path | None = Field(None, description="tool definitions file overriding the packaged tools.yaml")
+    allow_actions: list[str] | None = Field(
+        None,
+        description="register only operations matching one of these globs (comma-separated, e.g. 'list_*,get_*'); "
+        "narrows tiers and toolsets, never widens them",
+    )
+    deny_actions: list[str] = Field(
+        default_factory=list,
+        description="never register operations matching these globs (comma-separated, e.g. guest_stop); wins "
+        "over --allow-actions",
+    )
     disable_version_check: bool = Field(
         False, description="start even if the PVE version is outside the supported range (logged)"
     )
@@ -199,7 +209,7 @@ class Settings(BaseSettings):
             SyslogTarget.parse(v)
         return v
 
-    @field_validator("toolsets", "disable_toolsets", "allowed_hosts", mode="before")
+    @field_validator("toolsets", "disable_toolsets", "allowed_hosts", "allow_actions", "deny_actions", mode="before")
     @classmethod
     def _csv(cls, v: Any) -> Any:
         if isinstance(v, str):

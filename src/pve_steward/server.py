@@ -49,6 +49,7 @@ from pve_steward.readcache import ReadCache
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
+from pve_steward.security.narrowing import narrowing, selection
 from pve_steward.security.syslog import open_audit
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
@@ -346,9 +347,7 @@ def build_server(
     """Assemble the MCP server; ``client`` may be injected (tests), else proxmoxer is used."""
     registry = registry or load_registry(settings.tools_file)
     thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
-    ops = registry.select(
-        tier=settings.tier, read_only=settings.read_only, toolsets=settings.toolsets, disabled=settings.disable_toolsets
-    )
+    ops = registry.select(**selection(settings))
     audit = open_audit(
         settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
     )
@@ -399,6 +398,7 @@ def build_server(
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         disabled=settings.disable_toolsets,
+        narrowed=narrowing(settings),
     )
     register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming)
     prompt_arguments = register_prompts(mcp, naming)

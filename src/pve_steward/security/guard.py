@@ -25,6 +25,7 @@ from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
 from pve_steward.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.security.audit import redact_params
+from pve_steward.security.narrowing import header_refusal, request_headers
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenRefused
 from pve_steward.tools.context import ToolContext
@@ -108,7 +109,9 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
                     }
                 )
 
-        refusal = policy_refusal(t, op)
+        refusal = policy_refusal(t, op) or header_refusal(
+            request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write
+        )
         if refusal:
             audit("denied", reason=refusal)
             raise Refused(refusal)
