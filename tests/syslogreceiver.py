@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -42,13 +43,18 @@ class SyslogReceiver:
         self._sock.listen()
         self.port = self._sock.getsockname()[1]
         self._stop = False
+        self._conns: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop listening and close every connection (a receiver that goes away)."""
         self._stop = True
-        self._sock.close()
+        for sock in [self._sock, *self._conns]:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept(); close() alone does not
+            sock.close()
 
     def _accept(self) -> None:
         while not self._stop:
@@ -62,6 +68,7 @@ class SyslogReceiver:
                 except (OSError, ssl.SSLError) as exc:
                     self.problems.append(f"TLS handshake: {exc}")
                     continue
+            self._conns.append(conn)
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
     def _read(self, conn: socket.socket) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,9 @@ async def test_a_receiver_that_is_down_gets_the_queue_first_and_in_order(
     assert not receiver.problems
     assert got[: len(waiting)] == waiting and got == local  # the queued records first, then the new ones
     assert_chain(got)
+    deadline = time.monotonic() + 10
+    while queue.read_bytes() and time.monotonic() < deadline:  # the sender truncates right after its last send
+        time.sleep(0.05)
     assert queue.read_bytes() == b""  # delivered: the queue starts afresh
 
 
@@ -121,3 +125,23 @@ async def test_required_delivery_refuses_a_write_while_the_receiver_is_down(
     denial = [r for r in got if r.get("tool") == "guest_reboot" and r.get("outcome") == "refused"]
     assert len(denial) == 1 and "audit delivery is required" in denial[0]["reason"]
     assert_chain(got)
+
+
+async def test_a_receiver_restart_loses_no_record(demo_sim: SimServer, server_for: Any, tmp_path: Path) -> None:
+    first = SyslogReceiver().start()
+    port = first.port
+    async with Client(server_for(demo_sim, audit_syslog=f"tcp://127.0.0.1:{port}")) as c:
+        await reads(c)
+        before = first.wait_for(len(local_records(tmp_path / "audit.jsonl")))
+        first.stop()  # closes its connections: the server must notice and reconnect
+        await reads(c)
+        second = SyslogReceiver(port=port).start()
+        try:
+            await reads(c)
+            local = local_records(tmp_path / "audit.jsonl")
+            after = second.wait_for(len(local) - len(before))
+        finally:
+            second.stop()
+    assert not first.problems and not second.problems
+    assert before + after == local  # every record once, in chain order, across the restart
+    assert_chain(before + after)

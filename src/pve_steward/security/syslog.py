@@ -10,8 +10,11 @@ Durability: :meth:`SyslogForwarder.enqueue` appends the record to a queue file n
 log (fsync'd, under the audit writer's lock, so queue order is chain order); one sender thread
 sends from the queue's head and records how far it got in an offset file. A receiver that is down
 costs nothing but delay: records wait in the file, survive restarts, and go first when it is back.
-Delivery is at least once (TCP has no application acknowledgement: a crash between sending and
-noting the offset sends that record again); receivers deduplicate by ``seq``/``hash``.
+Delivery is what syslog over TCP can give (RFC 6587 has no acknowledgement): the sender checks
+that the receiver has not closed the connection before each batch and reconnects, a crash between
+sending and noting the offset sends a record again (receivers deduplicate by ``seq``/``hash``), and a
+receiver that dies with records unread in its socket loses those; the local audit log stays complete,
+and ``seq`` gaps on the receiver show any loss.
 """
 
 from __future__ import annotations
@@ -231,12 +234,24 @@ class SyslogForwarder:
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:
-    """A syslog receiver never sends: a readable socket means it closed the connection (or reset it)."""
+    """Whether the receiver closed (or reset) the connection; sending into it would lose the record.
+
+    A syslog receiver sends nothing, so a readable socket is an end of stream, or TLS 1.3 session
+    tickets sent after the handshake (read and dropped here; the connection is still good).
+    """
     try:
         readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        sock.setblocking(False)
+        try:
+            return not sock.recv(4096)
+        except (ssl.SSLWantReadError, BlockingIOError):
+            return False
+        finally:
+            sock.settimeout(CONNECT_TIMEOUT)
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 def _tls_context(ca_file: Path | None) -> ssl.SSLContext:
