@@ -60,8 +60,26 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "busy_wait",
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
-    "tools registered": ("tier", "read_only", "granular_tools", "toolsets", "disable_toolsets", "tools_file"),
-    "safety": ("audit_log", "audit_reads", "confirm_ttl", "confirm_key_file", "token_store"),
+    "tools registered": (
+        "tier",
+        "read_only",
+        "granular_tools",
+        "toolsets",
+        "disable_toolsets",
+        "tools_file",
+        "allow_actions",
+        "deny_actions",
+    ),
+    "safety": (
+        "audit_log",
+        "audit_reads",
+        "confirm_ttl",
+        "confirm_key_file",
+        "token_store",
+        "audit_syslog",
+        "audit_syslog_ca_file",
+        "audit_required",
+    ),
     "diagnostics": ("thresholds",),
 }
 OTHER = "other settings"

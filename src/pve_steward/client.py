@@ -17,6 +17,7 @@ import queue
 import re
 import socket
 import threading
+import time
 import unicodedata
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -28,6 +29,7 @@ from urllib.parse import quote, urlsplit
 import anyio
 import anyio.to_thread
 
+from pve_steward import metrics
 from pve_steward.config import Settings
 from pve_steward.errors import (
     PveApiError,
@@ -508,6 +510,21 @@ class ProxmoxerClient:
 
     def _request(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
         self._refuse_write(method, path)
+        endpoint = metrics.endpoint_class(path.segments)
+        started = time.monotonic()
+        status = "error"
+        try:
+            result = self._send(method, path, params)
+            status = "200"
+            return result
+        except PveError as exc:
+            status = str(exc.status) if exc.status is not None else "error"
+            raise
+        finally:
+            metrics.PVE_REQUESTS.labels(endpoint=endpoint, method=method, status=status).inc()
+            metrics.PVE_LATENCY.labels(endpoint=endpoint).observe(time.monotonic() - started)
+
+    def _send(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
         resource = self._api(list(path.encoded()))
         self.requests_made += 1
         try:

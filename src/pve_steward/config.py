@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from pve_steward.security.files import refuse_exposed
+from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier
 
 ENV_PREFIX = "PVE_STEWARD_"
@@ -102,6 +103,16 @@ class Settings(BaseSettings):
     toolsets: list[str] | None = Field(None, description="only these toolsets (comma-separated)")
     disable_toolsets: list[str] = Field(default_factory=list, description="toolsets to leave out (comma-separated)")
     tools_file: Path | None = Field(None, description="tool definitions file overriding the packaged tools.yaml")
+    allow_actions: list[str] | None = Field(
+        None,
+        description="register only operations matching one of these globs (comma-separated, e.g. 'list_*,get_*'); "
+        "narrows tiers and toolsets, never widens them",
+    )
+    deny_actions: list[str] = Field(
+        default_factory=list,
+        description="never register operations matching these globs (comma-separated, e.g. guest_stop); wins "
+        "over --allow-actions",
+    )
     disable_version_check: bool = Field(
         False, description="skip the PVE version check (without it, tools refuse a release outside the supported range)"
     )
@@ -121,6 +132,18 @@ class Settings(BaseSettings):
         description="where used confirmation tokens are kept so each confirms one execution: default a SQLite "
         "file in the state dir (shared by restarts and processes on this host); a path; redis://host:port/db for "
         "replicas on several hosts; memory (this process only). Writes are refused while it is unreachable",
+    )
+    audit_syslog: str | None = Field(
+        None,
+        description="also send every audit record to this syslog receiver: tcp://host:port or tls://host:port "
+        "(RFC 5424, octet-counted); records it cannot take wait in a queue file beside the audit log",
+    )
+    audit_syslog_ca_file: Path | None = Field(
+        None, description="CA bundle (PEM) that signed the syslog receiver's certificate (tls://; default system CAs)"
+    )
+    audit_required: bool = Field(
+        False,
+        description="refuse a write before it starts while audit records cannot be delivered to --audit-syslog",
     )
 
     # --- diagnostics
@@ -179,7 +202,14 @@ class Settings(BaseSettings):
             raise ValueError(f"'{v}' is not a host or host:port")
         return v
 
-    @field_validator("toolsets", "disable_toolsets", "allowed_hosts", mode="before")
+    @field_validator("audit_syslog")
+    @classmethod
+    def _syslog(cls, v: str | None) -> str | None:
+        if v is not None:
+            SyslogTarget.parse(v)
+        return v
+
+    @field_validator("toolsets", "disable_toolsets", "allowed_hosts", "allow_actions", "deny_actions", mode="before")
     @classmethod
     def _csv(cls, v: Any) -> Any:
         if isinstance(v, str):
@@ -204,6 +234,8 @@ class Settings(BaseSettings):
             raise ValueError("insecure and fingerprint contradict each other; a pinned fingerprint is verified")
         if self.read_only:
             self.tier = Tier.READ_ONLY
+        if self.audit_required and self.audit_syslog is None:
+            raise ValueError("audit_required needs audit_syslog (the receiver whose delivery is required)")
         if self.token_secret_file is not None:
             refuse_exposed(self.token_secret_file, "token_secret_file")
         if self.confirm_key_file is not None:

@@ -10,6 +10,7 @@
   body within ``--http-body-timeout``; one client address may hold ``--http-max-connections-per-client``
   connections; MCP sessions are capped (``--http-max-sessions``) and expire when idle.
 - ``GET /health`` answers without authentication and without touching the cluster.
+- ``GET /metrics`` is Prometheus' text format (see ``metrics.py``); it needs the bearer token when one is set.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from pve_steward import __version__
+from pve_steward import __version__, metrics
 from pve_steward.config import Settings
 
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
@@ -152,13 +153,17 @@ def misdirected_body(host: str) -> bytes:
 
 
 def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
-    """The ASGI app: MCP at /mcp, /health, DNS-rebinding protection, size cap, optional bearer auth."""
+    """The ASGI app: MCP at /mcp, /health, /metrics, DNS-rebinding protection, size cap, optional bearer auth."""
     check_bind(settings)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "server": "pve-steward", "version": __version__})
 
+    async def metrics_text(request: Request) -> Response:
+        return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
     mcp.custom_route("/health", methods=["GET"])(health)
+    mcp.custom_route("/metrics", methods=["GET"])(metrics_text)
 
     app = mcp.streamable_http_app(
         transport_security=transport_security(settings),

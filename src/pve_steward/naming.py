@@ -9,6 +9,7 @@ a disabled toolset) is named with the reason, so the model does not try a call t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pve_steward.registry import Operation, Registry
@@ -34,6 +35,7 @@ class Naming:
         read_only: bool,
         toolsets: list[str] | None = None,
         disabled: list[str] | None = None,
+        narrowed: Callable[[str], str | None] | None = None,
     ) -> Naming:
         chosen = {op.name for op in ops}
         tool_of = {op.name: op.name if granular else meta_tool_name(registry, op) for op in ops}
@@ -41,7 +43,10 @@ class Naming:
         for op in registry.operations.values():
             if op.name in chosen:
                 continue
-            if (toolsets is not None and op.toolset not in toolsets) or op.toolset in (disabled or []):
+            out = narrowed(op.name) if narrowed is not None else None
+            if out:
+                why = out
+            elif (toolsets is not None and op.toolset not in toolsets) or op.toolset in (disabled or []):
                 why = f"its toolset {op.toolset} is not enabled on this server, see --toolsets"
             elif op.is_write and read_only:
                 why = "it is a write and this server runs read-only, see --read-only"

@@ -14,6 +14,8 @@ This module does not import the guard; the guard does not import it (``handlers.
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import inspect
 import re
 import typing
@@ -26,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pve_steward.handlers import HANDLERS, spec_of
+from pve_steward.security.narrowing import narrowed_out
 from pve_steward.security.tiers import Tier
 
 SCHEMA_VERSION = 1
@@ -209,12 +212,23 @@ class Registry:
             return None
 
     def select(
-        self, *, tier: Tier, read_only: bool, toolsets: list[str] | None = None, disabled: list[str] | None = None
+        self,
+        *,
+        tier: Tier,
+        read_only: bool,
+        toolsets: list[str] | None = None,
+        disabled: list[str] | None = None,
+        allow: list[str] | None = None,
+        deny: list[str] | None = None,
     ) -> list[Operation]:
-        """The operations to register, by one documented filter order: toolsets, then writes, then tier."""
+        """The operations to register, by one documented filter order: toolsets, then writes, then tier,
+        then the action lists (``allow``: only operations matching one of these globs; ``deny``: none that
+        matches one). The lists only narrow: an allowed write above the tier stays unregistered."""
         unknown = sorted((set(toolsets or []) | set(disabled or [])) - set(self.toolsets))
         if unknown:
             raise RegistryError(f"unknown toolset(s) {', '.join(unknown)}; known: {', '.join(sorted(self.toolsets))}")
+        self.check_action_globs(allow, "allow_actions")
+        self.check_action_globs(deny, "deny_actions")
         chosen = []
         for op in self.operations.values():
             if toolsets is not None and op.toolset not in toolsets:
@@ -223,8 +237,21 @@ class Registry:
                 continue
             if op.is_write and (read_only or not tier.allows(op.tier)):
                 continue
+            if narrowed_out(op.name, allow, deny):
+                continue
             chosen.append(op)
         return sorted(chosen, key=lambda o: (o.toolset, o.name))
+
+    def check_action_globs(self, globs: list[str] | None, setting: str) -> None:
+        """A glob that matches no operation is a typo; in a deny list it would silently allow what it meant."""
+        for glob in globs or []:
+            if not any(fnmatch.fnmatchcase(name, glob) for name in self.operations):
+                close = difflib.get_close_matches(glob, list(self.operations), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise RegistryError(
+                    f"{setting}: '{glob}' matches no operation{hint}; give operation names or globs such as "
+                    "'list_*' (see pve-steward docs or docs/tools.md)"
+                )
 
 
 def handler_parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:

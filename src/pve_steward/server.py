@@ -49,8 +49,9 @@ from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.resources import bound_app, register_resources
-from pve_steward.security.audit import AuditLog
 from pve_steward.security.confirm import Confirm, make_resolver
+from pve_steward.security.narrowing import narrowing, selection
+from pve_steward.security.syslog import open_audit
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
 from pve_steward.tools.context import AppContext, ToolContext
@@ -369,10 +370,10 @@ def build_server(
     """
     registry = registry or load_registry(settings.tools_file)
     thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
-    ops = registry.select(
-        tier=settings.tier, read_only=settings.read_only, toolsets=settings.toolsets, disabled=settings.disable_toolsets
+    ops = registry.select(**selection(settings))
+    audit = open_audit(
+        settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
     )
-    audit = AuditLog(settings.audit_log)
     writes = any(op.is_write for op in ops)
     store = open_store(settings.token_store, default_state_dir()) if writes else None  # fails closed at start
     signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store)
@@ -425,6 +426,7 @@ def build_server(
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         disabled=settings.disable_toolsets,
+        narrowed=narrowing(settings),
     )
     register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming)
     prompt_arguments = register_prompts(mcp, naming)

@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -77,6 +77,7 @@ class _Writer:
         weakref.finalize(self, os.close, self.fd)  # closing the descriptor releases the lock
         self.prev, self.seq, self.cut = _recover(self.fd)
         self.checked = False
+        self.forward: Forward | None = None
 
 
 _WRITERS: weakref.WeakValueDictionary[str, _Writer] = weakref.WeakValueDictionary()
@@ -122,12 +123,27 @@ def _parse_tail(raw: bytes) -> tuple[str, int] | None:
         return None
 
 
-class AuditLog:
-    """Thread-safe appender. One process per file (an exclusive ``flock``); in a process, one shared writer."""
+class Forward(Protocol):
+    """Where records go besides the file (security/syslog.py): durable once ``enqueue`` returns."""
 
-    def __init__(self, path: Path) -> None:
+    def enqueue(self, line: bytes) -> None: ...
+
+    def flush(self, timeout: float) -> bool: ...
+
+
+class AuditLog:
+    """Thread-safe appender. One process per file (an exclusive ``flock``); in a process, one shared writer.
+
+    ``forward`` receives every record, in chain order, right after it is on disk; with ``required``,
+    :meth:`delivery_problem` tells a write to stay away while forwarded records are not being taken.
+    """
+
+    def __init__(self, path: Path, forward: Forward | None = None, required: bool = False) -> None:
         self.path = path
         self._w = _writer_for(path)
+        if forward is not None:
+            self._w.forward = forward
+        self.required = required
         if self._w.cut:
             cut, self._w.cut = self._w.cut, 0
             self.append(
@@ -178,7 +194,22 @@ class AuditLog:
             os.fsync(w.fd)
             w.prev = record["hash"]
             w.seq = record["seq"]
+            if w.forward is not None:
+                w.forward.enqueue(line)  # under the lock: the forwarded order is the chain's order
             return record
+
+    def delivery_problem(self, timeout: float = 3.0) -> str | None:
+        """With required delivery: why records are not reaching the receiver now (None: they are)."""
+        forward = self._w.forward
+        if not self.required or forward is None:
+            return None
+        if forward.flush(timeout):
+            return None
+        why = getattr(forward, "last_error", None) or "it does not take them"
+        return (
+            f"audit delivery is required (--audit-required) and the audit receiver {getattr(forward, 'target', '')} "
+            f"has not taken the queued records within {timeout:g} s ({why}); writes are refused until it does"
+        )
 
 
 def _bounded(fields: dict[str, Any]) -> dict[str, Any]:

@@ -16,12 +16,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ToolError
 
+from pve_steward import metrics
+from pve_steward.admission import Busy
 from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
 from pve_steward.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.security.audit import redact_params
+from pve_steward.security.narrowing import header_refusal, request_headers
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenRefused
 from pve_steward.tools.context import ToolContext
@@ -70,7 +74,16 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
 
     @functools.wraps(fn)
     async def wrapper(t: ToolContext, /, **kwargs: Any) -> R:
+        metrics.APPS.track(t.app)
+        metrics.IN_FLIGHT.inc()
         started = time.monotonic()
+        try:
+            return await _run(t, kwargs, started)
+        finally:
+            metrics.IN_FLIGHT.dec()
+            metrics.TOOL_LATENCY.labels(operation=name).observe(time.monotonic() - started)
+
+    async def _run(t: ToolContext, kwargs: dict[str, Any], started: float) -> R:
         base: dict[str, Any] = {
             "event": "tool_call",
             "tool": op.name,
@@ -84,6 +97,7 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             base["client"] = t.client_identity
 
         def audit(outcome: str, **extra: Any) -> None:
+            metrics.TOOL_CALLS.labels(operation=name, outcome=outcome).inc()
             if op.is_write or t.settings.audit_reads or outcome not in ("ok",):
                 t.app.audit.append(
                     {
@@ -95,13 +109,21 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
                     }
                 )
 
-        refusal = policy_refusal(t, op)
+        refusal = policy_refusal(t, op) or header_refusal(
+            request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write
+        )
         if refusal:
             audit("denied", reason=refusal)
             raise Refused(refusal)
+        if op.is_write and t.app.audit.required:  # before any request: the write's records must leave the box
+            undelivered = await anyio.to_thread.run_sync(t.app.audit.delivery_problem)
+            if undelivered:
+                audit("refused", reason=undelivered)
+                raise Refused(undelivered + "; nothing was sent to the cluster")
         try:
             result = await fn(t, **kwargs)
         except TokenRefused as exc:
+            metrics.TOKENS.labels(event="refused", reason=exc.kind).inc()
             audit("refused", reason=str(exc))
             raise Refused(f"confirmation refused: {exc}") from None
         except Refused as exc:
@@ -114,6 +136,10 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             hint = advice(exc)
             audit("failed", error=exc.message, error_type=type(exc).__name__)
             raise ToolError(exc.message + (f". Fix: {hint}" if hint else "")) from None
+        except Busy as exc:
+            metrics.BUSY.labels(operation=name).inc()
+            audit("busy", error=str(exc))
+            raise
         except ToolError as exc:
             audit("failed", error=str(exc))
             raise
@@ -131,6 +157,7 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             raise
         # A write whose PVE task failed is a failed call in the audit trail, even though the tool answered.
         audit("task_failed" if t.audit_fields.get("task_state") == "failed" else "ok")
+        metrics.count_findings(result)
         return result
 
     wrapper.__guarded__ = True  # type: ignore[attr-defined]

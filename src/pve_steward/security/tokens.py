@@ -20,13 +20,21 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from pve_steward import metrics
 from pve_steward.security.usedtokens import MemoryStore, StoreUnavailable, UsedTokenStore
 
 VERSION = 1
 
 
 class TokenRefused(Exception):
-    """The confirmation token cannot be used; the message says why and what to do."""
+    """The confirmation token cannot be used; the message says why and what to do.
+
+    ``kind`` (expired, replayed, mismatch, invalid, store_unavailable) labels the refusal in metrics.
+    """
+
+    def __init__(self, message: str, kind: str = "mismatch") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def _b64(data: bytes) -> str:
@@ -108,6 +116,7 @@ class TokenSigner:
         }
         body = _canonical(payload)
         mac = hmac.new(self._key, body, hashlib.sha256).digest()
+        metrics.TOKENS.labels(event="issued", reason="").inc()
         return f"{_b64(body)}.{_b64(mac)}"
 
     def _decode(self, token: str) -> dict[str, Any]:
@@ -115,15 +124,18 @@ class TokenSigner:
             body_text, mac_text = token.split(".")
             body, mac = _unb64(body_text), _unb64(mac_text)
         except (ValueError, TypeError) as exc:
-            raise TokenRefused("the confirmation token is malformed; run the preview again to get a new one") from exc
+            raise TokenRefused(
+                "the confirmation token is malformed; run the preview again to get a new one", "invalid"
+            ) from exc
         expected = hmac.new(self._key, body, hashlib.sha256).digest()
         if not hmac.compare_digest(mac, expected):
             raise TokenRefused(
-                "the confirmation token was altered or was issued by another server key; run the preview again"
+                "the confirmation token was altered or was issued by another server key; run the preview again",
+                "invalid",
             )
         payload: dict[str, Any] = json.loads(body)
         if payload.get("v") != VERSION:
-            raise TokenRefused("the confirmation token has an unknown version; run the preview again")
+            raise TokenRefused("the confirmation token has an unknown version; run the preview again", "invalid")
         return payload
 
     def peek(self, token: str) -> dict[str, Any] | None:
@@ -159,9 +171,9 @@ class TokenSigner:
                 "preview again with the values you want"
             )
         if now > payload["exp"]:
-            raise TokenRefused(f"the confirmation token expired ({self.ttl}s lifetime); preview again")
+            raise TokenRefused(f"the confirmation token expired ({self.ttl}s lifetime); preview again", "expired")
         if self.is_used(payload):
-            raise TokenRefused("this confirmation token was already used; a token confirms one execution")
+            raise TokenRefused("this confirmation token was already used; a token confirms one execution", "replayed")
         return payload
 
     def is_used(self, payload: dict[str, Any]) -> bool:
@@ -169,7 +181,9 @@ class TokenSigner:
         try:
             return self.store.is_used(str(payload["n"]))
         except StoreUnavailable as exc:
-            raise TokenRefused(f"{exc}; writes are refused until it answers (fail closed)") from None
+            raise TokenRefused(
+                f"{exc}; writes are refused until it answers (fail closed)", "store_unavailable"
+            ) from None
 
     @staticmethod
     def check_target(payload: dict[str, Any], target: dict[str, Any], state: str) -> None:
@@ -192,6 +206,9 @@ class TokenSigner:
         try:
             claimed = self.store.claim(str(payload["n"]), float(payload["exp"]))
         except StoreUnavailable as exc:
-            raise TokenRefused(f"{exc}; writes are refused until it answers (fail closed)") from None
+            raise TokenRefused(
+                f"{exc}; writes are refused until it answers (fail closed)", "store_unavailable"
+            ) from None
         if not claimed:
-            raise TokenRefused("this confirmation token was already used; a token confirms one execution")
+            raise TokenRefused("this confirmation token was already used; a token confirms one execution", "replayed")
+        metrics.TOKENS.labels(event="confirmed", reason="").inc()

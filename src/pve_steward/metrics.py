@@ -1,0 +1,155 @@
+"""Prometheus metrics of one server process (served at ``/metrics`` on the HTTP transport).
+
+The instruments live in one registry of their own (not prometheus_client's global one), so tests
+and embedding applications see only pve-steward's series. They are incremented where the decision
+is made: the guard (tool calls, outcomes, latency, findings, in-flight calls, busy answers, refused
+tokens), the token signer (issued, confirmed) and the PVE client (API requests). Read-cache and
+admission counters already exist as plain numbers (``CacheStats``, ``Admission.joined``); a
+collector reads them at scrape time from the app contexts seen by the guard.
+
+Labels are bounded: operation names come from the registry, finding codes from ``analysis/codes.py``,
+the endpoint class is the first word of an API path (``nodes``, ``cluster``), never a node or guest.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+from pydantic import BaseModel
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+TOOL_CALLS = Counter(
+    "pve_steward_tool_calls",
+    "Tool calls by operation and outcome (ok, denied, refused, invalid, failed, busy, crashed, task_failed)",
+    ["operation", "outcome"],
+    registry=REGISTRY,
+)
+TOOL_LATENCY = Histogram(
+    "pve_steward_tool_call_duration_seconds",
+    "Duration of tool calls by operation",
+    ["operation"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+    registry=REGISTRY,
+)
+IN_FLIGHT = Gauge("pve_steward_tool_calls_in_flight", "Tool calls running now", registry=REGISTRY)
+FINDINGS = Counter(
+    "pve_steward_findings",
+    "Findings in the reports returned, by code and severity",
+    ["code", "severity"],
+    registry=REGISTRY,
+)
+BUSY = Counter(
+    "pve_steward_admission_busy",
+    "Heavy calls answered busy (no slot within --busy-wait), by operation",
+    ["operation"],
+    registry=REGISTRY,
+)
+TOKENS = Counter(
+    "pve_steward_confirmation_tokens",
+    "Confirmation tokens by event: issued, confirmed, refused (reason: expired, replayed, mismatch, invalid, "
+    "store_unavailable, other)",
+    ["event", "reason"],
+    registry=REGISTRY,
+)
+PVE_REQUESTS = Counter(
+    "pve_steward_pve_requests",
+    "PVE API requests by endpoint class (first path word), method and HTTP status (error: no answer)",
+    ["endpoint", "method", "status"],
+    registry=REGISTRY,
+)
+PVE_LATENCY = Histogram(
+    "pve_steward_pve_request_duration_seconds",
+    "Duration of PVE API requests by endpoint class",
+    ["endpoint"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+
+
+def endpoint_class(segments: tuple[str, ...]) -> str:
+    """The first word of an API path: a fixed API word, never caller data (``api_path`` guarantees it)."""
+    return segments[0] if segments else "root"
+
+
+def count_findings(result: Any) -> None:
+    """Count the findings of a returned report (nested reports included, each finding once)."""
+    seen: set[int] = set()
+    for item in _findings(result, depth=0):
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        FINDINGS.labels(code=str(item.code), severity=str(getattr(item.severity, "value", item.severity))).inc()
+
+
+def _findings(node: Any, depth: int) -> Iterator[Any]:
+    if depth > 6:
+        return
+    if isinstance(node, BaseModel):
+        for name in type(node).model_fields:
+            value = getattr(node, name, None)
+            if name == "findings" and isinstance(value, list):
+                yield from (f for f in value if hasattr(f, "code") and hasattr(f, "severity"))
+            elif isinstance(value, BaseModel | list | dict):
+                yield from _findings(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            if isinstance(value, BaseModel):
+                yield from _findings(value, depth + 1)
+    elif isinstance(node, dict):
+        for value in node.values():
+            if isinstance(value, BaseModel):
+                yield from _findings(value, depth + 1)
+
+
+class _AppCollector(Collector):
+    """Read-cache and admission counters of the app contexts that served calls (read at scrape time)."""
+
+    def __init__(self) -> None:
+        self._apps: dict[int, weakref.ref[Any]] = {}  # by id: app contexts are dataclasses, not hashable
+
+    def track(self, app: Any) -> None:
+        key = id(app)
+        if key not in self._apps:
+            self._apps[key] = weakref.ref(app, lambda _ref: self._apps.pop(key, None))
+
+    def collect(self) -> Iterable[Metric]:
+        reads = CounterMetricFamily(
+            "pve_steward_read_cache",
+            "Reads of read-only tools: hit (answered from the cache), joined (shared an identical request in "
+            "flight), miss (sent to PVE)",
+            labels=["result"],
+        )
+        joined = CounterMetricFamily(
+            "pve_steward_admission_joined", "Heavy calls that shared an identical run already going"
+        )
+        hits = shared = misses = admitted = 0
+        for ref in list(self._apps.values()):
+            app = ref()
+            stats = getattr(getattr(app, "reads", None), "stats", None)
+            if stats is not None:
+                hits, shared, misses = hits + stats.hits, shared + stats.joined, misses + stats.requests
+            admitted += getattr(getattr(app, "admission", None), "joined", 0)
+        for result, value in (("hit", hits), ("joined", shared), ("miss", misses)):
+            reads.add_metric([result], value)
+        joined.add_metric([], admitted)
+        yield reads
+        yield joined
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+APPS = _AppCollector()
+REGISTRY.register(APPS)
+
+
+def render() -> bytes:
+    """The exposition text of every pve-steward series."""
+    return generate_latest(REGISTRY)
