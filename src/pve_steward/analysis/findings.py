@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pve_steward.analysis.codes import CODES
-from pve_steward.models import Untrusted, UntrustedValues
+from pve_steward.models import UNTRUSTED_NOTE, Untrusted, UntrustedValues
 
 
 class Severity(StrEnum):
@@ -53,7 +53,7 @@ SubjectKind = Literal[
 # sentence is marked; every string in the evidence is a value read from the cluster.
 class Subject(BaseModel):
     kind: SubjectKind
-    id: Untrusted = Field(description="vmid, node name, storage id, job id, UPID...")
+    id: Untrusted = Field(description=f"vmid, node name, storage id, job id, UPID... {UNTRUSTED_NOTE}")
     name: Untrusted | None = Field(None, description="guest name or another label")
     node: Untrusted | None = None
 
@@ -62,8 +62,11 @@ class Finding(BaseModel):
     code: str = Field(description="stable UPPER_SNAKE code; see docs/tools.md")
     severity: Severity
     subject: Subject
-    message: Untrusted = Field(description="one line naming the subject: it quotes cluster names")
-    evidence: UntrustedValues = Field(default_factory=dict, description="the values the rule decided on")
+    message: Untrusted  # our sentence quoting cluster names: marked whole (the schema keeps the note)
+    evidence: UntrustedValues = Field(
+        default_factory=dict,
+        description="the values the rule decided on; every string in it is marked {untrusted, text}. " + UNTRUSTED_NOTE,
+    )
     remediation: str = ""
 
 

@@ -117,9 +117,7 @@ class GuestDetail(BaseModel):
     mapped_devices: dict[str, str]
     snapshots: int | None = None
     description: Untrusted | None = None
-    config: UntrustedValues | None = Field(
-        None, description="raw config with secrets redacted (include_config=true); every string value marked"
-    )
+    config: UntrustedValues | None = Field(None, description="raw config with secrets redacted (include_config=true)")
     digest: str | None = None
     incomplete: list[str] = Field(default_factory=list)
 

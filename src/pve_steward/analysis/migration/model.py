@@ -19,7 +19,7 @@ RANK: dict[str | None, int] = {"live": 3, "offline": 2, "restart": 2, None: 0}
 class Reason:
     code: Annotated[str, Field(description="MIGRATE_* finding code")]
     blocking: bool
-    detail: Annotated[Untrusted, Field(description="our sentence; it quotes cluster names and values")]
+    detail: Untrusted  # our sentence quoting cluster names and values: marked whole
     keys: Annotated[list[str], Field(description="config keys involved")] = field(default_factory=list)
     # blocks only a live move (a running VM can still move once stopped); the code and detail say so in
     # the output, so these bookkeeping fields stay out of it (bounded answers on large clusters)

@@ -18,9 +18,9 @@ Downtime = Literal["none", "restart", "full"]
 class Step(BaseModel):
     order: int
     vmid: int
-    name: Untrusted = Field(description="guest name")
+    name: Untrusted  # guest name
     type: Literal["qemu", "lxc"]
-    target: Untrusted = Field(description="target node")
+    target: Untrusted  # target node
     mode: Literal["live", "offline", "restart"]
     downtime: Downtime = Field(
         description="none: live or already stopped; restart: container restart; "
@@ -29,7 +29,7 @@ class Step(BaseModel):
     memory_bytes: int = Field(description="configured memory reserved on the target (0 for stopped guests)")
     copy_bytes: int = Field(0, description="local disk data copied")
     with_local_disks: bool = False
-    reason: Untrusted = Field(description="our sentence; it names the target node")
+    reason: Untrusted  # our sentence naming the target node: marked whole
     basis: Basis = Field(
         "config", description="config: from config + storage config; config+pve: PVE's precondition agreed too"
     )
@@ -39,7 +39,7 @@ class Blocker(BaseModel):
     vmid: int
     name: Untrusted
     code: str
-    detail: Untrusted = Field(description="our sentence; it quotes cluster names, HA and task error text")
+    detail: Untrusted  # our sentence quoting cluster names, HA and task error text: marked whole
 
 
 class HAGuest(BaseModel):
@@ -70,7 +70,7 @@ class TargetCapacity(BaseModel):
 class EvacuationPlan(BaseModel):
     node: Untrusted
     verdict: Verdict
-    summary: Untrusted = Field(description="counts, or why nothing can move (which may name nodes)")
+    summary: Untrusted  # counts, or why nothing can move (which may name nodes)
     steps: list[Step]
     blockers: list[Blocker]
     ha_guests: list[HAGuest]
