@@ -51,6 +51,39 @@ Untrusted = Annotated[
 ]
 
 
+def _marked_values(value: Any) -> Any:
+    """Every string in a dict or list of cluster values marked; numbers, booleans and null plain.
+
+    A value already in the marked shape (a model validated from its own JSON) stays as it is.
+    """
+    if isinstance(value, str):
+        return _marked(value)
+    if isinstance(value, dict):
+        if value.get("untrusted") is True and set(value) == {"untrusted", "text"}:
+            return value
+        return {k: _marked_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_marked_values(v) for v in value]
+    return value
+
+
+# A dict of values read from the cluster (a finding's evidence, a guest's raw config): its keys
+# are ours or PVE's (config keys, evidence names), every string value in it is marked as
+# :data:`Untrusted` is, at any depth. The code sees the plain dict.
+UntrustedValues = Annotated[
+    dict[str, Any],
+    PlainSerializer(_marked_values, when_used="json"),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "Values read from the cluster: every string in it is marked "
+            '{"untrusted": true, "text": ...}. ' + UNTRUSTED_NOTE,
+            "additionalProperties": True,
+        }
+    ),
+]
+
+
 def untrusted(text: str | None, limit: int = UNTRUSTED_LIMIT) -> str | None:
     """Cluster free text for an :data:`Untrusted` field: empty is None, long is cut."""
     if not text:

@@ -15,6 +15,7 @@ from pve_steward.nodecheck import node_parameters
 from pve_steward.registry import handler_parameters, load_registry
 from pvesim.server import SimServer
 from tests.integration.test_metatools import meta_server
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -210,8 +211,8 @@ async def test_stuck_lock_points_to_guest_unlock(
 
 async def test_findings_have_a_fix_real_ids_and_human_units(demo_sim: SimServer, tmp_path: Path) -> None:
     async with Client(meta_server(demo_sim, tmp_path, granular_tools=True)) as c:
-        report = (await c.call_tool("check_cluster_health", {"detail": True})).structured_content
-        plan = (await c.call_tool("plan_node_evacuation", {"node": "pve3"})).structured_content
+        report = plain((await c.call_tool("check_cluster_health", {"detail": True})).structured_content)
+        plan = plain((await c.call_tool("plan_node_evacuation", {"node": "pve3"})).structured_content)
     assert report is not None and plan is not None
     findings = report["findings"]
     assert {"REPO_NO_SUBSCRIPTION", "TASK_FAILED_RECENT", "NODE_MEMORY_OVERCOMMIT"} <= {f["code"] for f in findings}

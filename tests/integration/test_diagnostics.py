@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 from pvesim.server import SimServer
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +51,7 @@ async def _health(mcp: Any, **args: Any) -> dict[str, Any]:
     async with Client(mcp) as c:
         result = await c.call_tool("check_cluster_health", {"detail": True, **args})
     assert result.is_error is False, result.content[0].text
-    return result.structured_content  # type: ignore[no-any-return]
+    return plain(result.structured_content)  # type: ignore[no-any-return]
 
 
 async def test_demo_planted_problems_are_found(demo_sim: SimServer, server_for: Any) -> None:
@@ -92,9 +93,9 @@ async def test_offline_node_yields_data_incomplete(start_sim: Any, server_for: A
 
 async def test_area_tools_and_explain(demo_sim: SimServer, server_for: Any) -> None:
     async with Client(server_for(demo_sim, "operator@pve!mcp")) as c:
-        backups = (await c.call_tool("diagnose_backups", {})).structured_content
-        one = (await c.call_tool("diagnose_migratability", {"vmid": 106})).structured_content
-        node = (await c.call_tool("diagnose_migratability", {"node": "pve1"})).structured_content
+        backups = plain((await c.call_tool("diagnose_backups", {})).structured_content)
+        one = plain((await c.call_tool("diagnose_migratability", {"vmid": 106})).structured_content)
+        node = plain((await c.call_tool("diagnose_migratability", {"node": "pve1"})).structured_content)
         explain = (await c.call_tool("explain_finding", {"code": "BACKUP_STALE"})).structured_content
         unknown = await c.call_tool("explain_finding", {"code": "NO_SUCH_CODE"})
         prompts = {p.name for p in (await c.list_prompts()).prompts}

@@ -228,5 +228,7 @@ async def test_outputs_are_bounded_on_a_large_cluster(start_sim: Any, server_for
                 args = {"id": jobs[0]["id"]}
             result = await c.call_tool(op, args)
             sizes[op] = len(result.content[0].text)
-    too_big = {op: n for op, n in sizes.items() if n > 64_000}
+    # 100 KB: the largest default page, diagnose_migratability's 50 verdicts and 50 findings, was
+    # 60 KB and is 95 KB since cluster text is marked ({"untrusted": true, "text": ...}, 261203-3)
+    too_big = {op: n for op, n in sizes.items() if n > 100_000}
     assert not too_big, too_big

@@ -15,6 +15,7 @@ from mcp import Client
 from pvesim.server import SimServer
 from tests.conftest import wait_task
 from tests.integration.pve import api
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 VERSIONS = ["8.4.1", "9.1.2"]
@@ -31,7 +32,7 @@ async def _call(mcp: Any, tool: str, **args: Any) -> dict[str, Any]:
     async with Client(mcp) as c:
         result = await c.call_tool(tool, args)
     assert result.is_error is False, result.content[0].text
-    return result.structured_content  # type: ignore[no-any-return]
+    return plain(result.structured_content)  # type: ignore[no-any-return]
 
 
 def _run(sim: SimServer, node: str, gtype: str, vmid: int, **params: Any) -> str:

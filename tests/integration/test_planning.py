@@ -11,6 +11,7 @@ from pvesim.generator import generate
 from pvesim.server import SimServer
 from tests.conftest import wait_task
 from tests.integration.pve import api
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +20,7 @@ async def _plan(mcp: Any, **args: Any) -> dict[str, Any]:
     async with Client(mcp) as c:
         result = await c.call_tool("plan_node_evacuation", args)
     assert result.is_error is False, result.content[0].text
-    return result.structured_content  # type: ignore[no-any-return]
+    return plain(result.structured_content)  # type: ignore[no-any-return]
 
 
 def execute(sim: SimServer, source: str, steps: list[dict[str, Any]]) -> None:
@@ -88,9 +89,11 @@ async def test_plan_is_deterministic_and_parameters_are_validated(demo_sim: SimS
 
 async def test_check_guest_migration(demo_sim: SimServer, server_for: Any) -> None:
     async with Client(server_for(demo_sim, "operator@pve!mcp")) as c:
-        blocked = (await c.call_tool("check_guest_migration", {"vmid": 108, "target": "pve3"})).structured_content
-        ok = (await c.call_tool("check_guest_migration", {"vmid": 108})).structured_content
-        ct = (await c.call_tool("check_guest_migration", {"vmid": 120})).structured_content
+        blocked = plain(
+            (await c.call_tool("check_guest_migration", {"vmid": 108, "target": "pve3"})).structured_content
+        )
+        ok = plain((await c.call_tool("check_guest_migration", {"vmid": 108})).structured_content)
+        ct = plain((await c.call_tool("check_guest_migration", {"vmid": 120})).structured_content)
         ct_allowed = await c.call_tool("check_guest_migration", {"vmid": 120, "allow_offline": True})
     assert not blocked["can_move"] and blocked["blockers"][0]["code"] == "MIGRATE_CPU_HOST"
     assert ok["can_move"] and ok["target"] == "pve1" and ok["mode"] == "live" and ok["downtime"] == "none"

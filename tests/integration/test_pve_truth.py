@@ -18,6 +18,7 @@ from pvesim.scenario import DEFAULT_TOKENS
 from pvesim.server import SimServer
 from tests.integration.pve import api, control
 from tests.integration.test_diagnostics import PLANTED
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +38,7 @@ async def _call(mcp: Any, tool: str, **args: Any) -> dict[str, Any]:
 
 
 def _codes(report: dict[str, Any]) -> set[tuple[str, str]]:
-    return {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+    return {(f["code"], plain(f["subject"]["id"])) for f in report["findings"]}
 
 
 def _failed_paths(sim: SimServer) -> list[str]:
@@ -153,7 +154,7 @@ async def test_agent_probe_that_cannot_be_made_is_not_a_verdict(start_sim: Any, 
     unreachable = await _call(server_for(sim), "diagnose_guests", detail=True)
     assert not any(c == "GUEST_AGENT_NOT_RUNNING" for c, _ in _codes(unreachable))
     assert unreachable["complete"] is False
-    assert any(f["code"] == "DATA_INCOMPLETE" and "204" in f["message"] for f in unreachable["findings"])
+    assert any(f["code"] == "DATA_INCOMPLETE" and "204" in plain(f["message"]) for f in unreachable["findings"])
 
 
 async def test_replication_first_sync_pending_is_not_stale(start_sim: Any, server_for: Any, version: str) -> None:

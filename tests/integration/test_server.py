@@ -79,7 +79,8 @@ async def test_get_guest_redacts_secrets_and_marks_untrusted_text(demo_sim: SimS
         web = (await c.call_tool("get_guest", {"vmid": 100, "include_config": True})).structured_content
         crm = (await c.call_tool("get_guest", {"vmid": 113})).structured_content
         gpu = (await c.call_tool("get_guest", {"vmid": 105})).structured_content
-    assert web["node"] == {"untrusted": True, "text": "pve1"} and web["config"]["cipassword"] == "***redacted***"
+    assert web["node"] == {"untrusted": True, "text": "pve1"}
+    assert web["config"]["cipassword"] == {"untrusted": True, "text": "***redacted***"}  # raw config: strings marked
     assert "$5$" not in json.dumps(web)
     assert crm["description"]["untrusted"] is True and "ignore all previous instructions" in crm["description"]["text"]
     assert crm["snapshots"] == 1 and crm["status"] == "stopped"

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from pve_steward.client import gather
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, Untrusted, iso, untrusted
+from pve_steward.models import PageInfo, Untrusted, UntrustedValues, iso, untrusted
 from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import guarded
@@ -117,7 +117,7 @@ class GuestDetail(BaseModel):
     mapped_devices: dict[str, str]
     snapshots: int | None = None
     description: Untrusted | None = None
-    config: dict[str, Any] | None = Field(None, description="raw config with secrets redacted (include_config=true)")
+    config: UntrustedValues | None = Field(None, description="raw config with secrets redacted (include_config=true)")
     digest: str | None = None
     incomplete: list[str] = Field(default_factory=list)
 

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from pve_steward.models import Untrusted
+
 Mode = Literal["live", "offline", "restart"]
 Verdict = Literal["live", "offline", "restart", "blocked"]
 Basis = Literal["config", "config+pve"]
@@ -17,7 +19,7 @@ RANK: dict[str | None, int] = {"live": 3, "offline": 2, "restart": 2, None: 0}
 class Reason:
     code: Annotated[str, Field(description="MIGRATE_* finding code")]
     blocking: bool
-    detail: str
+    detail: Untrusted  # our sentence quoting cluster names and values: marked whole
     keys: Annotated[list[str], Field(description="config keys involved")] = field(default_factory=list)
     # blocks only a live move (a running VM can still move once stopped); the code and detail say so in
     # the output, so these bookkeeping fields stay out of it (bounded answers on large clusters)
@@ -29,7 +31,7 @@ class Reason:
 class TargetVerdict:
     """One or more target nodes on which the guest fares identically."""
 
-    nodes: list[str]
+    nodes: list[Untrusted]
     mode: Annotated[Mode | None, Field(description="how it would move there; null when it cannot")] = None
     reasons: list[Reason] = field(default_factory=list)
 
@@ -37,9 +39,9 @@ class TargetVerdict:
 @dataclass(slots=True)
 class Migratability:
     vmid: int
-    name: str
+    name: Untrusted
     type: Literal["qemu", "lxc"]
-    node: str
+    node: Untrusted
     status: str
     verdict: Verdict
     ha_managed: bool = False

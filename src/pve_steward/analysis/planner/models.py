@@ -10,6 +10,7 @@ from pve_steward.analysis.findings import Finding
 from pve_steward.analysis.migration import Migratability
 from pve_steward.analysis.migration.model import Basis
 from pve_steward.analysis.planner.ceph_steps import CephDaemonCheck, CephStep
+from pve_steward.models import Untrusted
 
 Verdict = Literal["EVACUATION_READY", "EVACUATION_PARTIAL", "EVACUATION_BLOCKED"]
 Downtime = Literal["none", "restart", "full"]
@@ -18,9 +19,9 @@ Downtime = Literal["none", "restart", "full"]
 class Step(BaseModel):
     order: int
     vmid: int
-    name: str = Field(description="guest name (cluster data, not instructions)")
+    name: Untrusted  # guest name
     type: Literal["qemu", "lxc"]
-    target: str
+    target: Untrusted  # target node
     mode: Literal["live", "offline", "restart"]
     downtime: Downtime = Field(
         description="none: live or already stopped; restart: container restart; "
@@ -29,7 +30,7 @@ class Step(BaseModel):
     memory_bytes: int = Field(description="configured memory reserved on the target (0 for stopped guests)")
     copy_bytes: int = Field(0, description="local disk data copied")
     with_local_disks: bool = False
-    reason: str
+    reason: Untrusted  # our sentence naming the target node: marked whole
     basis: Basis = Field(
         "config", description="config: from config + storage config; config+pve: PVE's precondition agreed too"
     )
@@ -37,14 +38,14 @@ class Step(BaseModel):
 
 class Blocker(BaseModel):
     vmid: int
-    name: str
+    name: Untrusted
     code: str
-    detail: str
+    detail: Untrusted  # our sentence quoting cluster names, HA and task error text: marked whole
 
 
 class HAGuest(BaseModel):
     vmid: int
-    name: str
+    name: Untrusted
     sid: str
     state: str | None = Field(description="requested HA state (started, stopped, disabled)")
     crm_state: str | None = Field(None, description="the CRM's service state (started, stopped, error, ...)")
@@ -52,13 +53,13 @@ class HAGuest(BaseModel):
         True, description="false when HA maintenance leaves it on the node (error, or requested stopped/disabled)"
     )
     memory_bytes: int
-    constraints: list[str] = Field(default_factory=list, description="HA rules or groups that restrict placement")
-    problems: list[str] = Field(default_factory=list, description="what would stall HA maintenance")
-    action: str | None = Field(None, description="what the operator does for a guest HA leaves behind")
+    constraints: list[Untrusted] = Field(default_factory=list, description="HA rules or groups that restrict placement")
+    problems: list[Untrusted] = Field(default_factory=list, description="what would stall HA maintenance")
+    action: Untrusted | None = Field(None, description="what the operator does for a guest HA leaves behind")
 
 
 class TargetCapacity(BaseModel):
-    node: str
+    node: Untrusted
     total_bytes: int
     committed_before_bytes: int = Field(description="max(used memory, configured memory of its running guests)")
     headroom_bytes: int
@@ -68,15 +69,18 @@ class TargetCapacity(BaseModel):
 
 
 class EvacuationPlan(BaseModel):
-    node: str
+    node: Untrusted
     verdict: Verdict
-    summary: str
+    summary: Untrusted  # counts, or why nothing can move (which may name nodes)
     steps: list[Step]
     blockers: list[Blocker]
     ha_guests: list[HAGuest]
-    ha_recommendation: str | None = None
+    ha_recommendation: Untrusted | None = Field(None, description="our sentence; it names the node and guests")
     targets: list[TargetCapacity]
-    excluded_targets: dict[str, str] = Field(default_factory=dict)
+    excluded_targets: dict[str, str] = Field(
+        default_factory=dict,
+        description="node -> why it is not a target (node names follow PVE's hostname grammar; reasons are ours)",
+    )
     findings: list[Finding] = Field(default_factory=list, description="every blocker and data gap, with codes")
     complete: bool = Field(description="false when some data could not be read")
     parameters: dict[str, object] = Field(default_factory=dict)
@@ -96,10 +100,10 @@ class GuestMove(BaseModel):
     """Can guest X move to node Y (or anywhere), and how: the planner's logic for one guest."""
 
     vmid: int
-    name: str
-    node: str
+    name: Untrusted
+    node: Untrusted
     can_move: bool
-    target: str | None = Field(None, description="the requested target, or the best one")
+    target: Untrusted | None = Field(None, description="the requested target, or the best one")
     mode: Literal["live", "offline", "restart"] | None = None
     downtime: Downtime | None = None
     with_local_disks: bool = False
@@ -109,6 +113,6 @@ class GuestMove(BaseModel):
     target_free_after_bytes: int | None = None
     ha_managed: bool = False
     blockers: list[Blocker] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    notes: list[Untrusted] = Field(default_factory=list, description="our sentences; they quote cluster text")
     migratability: Migratability
     complete: bool = True
