@@ -108,6 +108,7 @@ async def test_required_delivery_refuses_a_write_while_the_receiver_is_down(
         sim, "operator@pve!mcp", tier="operator", audit_syslog=f"tcp://127.0.0.1:{port}", audit_required=True
     )
     async with Client(mcp) as c:
+        await c.call_tool("cluster_overview", {})  # the first call also reads PVE's version (checked on first use)
         requests_before = sim.sim.requests
         refused = await c.call_tool("guest_reboot", {"vmid": 104})
         requests_after = sim.sim.requests

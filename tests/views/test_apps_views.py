@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.untrusted import plain
+
 WRITE_WORDS = ("migrate", "start", "stop", "backup_now", "set_", "delete", "create", "update")
 
 
@@ -71,7 +73,9 @@ def test_health_view_filters_by_keyboard(show: Any, granular_demo: dict[str, Any
 
 def test_evacuation_view_shows_targets_moves_blockers_and_ha(show: Any, granular_demo: dict[str, Any]) -> None:
     shown = show(granular_demo, "plan_node_evacuation")
-    plan = granular_demo["results"]["plan_node_evacuation"]["result"]["structuredContent"]
+    plan = plain(
+        granular_demo["results"]["plan_node_evacuation"]["result"]["structuredContent"]
+    )  # marked text, read as text
     view = shown.view
     text = shown.text()
     assert f"Evacuate {plan['node']}" in text and plan["verdict"] in text
@@ -101,7 +105,9 @@ def test_evacuation_view_shows_targets_moves_blockers_and_ha(show: Any, granular
 
 def test_backups_view_shows_ages_jobs_and_failures(show: Any, granular_demo: dict[str, Any]) -> None:
     shown = show(granular_demo, "diagnose_backups")
-    report = granular_demo["results"]["diagnose_backups"]["result"]["structuredContent"]
+    report = plain(
+        granular_demo["results"]["diagnose_backups"]["result"]["structuredContent"]
+    )  # marked text, read as text
     jobs = granular_demo["reads"]["list_backup_jobs"]["result"]["structuredContent"]
     view = shown.view
     view.wait_for_selector("[data-chart=ages]")
@@ -129,7 +135,9 @@ def test_backups_view_shows_ages_jobs_and_failures(show: Any, granular_demo: dic
 
 def test_migratability_view_shows_the_verdict_matrix(show: Any, granular_demo: dict[str, Any]) -> None:
     shown = show(granular_demo, "diagnose_migratability")
-    body = granular_demo["results"]["diagnose_migratability"]["result"]["structuredContent"]
+    body = plain(
+        granular_demo["results"]["diagnose_migratability"]["result"]["structuredContent"]
+    )  # marked text, read as text
     view = shown.view
     matrix = view.locator("table[aria-label='verdict matrix']")
     assert matrix.locator("tbody tr").count() == len(body["guests"])
