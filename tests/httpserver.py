@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -10,6 +11,23 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
+
+from pvesim.server import SimServer
+
+
+def server_env(sim: SimServer, tmp_path: Path, token: str = "auditor@pve!mcp", **extra: str) -> dict[str, str]:
+    """The environment of a `pve-steward serve` over HTTP against ``sim`` with ``token`` (plus ``extra``)."""
+    token_id, secret = sim.token(token)
+    return {
+        **os.environ,
+        "PVE_STEWARD_URL": sim.address,
+        "PVE_STEWARD_TOKEN_ID": token_id,
+        "PVE_STEWARD_TOKEN_SECRET": secret,
+        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
+        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+        "PVE_STEWARD_TRANSPORT": "http",
+        **extra,
+    }
 
 
 def free_port() -> int:

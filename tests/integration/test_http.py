@@ -3,7 +3,6 @@ body size cap, /health, and the refusal to serve a network interface without a t
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,25 +14,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
-from tests.httpserver import free_port, serving
+from tests.httpserver import free_port, server_env, serving
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 TOKEN = "t0ps3cret-for-tests-only-0123456789abcdef"
-
-
-def server_env(sim: SimServer, tmp_path: Path, **extra: str) -> dict[str, str]:
-    token_id, secret = sim.token("auditor@pve!mcp")
-    return {
-        **os.environ,
-        "PVE_STEWARD_URL": sim.address,
-        "PVE_STEWARD_TOKEN_ID": token_id,
-        "PVE_STEWARD_TOKEN_SECRET": secret,
-        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-        "PVE_STEWARD_TRANSPORT": "http",
-        **extra,
-    }
 
 
 def http_server(env: dict[str, str], port: int) -> Any:

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx2
 
 from pvesim.server import SimServer
-from tests.httpserver import free_port
+from tests.httpserver import free_port, server_env
 
-from .test_http import http_server, server_env
+from .test_http import http_server
 
 WAIT = 60.0  # far beyond the configured deadlines: only a server that never closes reaches it
 

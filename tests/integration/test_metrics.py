@@ -3,7 +3,6 @@ prometheus_client's own parser and the counters named in issue 20 must have move
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from pvesim.server import SimServer
-from tests.httpserver import free_port, serving
+from tests.httpserver import free_port, server_env, serving
 
 pytestmark = pytest.mark.anyio
 TOKEN = "metrics-test-token-0123456789abcdef0123"
@@ -36,23 +35,18 @@ def total(data: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str,
 
 async def test_metrics_count_calls_findings_requests_tokens_and_cache(start_sim: Any, tmp_path: Path) -> None:
     sim: SimServer = start_sim("demo")
-    token_id, secret = sim.token("operator@pve!mcp")
     port = free_port()
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": sim.address,
-        "PVE_STEWARD_TOKEN_ID": token_id,
-        "PVE_STEWARD_TOKEN_SECRET": secret,
-        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-        "PVE_STEWARD_TOKEN_STORE": str(tmp_path / "used.sqlite3"),
-        "PVE_STEWARD_TRANSPORT": "http",
-        "PVE_STEWARD_HTTP_PORT": str(port),
-        "PVE_STEWARD_HTTP_BEARER_TOKEN": TOKEN,
-        "PVE_STEWARD_TIER": "operator",
-        "PVE_STEWARD_GRANULAR_TOOLS": "true",
-        "PVE_STEWARD_READ_CACHE_TTL": "30",
-    }
+    env = server_env(
+        sim,
+        tmp_path,
+        "operator@pve!mcp",
+        PVE_STEWARD_TOKEN_STORE=str(tmp_path / "used.sqlite3"),
+        PVE_STEWARD_HTTP_PORT=str(port),
+        PVE_STEWARD_HTTP_BEARER_TOKEN=TOKEN,
+        PVE_STEWARD_TIER="operator",
+        PVE_STEWARD_GRANULAR_TOOLS="true",
+        PVE_STEWARD_READ_CACHE_TTL="30",
+    )
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with serving([sys.executable, "-m", "pve_steward", "serve"], port, env) as base:
         assert httpx2.get(f"{base}/metrics").status_code == 401  # like /mcp, /metrics needs the token

@@ -3,7 +3,6 @@ shared HTTP server request headers narrow a call but never widen what the server
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
-from tests.httpserver import free_port, serving
+from tests.httpserver import free_port, server_env, serving
 
 pytestmark = pytest.mark.anyio
 TOKEN = "narrowing-test-token-0123456789abcdef012"
@@ -52,22 +51,17 @@ async def test_denied_actions_are_not_registered_meta(demo_sim: SimServer, serve
 
 async def test_headers_narrow_a_shared_server_and_never_widen_it(start_sim: Any, tmp_path: Path) -> None:
     sim: SimServer = start_sim("demo")
-    token_id, secret = sim.token("operator@pve!mcp")
     port = free_port()
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": sim.address,
-        "PVE_STEWARD_TOKEN_ID": token_id,
-        "PVE_STEWARD_TOKEN_SECRET": secret,
-        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-        "PVE_STEWARD_TOKEN_STORE": str(tmp_path / "used.sqlite3"),
-        "PVE_STEWARD_TRANSPORT": "http",
-        "PVE_STEWARD_HTTP_PORT": str(port),
-        "PVE_STEWARD_HTTP_BEARER_TOKEN": TOKEN,
-        "PVE_STEWARD_TIER": "operator",
-        "PVE_STEWARD_GRANULAR_TOOLS": "true",
-    }
+    env = server_env(
+        sim,
+        tmp_path,
+        "operator@pve!mcp",
+        PVE_STEWARD_TOKEN_STORE=str(tmp_path / "used.sqlite3"),
+        PVE_STEWARD_HTTP_PORT=str(port),
+        PVE_STEWARD_HTTP_BEARER_TOKEN=TOKEN,
+        PVE_STEWARD_TIER="operator",
+        PVE_STEWARD_GRANULAR_TOOLS="true",
+    )
 
     async def session(base: str, **headers: str) -> tuple[set[str], Any, Any, int]:
         """Tools listed, a read, a write preview, and how many PVE requests the write sent."""
