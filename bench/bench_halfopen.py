@@ -16,7 +16,6 @@ processes stopped at the end, whatever happens. Loopback only.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import socket
 import subprocess
@@ -116,18 +115,13 @@ def main() -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tmp = tempfile.TemporaryDirectory(prefix="halfopen-bench-")
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": sim.address,
-        "PVE_STEWARD_TOKEN_ID": "auditor@pve!mcp",
-        "PVE_STEWARD_TOKEN_SECRET": sim.tokens["auditor@pve!mcp"],
-        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(Path(tmp.name) / "audit.jsonl"),
-        "PVE_STEWARD_TRANSPORT": "http",
-        "PVE_STEWARD_HTTP_HOST": "127.0.0.1",
-        "PVE_STEWARD_HTTP_PORT": str(port),
-        "PVE_STEWARD_HTTP_HEADER_TIMEOUT": str(args.header_timeout),
-    }
+    env = sim.server_env(
+        Path(tmp.name),
+        PVE_STEWARD_TRANSPORT="http",
+        PVE_STEWARD_HTTP_HOST="127.0.0.1",
+        PVE_STEWARD_HTTP_PORT=str(port),
+        PVE_STEWARD_HTTP_HEADER_TIMEOUT=str(args.header_timeout),
+    )
     server = subprocess.Popen(
         [sys.executable, "-m", "pve_steward", "serve"],
         env=env,

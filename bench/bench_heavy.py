@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import subprocess
 import sys
@@ -64,16 +63,7 @@ def start_server(sim: SimProcess, tmp: Path) -> tuple[subprocess.Popen[bytes], s
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": sim.address,
-        "PVE_STEWARD_TOKEN_ID": "root@pam!pvesim",
-        "PVE_STEWARD_TOKEN_SECRET": sim.tokens["root@pam!pvesim"],
-        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(tmp / "audit.jsonl"),
-        "PVE_STEWARD_TRANSPORT": "http",
-        "PVE_STEWARD_HTTP_PORT": str(port),
-    }
+    env = sim.server_env(tmp, "root@pam!pvesim", PVE_STEWARD_TRANSPORT="http", PVE_STEWARD_HTTP_PORT=str(port))
     server = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=subprocess.DEVNULL)
     for _ in range(300):
         try:

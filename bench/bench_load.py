@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import socket
 import statistics
@@ -82,16 +81,7 @@ def main() -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tmp = tempfile.TemporaryDirectory(prefix="load-bench-")
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": sim.address,
-        "PVE_STEWARD_TOKEN_ID": "auditor@pve!mcp",
-        "PVE_STEWARD_TOKEN_SECRET": sim.tokens["auditor@pve!mcp"],
-        "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(Path(tmp.name) / "audit.jsonl"),
-        "PVE_STEWARD_TRANSPORT": "http",
-        "PVE_STEWARD_HTTP_PORT": str(port),
-    }
+    env = sim.server_env(Path(tmp.name), PVE_STEWARD_TRANSPORT="http", PVE_STEWARD_HTTP_PORT=str(port))
     server = subprocess.Popen(
         [sys.executable, "-m", "pve_steward", "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -91,14 +90,7 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="bench-start-")
     try:
         token = next(t for t in sim.tokens if t.startswith("root@pam"))
-        env = {
-            **os.environ,
-            "PVE_STEWARD_URL": sim.address,
-            "PVE_STEWARD_TOKEN_ID": token,
-            "PVE_STEWARD_TOKEN_SECRET": sim.tokens[token],
-            "PVE_STEWARD_FINGERPRINT": sim.fingerprint,
-            "PVE_STEWARD_AUDIT_LOG": str(Path(tmp.name) / "audit.jsonl"),
-        }
+        env = sim.server_env(Path(tmp.name), token)
         steward = [sys.executable, "-m", "pve_steward", "serve"]
         bare = [sys.executable, str(HERE / "bare_server.py")]
         one_start(steward, env), one_start(bare, env)  # warm the page cache; not counted

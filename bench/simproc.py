@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -52,6 +53,18 @@ class SimProcess:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def server_env(self, state: Path, token: str = "auditor@pve!mcp", **extra: str) -> dict[str, str]:
+        """The environment of a `pve-steward serve` against this simulator, its audit log under ``state``."""
+        return {
+            **os.environ,
+            "PVE_STEWARD_URL": self.address,
+            "PVE_STEWARD_TOKEN_ID": token,
+            "PVE_STEWARD_TOKEN_SECRET": self.tokens[token],
+            "PVE_STEWARD_FINGERPRINT": self.fingerprint,
+            "PVE_STEWARD_AUDIT_LOG": str(state / "audit.jsonl"),
+            **extra,
+        }
 
     def stop(self) -> None:
         self.proc.terminate()  # uvicorn waits for keep-alive clients on SIGTERM: give it a moment, then kill
