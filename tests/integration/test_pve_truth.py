@@ -173,7 +173,17 @@ async def test_get_task_takes_the_end_time_from_the_task_index(start_sim: Any, s
     assert "endtime" not in api(sim).nodes("pve1").tasks(row["upid"]).status.get()
     detail = await _call(server_for(sim), "get_task", upid=row["upid"])
     assert detail["task"]["ended"] is not None and detail["task"]["duration_s"] == row["endtime"] - row["starttime"]
-    assert detail["task"]["state"] == "ok"
+    assert detail["task"]["state"] == "ok" and detail["incomplete"] == []
+
+
+async def test_get_task_says_when_the_end_time_is_unknown(start_sim: Any, server_for: Any, version: str) -> None:
+    """A failed task-index read leaves the end time unknown, and the answer says so (never a clean row)."""
+    sim = start_sim("truth", version=version)
+    row = next(t for t in api(sim).nodes("pve1").tasks.get(source="all") if t["type"] == "vzdump")
+    control(sim, "faults", {"errors": [{"pattern": r"^/nodes/pve1/tasks$", "status": 500}]})
+    detail = await _call(server_for(sim), "get_task", upid=row["upid"])
+    assert detail["task"]["ended"] is None and detail["task"]["state"] == "ok"
+    assert len(detail["incomplete"]) == 1 and "task index" in detail["incomplete"][0]
 
 
 async def test_maxfiles_is_retention_on_pve8_only(start_sim: Any, server_for: Any) -> None:

@@ -206,3 +206,21 @@ def test_single_guest_move() -> None:
     assert not no.can_move and no.blockers[0].code == "MIGRATE_CPU_HOST"
     same = plan_guest_move(d, 100, "src")
     assert not same.can_move and same.blockers[0].code == "MIGRATE_NO_TARGET"
+
+
+def test_unread_ha_rules_leave_only_ha_guests_unproven() -> None:
+    """HA rules decide an HA guest's targets (guest_move.ha_targets); a plain guest does not depend on them,
+    yet its answer still names every read that failed."""
+    gap = Missing(what="cluster data (HA rules)", path="ha_rules", error="500 boom", status=500, affects=("ha",))
+    mapping = Missing(
+        what="pci device mappings", path="/cluster/mapping/pci", error="500", affects=("migration",), optional=True
+    )
+    d = cluster([vm(100, 4), vm(101, 4)], ha_resources=[{"sid": "vm:101", "state": "started"}])
+    d.missing += [gap, mapping]
+    plain_move, ha_move = plan_guest_move(d, 100), plan_guest_move(d, 101)
+    assert plain_move.complete is True and ha_move.complete is False
+    assert [str(u) for u in plain_move.unread] == ["cluster data (HA rules): 500 boom", "pci device mappings: 500"]
+    plan = plan_evacuation(d, "src")
+    assert plan.complete is False and any(f.code == "DATA_INCOMPLETE" for f in plan.findings)
+    d.ha_by_vmid.clear()
+    assert plan_evacuation(d, "src").complete is True

@@ -105,6 +105,9 @@ class TaskDetail(BaseModel):
     task: TaskRow
     log_tail: list[Untrusted] = Field(description="last lines of the task log")
     log_lines: int
+    incomplete: list[str] = Field(
+        default_factory=list, description="reads that failed; the fields they would have filled are unknown"
+    )
 
 
 @guarded(toolset="tasks")
@@ -130,14 +133,19 @@ async def get_task(t: ToolContext, upid: Upid, log_lines: Annotated[int, Field(g
     status: dict[str, Any] = _required(got["status"])
     lines: list[dict[str, Any]] = _required(got["log"])
     row = dict(status)
+    incomplete: list[str] = []
     if status.get("status") == "stopped":
+        if isinstance(got["index"], PveError) and not status.get("endtime"):
+            incomplete.append(f"end time: the task index could not be read ({got['index'].message})")
         row["status"] = status.get("exitstatus", "unknown")
         listed = next((r for r in _rows(got["index"]) if r.get("upid") == upid), {})
         row["endtime"] = status.get("endtime") or listed.get("endtime")
     else:
         row["status"] = None
     text = [str(line.get("t", "")) for line in lines]
-    return TaskDetail(task=task_row(row), log_tail=text[-log_lines:] if log_lines else [], log_lines=len(text))
+    return TaskDetail(
+        task=task_row(row), log_tail=text[-log_lines:] if log_lines else [], log_lines=len(text), incomplete=incomplete
+    )
 
 
 def _required(answer: Any) -> Any:

@@ -11,7 +11,7 @@ The procedure an operator follows (docs/design/261202-5-evacuation-planner.md, 2
 
 from __future__ import annotations
 
-from pve_steward.analysis.data import ClusterData, guest_subject
+from pve_steward.analysis.data import ClusterData, Missing, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
 from pve_steward.analysis.migration import Migratability, assess, eligible_targets
 from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
@@ -50,8 +50,16 @@ class Ledger:
             self.block(m.vmid, m.name, code, r.detail)
 
 
-def data_gaps(data: ClusterData) -> list[Finding]:
-    gaps = [m for m in data.missing if not m.optional and (not m.affects or "migration" in m.affects)]
+def gaps_for(data: ClusterData, *, ha: bool) -> list[Missing]:
+    """The failed reads this answer stands on: migration data always, HA data when HA-managed guests are
+    part of it (their targets come from HA rules or groups). Optional gaps show in the verdicts they leave
+    not provable, not here."""
+    areas = ("migration", "ha") if ha else ("migration",)
+    return [m for m in data.missing if not m.optional and (not m.affects or any(a in m.affects for a in areas))]
+
+
+def data_gaps(data: ClusterData, *, ha: bool) -> list[Finding]:
+    gaps = gaps_for(data, ha=ha)
     return [
         finding(
             "DATA_INCOMPLETE",
@@ -175,9 +183,9 @@ def _plan(
         "headroom_percent": headroom_pct,
     }
     ledger = Ledger(data)
-    gaps = data_gaps(data)
-    ledger.findings += gaps
     guests = sorted((g for g in data.guests.values() if g.get("node") == node), key=lambda g: int(g["vmid"]))
+    gaps = data_gaps(data, ha=any(data.ha_managed(int(str(g["vmid"]))) is not None for g in guests))
+    ledger.findings += gaps
     stop = stop_reason(data, node)
     if stop:
         for g in guests:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration import Migratability, assess
-from pve_steward.analysis.planner.evacuation import Ledger, downtime_of
+from pve_steward.analysis.planner.evacuation import Ledger, downtime_of, gaps_for
 from pve_steward.analysis.planner.handoff import ha_allowed_nodes, ha_blocked_nodes
 from pve_steward.analysis.planner.models import GuestMove
 from pve_steward.analysis.planner.placement import Placement
@@ -47,8 +47,17 @@ def plan_guest_move(
     m = assess(data, vmid, allowed=[target] if target else None, allow_downtime=allow_offline)
     ledger = Ledger(data)
     notes = [r.detail for r in m.reasons if not r.blocking]
-    complete = not any(not g.optional and (not g.affects or "migration" in g.affects) for g in data.missing)
-    base = {"vmid": vmid, "name": m.name, "node": node, "ha_managed": m.ha_managed, "migratability": m}
+    complete = not gaps_for(data, ha=m.ha_managed)
+    unread = [f"{g.what}: {g.error}" for g in data.missing]
+    base = {
+        "vmid": vmid,
+        "name": m.name,
+        "node": node,
+        "ha_managed": m.ha_managed,
+        "migratability": m,
+        "complete": complete,
+        "unread": unread,
+    }
     if m.ha_managed:
         notes.append("use the HA migrate operation or node maintenance mode")
     if target is not None and target == node:
@@ -56,9 +65,7 @@ def plan_guest_move(
     elif m.verdict == "blocked":
         ledger.block_verdict(m)
     if ledger.blockers:
-        return GuestMove(
-            **base, complete=complete, can_move=False, target=target, blockers=ledger.blockers, notes=notes
-        )
+        return GuestMove(**base, can_move=False, target=target, blockers=ledger.blockers, notes=notes)
     running = m.status == "running"
     reserve = m.memory_bytes if running else 0
     candidates = ha_targets(data, m, ledger)
@@ -70,7 +77,6 @@ def plan_guest_move(
         best = max(placement.free.values(), default=None)
         return GuestMove(
             **base,
-            complete=complete,
             can_move=False,
             target=target,
             blockers=ledger.blockers,
@@ -83,7 +89,6 @@ def plan_guest_move(
     free_before = placement.take(chosen, reserve)
     return GuestMove(
         **base,
-        complete=complete,
         can_move=True,
         target=chosen,
         mode=tv.mode,

@@ -115,4 +115,7 @@ class GuestMove(BaseModel):
     blockers: list[Blocker] = Field(default_factory=list)
     notes: list[Untrusted] = Field(default_factory=list, description="our sentences; they quote cluster text")
     migratability: Migratability
-    complete: bool = True
+    complete: bool = Field(True, description="false when data this answer stands on could not be read")
+    unread: list[Untrusted] = Field(
+        default_factory=list, description="every read that failed, including those this guest does not depend on"
+    )
