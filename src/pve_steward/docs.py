@@ -109,7 +109,7 @@ def render_tools(registry: Registry, extra_sections: list[str] | None = None) ->
 
 def render_all(registry: Registry) -> str:
     from pve_steward.analysis.codes import render_codes
-    from pve_steward.analysis.thresholds import Thresholds
+    from pve_steward.analysis.thresholds import thresholds_model
 
     thresholds = [
         "# Thresholds",
@@ -119,7 +119,7 @@ def render_all(registry: Registry) -> str:
         "| name | default | note |",
         "|---|---|---|",
     ]
-    for name, field in Thresholds.model_fields.items():
+    for name, field in thresholds_model().model_fields.items():
         thresholds.append(f"| `{name}` | {field.default} | {field.description or ''} |")
     return render_tools(registry, [render_codes(), "\n".join(thresholds)])
 

@@ -65,6 +65,9 @@ class ClusterData:
     mappings: dict[str, list[Row]] = field(default_factory=dict)  # /cluster/mapping/{pci,usb,dir}: kind -> rows
     snapshot_configs: dict[int, dict[str, Row]] = field(default_factory=dict)  # vmid -> snapshot -> its config
     ceph: CephData | None = None  # None: no Ceph on this cluster (or not read)
+    # reads declared by checks (analysis/catalog.py Need): key -> node ("" for cluster-wide) -> answer.
+    # A read that failed is absent here and recorded in ``missing``.
+    reads: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
     # derived lookup tables, built on first use; a missing table is an empty dict (no throwaway {} per lookup)
     memo: defaultdict[str, Any] = field(default_factory=lambda: defaultdict(dict), repr=False)
@@ -156,6 +159,14 @@ class ClusterData:
 
     def ha_managed(self, vmid: int) -> Row | None:
         return self.ha_by_vmid.get(vmid)
+
+    def read(self, key: str, node: str = "") -> Any:
+        """A check's declared read (``node`` for per-node reads); None when it failed or was not made."""
+        return self.reads.get(key, {}).get(node)
+
+    def read_nodes(self, key: str) -> dict[str, Any]:
+        """A per-node read's answers by node (only the nodes that answered)."""
+        return self.reads.get(key, {})
 
     def missing_for(self, area: str) -> list[Missing]:
         return [m for m in self.missing if not m.affects or area in m.affects]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from pve_steward.analysis.backups import analyze_backups
 from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
+from pve_steward.analysis.catalog import checks_in, load_checks
 from pve_steward.analysis.ceph import analyze_ceph
 from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
 from pve_steward.analysis.data import ClusterData, incomplete_findings
@@ -27,7 +28,7 @@ from pve_steward.errors import MALFORMED_VALUE_ERRORS
 Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
 log = logging.getLogger(__name__)
 
-AREAS: dict[str, Analyzer] = {
+_LEGACY: dict[str, Analyzer] = {
     "cluster": lambda d, t: analyze_cluster(d),
     "ha": lambda d, t: analyze_ha(d),
     "backups": analyze_backups,
@@ -43,6 +44,24 @@ AREAS: dict[str, Analyzer] = {
         + analyze_hardware(d, t)
     ),
     "ceph": lambda d, t: analyze_ceph(d.ceph) if d.ceph else [],
+}
+
+
+def _area_analyzer(area: str) -> Analyzer:
+    """The area's checks: those written before checks became units, then every ``@check`` of the area."""
+    legacy = _LEGACY.get(area)
+
+    def run(d: ClusterData, t: Thresholds) -> list[Finding]:
+        found = legacy(d, t) if legacy else []
+        for c in checks_in([area]):
+            found += c.func(d, t)
+        return found
+
+    return run
+
+
+AREAS: dict[str, Analyzer] = {
+    area: _area_analyzer(area) for area in dict.fromkeys([*_LEGACY, *(c.area for c in load_checks().values())])
 }
 
 

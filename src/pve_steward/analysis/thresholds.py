@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from pve_steward.analysis.catalog import load_checks
 
 
 class Thresholds(BaseModel):
@@ -38,10 +43,33 @@ class Thresholds(BaseModel):
     wearout_critical_pct: float = Field(15, ge=0, le=100, description="remaining life")
     agent_probe_limit: int = Field(200, ge=0, description="most guest-agent probes per check")
 
+    def get(self, name: str) -> float:
+        """A threshold declared by a check (``analysis/catalog.py Threshold``), by name; a plain
+        ``Thresholds()`` (tests) answers the declared default."""
+        if name in type(self).model_fields:
+            return float(getattr(self, name))
+        return float(thresholds_model().model_fields[name].default)
+
+
+@cache
+def thresholds_model() -> type[Thresholds]:
+    """The thresholds schema: the fields above plus every threshold the checks declare, with their defaults."""
+    fields: dict[str, Any] = {}
+    for c in load_checks().values():
+        for th in c.thresholds:
+            if th.name in Thresholds.model_fields or th.name in fields:
+                raise ValueError(f"threshold {th.name!r} declared twice (check {c.name})")
+            fields[th.name] = (
+                float,
+                Field(th.default, ge=th.minimum, le=th.maximum, description=f"{th.description} ({c.name})"),
+            )
+    return create_model("Thresholds", __base__=Thresholds, **fields)
+
 
 def thresholds_from(overrides: dict[str, float]) -> Thresholds:
     """Defaults with overrides; an unknown name is an error that lists the known ones."""
-    unknown = sorted(set(overrides) - set(Thresholds.model_fields))
+    model = thresholds_model()
+    unknown = sorted(set(overrides) - set(model.model_fields))
     if unknown:
-        raise ValueError(f"unknown threshold(s) {', '.join(unknown)}; known: {', '.join(Thresholds.model_fields)}")
-    return Thresholds(**overrides)
+        raise ValueError(f"unknown threshold(s) {', '.join(unknown)}; known: {', '.join(model.model_fields)}")
+    return model(**overrides)

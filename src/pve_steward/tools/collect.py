@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pve_steward.analysis.catalog import Need, needs_of
 from pve_steward.analysis.data import ClusterData, Missing
+from pve_steward.analysis.health import AREAS as HEALTH_AREAS
 from pve_steward.analysis.migration.storage import storage_shared
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
@@ -23,7 +25,7 @@ from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.tools.cephread import read_ceph
 
-ALL_AREAS = ("cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations", "ceph")
+ALL_AREAS = tuple(HEALTH_AREAS)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
@@ -135,10 +137,52 @@ class Collector:
         if preconditions:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit)
+        await self._declared_reads()
         if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
             d.missing += gaps
         return d
+
+    async def _declared_reads(self) -> None:
+        """The reads the chosen areas' checks declare (analysis/catalog.py ``Need``): each key once,
+        per-node ones on every online node, all in one bounded wave."""
+        needs = needs_of(self.areas)
+        if not needs:
+            return
+        reads: list[Read] = []
+        for key, (need, _areas) in needs.items():
+            params = dict(need.params)
+            if need.per == "cluster":
+                reads.append((f"{key}@", api_path(*need.path.strip("/").split("/")), params))
+            else:
+                for n in self.data.online_nodes:
+                    segs = [node_seg(n) if seg == "{node}" else seg for seg in need.path.strip("/").split("/")]
+                    reads.append((f"{key}@{n}", api_path(*segs), params))
+        got = await self._read(reads)
+        for slot, value in got.items():
+            key, _, node = slot.rpartition("@")
+            need, areas = needs[key]
+            if not isinstance(value, PveError):
+                self.data.reads.setdefault(key, {})[node] = value
+            elif not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
+                self._miss_declared(need, areas, value, node or None)
+
+    def _miss_declared(self, need: Need, areas: tuple[str, ...], err: PveError, node: str | None) -> None:
+        denied = isinstance(err, PvePermissionError)
+        privilege = need.privilege.replace("{node}", node or "")
+        self.data.missing.append(
+            Missing(
+                what=need.key.replace("_", " ")
+                + (f" of {node}" if node else "")
+                + (f" (skipped: needs {privilege})" if denied else ""),
+                path=err.path or need.path,
+                error=err.message,
+                node=node,
+                status=err.status,
+                affects=areas,
+                optional=denied,
+            )
+        )
 
     async def _snapshot_sections(self, wanted: set[int] | None) -> None:
         """Migration: what the snapshots of a guest with local volumes reference (their config sections).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
@@ -23,7 +23,10 @@ from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 
-Area = Literal["cluster", "ha", "backups", "migration", "capacity", "replication", "guests", "operations", "ceph"]
+if TYPE_CHECKING:
+    Area = str
+else:  # the areas are collected from the checks (analysis/catalog.py), so the schema lists each one
+    Area = Literal[tuple(AREAS)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
 
 

@@ -1,0 +1,1 @@
+"""One module per area of checks; each check is declared with ``analysis.catalog.check``."""
