@@ -30,6 +30,7 @@ import anyio
 import anyio.to_thread
 
 from pve_steward import metrics
+from pve_steward.budget import open_budget
 from pve_steward.config import Settings
 from pve_steward.errors import (
     PveApiError,
@@ -474,6 +475,8 @@ class ProxmoxerClient:
         self._connect_lock = threading.Lock()
         self._workers: RequestPool | None = None
         self._retries = settings.retries
+        store = settings.request_budget_store or settings.token_store
+        self.budget = open_budget(store, settings.url, settings.request_budget, settings.request_budget_burst)
         self._read_only = settings.read_only or settings.tier is Tier.READ_ONLY
         self.requests_made = 0
 
@@ -511,6 +514,7 @@ class ProxmoxerClient:
     def _request(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
         self._refuse_write(method, path)
         endpoint = metrics.endpoint_class(path.segments)
+        self.budget.acquire()  # the shared per-cluster budget (budget.py); not part of PVE's latency
         started = time.monotonic()
         status = "error"
         try:

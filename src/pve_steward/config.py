@@ -56,6 +56,16 @@ class Settings(BaseSettings):
         16, ge=1, le=64, description="API requests in flight at once (one pool, shared by concurrent tool calls)"
     )
     retries: int = Field(2, ge=0, le=5, description="retries of failed reads (never writes), with backoff")
+    request_budget: float | None = Field(
+        None,
+        gt=0,
+        le=10000,
+        description="API requests per second for this cluster, shared by every replica through Redis (budget.py)",
+    )
+    request_budget_burst: int = Field(10, ge=1, le=1000, description="requests the budget lets through at once")
+    request_budget_store: str | None = Field(
+        None, description="Redis URL holding the shared budget (default: token_store when that is a Redis URL)"
+    )
 
     # --- MCP transport
     transport: Literal["stdio", "http"] = Field("stdio", description="MCP transport")
@@ -236,6 +246,12 @@ class Settings(BaseSettings):
             self.tier = Tier.READ_ONLY
         if self.audit_required and self.audit_syslog is None:
             raise ValueError("audit_required needs audit_syslog (the receiver whose delivery is required)")
+        budget_store = self.request_budget_store or self.token_store or ""
+        if self.request_budget and not budget_store.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                "request_budget is shared by the replicas through Redis: set request_budget_store "
+                "(or token_store) to redis://host:port/db"
+            )
         if self.token_secret_file is not None:
             refuse_exposed(self.token_secret_file, "token_secret_file")
         if self.confirm_key_file is not None:

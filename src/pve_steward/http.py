@@ -9,7 +9,9 @@
 - Slow clients cannot hold connections: headers must arrive within ``--http-header-timeout`` and a
   body within ``--http-body-timeout``; one client address may hold ``--http-max-connections-per-client``
   connections; MCP sessions are capped (``--http-max-sessions``) and expire when idle.
-- ``GET /health`` answers without authentication and without touching the cluster.
+- ``GET /health`` (liveness) answers without authentication and without touching the cluster.
+- ``GET /ready`` (readiness) answers 200 when the PVE cluster and, with writes, the used-token store
+  answer, else 503 naming what failed (see ``readiness.py``); no authentication, no cluster data.
 - ``GET /metrics`` is Prometheus' text format (see ``metrics.py``); it needs the bearer token when one is set.
 """
 
@@ -34,7 +36,7 @@ from pve_steward.config import Settings
 
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/ready"})
 
 ASGIApp = Any
 log = logging.getLogger(__name__)
@@ -159,10 +161,19 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "server": "pve-steward", "version": __version__})
 
+    async def ready(request: Request) -> Response:
+        readiness = getattr(mcp, "readiness", None)
+        if readiness is None:
+            return JSONResponse({"status": "ready", "checks": {}})
+        ok, checks = await readiness.check()
+        body = {"status": "ready" if ok else "not ready", "checks": checks}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
     async def metrics_text(request: Request) -> Response:
         return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
     mcp.custom_route("/health", methods=["GET"])(health)
+    mcp.custom_route("/ready", methods=["GET"])(ready)
     mcp.custom_route("/metrics", methods=["GET"])(metrics_text)
 
     app = mcp.streamable_http_app(

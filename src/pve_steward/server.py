@@ -47,6 +47,7 @@ from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
 from pve_steward.prompts import register_prompts
 from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
+from pve_steward.readiness import Readiness
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
@@ -113,6 +114,7 @@ class OpsServer(MCPServer[AppContext]):
     signatures: dict[str, str]
     naming: Naming
     prompt_arguments: dict[str, frozenset[str]]
+    readiness: Readiness  # GET /ready (http.py)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         arguments = arguments or {}
@@ -377,6 +379,9 @@ def build_server(
     writes = any(op.is_write for op in ops)
     store = open_store(settings.token_store, default_state_dir()) if writes else None  # fails closed at start
     signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store)
+    readiness = Readiness()
+    if store is not None:
+        readiness.add_store(store)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
@@ -389,6 +394,7 @@ def build_server(
             lambda: api.get(api_path("version")),
             disabled=settings.disable_version_check or not check_version_on_start,
         )
+        readiness.add_cluster("default", lambda: api.get(api_path("version")))
         try:
             yield AppContext(
                 settings=settings,
@@ -402,6 +408,7 @@ def build_server(
                 gate=gate,
             )
         finally:
+            readiness.remove_cluster("default")
             if own is not None:
                 own.close()
 
@@ -437,6 +444,7 @@ def build_server(
     register_logging(mcp)
     if isinstance(mcp, OpsServer):
         mcp.prompt_arguments = prompt_arguments
+        mcp.readiness = readiness
     return mcp
 
 

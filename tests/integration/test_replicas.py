@@ -1,0 +1,171 @@
+"""Two replicas of the HTTP server on one real redis-server, as a team deployment runs them (issue 20).
+
+The client alternates between two server processes: any replica answers any request (the 2026-07-28
+protocol has no sessions), a confirmation token previewed on one runs once on the other and is
+refused afterwards on both, killing one replica loses no write, and ``/ready`` says when a replica
+cannot serve (PVE or the used-token store unreachable) while ``/health`` still answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from pvesim.server import SimServer
+from tests.httpserver import free_port, server_env, serving
+from tests.redisserver import redis_server
+
+pytestmark = pytest.mark.anyio
+TOKEN = "replica-bearer-token-for-tests-0123456789"
+
+
+def replica_env(sim: SimServer, tmp_path: Path, name: str, store: str, key: Path) -> dict[str, str]:
+    return server_env(
+        sim,
+        tmp_path,
+        "operator@pve!mcp",
+        PVE_STEWARD_TIER="operator",
+        PVE_STEWARD_GRANULAR_TOOLS="true",
+        PVE_STEWARD_HTTP_BEARER_TOKEN=TOKEN,
+        PVE_STEWARD_TOKEN_STORE=store,
+        PVE_STEWARD_REQUEST_BUDGET="500",
+        PVE_STEWARD_CONFIRM_KEY_FILE=str(key),
+        PVE_STEWARD_AUDIT_LOG=str(tmp_path / f"audit-{name}.jsonl"),
+    )
+
+
+def replica(env: dict[str, str]) -> Any:
+    port = free_port()
+    return serving([sys.executable, "-m", "pve_steward", "serve"], port, {**env, "PVE_STEWARD_HTTP_PORT": str(port)})
+
+
+@asynccontextmanager
+async def client(base: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
+    ):
+        yield c
+
+
+def shared_key(tmp_path: Path) -> Path:
+    key = tmp_path / "confirm.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    return key
+
+
+def reboots(sim: SimServer) -> list[Any]:
+    return [t for t in list(sim.cluster.tasks) if t.type == "qmreboot" and t.user == "operator@pve!mcp"]
+
+
+async def test_two_replicas_share_tokens_and_either_answers(start_sim: Any, tmp_path: Path) -> None:
+    sim = start_sim("demo", speed=50)
+    key = shared_key(tmp_path)
+    with redis_server(tmp_path) as store:
+        with (
+            replica(replica_env(sim, tmp_path, "a", store, key)) as a,
+            replica(replica_env(sim, tmp_path, "b", store, key)) as b,
+        ):
+            for base in (a, b):
+                ready = httpx2.get(f"{base}/ready")
+                assert ready.status_code == 200, ready.text
+                assert ready.json()["checks"] == {"cluster:default": "ok", "token_store": "ok"}
+            async with client(a) as ca:
+                preview = await ca.call_tool("guest_reboot", {"vmid": 100})
+                health_a = await ca.call_tool("check_cluster_health", {"areas": ["cluster"]})
+            token = preview.structured_content["confirm_token"]  # type: ignore[index]
+            async with client(b) as cb:
+                done = await cb.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
+                health_b = await cb.call_tool("check_cluster_health", {"areas": ["cluster"]})
+            async with client(a) as ca:
+                again = await ca.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
+        import redis
+
+        shared = redis.Redis.from_url(store)
+        assert shared.exists(f"pve-steward:budget:{sim.address}")  # both replicas drew from one budget
+        shared.close()
+    assert not done.is_error and done.structured_content["status"] == "completed"  # type: ignore[index]
+    assert again.is_error and "already used" in again.content[0].text
+    assert len(reboots(sim)) == 1
+    assert health_a.structured_content["counts"] == health_b.structured_content["counts"]  # type: ignore[index]
+    records = [json.loads(line) for line in (tmp_path / "audit-b.jsonl").read_text().splitlines()]
+    assert any(r.get("event") == "write_outcome" for r in records)
+
+
+async def test_killing_a_replica_loses_nothing(start_sim: Any, tmp_path: Path) -> None:
+    """A replica killed with SIGKILL after its write: the write and its audit record are there, and the
+    other replica refuses the token (the claim lives in Redis, not in the dead process)."""
+    sim = start_sim("demo", speed=50)
+    key = shared_key(tmp_path)
+    with redis_server(tmp_path) as store:
+        env_a = replica_env(sim, tmp_path, "a", store, key)
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pve_steward", "serve"],
+            env={**env_a, "PVE_STEWARD_HTTP_PORT": str(port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            a = f"http://127.0.0.1:{port}"
+            await _wait_ready(a)
+            async with client(a) as ca:
+                preview = await ca.call_tool("guest_reboot", {"vmid": 100})
+                token = preview.structured_content["confirm_token"]  # type: ignore[index]
+                done = await ca.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        with replica(replica_env(sim, tmp_path, "b", store, key)) as b:
+            async with client(b) as cb:
+                replay = await cb.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
+                still = await cb.call_tool("get_guest", {"vmid": 100})
+    assert not done.is_error and len(reboots(sim)) == 1
+    assert replay.is_error and "already used" in replay.content[0].text
+    assert not still.is_error
+    events = [json.loads(line)["event"] for line in (tmp_path / "audit-a.jsonl").read_text().splitlines()]
+    assert "write_executing" in events and "write_outcome" in events
+
+
+async def _wait_ready(base: str) -> None:
+    import anyio
+
+    with anyio.fail_after(30):
+        while True:
+            try:
+                if httpx2.get(f"{base}/ready", timeout=2).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                pass
+            await anyio.sleep(0.1)
+
+
+async def test_ready_says_what_a_replica_lacks(start_sim: Any, tmp_path: Path) -> None:
+    """/ready is 503 naming the used-token store or the cluster; /health stays 200 (the process lives)."""
+    sim = start_sim("demo")
+    key = shared_key(tmp_path)
+    dead_store = f"redis://127.0.0.1:{free_port()}/0"
+    with replica(replica_env(sim, tmp_path, "a", dead_store, key)) as a:
+        ready = httpx2.get(f"{a}/ready")
+        assert httpx2.get(f"{a}/health").status_code == 200
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["token_store"] == "the used-token store cannot be reached"
+    assert ready.json()["checks"]["cluster:default"] == "ok"
+    env = {**replica_env(sim, tmp_path, "b", "memory", key), "PVE_STEWARD_URL": f"https://127.0.0.1:{free_port()}"}
+    del env["PVE_STEWARD_REQUEST_BUDGET"]  # a budget needs Redis; this replica has none
+    with replica(env) as b:
+        unreachable = httpx2.get(f"{b}/ready")
+    assert unreachable.status_code == 503 and unreachable.json()["checks"]["cluster:default"].startswith("cannot reach")
