@@ -63,6 +63,15 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "busy_wait",
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
+    "who is calling (HTTP)": (
+        "public_url",
+        "oidc_issuer",
+        "oidc_audience",
+        "oidc_jwks_url",
+        "oidc_principal_claim",
+        "oidc_groups_claim",
+        "principals_file",
+    ),
     "tools registered": (
         "tier",
         "read_only",

@@ -72,6 +72,20 @@ class Settings(BaseSettings):
     http_host: str = Field("127.0.0.1", description="HTTP bind address (non-loopback requires --http-bearer-token)")
     http_port: int = Field(8765, ge=0, le=65535, description="HTTP port")
     http_bearer_token: SecretStr | None = Field(None, description="bearer token HTTP clients must send")
+    public_url: str | None = Field(
+        None,
+        description="the URL clients reach this server at (https://steward.example.lan); the OAuth resource "
+        "identifier with identity on (default http://<http_host>:<http_port>)",
+    )
+    oidc_issuer: str | None = Field(None, description="OIDC issuer whose JWT access tokens identify callers (HTTP)")
+    oidc_audience: str | None = Field(None, description="the audience (aud) the issuer puts in tokens for this server")
+    oidc_jwks_url: str | None = Field(None, description="the issuer's JWKS URL (default: from its discovery document)")
+    oidc_principal_claim: str = Field("sub", description="the claim that names the caller (sub, email, ...)")
+    oidc_groups_claim: str = Field("groups", description="the claim listing the caller's groups")
+    principals_file: Path | None = Field(
+        None,
+        description="TOML: named static tokens (sha256 + tier) and OIDC group -> tier/cluster rules (docs/deploy.md)",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="extra Host headers accepted over HTTP (DNS-rebinding protection), e.g. mcp.lan:*",
@@ -246,6 +260,10 @@ class Settings(BaseSettings):
             self.tier = Tier.READ_ONLY
         if self.audit_required and self.audit_syslog is None:
             raise ValueError("audit_required needs audit_syslog (the receiver whose delivery is required)")
+        if self.oidc_issuer is not None and not self.oidc_audience:
+            raise ValueError("oidc_issuer needs oidc_audience (the aud claim tokens for this server carry)")
+        if self.principals_file is not None:
+            refuse_exposed(self.principals_file, "principals_file")
         budget_store = self.request_budget_store or self.token_store or ""
         if self.request_budget and not budget_store.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(

@@ -56,8 +56,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def identified(settings: Settings) -> bool:
+    """Callers are identified by the SDK's resource server (OIDC or named tokens; security/identity.py)."""
+    return settings.oidc_issuer is not None or settings.principals_file is not None
+
+
 def check_bind(settings: Settings) -> None:
-    if not is_loopback(settings.http_host) and settings.http_bearer_token is None:
+    if not is_loopback(settings.http_host) and settings.http_bearer_token is None and not identified(settings):
         raise UnsafeBind(
             f"refusing to serve MCP on {settings.http_host} without --http-bearer-token: anyone who can reach "
             "that address could operate the cluster. Set a token (PVE_STEWARD_HTTP_BEARER_TOKEN) or bind 127.0.0.1."
@@ -86,18 +91,32 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 class BearerAuth:
-    """ASGI middleware: a static bearer token in front of everything but the open paths."""
+    """ASGI middleware: a static bearer token in front of everything but the open paths.
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    With identity on (``verifier``), MCP itself is guarded by the SDK's resource server; this middleware
+    then guards only ``/metrics`` (custom routes are never authenticated by the SDK), accepting the
+    static token when one is set or any identified principal's token.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None, verifier: Any = None) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = f"Bearer {token}".encode() if token is not None else None
+        self._verifier = verifier
+
+    async def _allowed(self, given: bytes) -> bool:
+        if self._expected is not None and hmac.compare_digest(given, self._expected):
+            return True
+        if self._verifier is not None and given.startswith(b"Bearer "):
+            return await self._verifier.verify_token(given[7:].decode("latin-1")) is not None
+        return False
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
+        path = scope.get("path")
+        if scope["type"] != "http" or path in OPEN_PATHS or (self._verifier is not None and path != "/metrics"):
             await self.app(scope, receive, send)
             return
         given = dict(scope.get("headers") or []).get(b"authorization", b"")
-        if not hmac.compare_digest(given, self._expected):
+        if not await self._allowed(given):
             body = json.dumps({"error": "missing or invalid bearer token"}).encode()
             await send(
                 {
@@ -185,7 +204,9 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
     )
     app = HostHint(app)
     token = settings.http_bearer_token
-    return BearerAuth(app, token.get_secret_value()) if token is not None else app
+    secret = token.get_secret_value() if token is not None else None
+    verifier = getattr(mcp, "identity", None)
+    return BearerAuth(app, secret, verifier) if secret is not None or verifier is not None else app
 
 
 def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from mcp import MCPError
 from mcp.server import MCPServer
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.request_state import RequestStateSecurity
@@ -51,6 +52,7 @@ from pve_steward.readiness import Readiness
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
+from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
 from pve_steward.security.narrowing import narrowing, selection
 from pve_steward.security.syslog import open_audit
 from pve_steward.security.tokens import TokenSigner
@@ -115,6 +117,7 @@ class OpsServer(MCPServer[AppContext]):
     naming: Naming
     prompt_arguments: dict[str, frozenset[str]]
     readiness: Readiness  # GET /ready (http.py)
+    identity: IdentityVerifier | None  # who is calling over HTTP (security/identity.py); None: not identified
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         arguments = arguments or {}
@@ -357,6 +360,28 @@ def annotations_for(op: Operation) -> ToolAnnotations:
     )
 
 
+def identity_of(settings: Settings) -> tuple[IdentityVerifier | None, AuthSettings | None]:
+    """The SDK resource-server pair when callers are identified (OIDC issuer or principals file), else none."""
+    if settings.oidc_issuer is None and settings.principals_file is None:
+        return None, None
+    oidc = None
+    if settings.oidc_issuer is not None:
+        oidc = OidcSettings(
+            issuer=settings.oidc_issuer,
+            audience=str(settings.oidc_audience),
+            jwks_url=settings.oidc_jwks_url,
+            principal_claim=settings.oidc_principal_claim,
+            groups_claim=settings.oidc_groups_claim,
+        )
+    verifier = IdentityVerifier(load_principals(settings.principals_file), oidc)
+    public = (settings.public_url or f"http://{settings.http_host}:{settings.http_port}").rstrip("/")
+    # as strings: AuthSettings keeps a path-less issuer exactly as given (RFC 8414 compares issuers verbatim)
+    auth = AuthSettings.model_validate(
+        {"issuer_url": settings.oidc_issuer or public, "resource_server_url": public + "/mcp"}
+    )
+    return verifier, auth
+
+
 def build_server(
     settings: Settings,
     *,
@@ -416,8 +441,11 @@ def build_server(
     state_security = (
         RequestStateSecurity(keys=[signer.derived_key("request-state")]) if settings.confirm_key_file else None
     )
+    verifier, auth = identity_of(settings)
     mcp: MCPServer[AppContext] = OpsServer(
         "pve-steward",
+        token_verifier=verifier,
+        auth=auth,
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
@@ -445,6 +473,7 @@ def build_server(
     if isinstance(mcp, OpsServer):
         mcp.prompt_arguments = prompt_arguments
         mcp.readiness = readiness
+        mcp.identity = verifier
     return mcp
 
 

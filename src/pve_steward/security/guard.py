@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward import metrics
@@ -25,6 +26,7 @@ from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
 from pve_steward.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.security.audit import redact_params
+from pve_steward.security.identity import principal_tier
 from pve_steward.security.narrowing import header_refusal, request_headers
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenRefused
@@ -37,6 +39,15 @@ __all__ = ["HANDLERS", "Refused", "guarded", "policy_refusal"]
 
 class Refused(ToolError):
     """A deliberate refusal (not an error in PVE): precondition failed, policy, invalid input."""
+
+
+def principal_refusal(op: HandlerSpec) -> str | None:
+    """A write above the identified caller's tier ceiling (security/identity.py); None without identity."""
+    access = get_access_token()
+    ceiling = principal_tier(access)
+    if access is None or ceiling is None or not op.is_write or ceiling.allows(op.tier):
+        return None
+    return f"{op.name} needs tier {op.tier.value}; {access.client_id} may use tier {ceiling.value} on this server"
 
 
 def policy_refusal(t: ToolContext, op: HandlerSpec) -> str | None:
@@ -95,6 +106,9 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         }
         if t.client_identity:
             base["client"] = t.client_identity
+        access = get_access_token()
+        if access is not None:  # the identified caller (HTTP with identity on): in every record
+            base["principal"] = access.client_id
 
         def audit(outcome: str, **extra: Any) -> None:
             metrics.TOOL_CALLS.labels(operation=name, outcome=outcome).inc()
@@ -109,8 +123,10 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
                     }
                 )
 
-        refusal = policy_refusal(t, op) or header_refusal(
-            request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write
+        refusal = (
+            policy_refusal(t, op)
+            or principal_refusal(op)
+            or header_refusal(request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write)
         )
         if refusal:
             audit("denied", reason=refusal)
