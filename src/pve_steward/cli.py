@@ -57,6 +57,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "request_budget",
         "request_budget_burst",
         "request_budget_store",
+        "otel_endpoint",
+        "otel_service_name",
         "disable_version_check",
         "read_cache_ttl",
         "heavy_calls",
@@ -221,6 +223,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         check_bind(settings)  # an unsafe bind is a configuration error
     make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
+    if settings.otel_endpoint:
+        from pve_steward.telemetry import setup_tracing
+
+        setup_tracing(settings.otel_endpoint, settings.otel_service_name)
     client = ProxmoxerClient(settings)  # checks the settings; touches nothing on the network
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
     mcp = build_server(settings, client=client)

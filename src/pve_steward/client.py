@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
+from opentelemetry import context as otel_context
 
 from pve_steward import metrics
 from pve_steward.budget import open_budget
@@ -47,6 +48,7 @@ from pve_steward.errors import (
 )
 from pve_steward.pve import ids
 from pve_steward.security.tiers import Tier
+from pve_steward.telemetry import pve_request_span
 
 if TYPE_CHECKING:  # imported on first use: proxmoxer and requests cost ~0.15 s of every start (issue 17)
     import requests
@@ -209,6 +211,10 @@ class ApiPath:
         handle_request: uri_unescape($request->uri->path())), so an encoded segment means the same.
         """
         return tuple(quote(s, safe=":@") for s in self.segments)
+
+    def template(self) -> str:
+        """The path with every identifier replaced by ``{id}``: what traces may show (no cluster names)."""
+        return "/" + "/".join(s if s in API_WORDS else "{id}" for s in self.segments)
 
     def join(self, *parts: str | Segment) -> ApiPath:
         return ApiPath(self.segments + api_path(*parts).segments)
@@ -413,7 +419,16 @@ class RequestPool:
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, priority: int = URGENT) -> Future[Any]:
         future: Future[Any] = Future()
-        self._queue.put((priority, next(self._order), lambda: fn(*args), future))
+        caller = otel_context.get_current()  # the tool call's trace, carried into the worker thread
+
+        def job() -> Any:
+            token = otel_context.attach(caller)
+            try:
+                return fn(*args)
+            finally:
+                otel_context.detach(token)
+
+        self._queue.put((priority, next(self._order), job, future))
         return future
 
     def _work(self) -> None:
@@ -517,16 +532,18 @@ class ProxmoxerClient:
         self.budget.acquire()  # the shared per-cluster budget (budget.py); not part of PVE's latency
         started = time.monotonic()
         status = "error"
-        try:
-            result = self._send(method, path, params)
-            status = "200"
-            return result
-        except PveError as exc:
-            status = str(exc.status) if exc.status is not None else "error"
-            raise
-        finally:
-            metrics.PVE_REQUESTS.labels(endpoint=endpoint, method=method, status=status).inc()
-            metrics.PVE_LATENCY.labels(endpoint=endpoint).observe(time.monotonic() - started)
+        with pve_request_span(method, path.template()) as span:
+            try:
+                result = self._send(method, path, params)
+                status = "200"
+                return result
+            except PveError as exc:
+                status = str(exc.status) if exc.status is not None else "error"
+                raise
+            finally:
+                span.set_attribute("http.response.status_code", status)
+                metrics.PVE_REQUESTS.labels(endpoint=endpoint, method=method, status=status).inc()
+                metrics.PVE_LATENCY.labels(endpoint=endpoint).observe(time.monotonic() - started)
 
     def _send(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
         resource = self._api(list(path.encoded()))

@@ -63,6 +63,12 @@ class Settings(BaseSettings):
         description="API requests per second for this cluster, shared by every replica through Redis (budget.py)",
     )
     request_budget_burst: int = Field(10, ge=1, le=1000, description="requests the budget lets through at once")
+    otel_endpoint: str | None = Field(
+        None,
+        description="export traces (a span per tool call and per PVE request) to this OTLP/HTTP collector, "
+        "e.g. http://otel-collector:4318; needs pve-steward[otel]",
+    )
+    otel_service_name: str = Field("pve-steward", description="service.name of the exported traces")
     request_budget_store: str | None = Field(
         None, description="Redis URL holding the shared budget (default: token_store when that is a Redis URL)"
     )
