@@ -10,6 +10,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # <PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA BOM MSG (RFC 5424 section 6)
@@ -35,6 +36,7 @@ class SyslogReceiver:
     tls: ssl.SSLContext | None = None
     messages: list[Message] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)  # each message as received, without the octet count
 
     def start(self) -> SyslogReceiver:
         self._sock = socket.socket()
@@ -92,7 +94,13 @@ class SyslogReceiver:
                     self._parse(rest[: int(length)])
                     buf = rest[int(length) :]
 
+    def store(self, path: Path) -> Path:
+        """Write what was received as a file receiver would (one message per line, like rsyslog's omfile)."""
+        path.write_bytes(b"".join(m + b"\n" for m in self.raw))
+        return path
+
     def _parse(self, raw: bytes) -> None:
+        self.raw.append(raw)
         m = RFC5424.match(raw)
         if m is None:
             self.problems.append(f"not RFC 5424: {raw[:80]!r}")

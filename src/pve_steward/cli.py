@@ -431,6 +431,9 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     """Exit 0 when the whole chain verifies, 1 when a record is broken, 2 when the file cannot be read."""
     from pve_steward.security.audit import verify
 
+    if args.forwarded is not None:
+        return verify_forwarded_stream(args.forwarded, args.json)
+
     path = Path(args.file) if args.file else default_audit_log(args.config)
     try:
         result = verify(path, anchor=args.anchor)
@@ -449,6 +452,30 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
             "(see `pve-steward audit pending`): lines " + ", ".join(str(w.line) for w in result.pending)
         )
     return 0 if result.ok else 1
+
+
+def verify_forwarded_stream(path: Path, as_json: bool) -> int:
+    """Each replica's chain in a forwarded stream (security/audit.py verify_forwarded); exit as verify."""
+    from pve_steward.security.audit import verify_forwarded
+
+    try:
+        chains = verify_forwarded(path)
+    except OSError as exc:
+        return _fail(f"cannot read the forwarded audit stream {path}: {exc.strerror}", 2)
+    if as_json:
+        print(json.dumps({k: [r.model_dump() for r in runs] for k, runs in chains.items()}, indent=2))
+    for source, runs in chains.items():
+        for n, result in enumerate(runs, start=1):
+            label = source + (f" (chain {n} of {len(runs)})" if len(runs) > 1 else "")
+            if as_json:
+                continue
+            if result.ok:
+                print(f"{label}: OK, {result.records} records, chain intact; head {result.head}")
+            else:
+                print(f"{label}: BROKEN at line {result.first_bad_line}: {result.problem}")
+    if not chains and not as_json:
+        print(f"{path}: no pve-steward audit records found")
+    return 0 if chains and all(r.ok for runs in chains.values() for r in runs) else 1
 
 
 def cmd_audit_pending(args: argparse.Namespace) -> int:
@@ -528,6 +555,12 @@ def _add_audit(sub: Any) -> None:
     )
     verify.add_argument("--config", type=Path, default=None, help="TOML file that sets audit_log, if any")
     verify.add_argument("--anchor", default=None, help="a head hash noted earlier; detects records cut from the end")
+    verify.add_argument(
+        "--forwarded",
+        type=Path,
+        default=None,
+        help="a syslog receiver's file of forwarded records: verify each replica's chain in it",
+    )
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
     verify.set_defaults(func=cmd_audit_verify)
     pend = audit_sub.add_parser(

@@ -52,7 +52,7 @@ async def test_every_record_reaches_syslog_with_its_chain_intact(
     assert_chain(got)
     first = receiver.messages[0]
     assert first.pri == 13 * 8 + 5 and first.app == "pve-steward" and first.msgid == "audit"
-    assert first.sd == f'[pve-steward@32473 seq="1" hash="{local[0]["hash"]}"]'
+    assert first.sd.startswith(f'[pve-steward@32473 seq="1" hash="{local[0]["hash"]}" log="')
 
 
 async def test_records_go_over_tls_verified_by_the_ca_file(
@@ -146,3 +146,39 @@ async def test_a_receiver_restart_loses_no_record(demo_sim: SimServer, server_fo
     assert not first.problems and not second.problems
     assert before + after == local  # every record once, in chain order, across the restart
     assert_chain(before + after)
+
+
+async def test_audit_verify_checks_each_replicas_chain_in_the_forwarded_stream(
+    demo_sim: SimServer, server_for: Any, tmp_path: Path
+) -> None:
+    """Two replicas forward to one receiver; `audit verify --forwarded` checks each chain in the stored stream
+    and names the line where one was edited."""
+    import subprocess
+    import sys
+
+    receiver = SyslogReceiver().start()
+    target = f"tcp://127.0.0.1:{receiver.port}"
+    try:
+        for name in ("a", "b"):
+            log = tmp_path / f"audit-{name}.jsonl"
+            async with Client(server_for(demo_sim, audit_syslog=target, audit_log=log)) as c:
+                await reads(c)
+        expected = len(local_records(tmp_path / "audit-a.jsonl")) + len(local_records(tmp_path / "audit-b.jsonl"))
+        receiver.wait_for(expected)
+    finally:
+        receiver.stop()
+    stream = receiver.store(tmp_path / "received.log")
+
+    def verify() -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "pve_steward", "audit", "verify", "--forwarded", str(stream)]
+        return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60)
+
+    ok = verify()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.count(": OK,") == 2
+    lines = stream.read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b'"outcome":"', b'"outcome":"x')  # edit the last record of one replica
+    stream.write_bytes(b"".join(lines))
+    broken = verify()
+    assert broken.returncode == 1
+    assert f"BROKEN at line {len(lines)}: hash mismatch" in broken.stdout and ": OK," in broken.stdout

@@ -27,9 +27,10 @@ def test_settings_name_the_bad_syslog_value_and_the_missing_receiver() -> None:
 
 def test_a_frame_is_octet_counted_rfc5424_with_the_record_as_message() -> None:
     line = json.dumps({"seq": 7, "hash": "ab" * 32, "time": "2026-12-03T08:00:00Z", "x": "é\n"}).encode() + b"\n"
-    framed = frame(line, "host1", 42)
+    framed = frame(line, "host1", 42, "0123456789abcdef")
     length, _, message = framed.partition(b" ")
     assert int(length) == len(message)
-    head = f'<109>1 2026-12-03T08:00:00Z host1 pve-steward 42 audit [pve-steward@32473 seq="7" hash="{"ab" * 32}"] '
+    sd = f'[pve-steward@32473 seq="7" hash="{"ab" * 32}" log="0123456789abcdef"]'
+    head = f"<109>1 2026-12-03T08:00:00Z host1 pve-steward 42 audit {sd} "
     assert message.startswith(head.encode() + b"\xef\xbb\xbf")
     assert json.loads(message.split(b"\xef\xbb\xbf", 1)[1]) == json.loads(line)

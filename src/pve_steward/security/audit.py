@@ -18,6 +18,7 @@ import re
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -312,54 +313,107 @@ def _contains(path: Path, record_hash_: str) -> bool:
 
 
 def _walk(path: Path) -> VerifyResult:
+    with path.open("rb") as fh:
+        return _walk_lines(enumerate(fh, start=1))
+
+
+def _walk_lines(numbered: Iterable[tuple[int, bytes]]) -> VerifyResult:
+    """Verify one chain given as (line number, raw canonical line ending in newline) pairs."""
     prev = GENESIS
     count = 0
+    for lineno, raw in numbered:
+        if not raw.endswith(b"\n"):
+            return VerifyResult(
+                ok=False,
+                records=count,
+                first_bad_line=lineno,
+                problem="incomplete last record (crash during a write)",
+            )
+        try:
+            record = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+        except _DuplicateKey as exc:
+            return VerifyResult(
+                ok=False, records=count, first_bad_line=lineno, problem=f"duplicate key '{exc}' in the record"
+            )
+        except ValueError:
+            return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not valid JSON")
+        if not isinstance(record, dict):
+            return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not a JSON object")
+        if _canonical(record) + b"\n" != raw:
+            return VerifyResult(
+                ok=False,
+                records=count,
+                first_bad_line=lineno,
+                problem="not in canonical form (key order, spacing or escaping differ from what the server "
+                "writes): the line was rewritten",
+            )
+        if record.get("prev") != prev:
+            return VerifyResult(
+                ok=False,
+                records=count,
+                first_bad_line=lineno,
+                problem="chain broken: 'prev' does not match the previous record's hash "
+                "(a record was deleted, inserted or reordered)",
+            )
+        if record.get("seq") != count + 1:
+            return VerifyResult(
+                ok=False,
+                records=count,
+                first_bad_line=lineno,
+                problem=f"sequence gap: expected seq {count + 1}, found {record.get('seq')}",
+            )
+        if record_hash(record) != record.get("hash"):
+            return VerifyResult(
+                ok=False, records=count, first_bad_line=lineno, problem="hash mismatch: the record was edited"
+            )
+        prev = record["hash"]
+        count += 1
+    return VerifyResult(ok=True, records=count, head=None if count == 0 else prev)
+
+
+def verify_forwarded(path: Path) -> dict[str, list[VerifyResult]]:
+    """Check a forwarded stream (what a syslog receiver stored: one RFC 5424 message per line, with or
+    without the octet count) chain by chain: records are grouped by sending host and audit log (the
+    ``log`` id syslog.py ``frame`` puts in the structured data: one per replica), and a record with
+    ``seq`` 1 starts a new chain for that log (a replica that lost its state directory starts over; that
+    is shown as a second chain, not hidden). Keys are ``host/log``."""
+    chains: dict[tuple[str, str], list[list[tuple[int, bytes]]]] = {}
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if not raw.endswith(b"\n"):
-                return VerifyResult(
-                    ok=False,
-                    records=count,
-                    first_bad_line=lineno,
-                    problem="incomplete last record (crash during a write)",
-                )
-            try:
-                record = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
-            except _DuplicateKey as exc:
-                return VerifyResult(
-                    ok=False, records=count, first_bad_line=lineno, problem=f"duplicate key '{exc}' in the record"
-                )
-            except ValueError:
-                return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not valid JSON")
-            if not isinstance(record, dict):
-                return VerifyResult(ok=False, records=count, first_bad_line=lineno, problem="not a JSON object")
-            if _canonical(record) + b"\n" != raw:
-                return VerifyResult(
-                    ok=False,
-                    records=count,
-                    first_bad_line=lineno,
-                    problem="not in canonical form (key order, spacing or escaping differ from what the server "
-                    "writes): the line was rewritten",
-                )
-            if record.get("prev") != prev:
-                return VerifyResult(
-                    ok=False,
-                    records=count,
-                    first_bad_line=lineno,
-                    problem="chain broken: 'prev' does not match the previous record's hash "
-                    "(a record was deleted, inserted or reordered)",
-                )
-            if record.get("seq") != count + 1:
-                return VerifyResult(
-                    ok=False,
-                    records=count,
-                    first_bad_line=lineno,
-                    problem=f"sequence gap: expected seq {count + 1}, found {record.get('seq')}",
-                )
-            if record_hash(record) != record.get("hash"):
-                return VerifyResult(
-                    ok=False, records=count, first_bad_line=lineno, problem="hash mismatch: the record was edited"
-                )
-            prev = record["hash"]
-            count += 1
-    return VerifyResult(ok=True, records=count, head=None if count == 0 else prev)
+            parsed = _forwarded_record(raw)
+            if parsed is None:
+                continue
+            source, line = parsed
+            mine = chains.setdefault(source, [[]])
+            if mine[-1] and _starts_chain(line):
+                mine.append([])
+            mine[-1].append((lineno, line))
+    return {f"{host}/{log}": [_walk_lines(chain) for chain in runs] for (host, log), runs in sorted(chains.items())}
+
+
+def _starts_chain(line: bytes) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False  # left to the chain check, which names the line
+    return isinstance(record, dict) and record.get("seq") == 1 and record.get("prev") == GENESIS
+
+
+_LOG_ID = re.compile(rb' log="([0-9a-f]{1,64}|-)"')
+
+
+def _forwarded_record(raw: bytes) -> tuple[tuple[str, str], bytes] | None:
+    """((hostname, log id), the record's canonical JSON line) from one stored syslog message; None if it is
+    not one of ours."""
+    text = raw.rstrip(b"\r\n")
+    head, sep, body = text.partition(b"\xef\xbb\xbf")  # the BOM before our UTF-8 MSG
+    if not sep:
+        return None
+    fields = head.split(b" ")
+    if fields and fields[0].isdigit():  # octet-counted framing kept by the receiver
+        fields = fields[1:]
+    if len(fields) < 6 or not fields[0].startswith(b"<") or fields[3] != b"pve-steward":
+        return None
+    found = _LOG_ID.search(head)
+    log = found.group(1).decode() if found else "-"
+    return (fields[2].decode("utf-8", "replace"), log), body + b"\n"

@@ -19,6 +19,7 @@ and ``seq`` gaps on the receiver show any loss.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -72,11 +73,18 @@ def _sd_escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("]", "\\]")
 
 
-def frame(line: bytes, hostname: str, procid: int) -> bytes:
+def log_id(hostname: str, queue_path: Path) -> str:
+    """Which audit log (so which chain) a record comes from: stable across restarts of one replica, distinct
+    between replicas (their hostnames or log paths differ). ``audit verify --forwarded`` groups by it."""
+    return hashlib.sha256(f"{hostname}\0{queue_path.resolve()}".encode()).hexdigest()[:16]
+
+
+def frame(line: bytes, hostname: str, procid: int, log: str = "-") -> bytes:
     """One audit record (its canonical JSON line) as an octet-counted RFC 5424 message."""
     record = json.loads(line)
     stamp = str(record.get("time") or "-")
-    sd = f'[{SD_ID} seq="{_sd_escape(str(record.get("seq")))}" hash="{_sd_escape(str(record.get("hash")))}"]'
+    seq, digest = _sd_escape(str(record.get("seq"))), _sd_escape(str(record.get("hash")))
+    sd = f'[{SD_ID} seq="{seq}" hash="{digest}" log="{_sd_escape(log)}"]'
     head = f"<{PRI}>1 {stamp} {hostname or '-'} {APP} {procid} audit {sd} ".encode()
     message = head + b"\xef\xbb\xbf" + line.rstrip(b"\n")  # BOM: MSG is UTF-8 (RFC 5424 section 6.4)
     return str(len(message)).encode() + b" " + message
@@ -91,6 +99,7 @@ class SyslogForwarder:
         self.offset_path = queue_path.with_name(queue_path.name + ".offset")
         self._ssl = _tls_context(ca_file) if target.scheme == "tls" else None
         self._hostname = socket.gethostname()[:255]
+        self._log_id = log_id(self._hostname, queue_path)
         self._lock = threading.Lock()  # queue file and offset
         self._wake = threading.Condition(self._lock)
         self._sock: socket.socket | None = None
@@ -198,7 +207,7 @@ class SyslogForwarder:
         for line in data.splitlines(keepends=True):
             if not line.endswith(b"\n"):
                 break
-            sock.sendall(frame(line, self._hostname, os.getpid()))
+            sock.sendall(frame(line, self._hostname, os.getpid(), self._log_id))
             pos += len(line)
             with self._wake:
                 self._set_offset(pos)
