@@ -172,17 +172,7 @@ def check(
 
     def register(func: F) -> F:
         name = f"{func.__module__.rsplit('.', 1)[-1]}.{func.__name__}"
-        if name in CHECKS:
-            raise ValueError(f"check {name!r} registered twice")
-        try:
-            inspect.signature(func).bind(None, None)
-        except TypeError:
-            raise ValueError(f"check {name!r} must take (data, thresholds)") from None
-        own = {c.code for c in codes}
-        for entry in anchors or ():
-            stray = [c for c in entry.partition("=")[2].split("/") if c and c not in own]
-            if stray:
-                raise ValueError(f"check {name!r}: anchor {entry!r} names codes it does not declare: {stray}")
+        _refuse(name, func, codes, anchors or [])
         for c in codes:
             register_code(area, c, func.__module__)
         CHECKS[name] = Check(
@@ -199,6 +189,24 @@ def check(
         return func
 
     return register
+
+
+def _refuse(name: str, func: Callable[..., Any], codes: list[Code], anchors: list[str]) -> None:
+    """Check a declaration whole before registering any of it (a refused check leaves nothing behind)."""
+    if name in CHECKS:
+        raise ValueError(f"check {name!r} registered twice")
+    try:
+        inspect.signature(func).bind(None, None)
+    except TypeError:
+        raise ValueError(f"check {name!r} must take (data, thresholds)") from None
+    own = [c.code for c in codes]
+    taken = sorted({c for c in own if c in CODES or own.count(c) > 1})
+    if taken:
+        raise ValueError(f"check {name!r}: finding code(s) {', '.join(taken)} registered twice")
+    for entry in anchors:
+        stray = [c for c in entry.partition("=")[2].split("/") if c and c not in own]
+        if stray:
+            raise ValueError(f"check {name!r}: anchor {entry!r} names codes it does not declare: {stray}")
 
 
 _loaded: list[str] = []  # the modules load_checks imports, in order; empty until it first runs

@@ -164,6 +164,11 @@ class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module,
             "Add capacity before maintenance or a failure forces re-replication onto the remaining OSDs.",
         ),
     ],
+    anchors=[
+        "check_pve:ceph-health=CEPH_HEALTH_CHECK",
+        "pve8to9:ceph-health=CEPH_HEALTH_CHECK",
+        "pve8to9:ceph-mixed=CEPH_VERSION_MIXED",
+    ],
     pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/API2/Ceph/OSD.pm index + PVE/API2/Ceph/Pool.pm lspools",
 )
 def analyze_ceph_cluster(data: _WithCeph, t: Thresholds | None = None) -> list[Finding]:

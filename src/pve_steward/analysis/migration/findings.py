@@ -271,6 +271,7 @@ def analyze_migratability(
     ],
     anchors=[
         "cv4pve-diag:WG0012=MIGRATE_PASSTHROUGH",
+        "cv4pve-diag:WG0041=MIGRATE_CT_DEVICE",
     ],
     pve="qemu-server PVE/API2/Qemu.pm migrate_vm_precondition + PVE/QemuServer.pm check_local_resources; "
     "pve-container src/PVE/API2/LXC.pm migrate_vm_precondition",
