@@ -596,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_flags(tools, ["tools registered"], suppress=True)
     tools.set_defaults(func=cmd_tools)
     _add_check(sub)
-    docs = sub.add_parser("docs", help="regenerate docs/tools.md and docs/rules.md from the registries")
+    docs = sub.add_parser("docs", help="regenerate docs/tools.md, docs/rules.md and docs/checks.md from the registries")
     docs.add_argument("--output", default="docs/tools.md")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
     docs.set_defaults(func=cmd_docs)

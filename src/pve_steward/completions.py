@@ -16,6 +16,7 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.types import CompleteRequestParams, CompleteResult, Completion, PromptReference
 
+from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
 from pve_steward.tools.context import AppContext
@@ -49,6 +50,7 @@ async def _snapshots(app: AppContext, known: dict[str, str]) -> list[str]:
 
 
 async def _codes(app: AppContext, _: dict[str, str]) -> list[str]:
+    load_checks()  # every module that declares codes has registered them
     return sorted(CODES)
 
 

@@ -22,6 +22,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import BaseModel
 
+from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
 from pve_steward.nodecheck import unknown_guest
@@ -112,6 +113,7 @@ def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operat
         mime_type=JSON,
     )
     async def codes() -> str:
+        load_checks()  # every module that declares codes has registered them
         return _dump(
             [{"code": c.code, "area": c.area, "severity": c.severity, "title": c.title} for c in CODES.values()]
         )
@@ -124,6 +126,7 @@ def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operat
         mime_type="text/markdown",
     )
     async def code_doc(code: str) -> str:
+        load_checks()
         info = CODES.get(code)
         if info is None:
             raise ResourceNotFoundError(f"no finding code '{code}'; {SCHEME}codes lists them")

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from pve_steward.analysis.pverules import all_rules, render_rules
-from pve_steward.docs import render_all
+from pve_steward.docs import render_all, render_checks
 from pve_steward.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +21,11 @@ def test_tools_md_is_current() -> None:
 def test_rules_md_is_current() -> None:
     current = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert current == render_rules(), "run `pve-steward docs` and commit docs/rules.md"
+
+
+def test_checks_md_is_current() -> None:
+    current = (ROOT / "docs" / "checks.md").read_text(encoding="utf-8")
+    assert current == render_checks(), "run `pve-steward docs` and commit docs/checks.md"
 
 
 def test_pve_rule_registration_names_the_function() -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
@@ -109,6 +110,107 @@ class _Policy:
     unprovable: bool  # a storage it should be on could not be read: no "none"/"stale" verdict
 
 
+@check(
+    "backups",
+    codes=[
+        Code(
+            "BACKUP_NONE",
+            "critical",
+            "Guest has no backup",
+            "No backup of the guest on any backup storage the token can read (templates excluded).",
+            "Run a backup now and make sure an enabled job covers the guest.",
+        ),
+        Code(
+            "BACKUP_STALE",
+            "warning",
+            "Newest backup too old",
+            "Newest backup older than the covering enabled job's interval + grace (10 %, at least 2 h), else "
+            "backup_stale_default_hours (26 h). Critical beyond backup_stale_critical_factor (2x) the threshold.",
+            "Check the covering job's last runs (BACKUP_JOB_FAILED) and run a backup now.",
+        ),
+        Code(
+            "BACKUP_NOT_SCHEDULED",
+            "warning",
+            "Guest covered by no enabled backup job",
+            "No enabled vzdump job includes the guest (all/exclude, vmid list, node filter), cross-checked with "
+            "/cluster/backup-info/not-backed-up (which counts disabled jobs as covering).",
+            "Add the guest to an enabled backup job.",
+        ),
+        Code(
+            "BACKUP_JOB_FAILED",
+            "critical",
+            "Last backup run failed",
+            "The newest vzdump task for a node and job in the last backup_task_window_hours (48 h) ended with an "
+            "error.",
+            "Read the task log (get_task), fix the cause, and rerun the backup.",
+        ),
+        Code(
+            "BACKUP_VERIFY_FAILED",
+            "critical",
+            "Newest backup failed verification",
+            "On PBS storage the newest backup's verification state is 'failed'. (Until 261203-5 a backup without "
+            "verification was reported here as a warning; that is now BACKUP_NOT_VERIFIED.)",
+            "Investigate the PBS datastore (proxmox-backup-manager verify) and take a fresh backup.",
+        ),
+        Code(
+            "BACKUP_NOT_VERIFIED",
+            "info",
+            "Newest backup not verified yet",
+            "On PBS storage the newest backup has no verification state: no verify job has checked it yet (PBS "
+            "lists verification only after one ran). Unverified is not failed.",
+            "Schedule a verify job on the PBS datastore (or enable verify-new) if backups must be proven readable.",
+        ),
+        Code(
+            "BACKUP_JOB_DISABLED",
+            "info",
+            "Backup job disabled",
+            "A vzdump job has enabled=0; PVE still counts it as covering its guests.",
+            "Enable or delete the job.",
+        ),
+        Code(
+            "BACKUP_JOB_NO_RETENTION",
+            "warning",
+            "Backup job without retention",
+            "vzdump keeps every backup: the job, its storage and the node's /etc/vzdump.conf set no prune-backups "
+            "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. PBS storages "
+            "are not judged: retention there lives in PBS prune jobs.",
+            "Set prune-backups on the job or the storage.",
+        ),
+        Code(
+            "BACKUP_DISK_EXCLUDED",
+            "warning",
+            "Disk excluded from backups",
+            "A guest disk has backup=0: it is silently missing from every backup.",
+            "Remove backup=0 unless the disk is deliberately disposable.",
+        ),
+        Code(
+            "BACKUP_ORPHANED",
+            "info",
+            "Backup of a guest that no longer exists",
+            "Backups exist for a vmid that is not in the cluster.",
+            "Prune them if they are not needed for restore.",
+        ),
+    ],
+    thresholds=[
+        Threshold(
+            "backup_stale_default_hours", 26, "stale age when no enabled job covers the guest", minimum=None, above=0
+        ),
+        Threshold("backup_stale_critical_factor", 2, "critical beyond this multiple of the threshold", minimum=1),
+        Threshold("backup_task_window_hours", 48, "how far back vzdump runs are examined", minimum=None, above=0),
+    ],
+    anchors=[
+        "cv4pve-diag:WC0001=BACKUP_NOT_SCHEDULED",
+        "cv4pve-diag:WC0002=BACKUP_JOB_NO_RETENTION",
+        "cv4pve-diag:IC0012=BACKUP_JOB_DISABLED",
+        "cv4pve-diag:WC0018=BACKUP_JOB_FAILED",
+        "cv4pve-diag:WS0003=BACKUP_ORPHANED",
+        "cv4pve-diag:WG0017=BACKUP_NOT_SCHEDULED",
+        "cv4pve-diag:CG0002=BACKUP_DISK_EXCLUDED",
+        "cv4pve-diag:WG0020=BACKUP_STALE/BACKUP_NONE",
+        "check_pve:backup=BACKUP_JOB_FAILED/BACKUP_NOT_SCHEDULED",
+    ],
+    pve="pve-manager PVE/VZDump.pm get_included_guests + PVE/API2/Backup.pm get_not_backed_up",
+)
 def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     newest, orphans = _newest_backups(data)
     out = _guest_findings(data, t, newest)
@@ -217,7 +319,7 @@ def _age_finding(
     threshold = policy.threshold
     if age <= threshold:
         return None
-    sev = Severity.CRITICAL if age > threshold * t.backup_stale_critical_factor else Severity.WARNING
+    sev = Severity.CRITICAL if age > threshold * t.get("backup_stale_critical_factor") else Severity.WARNING
     return finding(
         "BACKUP_STALE",
         guest_subject(data, vmid),
@@ -316,7 +418,7 @@ def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str], longest: bo
     unprovable = bool(unreadable & storages) or (not enabled and bool(unreadable))
     intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
     if not intervals:
-        return _Policy(enabled, t.backup_stale_default_hours * 3600, "default", unprovable)
+        return _Policy(enabled, t.get("backup_stale_default_hours") * 3600, "default", unprovable)
     interval = max(intervals) if longest else min(intervals)
     basis = f"job schedule every {_hours(interval)} h" + (" (pool job, membership not visible)" if longest else "")
     return _Policy(enabled, interval + max(2 * 3600, 0.1 * interval), basis, unprovable)
@@ -414,7 +516,7 @@ def _fmt(spec: dict[str, str]) -> str:
 
 
 def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
-    since = data.now - t.backup_task_window_hours * 3600
+    since = data.now - t.get("backup_task_window_hours") * 3600
     latest: dict[tuple[str, str], Row] = {}
     for task in data.tasks:
         if task.get("type") != "vzdump" or int(task.get("starttime", 0)) < since or task.get("status") is None:

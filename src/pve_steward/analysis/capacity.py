@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.migration.storage import storage_shared
@@ -42,6 +43,53 @@ def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
     return out
 
 
+@check(
+    "capacity",
+    codes=[
+        Code(
+            "STORAGE_USAGE_HIGH",
+            "warning",
+            "Storage nearly full",
+            "used/total at or above storage_warning_pct (80 %); critical at storage_critical_pct (90 %). Shared "
+            "storage is counted once.",
+            "Free space, extend the storage, or move volumes.",
+        ),
+        Code(
+            "STORAGE_INACTIVE",
+            "critical",
+            "Storage enabled but not active",
+            "An enabled storage is not active on an online node: guests on it cannot start there.",
+            "Check the storage backend (mount, network, pool) on that node.",
+        ),
+        Code(
+            "STORAGE_THIN_OVERCOMMIT",
+            "warning",
+            "Thin storage overcommitted",
+            "Sum of virtual disk sizes on a thin storage exceeds its capacity x thin_overcommit_ratio; critical "
+            "when usage is also at the storage warning threshold.",
+            "Watch usage closely; a full thin pool causes I/O errors.",
+        ),
+    ],
+    thresholds=[
+        Threshold("storage_warning_pct", 80, "storage use that warns (%)", minimum=None, above=0, maximum=100),
+        Threshold("storage_critical_pct", 90, "storage use that is critical (%)", minimum=None, above=0, maximum=100),
+        Threshold(
+            "thin_overcommit_ratio",
+            1.0,
+            "provisioned/capacity above which thin storage is overcommitted",
+            minimum=None,
+            above=0,
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:CS0001=STORAGE_INACTIVE",
+        "cv4pve-diag:WS0001=STORAGE_USAGE_HIGH",
+        "cv4pve-diag:WS0004=STORAGE_THIN_OVERCOMMIT",
+        "check_pve:storage=STORAGE_USAGE_HIGH",
+        "pve8to9:storage-active=STORAGE_INACTIVE",
+    ],
+    pve="pve-storage src/PVE/API2/Storage/Status.pm index (active, enabled, used, total per node)",
+)
 def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     seen_shared: set[str] = set()
@@ -72,8 +120,8 @@ def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
                 continue
             pct = _pct(used, total)
             where = "" if shared else f" on {node}"
-            if pct >= t.storage_warning_pct:
-                sev = Severity.CRITICAL if pct >= t.storage_critical_pct else Severity.WARNING
+            if pct >= t.get("storage_warning_pct"):
+                sev = Severity.CRITICAL if pct >= t.get("storage_critical_pct") else Severity.WARNING
                 out.append(
                     finding(
                         "STORAGE_USAGE_HIGH",
@@ -83,8 +131,8 @@ def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
                             "used_bytes": used,
                             "total_bytes": total,
                             "used_pct": pct,
-                            "warning_pct": t.storage_warning_pct,
-                            "critical_pct": t.storage_critical_pct,
+                            "warning_pct": t.get("storage_warning_pct"),
+                            "critical_pct": t.get("storage_critical_pct"),
                         },
                         severity=sev,
                     )
@@ -92,8 +140,8 @@ def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
             if _thin(data, sid, row.get("type")):
                 prov = provisioned.get((sid, None if shared else node), 0)
                 ratio = prov / total
-                if ratio > t.thin_overcommit_ratio:
-                    sev = Severity.CRITICAL if pct >= t.storage_warning_pct else Severity.WARNING
+                if ratio > t.get("thin_overcommit_ratio"):
+                    sev = Severity.CRITICAL if pct >= t.get("storage_warning_pct") else Severity.WARNING
                     out.append(
                         finding(
                             "STORAGE_THIN_OVERCOMMIT",
@@ -171,6 +219,94 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
     return NodeRoom(node, total, max(used, configured), int(total * headroom_pct / 100))
 
 
+@check(
+    "capacity",
+    codes=[
+        Code(
+            "NODE_MEMORY_OVERCOMMIT",
+            "warning",
+            "Node memory overcommitted",
+            "Sum of configured memory of running guests above memory_overcommit_warning_pct (100 %) of node "
+            "memory; critical above memory_overcommit_critical_pct (150 %).",
+            "Move guests away or add memory.",
+        ),
+        Code(
+            "NODE_MEMORY_PRESSURE",
+            "warning",
+            "Node memory nearly exhausted",
+            "used/total at or above memory_pressure_warning_pct (85 %); critical at memory_pressure_critical_pct "
+            "(95 %).",
+            "Move guests away; check ZFS ARC size.",
+        ),
+        Code(
+            "NODE_SWAP_USED",
+            "warning",
+            "Node swapping",
+            "swap used at or above swap_warning_pct (20 %) of swap; critical at swap_critical_pct (50 %).",
+            "Relieve memory pressure on the node.",
+        ),
+        Code(
+            "NODE_VCPU_OVERCOMMIT",
+            "warning",
+            "vCPU overcommit high",
+            "vCPUs of running guests per logical CPU above vcpu_ratio_warning (4:1).",
+            "Rebalance CPU-heavy guests.",
+        ),
+        Code(
+            "CLUSTER_NO_N_PLUS_1",
+            "warning",
+            "Cluster cannot absorb a node failure",
+            "The configured memory of running guests does not fit on the cluster minus its largest node.",
+            "Add capacity or reduce the running set; HA recovery would overload the survivors.",
+        ),
+    ],
+    thresholds=[
+        Threshold(
+            "memory_overcommit_warning_pct",
+            100,
+            "configured memory of running guests over node memory that warns (%)",
+            minimum=None,
+            above=0,
+        ),
+        Threshold(
+            "memory_overcommit_critical_pct",
+            150,
+            "configured memory of running guests over node memory that is critical (%)",
+            minimum=None,
+            above=0,
+        ),
+        Threshold(
+            "memory_pressure_warning_pct", 85, "node memory use that warns (%)", minimum=None, above=0, maximum=100
+        ),
+        Threshold(
+            "memory_pressure_critical_pct",
+            95,
+            "node memory use that is critical (%)",
+            minimum=None,
+            above=0,
+            maximum=100,
+        ),
+        Threshold("swap_warning_pct", 20, "node swap use that warns (%)", maximum=100),
+        Threshold("swap_critical_pct", 50, "node swap use that is critical (%)", maximum=100),
+        Threshold("vcpu_ratio_warning", 4, "running vCPUs per node CPU that warns", minimum=None, above=0),
+        Threshold(
+            "capacity_headroom_pct",
+            10,
+            "memory a node keeps free when it takes guests (N+1, like the planner default)",
+            maximum=90,
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:WN0036=NODE_MEMORY_OVERCOMMIT",
+        "cv4pve-diag:WN0038=NODE_MEMORY_PRESSURE",
+        "cv4pve-diag:WN0030=NODE_SWAP_USED",
+        "cv4pve-diag:WG0036=NODE_VCPU_OVERCOMMIT",
+        "check_pve:memory=NODE_MEMORY_PRESSURE",
+        "check_pve:swap=NODE_SWAP_USED",
+    ],
+    pve="pve-manager PVE/API2/Nodes.pm status (memory, swap, cpuinfo); "
+    "pve-ha-manager src/PVE/HA/Manager.pm recover_fenced_service",
+)
 def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     running = _running_on(data)
@@ -183,8 +319,8 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
         if total:
             configured = guests.memory
             pct = _pct(configured, total)
-            if pct > t.memory_overcommit_warning_pct:
-                sev = Severity.CRITICAL if pct > t.memory_overcommit_critical_pct else Severity.WARNING
+            if pct > t.get("memory_overcommit_warning_pct"):
+                sev = Severity.CRITICAL if pct > t.get("memory_overcommit_critical_pct") else Severity.WARNING
                 out.append(
                     finding(
                         "NODE_MEMORY_OVERCOMMIT",
@@ -202,8 +338,8 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             used = int((st.get("memory") or {}).get("used") or res.get("mem") or 0)
             used_pct = _pct(used, total)
-            if used_pct >= t.memory_pressure_warning_pct:
-                sev = Severity.CRITICAL if used_pct >= t.memory_pressure_critical_pct else Severity.WARNING
+            if used_pct >= t.get("memory_pressure_warning_pct"):
+                sev = Severity.CRITICAL if used_pct >= t.get("memory_pressure_critical_pct") else Severity.WARNING
                 out.append(
                     finding(
                         "NODE_MEMORY_PRESSURE",
@@ -216,8 +352,8 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
         swap = st.get("swap") or {}
         if swap.get("total"):
             swap_pct = _pct(int(swap.get("used") or 0), int(swap["total"]))
-            if swap_pct >= t.swap_warning_pct and int(swap.get("used") or 0) > 0:
-                sev = Severity.CRITICAL if swap_pct >= t.swap_critical_pct else Severity.WARNING
+            if swap_pct >= t.get("swap_warning_pct") and int(swap.get("used") or 0) > 0:
+                sev = Severity.CRITICAL if swap_pct >= t.get("swap_critical_pct") else Severity.WARNING
                 out.append(
                     finding(
                         "NODE_SWAP_USED",
@@ -231,7 +367,7 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
         if cpus:
             vcpus = guests.vcpus
             ratio = vcpus / cpus
-            if ratio > t.vcpu_ratio_warning:
+            if ratio > t.get("vcpu_ratio_warning"):
                 out.append(
                     finding(
                         "NODE_VCPU_OVERCOMMIT",
@@ -240,7 +376,7 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                         {"vcpus": vcpus, "cpus": cpus, "ratio": round(ratio, 2)},
                     )
                 )
-    out += _n_plus_1(data, running, t.capacity_headroom_pct)
+    out += _n_plus_1(data, running, t.get("capacity_headroom_pct"))
     return out
 
 

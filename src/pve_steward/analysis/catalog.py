@@ -12,10 +12,10 @@ This module imports nothing else of ours: findings, codes and the collector impo
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, Literal, TypeVar
 
 Severity = Literal["info", "warning", "critical"]
@@ -71,6 +71,8 @@ class Threshold:
     description: str
     minimum: float | None = 0
     maximum: float | None = None
+    above: float | None = None  # strictly greater than (a ratio or a period that must not be 0)
+    integer: bool = False  # a count: the schema takes whole numbers only
 
 
 @dataclass(frozen=True)
@@ -80,24 +82,81 @@ class Check:
     codes: tuple[Code, ...]
     needs: tuple[Need, ...]
     thresholds: tuple[Threshold, ...]
-    anchors: tuple[str, ...]  # e.g. "cv4pve:NODE-SERVICE-STOPPED", "check_pve:services", "pve8to9:check_kvm..."
+    # anchor checks covered, e.g. "cv4pve-diag:WN0002", "check_pve:services", "pve8to9:daemons"; an entry may
+    # name which of the check's codes answer it: "cv4pve-diag:WG0020=BACKUP_STALE/BACKUP_NONE" (default: all)
+    anchors: tuple[str, ...]
     pve: str  # the PVE source the rule follows: repository, file, function
     func: Callable[..., Any] = field(compare=False)
     doc: str = ""
 
+    def anchor_codes(self) -> dict[str, tuple[str, ...]]:
+        """Each anchor id this check covers, with the codes that answer it."""
+        out: dict[str, tuple[str, ...]] = {}
+        for entry in self.anchors:
+            ident, _, named = entry.partition("=")
+            out[ident] = tuple(named.split("/")) if named else tuple(c.code for c in self.codes)
+        return out
+
 
 CODES: dict[str, CodeInfo] = {}
 CHECKS: dict[str, Check] = {}
-# Areas in report order; a check in a new area appends it.
+# The areas of the checks written before checks became units, in report order; any other area follows
+# them in alphabetical order, so the order never depends on which module happened to load first.
+_FIRST_AREAS = (
+    "data",
+    "cluster",
+    "ha",
+    "backups",
+    "migration",
+    "capacity",
+    "replication",
+    "guests",
+    "operations",
+    "ceph",
+)
 AREAS: list[str] = []
+# The modules that declare checks or codes outside ``analysis/checks`` (written before checks became
+# units), in report order; ``health`` last, as it reads the areas of every check when it loads.
+_MODULES = tuple(
+    f"pve_steward.analysis.{m}"
+    for m in (
+        "data",
+        "cluster",
+        "backups",
+        "migration.findings",
+        "capacity",
+        "replication",
+        "guests",
+        "operations",
+        "ceph",
+        "planner.placement",
+        "planner.evacuation",
+        "planner.ceph_steps",
+    )
+)
+_ORIGIN: dict[str, str] = {}  # code -> the module that declared it (orders the catalogue)
 
 
-def register_code(area: str, code: Code | CodeInfo) -> None:
+def _area_rank(area: str) -> tuple[int, str]:
+    return (_FIRST_AREAS.index(area), "") if area in _FIRST_AREAS else (len(_FIRST_AREAS), area)
+
+
+def register_code(area: str, code: Code | CodeInfo, module: str = "") -> None:
+    """Register one code of ``area``; ``module`` (the declaring module's ``__name__``) orders the catalogue."""
     if code.code in CODES:
         raise ValueError(f"finding code {code.code!r} registered twice")
     CODES[code.code] = CodeInfo(code.code, area, code.severity, code.title, code.rule, code.remediation)
+    _ORIGIN[code.code] = module
     if area not in AREAS:
         AREAS.append(area)
+        AREAS.sort(key=_area_rank)
+
+
+def register_codes(area: str, module: str, *codes: Code) -> None:
+    """Codes emitted by shared machinery or by planners rather than by a check of the health report
+    (DATA_INCOMPLETE, evacuation verdicts, ...), declared beside the function that emits them."""
+    for c in codes:
+        register_code(area, c, module)
 
 
 def check(
@@ -113,10 +172,9 @@ def check(
 
     def register(func: F) -> F:
         name = f"{func.__module__.rsplit('.', 1)[-1]}.{func.__name__}"
-        if name in CHECKS:
-            raise ValueError(f"check {name!r} registered twice")
+        _refuse(name, func, codes, anchors or [])
         for c in codes:
-            register_code(area, c)
+            register_code(area, c, func.__module__)
         CHECKS[name] = Check(
             name=name,
             area=area,
@@ -133,18 +191,70 @@ def check(
     return register
 
 
-@cache
-def _import_checks() -> None:
-    import pve_steward.analysis.checks as package
+def _refuse(name: str, func: Callable[..., Any], codes: list[Code], anchors: list[str]) -> None:
+    """Check a declaration whole before registering any of it (a refused check leaves nothing behind)."""
+    if name in CHECKS:
+        raise ValueError(f"check {name!r} registered twice")
+    try:
+        inspect.signature(func).bind(None, None)
+    except TypeError:
+        raise ValueError(f"check {name!r} must take (data, thresholds)") from None
+    own = [c.code for c in codes]
+    taken = sorted({c for c in own if c in CODES or own.count(c) > 1})
+    if taken:
+        raise ValueError(f"check {name!r}: finding code(s) {', '.join(taken)} registered twice")
+    for entry in anchors:
+        stray = [c for c in entry.partition("=")[2].split("/") if c and c not in own]
+        if stray:
+            raise ValueError(f"check {name!r}: anchor {entry!r} names codes it does not declare: {stray}")
 
-    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        importlib.import_module(info.name)
+
+_loaded: list[str] = []  # the modules load_checks imports, in order; empty until it first runs
 
 
 def load_checks() -> dict[str, Check]:
-    """Import every module of ``analysis/checks`` (registration happens at import); idempotent."""
-    _import_checks()
+    """Import every module that declares checks (registration happens at import); idempotent.
+
+    The catalogue is then put in a fixed order (area, declaring module, declaration), whichever module
+    a process happened to import first, so generated docs and schemas never depend on import order.
+    """
+    if not _loaded:
+        import pve_steward.analysis.checks as package
+
+        _loaded.extend(_MODULES)
+        _loaded.extend(sorted(i.name for i in pkgutil.iter_modules(package.__path__, package.__name__ + ".")))
+        _loaded.append("pve_steward.analysis.health")
+        for name in _loaded:
+            importlib.import_module(name)
+        _settle()
     return CHECKS
+
+
+def _settle() -> None:
+    rank = {m: i for i, m in enumerate(_loaded)}
+    seq = {code: i for i, code in enumerate(CODES)}
+
+    def code_key(code: str) -> tuple[tuple[int, str], int, int]:
+        return (_area_rank(CODES[code].area), rank.get(_ORIGIN.get(code, ""), len(rank)), seq[code])
+
+    ordered = sorted(CODES, key=code_key)
+    codes = {c: CODES[c] for c in ordered}
+    CODES.clear()
+    CODES.update(codes)
+    pos = {name: i for i, name in enumerate(CHECKS)}
+    by = sorted(CHECKS, key=lambda n: (_area_rank(CHECKS[n].area), rank.get(CHECKS[n].func.__module__, 0), pos[n]))
+    checks = {n: CHECKS[n] for n in by}
+    CHECKS.clear()
+    CHECKS.update(checks)
+
+
+def code_info(code: str) -> CodeInfo:
+    """A code's entry, loading every check first if it is not registered yet (KeyError if unknown)."""
+    info = CODES.get(code)
+    if info is None:
+        load_checks()
+        info = CODES[code]
+    return info
 
 
 def checks_in(areas: list[str] | set[str]) -> list[Check]:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import Any, Protocol
 
+from pve_steward.analysis.catalog import Code
+from pve_steward.analysis.catalog import check as check_unit
 from pve_steward.analysis.ceph_checks import explain
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.analysis.thresholds import Thresholds
 
 Row = dict[str, Any]
 
@@ -69,6 +72,108 @@ def osds(tree: Row) -> list[Row]:
 
 def _subject(ident: str, node: str | None = None) -> Subject:
     return Subject(kind="ceph", id=ident, node=node)
+
+
+class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module, so not named here)
+    ceph: CephData | None
+
+
+@check_unit(
+    "ceph",
+    codes=[
+        Code(
+            "CEPH_HEALTH_CHECK",
+            "warning",
+            "Ceph reports a health check",
+            "An entry of health.checks in /cluster/ceph/status, explained (meaning, likely cause, next action). "
+            "HEALTH_ERR checks are critical, HEALTH_WARN warnings, muted checks info.",
+            "Follow the next action in the finding; `ceph health detail` names the daemons and PGs.",
+        ),
+        Code(
+            "CEPH_OSD_DOWN",
+            "critical",
+            "Ceph OSD down",
+            "An OSD's status is down. Critical while it is still in (its data is degraded), warning once out.",
+            "Check the OSD's daemon and disk on its host (systemctl status ceph-osd@<id>); start it or replace the "
+            "disk.",
+        ),
+        Code(
+            "CEPH_OSD_OUT",
+            "warning",
+            "Ceph OSD up but out",
+            "An OSD is up and out: CRUSH places no data on it, its capacity is unused.",
+            "If it was taken out for maintenance and is healthy, mark it in (ceph osd in <id>).",
+        ),
+        Code(
+            "CEPH_OSD_LATENCY_HIGH",
+            "warning",
+            "Ceph OSD much slower than the others",
+            "An up OSD's commit latency is at least 50 ms and five times the median OSD's: one slow disk slows "
+            "every write to the PGs it holds.",
+            "Check the disk's SMART state and wear; replace it or mark the OSD out.",
+        ),
+        Code(
+            "CEPH_POOL_NEAR_FULL",
+            "warning",
+            "Ceph pool nearly full",
+            "A pool's percent_used (stored over stored plus MAX AVAIL) is at least 80 %; critical at 90 %.",
+            "Add OSDs, delete data, or rebalance the fullest OSDs (MAX AVAIL follows the fullest OSD).",
+        ),
+        Code(
+            "CEPH_POOL_LOW_REDUNDANCY",
+            "warning",
+            "Ceph pool with too few replicas",
+            "A replicated pool has size <= 2 or min_size = 1 (critical): one more failure loses data or accepts "
+            "writes with a single copy.",
+            "Set size 3 and min_size 2 (ceph osd pool set <pool> size 3; ... min_size 2) if capacity allows.",
+        ),
+        Code(
+            "CEPH_POOL_AUTOSCALE_WARN",
+            "warning",
+            "Ceph pool PG count differs from the autoscaler's",
+            "pg_autoscale_mode is warn and pg_num differs from the autoscaler's pg_num_final.",
+            "Set pg_autoscale_mode on, or set pg_num to the recommended value.",
+        ),
+        Code(
+            "CEPH_FLAG_SET",
+            "warning",
+            "Ceph OSD flag left set",
+            "A cluster-wide OSD flag is set (noout, norebalance, ...); critical for pause, norecover, nodown, noup.",
+            "If no maintenance is running, unset it (ceph osd unset <flag>, or the ceph_unset_flag operation).",
+        ),
+        Code(
+            "CEPH_MON_OUT_OF_QUORUM",
+            "warning",
+            "Ceph monitor out of quorum",
+            "A monitor is not in quorum; critical when one more monitor failure would lose quorum.",
+            "Bring the monitor back (systemctl status ceph-mon@<name> on its host).",
+        ),
+        Code(
+            "CEPH_VERSION_MIXED",
+            "warning",
+            "Ceph daemons on different versions",
+            "Ceph metadata shows more than one ceph_version_short across monitors, managers and OSDs.",
+            "Finish the upgrade: restart the daemons still on the older version.",
+        ),
+        Code(
+            "CEPH_NODE_LOSS_NEARFULL",
+            "warning",
+            "Losing one node would fill Ceph",
+            "Raw use over the in OSDs' capacity without the largest host's would reach nearfull (85 %); critical "
+            "at 95 %.",
+            "Add capacity before maintenance or a failure forces re-replication onto the remaining OSDs.",
+        ),
+    ],
+    anchors=[
+        "check_pve:ceph-health=CEPH_HEALTH_CHECK",
+        "pve8to9:ceph-health=CEPH_HEALTH_CHECK",
+        "pve8to9:ceph-mixed=CEPH_VERSION_MIXED",
+    ],
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/API2/Ceph/OSD.pm index + PVE/API2/Ceph/Pool.pm lspools",
+)
+def analyze_ceph_cluster(data: _WithCeph, t: Thresholds | None = None) -> list[Finding]:
+    """The health check's Ceph area: nothing on a cluster without Ceph (or whose Ceph was not read)."""
+    return analyze_ceph(data.ceph) if data.ceph else []
 
 
 def analyze_ceph(c: CephData) -> list[Finding]:

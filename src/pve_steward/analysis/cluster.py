@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 
+from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.analysis.thresholds import Thresholds
 
 # CRM states on the way somewhere (pve-ha-manager HA/Manager.pm $valid_service_states) and the verbose ones the
 # status API derives while a request is being carried out (HA/Tools.pm get_verbose_service_state).
@@ -25,7 +27,51 @@ _TRANSITIONAL = {
 CLUSTER = Subject(kind="cluster", id="cluster")
 
 
-def analyze_cluster(data: ClusterData) -> list[Finding]:
+@check(
+    "cluster",
+    codes=[
+        Code(
+            "CLUSTER_NOT_QUORATE",
+            "critical",
+            "Cluster has no quorum",
+            "/cluster/status reports quorate=0: pmxcfs is read-only, no migration, config change or HA recovery works.",
+            "Restore corosync connectivity to a majority of nodes (pvecm status).",
+        ),
+        Code(
+            "CLUSTER_STANDALONE",
+            "info",
+            "Single node without a cluster",
+            "No cluster entry in /cluster/status.",
+            "Nothing to fix; migration, HA and replication need a cluster (pvecm create).",
+        ),
+        Code(
+            "NODE_OFFLINE",
+            "warning",
+            "Node offline",
+            "A configured node reports online=0. Critical when online nodes are half or fewer.",
+            "Check the node's power, network and corosync links; its guests are unreachable or being recovered.",
+        ),
+        Code(
+            "NODE_VERSION_MISMATCH",
+            "warning",
+            "Nodes run different PVE versions",
+            "Online nodes report different pve-manager versions; migration targets must run the same or newer.",
+            "Finish the rolling upgrade on every node.",
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:CC0001=CLUSTER_NOT_QUORATE",
+        "cv4pve-diag:IC0017=CLUSTER_STANDALONE",
+        "cv4pve-diag:WC0011=NODE_VERSION_MISMATCH",
+        "cv4pve-diag:WN0002=NODE_OFFLINE",
+        "cv4pve-diag:CN0001=NODE_VERSION_MISMATCH",
+        "check_pve:cluster=CLUSTER_NOT_QUORATE/NODE_OFFLINE",
+        "pve8to9:quorate=CLUSTER_NOT_QUORATE",
+        "pve8to9:nodes-offline=NODE_OFFLINE",
+    ],
+    pve="pve-manager PVE/API2/Cluster.pm get_status (quorate, online per node; nodes' pve-manager versions)",
+)
+def analyze_cluster(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
     out: list[Finding] = []
     cluster = next((r for r in data.cluster_status if r.get("type") == "cluster"), None)
     if data.cluster_status and cluster is None:
@@ -140,6 +186,79 @@ def _service_finding(row: dict[str, object], node: str) -> Finding | None:
     return None
 
 
+@check(
+    "ha",
+    codes=[
+        Code(
+            "HA_NO_MASTER",
+            "critical",
+            "No active HA manager",
+            "HA resources exist but no active CRM master is reported.",
+            "Check pve-ha-crm on all nodes (ha-manager status).",
+        ),
+        Code(
+            "HA_LRM_DEAD",
+            "critical",
+            "HA local resource manager not answering",
+            "An LRM status has an old timestamp ('old timestamp - dead?') on a node that should be online.",
+            "Check pve-ha-lrm on the node; a node whose LRM is gone cannot run or receive HA services.",
+        ),
+        Code(
+            "HA_RESOURCE_ERROR",
+            "critical",
+            "HA resource in error state",
+            "CRM state 'error': HA no longer manages it.",
+            "ha-manager set <sid> --state disabled, fix the cause, then --state started.",
+        ),
+        Code(
+            "HA_RESOURCE_FENCING",
+            "critical",
+            "HA resource waiting for fencing or recovery",
+            "CRM state 'fence' or 'recovery': its node failed and the resource is not running anywhere.",
+            "Bring the failed node back or make sure it is fenced; check that another node can take the resource.",
+        ),
+        Code(
+            "HA_RESOURCE_STATE_MISMATCH",
+            "warning",
+            "HA resource not in its requested state",
+            "The CRM state differs from the requested state (e.g. requested started, stopped) and is not a transition.",
+            "Check the resource's HA log (journalctl -u pve-ha-lrm) on its node.",
+        ),
+        Code(
+            "HA_NODE_MAINTENANCE",
+            "info",
+            "Node in HA maintenance mode",
+            "The LRM reports maintenance mode; HA moved or will move its services away.",
+            "ha-manager crm-command node-maintenance disable <node> when the work is done.",
+        ),
+        Code(
+            "HA_RULE_NO_TARGET",
+            "warning",
+            "HA constraints leave a resource nowhere to go",
+            "A strict node-affinity rule or restricted group allows no online node other than the current one. "
+            "Critical when none of its allowed nodes is online.",
+            "Widen the rule/group or bring the allowed nodes back.",
+        ),
+        Code(
+            "HA_RULE_ERRORS",
+            "warning",
+            "HA rule disabled or infeasible",
+            "An HA rule is disabled or PVE reports errors for it (infeasible rules are not applied).",
+            "Fix the rule (ha-manager rules config) so it can be applied.",
+        ),
+        Code(
+            "HA_DISARMED",
+            "warning",
+            "HA disarmed",
+            "The HA stack is disarmed: no fencing, failover or recovery.",
+            "Re-arm HA (POST /cluster/ha/status/arm-ha).",
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:CC0005=HA_RESOURCE_ERROR",
+    ],
+    pve="pve-ha-manager src/PVE/API2/HA/Status.pm status; src/PVE/API2/HA/Rules.pm index",
+)
 @pve_rule(
     "ha.crm-master",
     rule="The master row of the HA status says 'active' only while the CRM's status is at most 30 s old "
@@ -147,7 +266,7 @@ def _service_finding(row: dict[str, object], node: str) -> Finding | None:
     pve="pve-ha-manager src/PVE/API2/HA/Status.pm status",
     codes=("HA_NO_MASTER",),
 )
-def analyze_ha(data: ClusterData) -> list[Finding]:
+def analyze_ha(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
     out: list[Finding] = []
     if not data.ha_resources and not any(r.get("type") == "service" for r in data.ha_status):
         return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
@@ -191,6 +192,27 @@ def guest_subject(data: ClusterData, vmid: int) -> Subject:
             }
         )
     return subject  # type: ignore[no-any-return]
+
+
+register_codes(
+    "data",
+    __name__,
+    Code(
+        "DATA_INCOMPLETE",
+        "warning",
+        "Some data could not be read",
+        "A read failed (node offline, missing privilege, timeout). Checks depending on it were not done; the "
+        "report is not a clean bill of health.",
+        "Fix the cause named in the evidence (bring the node back, grant the privilege) and run the check again.",
+    ),
+    Code(
+        "CHECK_SKIPPED",
+        "info",
+        "A check was limited on purpose",
+        "A check was skipped or capped by configuration (e.g. guest-agent probes above agent_probe_limit).",
+        "Nothing to fix; raise the limit named in the evidence if the check must cover everything.",
+    ),
+)
 
 
 def incomplete_findings(data: ClusterData, area: str) -> list[Finding]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.codes import CODES
 from pve_steward.models import UNTRUSTED_NOTE, Untrusted, UntrustedValues
 
@@ -80,7 +81,7 @@ def finding(
     severity: Severity | None = None,
 ) -> Finding:
     """Create a finding for a registered code (an unregistered code is a programming error)."""
-    info = CODES[code]
+    info = CODES.get(code) or code_info(code)
     # validated, straight through pydantic-core (the model's __init__ adds a Python frame and a
     # keyword dict; model_construct is slower still): thousands of findings per report
     return _validate_finding(  # type: ignore[no-any-return]
@@ -136,7 +137,7 @@ def make_report(area: str, findings: list[Finding], checked: list[str], limit: i
     for (code, severity), n in pairs.items():
         counts[severity] += n
         by_code[code] = by_code.get(code, 0) + n
-        by_area.setdefault(CODES[code].area, dict.fromkeys(Severity, 0))[severity] += n
+        by_area.setdefault((CODES.get(code) or code_info(code)).area, dict.fromkeys(Severity, 0))[severity] += n
     worst = ranked[0].severity.value if ranked else "ok"
     shown = ranked if limit is None else ranked[:limit]
     complete = "DATA_INCOMPLETE" not in by_code and "ANALYSIS_FAILED" not in by_code

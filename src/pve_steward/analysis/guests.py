@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
 from pve_steward.analysis.pverules import pve_rule
@@ -62,6 +63,87 @@ def _no_onboot(data: ClusterData, vmid: int, g: Row, cfg: GuestConfig | None) ->
     )
 
 
+@check(
+    "guests",
+    codes=[
+        Code(
+            "GUEST_LOCK_STUCK",
+            "critical",
+            "Stuck guest lock",
+            "A lock is set, no running task holds the guest, and the last related task ended more than "
+            "lock_stuck_minutes (60) ago (or none is known).",
+            "Make sure the locking action is truly gone (no task of the guest still runs), then clear the lock "
+            "with guest_unlock, or with qm unlock / pct unlock on the node.",
+        ),
+        Code(
+            "GUEST_LOCKED",
+            "info",
+            "Guest locked by a running task",
+            "A lock is held by an active task.",
+            "Nothing to fix; wait for the task to end (get_task) before changing the guest.",
+        ),
+        Code(
+            "SNAPSHOT_OLD",
+            "warning",
+            "Old snapshot",
+            "A snapshot is older than snapshot_age_days (30): it keeps growing and slows I/O.",
+            "Delete it if it is no longer needed.",
+        ),
+        Code(
+            "SNAPSHOT_COUNT_HIGH",
+            "warning",
+            "Many snapshots",
+            "More than snapshot_count (10) snapshots.",
+            "Delete the snapshots that are no longer needed (list_snapshots shows age and parent); each slows I/O.",
+        ),
+        Code(
+            "GUEST_AGENT_NOT_RUNNING",
+            "warning",
+            "Guest agent not answering",
+            "A running VM has the agent enabled and PVE answers 'QEMU guest agent is not running' (its guest-ping "
+            "failed): no fs-freeze for backups, no IPs, shutdown falls back to ACPI. A probe that could not be "
+            "made (403, unreachable node, other errors) is reported as DATA_INCOMPLETE/CHECK_SKIPPED instead.",
+            "Install or start qemu-guest-agent in the guest.",
+        ),
+        Code(
+            "GUEST_NO_ONBOOT",
+            "info",
+            "Running guest does not start on boot",
+            "A running, non-template guest that is not an HA resource has onboot unset (start-all skips HA "
+            "resources: HA starts them).",
+            "Set onboot=1 if it must come back after a node reboot.",
+        ),
+        Code(
+            "GUEST_HIBERNATED",
+            "info",
+            "Guest hibernated",
+            "A VM is suspended to disk (lock suspended).",
+            "Resume it (start) when it is needed; it cannot migrate while hibernated.",
+        ),
+    ],
+    thresholds=[
+        Threshold(
+            "lock_stuck_minutes",
+            60,
+            "a lock whose last related task ended longer ago than this (none running) is stuck",
+            minimum=None,
+            above=0,
+        ),
+        Threshold("snapshot_age_days", 30, "a snapshot older than this is old", minimum=None, above=0),
+        Threshold("snapshot_count", 10, "more snapshots than this per guest are many", minimum=1, integer=True),
+    ],
+    anchors=[
+        "cv4pve-diag:CG0001=GUEST_HIBERNATED",
+        "cv4pve-diag:WG0015=GUEST_LOCKED/GUEST_LOCK_STUCK",
+        "cv4pve-diag:WG0004=GUEST_AGENT_NOT_RUNNING",
+        "cv4pve-diag:WG0016=GUEST_NO_ONBOOT",
+        "cv4pve-diag:WG0024=SNAPSHOT_OLD",
+        "cv4pve-diag:WG0023=SNAPSHOT_COUNT_HIGH",
+        "check_pve:snapshot-age=SNAPSHOT_OLD",
+    ],
+    pve="pve-guest-common src/PVE/AbstractConfig.pm check_lock + snapshot_list; "
+    "qemu-server PVE/API2/Qemu/Agent.pm ping",
+)
 def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     tasks_by_node: dict[str, list[Row]] = defaultdict(list)
@@ -93,7 +175,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
             else:
                 ended = [int(r["endtime"]) for r in related if r.get("endtime")]
                 age = data.now - max(ended) if ended else None
-                if age is None or age > t.lock_stuck_minutes * 60:
+                if age is None or age > t.get("lock_stuck_minutes") * 60:
                     out.append(
                         finding(
                             "GUEST_LOCK_STUCK",
@@ -107,7 +189,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                             {
                                 "lock": lock,
                                 "last_related_task_age_hours": round(age / 3600, 1) if age else None,
-                                "threshold_minutes": t.lock_stuck_minutes,
+                                "threshold_minutes": t.get("lock_stuck_minutes"),
                             },
                         )
                     )
@@ -131,7 +213,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
 def _snapshot_findings(data: ClusterData, t: Thresholds, vmid: int, g: Row, rows: list[Row]) -> list[Finding]:
     out: list[Finding] = []
     snaps = [s for s in rows if s.get("name") != "current"]
-    old = [s for s in snaps if s.get("snaptime") and data.now - int(s["snaptime"]) > t.snapshot_age_days * 86400]
+    old = [s for s in snaps if s.get("snaptime") and data.now - int(s["snaptime"]) > t.get("snapshot_age_days") * 86400]
     if old:
         oldest = min(int(s["snaptime"]) for s in old)
         out.append(
@@ -139,20 +221,20 @@ def _snapshot_findings(data: ClusterData, t: Thresholds, vmid: int, g: Row, rows
                 "SNAPSHOT_OLD",
                 guest_subject(data, vmid),
                 f"{vmid} ({g.get('name')}) has {len(old)} snapshot(s) older than "
-                f"{t.snapshot_age_days:.0f} days (oldest {(data.now - oldest) / 86400:.0f} days)",
+                f"{t.get('snapshot_age_days'):.0f} days (oldest {(data.now - oldest) / 86400:.0f} days)",
                 {
                     "snapshots": [s.get("name") for s in old],
                     "oldest_age_days": round((data.now - oldest) / 86400, 1),
                 },
             )
         )
-    if len(snaps) > t.snapshot_count:
+    if len(snaps) > t.get("snapshot_count"):
         out.append(
             finding(
                 "SNAPSHOT_COUNT_HIGH",
                 guest_subject(data, vmid),
                 f"{vmid} ({g.get('name')}) has {len(snaps)} snapshots",
-                {"count": len(snaps), "threshold": t.snapshot_count},
+                {"count": len(snaps), "threshold": t.get("snapshot_count")},
             )
         )
     return out

@@ -5,54 +5,47 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from pve_steward.analysis.backups import analyze_backups
-from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
-from pve_steward.analysis.catalog import checks_in, load_checks
-from pve_steward.analysis.ceph import analyze_ceph
-from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
+from pve_steward.analysis.catalog import AREAS as ALL_AREAS
+from pve_steward.analysis.catalog import Code, checks_in, load_checks, register_codes
 from pve_steward.analysis.data import ClusterData, incomplete_findings
 from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
-from pve_steward.analysis.guests import analyze_guests
-from pve_steward.analysis.migration import analyze_migratability
-from pve_steward.analysis.operations import (
-    analyze_certificates,
-    analyze_hardware,
-    analyze_repositories,
-    analyze_tasks,
-    analyze_updates,
-)
-from pve_steward.analysis.replication import analyze_replication
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.errors import MALFORMED_VALUE_ERRORS
 
 Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
 log = logging.getLogger(__name__)
 
-_LEGACY: dict[str, Analyzer] = {
-    "cluster": lambda d, t: analyze_cluster(d),
-    "ha": lambda d, t: analyze_ha(d),
-    "backups": analyze_backups,
-    "migration": lambda d, t: analyze_migratability(d, verdicts=False)[0],
-    "capacity": lambda d, t: analyze_storage(d, t) + analyze_nodes(d, t),
-    "replication": analyze_replication,
-    "guests": analyze_guests,
-    "operations": lambda d, t: (
-        analyze_tasks(d, t)
-        + analyze_certificates(d, t)
-        + analyze_repositories(d)
-        + analyze_updates(d)
-        + analyze_hardware(d, t)
+
+register_codes(
+    "data",
+    __name__,
+    Code(
+        "ANALYSIS_FAILED",
+        "warning",
+        "An area could not be analysed",
+        "The cluster answered with a value of an unexpected type or form (text where a number belongs, a list "
+        "where a name belongs), and the area's checks stopped there. Its findings are incomplete; the other areas "
+        "are reported as usual.",
+        "Look at the value named in the evidence. If PVE returned it, report it with the PVE version.",
     ),
-    "ceph": lambda d, t: analyze_ceph(d.ceph) if d.ceph else [],
-}
+)
+
+
+def _failed(area: str, exc: Exception) -> Finding:
+    detail = str(exc)[:200]  # cluster text may be in it: evidence, not the message
+    return finding(
+        "ANALYSIS_FAILED",
+        Subject(kind="data", id=f"analysis/{area}"),
+        f"the {area} checks stopped on a value of unexpected type or form ({type(exc).__name__})",
+        {"area": area, "error_type": type(exc).__name__, "error": detail},
+    )
 
 
 def _area_analyzer(area: str) -> Analyzer:
-    """The area's checks: those written before checks became units, then every ``@check`` of the area."""
-    legacy = _LEGACY.get(area)
+    """Every ``@check`` of the area (analysis/catalog.py), in declaration order."""
 
     def run(d: ClusterData, t: Thresholds) -> list[Finding]:
-        found = legacy(d, t) if legacy else []
+        found: list[Finding] = []
         for c in checks_in([area]):
             found += c.func(d, t)
         return found
@@ -60,9 +53,9 @@ def _area_analyzer(area: str) -> Analyzer:
     return run
 
 
-AREAS: dict[str, Analyzer] = {
-    area: _area_analyzer(area) for area in dict.fromkeys([*_LEGACY, *(c.area for c in load_checks().values())])
-}
+# The health check's areas in report order: every area some check is declared in.
+_CHECK_AREAS = {c.area for c in load_checks().values()}
+AREAS: dict[str, Analyzer] = {area: _area_analyzer(area) for area in ALL_AREAS if area in _CHECK_AREAS}
 
 
 def diagnose(
@@ -84,13 +77,3 @@ def diagnose(
                 seen.add(f.subject.id)
                 findings.append(f)
     return make_report(name, findings, chosen, limit)
-
-
-def _failed(area: str, exc: Exception) -> Finding:
-    detail = str(exc)[:200]  # cluster text may be in it: evidence, not the message
-    return finding(
-        "ANALYSIS_FAILED",
-        Subject(kind="data", id=f"analysis/{area}"),
-        f"the {area} checks stopped on a value of unexpected type or form ({type(exc).__name__})",
-        {"area": area, "error_type": type(exc).__name__, "error": detail},
-    )

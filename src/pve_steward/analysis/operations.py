@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
@@ -12,6 +13,25 @@ from pve_steward.analysis.thresholds import Thresholds
 _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-manager")
 
 
+@check(
+    "operations",
+    codes=[
+        Code(
+            "TASK_FAILED_RECENT",
+            "warning",
+            "Failed tasks",
+            "Tasks that ended in error in the last task_window_hours (24 h), grouped by node and type.",
+            "Read the newest failure's log (get_task).",
+        ),
+    ],
+    thresholds=[
+        Threshold("task_window_hours", 24, "how far back failed tasks are examined", minimum=None, above=0),
+    ],
+    anchors=[
+        "cv4pve-diag:CN0005=TASK_FAILED_RECENT",
+    ],
+    pve="pve-common src/PVE/UPID.pm read_status + status_is_error",
+)
 @pve_rule(
     "tasks.failed",
     rule="A finished task's status is 'OK', 'WARNINGS: <n>' or an error text (the last 'TASK ERROR:' line, or "
@@ -20,7 +40,7 @@ _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-
     codes=("TASK_FAILED_RECENT",),
 )
 def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
-    since = data.now - t.task_window_hours * 3600
+    since = data.now - t.get("task_window_hours") * 3600
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for task in data.tasks:
         status = task.get("status")
@@ -36,7 +56,7 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
             finding(
                 "TASK_FAILED_RECENT",
                 Subject(kind="task", id=f"{node}/{ttype}", node=node),
-                f"{len(rows)} failed {ttype} task(s) on {node} in {t.task_window_hours:.0f} h; newest: "
+                f"{len(rows)} failed {ttype} task(s) on {node} in {t.get('task_window_hours'):.0f} h; newest: "
                 f"{newest.get('status')}",
                 {
                     "count": len(rows),
@@ -50,6 +70,37 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+@check(
+    "operations",
+    codes=[
+        Code(
+            "CERT_EXPIRED",
+            "critical",
+            "Certificate expired",
+            "notafter is in the past.",
+            "Renew it (pvenode acme cert renew, or upload a new certificate).",
+        ),
+        Code(
+            "CERT_EXPIRING",
+            "warning",
+            "Certificate expiring",
+            "Expires within cert_warning_days (30); critical within cert_critical_days (7).",
+            "Renew it.",
+        ),
+    ],
+    thresholds=[
+        Threshold("cert_warning_days", 30, "a certificate expiring within this many days warns", minimum=None, above=0),
+        Threshold(
+            "cert_critical_days", 7, "a certificate expiring within this many days is critical", minimum=None, above=0
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:CN0003=CERT_EXPIRED",
+        "cv4pve-diag:WN0023=CERT_EXPIRING",
+        "check_pve:certificate=CERT_EXPIRING/CERT_EXPIRED",
+    ],
+    pve="pve-manager PVE/API2/Certificates.pm info (notafter)",
+)
 def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for node, certs in sorted(data.certificates.items()):
@@ -74,8 +125,8 @@ def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
                         evidence,
                     )
                 )
-            elif days <= t.cert_warning_days:
-                sev = Severity.CRITICAL if days <= t.cert_critical_days else Severity.WARNING
+            elif days <= t.get("cert_warning_days"):
+                sev = Severity.CRITICAL if days <= t.get("cert_critical_days") else Severity.WARNING
                 out.append(
                     finding(
                         "CERT_EXPIRING",
@@ -88,7 +139,41 @@ def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
-def analyze_repositories(data: ClusterData) -> list[Finding]:
+@check(
+    "operations",
+    codes=[
+        Code(
+            "REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION",
+            "warning",
+            "Enterprise repository without subscription",
+            "The pve-enterprise repository is enabled but the subscription is not active: apt update fails (401).",
+            "Add a subscription or switch to the no-subscription repository.",
+        ),
+        Code(
+            "REPO_NO_PVE_REPO",
+            "warning",
+            "No Proxmox VE repository enabled",
+            "Neither enterprise nor no-subscription is enabled: no updates.",
+            "Enable one of them.",
+        ),
+        Code(
+            "REPO_TEST_ENABLED",
+            "warning",
+            "Test repository enabled",
+            "The pvetest repository is enabled on a node.",
+            "Disable it on production nodes.",
+        ),
+        Code(
+            "REPO_NO_SUBSCRIPTION",
+            "info",
+            "No-subscription repository",
+            "The no-subscription repository is in use (not recommended for production by Proxmox).",
+            "Fine for test clusters; for production use a subscription and the enterprise repository.",
+        ),
+    ],
+    pve="pve-manager PVE/API2/APT.pm repositories (standard-repos); PVE/API2/Subscription.pm get",
+)
+def analyze_repositories(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
     out = []
     for node, repos in sorted(data.repositories.items()):
         status = {str(r.get("handle")): r.get("status") for r in repos.get("standard-repos") or []}
@@ -124,7 +209,25 @@ def analyze_repositories(data: ClusterData) -> list[Finding]:
     return out
 
 
-def analyze_updates(data: ClusterData) -> list[Finding]:
+@check(
+    "operations",
+    codes=[
+        Code(
+            "UPDATES_PENDING",
+            "info",
+            "Updates pending",
+            "APT reports upgradable packages (as of the last refresh).",
+            "Plan a rolling update.",
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:IN0001=UPDATES_PENDING",
+        "check_pve:updates=UPDATES_PENDING",
+        "pve8to9:pkg-updates=UPDATES_PENDING",
+    ],
+    pve="pve-manager PVE/API2/APT.pm list_updates",
+)
+def analyze_updates(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
     out = []
     for node, updates in sorted(data.updates.items()):
         if not updates:
@@ -142,6 +245,44 @@ def analyze_updates(data: ClusterData) -> list[Finding]:
     return out
 
 
+@check(
+    "operations",
+    codes=[
+        Code(
+            "DISK_SMART_FAILED",
+            "critical",
+            "Disk failing SMART",
+            "health is neither PASSED/OK nor UNKNOWN.",
+            "Replace the disk.",
+        ),
+        Code(
+            "DISK_WEAROUT_HIGH",
+            "warning",
+            "SSD wearing out",
+            "Remaining life at or below wearout_warning_pct (30 %); critical at wearout_critical_pct (15 %).",
+            "Plan the replacement.",
+        ),
+        Code(
+            "ZFS_POOL_DEGRADED",
+            "critical",
+            "ZFS pool not healthy",
+            "health is not ONLINE.",
+            "zpool status -x on the node; replace the failed device.",
+        ),
+    ],
+    thresholds=[
+        Threshold("wearout_warning_pct", 30, "remaining life", maximum=100),
+        Threshold("wearout_critical_pct", 15, "remaining life", maximum=100),
+    ],
+    anchors=[
+        "cv4pve-diag:WN0016=DISK_SMART_FAILED",
+        "cv4pve-diag:WN0018=DISK_WEAROUT_HIGH",
+        "cv4pve-diag:CN0010=ZFS_POOL_DEGRADED",
+        "check_pve:disk-health=DISK_SMART_FAILED/DISK_WEAROUT_HIGH",
+        "check_pve:zfs-health=ZFS_POOL_DEGRADED",
+    ],
+    pve="pve-storage src/PVE/Diskmanage.pm get_disks (health, wearout); src/PVE/API2/Disks/ZFS.pm index",
+)
 def analyze_hardware(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for node, disks in sorted(data.disks.items()):
@@ -164,8 +305,8 @@ def analyze_hardware(data: ClusterData, t: Thresholds) -> list[Finding]:
                     )
                 )
             wear = disk.get("wearout")
-            if isinstance(wear, int | float) and not isinstance(wear, bool) and wear <= t.wearout_warning_pct:
-                sev = Severity.CRITICAL if wear <= t.wearout_critical_pct else Severity.WARNING
+            if isinstance(wear, int | float) and not isinstance(wear, bool) and wear <= t.get("wearout_warning_pct"):
+                sev = Severity.CRITICAL if wear <= t.get("wearout_critical_pct") else Severity.WARNING
                 out.append(
                     finding(
                         "DISK_WEAROUT_HIGH",

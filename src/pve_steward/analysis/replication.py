@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
@@ -20,6 +21,52 @@ def _first_sync_pending(state: Row) -> bool:
     return not int(state.get("last_sync", 0) or 0) and not int(state.get("fail_count", 0) or 0)
 
 
+@check(
+    "replication",
+    codes=[
+        Code(
+            "REPLICATION_FAILING",
+            "warning",
+            "Replication failing",
+            "A job has fail_count > 0; critical at replication_fail_critical (3) or more.",
+            "Read the job's error and fix the target or storage.",
+        ),
+        Code(
+            "REPLICATION_STALE",
+            "warning",
+            "Replication lagging",
+            "now - last_sync exceeds replication_lag_factor (4) x the schedule interval, or the job never synced "
+            "and its first sync failed. A job whose first sync is still pending is not stale.",
+            "Check the job's schedule and errors.",
+        ),
+        Code(
+            "REPLICATION_DISABLED",
+            "info",
+            "Replication job disabled",
+            "A job has disable=1.",
+            "Enable it with replication_set_enabled if the replica should stay current, or delete the job.",
+        ),
+        Code(
+            "REPLICATION_PENDING_REMOVAL",
+            "info",
+            "Replication job marked for removal",
+            "remove_job is set; it also blocks migration until removed.",
+            "Nothing to fix unless it stays: PVE removes the job on its next run (check pvesr status on the node).",
+        ),
+    ],
+    thresholds=[
+        Threshold(
+            "replication_lag_factor", 4, "stale beyond this many schedule intervals since the last sync", minimum=1
+        ),
+        Threshold("replication_fail_critical", 3, "failed runs in a row that are critical", minimum=1, integer=True),
+    ],
+    anchors=[
+        "cv4pve-diag:WC0009=REPLICATION_DISABLED",
+        "cv4pve-diag:CN0004=REPLICATION_FAILING",
+        "check_pve:replication=REPLICATION_FAILING",
+    ],
+    pve="pve-guest-common src/PVE/ReplicationState.pm extract_job_state + record_job_end",
+)
 def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     state: dict[str, Row] = {}
@@ -57,7 +104,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue  # its node's status was not readable: DATA_INCOMPLETE covers it
         fails = int(st.get("fail_count", 0) or 0)
         if fails:
-            sev = Severity.CRITICAL if fails >= t.replication_fail_critical else Severity.WARNING
+            sev = Severity.CRITICAL if fails >= t.get("replication_fail_critical") else Severity.WARNING
             out.append(
                 finding(
                     "REPLICATION_FAILING",
@@ -72,7 +119,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
         interval = interval_seconds(str(job.get("schedule") or "*/15")) or 900.0
         last = int(st.get("last_sync", 0) or 0)
         lag = data.now - last if last else None
-        limit = t.replication_lag_factor * interval
+        limit = t.get("replication_lag_factor") * interval
         if lag is None or lag > limit:
             out.append(
                 finding(

@@ -86,10 +86,10 @@ def view_config(view: str, actions: dict[str, str], reads: dict[str, Any], thres
         "actions": actions,
         "reads": reads,
         "thresholds": {
-            "memory_pressure_warning_pct": t.memory_pressure_warning_pct,
-            "memory_pressure_critical_pct": t.memory_pressure_critical_pct,
-            "storage_warning_pct": t.storage_warning_pct,
-            "storage_critical_pct": t.storage_critical_pct,
+            "memory_pressure_warning_pct": t.get("memory_pressure_warning_pct"),
+            "memory_pressure_critical_pct": t.get("memory_pressure_critical_pct"),
+            "storage_warning_pct": t.get("storage_warning_pct"),
+            "storage_critical_pct": t.get("storage_critical_pct"),
         },
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pve_steward.analysis.catalog import Code, check, register_codes
 from pve_steward.analysis.data import ClusterData, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, finding
 from pve_steward.analysis.migration.model import Migratability
@@ -9,9 +10,24 @@ from pve_steward.analysis.migration.target_rules import target_groups, target_ne
 from pve_steward.analysis.migration.targets import eligible_targets, replication_jobs_of
 from pve_steward.analysis.migration.verdict import assess_in, situation
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import GuestConfig
 
 _NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DOWNTIME_NOT_ALLOWED"}
+
+
+register_codes(
+    "ha",
+    __name__,
+    Code(
+        "HA_GUEST_NOT_MIGRATABLE",
+        "critical",
+        "HA guest cannot be moved",
+        "An HA-managed guest has a migration blocker (passthrough, local disk without replication, bind mount): "
+        "failover and node maintenance will stall on it.",
+        "Remove the blocker or take the guest out of HA.",
+    ),
+)
 
 
 @pve_rule(
@@ -85,6 +101,184 @@ def analyze_migratability(
                 facts = {**evidence, "node": node} if with_node else evidence
                 out.append(finding(code, subject, f"{prefix}{who}{suffix}", facts, severity=severity))
     return out, answers
+
+
+@check(
+    "migration",
+    codes=[
+        Code(
+            "MIGRATE_PASSTHROUGH",
+            "warning",
+            "Pinned by a local device",
+            "hostpci/usb/serial/parallel/ivshmem/virtiofs without a mapping: PVE refuses to migrate.",
+            "Use a resource mapping present on the target, or plan downtime.",
+        ),
+        Code(
+            "MIGRATE_MAPPED_DEVICE",
+            "warning",
+            "Mapped device missing on target or not live-capable",
+            "A mapped device has no mapping entry on the target, or (running VM) is not marked live-migration capable.",
+            "Add the mapping on the target node or migrate offline.",
+        ),
+        Code(
+            "MIGRATE_LOCAL_CDROM",
+            "warning",
+            "ISO or host drive in a CD-ROM",
+            "A CD-ROM holds an ISO on local storage or the host drive: PVE cannot migrate it.",
+            "Eject the CD-ROM.",
+        ),
+        Code(
+            "MIGRATE_LOCAL_DISK",
+            "info",
+            "Local disk must be copied",
+            "A disk is on non-shared storage: migration copies it (with-local-disks for a running VM).",
+            "Expect network and time cost proportional to the disk size.",
+        ),
+        Code(
+            "MIGRATE_LOCAL_DISK_UNSUPPORTED",
+            "warning",
+            "Local disk cannot be migrated",
+            "A local disk is on a storage type PVE cannot migrate, or a host path, or has a non-migratable snapshot.",
+            "Move the disk to shared storage or remove the snapshot.",
+        ),
+        Code(
+            "MIGRATE_STORAGE_UNAVAILABLE",
+            "warning",
+            "Storage not available on target",
+            "A volume's storage is restricted to other nodes or disabled on the target.",
+            "Pick another target or make the storage available there.",
+        ),
+        Code(
+            "MIGRATE_LOCKED",
+            "warning",
+            "Guest is locked",
+            "The guest config has a lock; PVE refuses every migration until it is cleared.",
+            "Wait for the locking task, or clear the lock with guest_unlock if it is truly gone.",
+        ),
+        Code(
+            "MIGRATE_CPU_HOST",
+            "warning",
+            "cpu: host on heterogeneous nodes",
+            "A running VM uses cpu type host and the target's CPU model differs: live migration can crash it. "
+            "Treated as a blocker because it cannot be proven safe.",
+            "Use a CPU model every node supports (e.g. x86-64-v2-AES), or migrate offline.",
+        ),
+        Code(
+            "MIGRATE_BIND_MOUNT",
+            "warning",
+            "Container bind mount",
+            "A container mount point is a host path not marked shared=1.",
+            "Mark it shared if it exists on every node.",
+        ),
+        Code(
+            "MIGRATE_CT_DEVICE",
+            "warning",
+            "Container device passthrough",
+            "A container passes a host device (devN) or raw lxc.* keys: PVE does not check them, the target may "
+            "lack them.",
+            "Make sure the device exists on the target, then migrate deliberately.",
+        ),
+        Code(
+            "MIGRATE_REPLICATION",
+            "warning",
+            "Replication conflict",
+            "A replication job is marked for removal, or a running VM would move to a node that is not its "
+            "replication target.",
+            "Migrate to the replication target or fix the job.",
+        ),
+        Code(
+            "MIGRATE_RESTART_REQUIRED",
+            "info",
+            "Container needs restart migration",
+            "Running containers cannot live-migrate: PVE stops, moves and starts them (downtime).",
+            "Plan the downtime or migrate in a maintenance window.",
+        ),
+        Code(
+            "MIGRATE_DOWNTIME_NOT_ALLOWED",
+            "warning",
+            "Only an offline move is possible",
+            "The guest can only move with downtime (offline or restart) and that was not allowed.",
+            "Allow offline moves, or deal with the guest separately.",
+        ),
+        Code(
+            "MIGRATE_HA_MANAGED",
+            "info",
+            "HA-managed guest",
+            "The HA manager moves this guest; direct migration is turned into an HA request.",
+            "Use HA node maintenance (ha-manager crm-command node-maintenance enable <node>) or HA migrate.",
+        ),
+        Code(
+            "MIGRATE_NO_TARGET",
+            "warning",
+            "No eligible target node",
+            "No online node outside HA maintenance (and allowed by the request) can take the guest.",
+            "Bring nodes online or widen the allowed targets.",
+        ),
+        Code(
+            "MIGRATE_PVE_DISAGREES",
+            "warning",
+            "PVE's precondition disagrees",
+            "PVE's GET .../migrate answer and our reading of the config differ; the stricter answer wins.",
+            "Look at the evidence; report it if our reading is wrong.",
+        ),
+        Code(
+            "MIGRATE_NOT_PROVABLE",
+            "warning",
+            "Migratability could not be proven",
+            "Data needed to prove the move is safe is missing (config unreadable, node status unknown).",
+            "Fix the missing data (DATA_INCOMPLETE) and plan again.",
+        ),
+        Code(
+            "MIGRATE_TEMPLATE",
+            "info",
+            "Template",
+            "Templates are moved offline; they do not run.",
+            "Nothing to fix; move it offline (no downtime, it does not run).",
+        ),
+        Code(
+            "MIGRATE_STORAGE_CONTENT",
+            "warning",
+            "Storage lacks the volume's content type",
+            "A volume lives on a storage whose content list lacks its type (images or iso for a VM, rootdir for a "
+            "container); PVE refuses to migrate it (qemu-server check_storage_availability, LXC Migrate prepare).",
+            "Add the content type to the storage (Datacenter > Storage) or move the volume to a storage that has it.",
+        ),
+        Code(
+            "MIGRATE_LINKED_CLONE",
+            "warning",
+            "Linked clone on local storage",
+            "A local volume is a linked clone of a base image, or a template's base image still used by linked "
+            "clones; PVE refuses to migrate it (QemuMigrate scan_local_volumes, volume_is_base_and_used).",
+            "Make the clone a full clone (move the disk), or migrate template and clones together by moving storage.",
+        ),
+        Code(
+            "MIGRATE_LIVE_UNSUPPORTED",
+            "warning",
+            "Running VM cannot move live",
+            "PVE refuses a live migration of this running VM (amd-sev, intel-tdx, virtiofs, mapped devices that "
+            "are not live-migration capable, clipboard=vnc, a non-replicated local volume referenced by a "
+            "snapshot); it can move once it is shut down.",
+            "Plan downtime: shut it down, migrate offline, start it (allow_offline).",
+        ),
+        Code(
+            "MIGRATE_HA_AFFINITY",
+            "warning",
+            "HA affinity rules forbid the target",
+            "An HA rule keeps the guest off the target: a strict node-affinity rule (or restricted group), or a "
+            "negative resource-affinity with a resource there (PVE's blocking-ha-resources).",
+            "Pick an allowed node, or change the HA rule.",
+        ),
+    ],
+    anchors=[
+        "cv4pve-diag:WG0012=MIGRATE_PASSTHROUGH",
+        "cv4pve-diag:WG0041=MIGRATE_CT_DEVICE",
+    ],
+    pve="qemu-server PVE/API2/Qemu.pm migrate_vm_precondition + PVE/QemuServer.pm check_local_resources; "
+    "pve-container src/PVE/API2/LXC.pm migrate_vm_precondition",
+)
+def migratability(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
+    """The health check's migration area: how each guest can move, as findings (no per-guest verdicts)."""
+    return analyze_migratability(data, verdicts=False)[0]
 
 
 def _node_free_templates(

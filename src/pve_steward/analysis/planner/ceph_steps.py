@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.ceph import osds
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
@@ -51,6 +52,28 @@ def node_osds(c: NodeCeph, node: str) -> list[int]:
 def node_mons(c: NodeCeph, node: str) -> list[str]:
     """Monitors named like their node, as ``pveceph mon create`` names them (Ceph/MON.pm createmon)."""
     return [str(m["name"]) for m in c.mons if str(m.get("name")) == node]
+
+
+register_codes(
+    "ceph",
+    __name__,
+    Code(
+        "CEPH_OSD_NOT_OK_TO_STOP",
+        "critical",
+        "Ceph OSD not ok to stop",
+        "Evacuation: PVE's cmd-safety (Ceph's ok-to-stop) says stopping an OSD on the node would leave PGs below "
+        "min_size; taking the node down would stop I/O to them across the cluster. The plan is blocked.",
+        "Bring the cluster's down OSDs back and let recovery finish (ceph -s: active+clean) before the maintenance.",
+    ),
+    Code(
+        "CEPH_MON_QUORUM_AT_RISK",
+        "critical",
+        "Stopping the node's Ceph monitor would lose quorum",
+        "Evacuation: cmd-safety (ceph mon ok-to-stop) says the other monitors would not keep a quorum; Ceph would "
+        "stop serving I/O. The plan is blocked.",
+        "Bring the down monitors back (or add one on another node) before the maintenance.",
+    ),
+)
 
 
 @pve_rule(

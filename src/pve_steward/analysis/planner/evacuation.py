@@ -11,6 +11,7 @@ The procedure an operator follows (docs/design/261202-5-evacuation-planner.md, 2
 
 from __future__ import annotations
 
+from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData, Missing, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
 from pve_steward.analysis.migration import Migratability, assess, eligible_targets
@@ -234,6 +235,21 @@ def _plan(
         complete=not gaps,
         parameters=params,
     )
+
+
+register_codes(
+    "ha",
+    __name__,
+    Code(
+        "HA_GUEST_LEFT_BEHIND",
+        "warning",
+        "HA maintenance leaves this guest on the node",
+        "The HA manager moves started services off a node in maintenance; a service in error state, or requested "
+        "stopped or disabled, stays on the node (pve-ha-manager Manager.pm).",
+        "Error state: ha-manager set <sid> --state disabled, fix, migrate, re-enable. Stopped/disabled: ha-manager "
+        "migrate <sid> <target>, or leave it on the node.",
+    ),
+)
 
 
 def _split(

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from pve_steward.analysis.capacity import NodeRoom, node_room
+from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.pverules import pve_rule
 
 GiB = 1024**3
+
+
+register_codes(
+    "migration",
+    __name__,
+    Code(
+        "MIGRATE_CAPACITY",
+        "warning",
+        "No target has room",
+        "No eligible target has the guest's configured memory free (plus headroom) after earlier placements.",
+        "Free memory on a target, lower the headroom, or move fewer guests.",
+    ),
+)
 
 
 class Placement:
