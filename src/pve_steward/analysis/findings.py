@@ -46,6 +46,14 @@ SubjectKind = Literal[
     "ceph",
     "repository",
     "data",
+    "user",
+    "token",
+    "group",
+    "role",
+    "acl",
+    "realm",
+    "pool",
+    "firewall_rule",
 ]
 
 
