@@ -138,3 +138,53 @@ def test_cluster_log_errors_against_the_threshold() -> None:
     assert cc.cluster_log(data(reads={"cluster_log": {"": _log(3, 9) + _log(4, 40)}}), T) == []
     raised = thresholds_from({"cluster_log_errors_max": 11})
     assert cc.cluster_log(data(reads={"cluster_log": {"": _log(2, 10)}}), raised) == []
+
+
+def test_ha_groups_and_affinity_rules_with_an_offline_node() -> None:
+    nodes = [node_row("pve1"), node_row("pve2"), node_row("pve3", online=False)]
+    d = data(
+        resources=nodes,
+        ha_groups=[
+            {"group": "db", "nodes": "pve1:2,pve3:1", "restricted": 1, "type": "group"},
+            {"group": "web", "nodes": "pve1,pve2", "type": "group"},
+        ],
+        ha_rules=[
+            {"rule": "pin", "type": "node-affinity", "resources": "vm:100", "nodes": "pve3"},
+            {"rule": "old", "type": "node-affinity", "resources": "vm:101", "nodes": "pve3", "disable": 1},
+            {"rule": "apart", "type": "resource-affinity", "resources": "vm:100,vm:101", "affinity": "negative"},
+        ],
+    )
+    found = cc.ha_offline_members(d, T)
+    assert [(f.code, f.subject.id, f.evidence["offline"]) for f in found] == [
+        ("HA_RULE_NODE_OFFLINE", "db", ["pve3"]),
+        ("HA_RULE_NODE_OFFLINE", "pin", ["pve3"]),
+    ]
+    all_online = data(resources=nodes[:2], ha_groups=[{"group": "db", "nodes": "pve1,pve2", "type": "group"}])
+    assert cc.ha_offline_members(all_online, T) == []
+
+
+def _task(status: str, ttype: str = "qmstart") -> dict[str, Any]:
+    return {
+        "upid": f"UPID:pve1:1:2:3:{ttype}:100:root@pam:",
+        "node": "pve1",
+        "type": ttype,
+        "status": status,
+        "starttime": int(NOW) - 600,
+        "endtime": int(NOW) - 590,
+        "user": "root@pam",
+        "id": "100",
+    }
+
+
+def test_task_failure_rate_counts_errors_not_warnings() -> None:
+    tasks = (
+        [_task("OK")] * 7 + [_task("WARNINGS: 2", "vzdump")] * 2 + [_task("command 'qm start 100' failed: exit code 1")]
+    )
+    found = cc.task_failure_rate(data(tasks=tasks), T)
+    assert [(f.code, f.evidence["failed"], f.evidence["ended"], f.evidence["by_type"]) for f in found] == [
+        ("TASK_FAILURE_RATE", 1, 10, {"qmstart": 1})
+    ]
+    assert cc.task_failure_rate(data(tasks=tasks[:7] + tasks[-1:]), T) == []  # fewer than 10 ended tasks
+    assert cc.task_failure_rate(data(tasks=[_task("OK")] * 10 + tasks[-1:]), T) == []  # 1 of 11 < 10 %
+    running = {**_task("OK"), "endtime": None, "status": None}
+    assert cc.task_failure_rate(data(tasks=[running] * 20), T) == []

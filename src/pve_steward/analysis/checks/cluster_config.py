@@ -7,6 +7,7 @@ The backup, HA and replication checks stand on reads the collector already makes
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
@@ -16,6 +17,7 @@ from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 CLUSTER = Subject(kind="cluster", id="cluster")
+_WARNINGS = re.compile(r"WARNINGS: \d+")
 METRICS = Need("metric_servers", "/cluster/metrics/server", privilege="Sys.Audit on /")
 # /cluster/log shows only the caller's own entries without Sys.Syslog on / (pve-manager API2/Cluster.pm log)
 LOG = Need(
@@ -290,3 +292,99 @@ def _priority(row: Row) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 6
+
+
+def _members(spec: Any) -> list[str]:
+    """'pve1:2,pve2' -> ['pve1', 'pve2'] (HA group and node-affinity rule node lists; priorities dropped)."""
+    return [part.split(":", 1)[0].strip() for part in str(spec or "").split(",") if part.strip()]
+
+
+@check(
+    "ha",
+    codes=[
+        Code(
+            "HA_RULE_NODE_OFFLINE",
+            "warning",
+            "HA group or rule lists an offline node",
+            "An HA group (PVE 8) or enabled node-affinity rule (PVE 9) names nodes that are offline, so its "
+            "resources have fewer places to fail over to. HA_RULE_NO_TARGET says when none is left.",
+            "Bring the node back, or take it out of the group/rule (GUI Datacenter > HA > Groups/Rules; "
+            "`ha-manager rules set node-affinity <rule> --nodes ...`).",
+        )
+    ],
+    anchors=["cv4pve-diag:CC0003"],
+    pve="pve-ha-manager src/PVE/HA/Manager.pm select_service_node (online nodes of the group/rule)",
+)
+def ha_offline_members(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Groups and node-affinity rules with offline member nodes."""
+    offline = {n for n, r in data.nodes.items() if not r.get("online")}
+    if not offline:
+        return []
+    lists = [(f"group {g.get('group')}", str(g.get("group")), g.get("nodes")) for g in data.ha_groups]
+    lists += [
+        (f"rule {r.get('rule')}", str(r.get("rule")), r.get("nodes"))
+        for r in data.ha_rules
+        if r.get("type") == "node-affinity" and not int(r.get("disable", 0) or 0)
+    ]
+    out = []
+    for label, name, spec in lists:
+        members = _members(spec)
+        down = sorted(set(members) & offline)
+        if down:
+            out.append(
+                finding(
+                    "HA_RULE_NODE_OFFLINE",
+                    Subject(kind="ha_rule", id=name),
+                    f"HA {label} lists offline node(s) {', '.join(down)}",
+                    {"nodes": members, "offline": down},
+                )
+            )
+    return out
+
+
+@check(
+    "operations",
+    codes=[
+        Code(
+            "TASK_FAILURE_RATE",
+            "info",
+            "Many recent tasks failed",
+            "Of the tasks that ended in the window read (48 h), at least `task_failure_rate_pct` percent ended in "
+            "an error (not OK, not WARNINGS), counted once there are `task_failure_rate_min_tasks` of them: "
+            "something fails systematically.",
+            "Group the failures by type and node (`list_tasks` with errors only; GUI Datacenter > Tasks) and read "
+            "the newest log of each (`get_task`).",
+        )
+    ],
+    thresholds=[
+        Threshold("task_failure_rate_pct", 10, "percent of ended tasks that failed", maximum=100),
+        Threshold("task_failure_rate_min_tasks", 10, "ended tasks needed before the rate is judged"),
+    ],
+    anchors=["cv4pve-diag:IC0016"],
+    pve="pve-common src/PVE/UPID.pm status_is_error (OK and WARNINGS: <n> are not errors)",
+)
+def task_failure_rate(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """The share of ended tasks that failed."""
+    ended = [r for r in data.tasks if r.get("endtime") and r.get("status")]
+    if len(ended) < t.get("task_failure_rate_min_tasks"):
+        return []
+    failed = [r for r in ended if _task_failed(str(r.get("status")))]
+    pct = 100.0 * len(failed) / len(ended)
+    if pct < t.get("task_failure_rate_pct"):
+        return []
+    by_type: dict[str, int] = {}
+    for r in failed:
+        by_type[str(r.get("type"))] = by_type.get(str(r.get("type")), 0) + 1
+    return [
+        finding(
+            "TASK_FAILURE_RATE",
+            CLUSTER,
+            f"{len(failed)} of {len(ended)} recent tasks failed ({pct:.0f} %)",
+            {"failed": len(failed), "ended": len(ended), "percent": round(pct, 1), "by_type": by_type},
+        )
+    ]
+
+
+def _task_failed(status: str) -> bool:
+    """pve-common UPID.pm status_is_error: anything but OK and ``WARNINGS: <n>``."""
+    return status != "OK" and not _WARNINGS.fullmatch(status)
