@@ -36,7 +36,9 @@ def _visible_users(call: Call) -> set[str]:
     if _can_any(call, "/access/groups", _USER_PRIVS):
         return set(db.users)
     allowed = {g for g in db.groups if _can_any(call, f"/access/groups/{g}", _USER_PRIVS)}
-    return {u.userid for u in db.users.values() if allowed & set(u.groups)} | {call.token.user.userid}
+    # "always includes the current user": for a token that is the token id, which is no user of the list
+    # (AccessControl.pm verify_token returns the token id as the request's user)
+    return {u.userid for u in db.users.values() if allowed & set(u.groups)} | {call.user}
 
 
 @route("GET", "/access/users")
