@@ -124,6 +124,16 @@ API_WORDS = frozenset(
         "pool",
         "mon",
         "cmd-safety",
+        # access, firewall and monitoring checks (analysis/checks/access.py, firewall.py, cluster_config.py)
+        "users",
+        "tfa",
+        "acl",
+        "roles",
+        "domains",
+        "pools",
+        "firewall",
+        "metrics",
+        "server",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

@@ -10,6 +10,7 @@ intersection of its own and its user's privileges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 _PRIV_GROUPS: dict[str, dict[str, list[str]]] = {
     "VM": {
@@ -137,4 +138,132 @@ class Token:
         return priv in self.privileges(path)
 
     def acl_paths(self) -> list[str]:
-        return sorted({e.path for e in self.acl} | {e.path for e in self.user.acl} | {"/"})
+        return sorted({e.path for e in self.acl} | {e.path for e in self.user.acl} | set(DEFAULT_PERMISSION_PATHS))
+
+
+# ---------------------------------------------------------------- user.cfg, tfa.cfg and domains.cfg
+
+# The paths get_effective_permissions always answers for besides those in ACLs
+# (pve-access-control PVE/RPCEnvironment.pm get_effective_permissions).
+DEFAULT_PERMISSION_PATHS = ("/", "/access", "/access/groups", "/nodes", "/pool", "/sdn", "/storage", "/vms")
+
+
+@dataclass
+class AclRow:
+    """One line of user.cfg's ACL: ``acl:<propagate>:<path>:<ugid>:<roleid>``."""
+
+    path: str
+    type: str  # user | group | token
+    ugid: str
+    roleid: str
+    propagate: bool = True
+
+
+@dataclass
+class User:
+    """A user of user.cfg with its API tokens (tokenid -> privsep/expire/comment) and TFA entries."""
+
+    userid: str
+    enable: bool = True
+    expire: int = 0
+    email: str = ""
+    comment: str = ""
+    firstname: str = ""
+    lastname: str = ""
+    groups: list[str] = field(default_factory=list)
+    tokens: dict[str, dict[str, object]] = field(default_factory=dict)
+    tfa: list[dict[str, object]] = field(default_factory=list)  # tfa.cfg entries: id, type, description, created
+
+
+@dataclass
+class AccessDb:
+    """What /access/users, /tfa, /acl, /roles, /groups, /domains and /pools answer from."""
+
+    users: dict[str, User] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)  # groupid -> comment
+    roles: dict[str, frozenset[str]] = field(default_factory=dict)  # every role, built-in ones included
+    builtin: frozenset[str] = frozenset()  # the release's built-in roles (``special`` in /access/roles)
+    acl: list[AclRow] = field(default_factory=list)
+    domains: list[dict[str, object]] = field(default_factory=list)
+    pools: dict[str, dict[str, object]] = field(default_factory=dict)  # poolid -> comment, storage (list)
+
+    def group_members(self, groupid: str) -> list[str]:
+        return sorted(u.userid for u in self.users.values() if groupid in u.groups)
+
+
+def _when(value: object, now: float) -> int:
+    """An expiry as the scenario writes it: ``expire_in: 30d`` (future) or ``expired: 2d`` (past)."""
+    from pvesim.scenario import parse_age  # scenario imports this module
+
+    if isinstance(value, dict):
+        if "expire_in" in value:
+            return int(now + parse_age(value["expire_in"]))
+        if "expired" in value:
+            return int(now - parse_age(value["expired"]))
+    return 0
+
+
+def access_from(
+    data: dict[str, Any],
+    tokens: list[Token],
+    scenario_tokens: list[dict[str, Any]],
+    roles: dict[str, frozenset[str]],
+    builtin: frozenset[str],
+    now: float,
+) -> AccessDb:
+    """user.cfg as the scenario describes it (key ``access``), completed with the users and ACLs of the
+    scenario's API tokens. root@pam has the installer's e-mail and a TOTP entry unless the scenario says
+    otherwise, so an unplanted scenario is healthy."""
+    db = AccessDb(
+        roles=roles,
+        builtin=builtin,
+        domains=[
+            {"realm": "pam", "type": "pam", "comment": "Linux PAM standard authentication"},
+            {"realm": "pve", "type": "pve", "comment": "Proxmox VE authentication server"},
+        ],
+    )
+    db.users["root@pam"] = User(
+        "root@pam",
+        email="root@localhost",
+        tfa=[{"id": "totp-root", "type": "totp", "description": "phone", "created": int(now) - 86400 * 400}],
+    )
+    seen_user_acl: set[str] = set()
+    for token, td in zip(tokens, scenario_tokens, strict=True):
+        userid = token.user.userid
+        user = db.users.setdefault(userid, User(userid))
+        user.tokens[token.tokenid] = {
+            "privsep": int(token.privsep),
+            "expire": _when(td, now),
+            "comment": td.get("comment", ""),
+        }
+        if userid not in seen_user_acl:
+            seen_user_acl.add(userid)
+            db.acl += [AclRow(e.path, "user", userid, e.role, e.propagate) for e in token.user.acl]
+        if token.privsep:
+            db.acl += [AclRow(e.path, "token", token.full_id, e.role, e.propagate) for e in token.acl]
+    spec = data.get("access") or {}
+    for ud in spec.get("users", []):
+        user = db.users.setdefault(ud["userid"], User(ud["userid"]))
+        user.enable = bool(int(ud.get("enable", user.enable)))
+        user.expire = _when(ud, now) or user.expire
+        for name in ("email", "comment", "firstname", "lastname"):
+            setattr(user, name, str(ud.get(name, getattr(user, name))))
+        user.groups = list(ud.get("groups", user.groups))
+        if "tfa" in ud:
+            user.tfa = [
+                {"id": f"{kind}-{i}", "type": kind, "description": kind, "created": int(now) - 86400 * 30}
+                for i, kind in enumerate(ud["tfa"])
+            ]
+        for tk in ud.get("tokens", []):
+            user.tokens[tk["tokenid"]] = {
+                "privsep": int(tk.get("privsep", 1)),
+                "expire": _when(tk, now),
+                "comment": str(tk.get("comment", "")),
+            }
+    db.groups = {str(g): str(comment or "") for g, comment in (spec.get("groups") or {}).items()}
+    for ad in spec.get("acl", []):
+        kind = next(k for k in ("user", "group", "token") if k in ad)
+        db.acl.append(AclRow(ad["path"], kind, str(ad[kind]), ad["role"], bool(int(ad.get("propagate", 1)))))
+    db.domains += [dict(r) for r in spec.get("realms", [])]
+    db.pools = {str(p): dict(v or {}) for p, v in (spec.get("pools") or {}).items()}
+    return db

@@ -21,10 +21,11 @@ from typing import Any
 import yaml
 
 from pvesim import pveconfig
-from pvesim.access import ROLES, AclEntry, Principal, Token
+from pvesim.access import ROLES, AclEntry, Principal, Token, access_from
 from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
+from pvesim.firewall import cluster_log_from, firewall_from
 from pvesim.state import (
     Clock,
     Cluster,
@@ -43,7 +44,7 @@ _AGE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 DEFAULT_TOKENS: list[dict[str, Any]] = [
-    {"id": "root@pam!pvesim", "privsep": False},
+    {"id": "root@pam!pvesim", "acl": [{"path": "/", "role": "Administrator"}], "comment": "pvesim full access"},
     {
         "id": "auditor@pve!mcp",
         "user_acl": [{"path": "/", "role": "PVEAuditor"}],
@@ -126,6 +127,7 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     c.options = dict(data.get("options", {}))
     c.quorate = bool(data.get("quorate", True))
     roles = _version_roles(pve_version)
+    builtin = frozenset(roles)
     roles["HAOperator"] = frozenset({"Sys.Console"})
     for name, privs in (data.get("roles") or {}).items():
         roles[name] = frozenset(privs)
@@ -184,6 +186,10 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     for td in data.get("tokens") or DEFAULT_TOKENS:
         token = _token(td, roles)
         c.tokens[token.full_id] = token
+    c.access = access_from(data, list(c.tokens.values()), data.get("tokens") or DEFAULT_TOKENS, roles, builtin, now)
+    c.firewall = firewall_from(data.get("firewall"), list(c.nodes))
+    c.metric_servers = [dict(m) for m in data.get("metric_servers", [])]
+    c.cluster_log = cluster_log_from(data.get("cluster_log", []), c.tasks, now)
     c.options.setdefault("task_failures", list(data.get("task_failures", [])))
     c.ceph = ceph_from(data.get("ceph"), list(c.nodes))
     return c

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pvesim import pveconfig
-from pvesim.access import Token
+from pvesim.access import AccessDb, Token
 from pvesim.ceph import Ceph
+from pvesim.firewall import Firewall
 
 MiB = 1024**2
 GiB = 1024**3
@@ -271,6 +272,10 @@ class Cluster:
     quorate: bool = True
     speed: float = 1.0
     ceph: Ceph | None = None  # None: Ceph is not installed
+    access: AccessDb = field(default_factory=AccessDb)  # user.cfg, tfa.cfg, domains.cfg
+    firewall: Firewall = field(default_factory=Firewall)  # cluster.fw and each host.fw
+    metric_servers: list[dict[str, Any]] = field(default_factory=list)  # status.cfg
+    cluster_log: list[dict[str, Any]] = field(default_factory=list)  # the cluster log's entries, oldest first
     next_pid: int = 20_000
 
     @property

@@ -192,7 +192,7 @@ def test_anchors_yaml_is_the_anchor_map_and_coverage_comes_from_checks() -> None
     covered = coverage()
     assert {c.name for c, _codes in covered["cv4pve-diag:WG0020"]} == {"backups.analyze_backups"}
     assert covered["cv4pve-diag:WG0020"][0][1] == ("BACKUP_STALE", "BACKUP_NONE")
-    assert "cv4pve-diag:CC0003" not in covered  # partial: HA_RULE_NO_TARGET is not what CC0003 checks
+    assert "cv4pve-diag:CC0002" not in covered  # corosync expected votes: neither API schema reports them
     assert next(a for a in rows if a.id == "cv4pve-diag:CC0003").why
 
 

@@ -60,6 +60,10 @@ class Need:
     params: tuple[tuple[str, Any], ...] = ()
     privilege: str = "Sys.Audit on /nodes/{node}"
     absent_ok: bool = False
+    # A list PVE filters by the caller's privileges instead of refusing (e.g. /access/users): the
+    # (path, privilege) pairs any one of which shows the whole list. Without one, the read is not made
+    # and the check is CHECK_SKIPPED naming ``privilege``: a partial list never passes for a clean one.
+    visible_with: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

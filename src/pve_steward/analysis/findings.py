@@ -47,6 +47,14 @@ SubjectKind = Literal[
     "ceph",
     "repository",
     "data",
+    "user",
+    "token",
+    "group",
+    "role",
+    "acl",
+    "realm",
+    "pool",
+    "firewall_rule",
 ]
 
 

@@ -149,6 +149,7 @@ class Collector:
         needs = needs_of(self.areas)
         if not needs:
             return
+        needs = await self._visible_needs(needs)
         reads: list[Read] = []
         for key, (need, _areas) in needs.items():
             params = dict(need.params)
@@ -167,12 +168,37 @@ class Collector:
             elif not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
                 self._miss_declared(need, areas, value, node or None)
 
-    def _miss_declared(self, need: Need, areas: tuple[str, ...], err: PveError, node: str | None) -> None:
+    async def _visible_needs(
+        self, needs: dict[str, tuple[Need, tuple[str, ...]]]
+    ) -> dict[str, tuple[Need, tuple[str, ...]]]:
+        """Drop the filtered lists (``Need.visible_with``) this token would only see part of, each recorded
+        as a skipped check; the caller's privileges come from one read of /access/permissions, whose
+        default paths include /, /access and /access/groups (RPCEnvironment.pm get_effective_permissions)."""
+        gated = {k: v for k, v in needs.items() if v[0].visible_with}
+        if not gated:
+            return needs
+        got = (await self._read([("permissions", api_path("access", "permissions"), {})]))["permissions"]
+        keep = {k: v for k, v in needs.items() if k not in gated}
+        for key, (need, areas) in gated.items():
+            if isinstance(got, PveError):
+                self._miss_declared(need, areas, got, None, what=f"{key.replace('_', ' ')} (own privileges unread)")
+            elif any(priv in (got.get(path) or {}) for path, priv in need.visible_with):
+                keep[key] = (need, areas)
+            else:
+                denied = PvePermissionError(
+                    f"the API lists only part of it without {need.privilege}", status=None, path=need.path
+                )
+                self._miss_declared(need, areas, denied, None)
+        return keep
+
+    def _miss_declared(
+        self, need: Need, areas: tuple[str, ...], err: PveError, node: str | None, what: str = ""
+    ) -> None:
         denied = isinstance(err, PvePermissionError)
         privilege = need.privilege.replace("{node}", node or "")
         self.data.missing.append(
             Missing(
-                what=need.key.replace("_", " ")
+                what=(what or need.key.replace("_", " "))
                 + (f" of {node}" if node else "")
                 + (f" (skipped: needs {privilege})" if denied else ""),
                 path=err.path or need.path,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pvesim.api.registry import ApiError, Call, route
+from pvesim.api.registry import ApiError, Call, b, route
 
 
 @route("GET", "/access/permissions")
@@ -19,4 +19,127 @@ def permissions(call: Call) -> dict[str, dict[str, int]]:
         privs = token.privileges(path)
         if privs:
             out[path] = dict.fromkeys(sorted(privs), 1)
+    return out
+
+
+_USER_PRIVS = ("User.Modify", "Sys.Audit")
+
+
+def _can_any(call: Call, path: str, privs: tuple[str, ...]) -> bool:
+    return any(call.can(path, p) for p in privs)
+
+
+def _visible_users(call: Call) -> set[str]:
+    """Users the caller may list: all with User.Modify or Sys.Audit on /access/groups, else the members of
+    the groups where it has them (pve-access-control API2/User.pm ``index``, RPCEnvironment ``filter_groups``)."""
+    db = call.cluster.access
+    if _can_any(call, "/access/groups", _USER_PRIVS):
+        return set(db.users)
+    allowed = {g for g in db.groups if _can_any(call, f"/access/groups/{g}", _USER_PRIVS)}
+    # "always includes the current user": for a token that is the token id, which is no user of the list
+    # (AccessControl.pm verify_token returns the token id as the request's user)
+    return {u.userid for u in db.users.values() if allowed & set(u.groups)} | {call.user}
+
+
+@route("GET", "/access/users")
+def users(call: Call) -> list[dict[str, Any]]:
+    db = call.cluster.access
+    visible = _visible_users(call)
+    realm_types = {str(d["realm"]): str(d["type"]) for d in db.domains}
+    out = []
+    for userid in sorted(visible & set(db.users)):
+        u = db.users[userid]
+        if "enabled" in call.params and call.flag("enabled") != u.enable:
+            continue
+        row: dict[str, Any] = {"userid": userid, "enable": b(u.enable), "expire": u.expire}
+        for name in ("email", "comment", "firstname", "lastname"):
+            if getattr(u, name):
+                row[name] = getattr(u, name)
+        if u.groups:
+            row["groups"] = ",".join(u.groups)
+        if call.flag("full") and u.tokens:  # $extract_user_data with $full
+            row["tokens"] = [
+                {"tokenid": tid, **{k: v for k, v in info.items() if v != ""}} for tid, info in sorted(u.tokens.items())
+            ]
+        realm = userid.rsplit("@", 1)[-1]
+        if realm in realm_types:
+            row["realm-type"] = realm_types[realm]
+        out.append(row)
+    return out
+
+
+@route("GET", "/access/tfa")
+def tfa(call: Call) -> list[dict[str, Any]]:
+    """API2/TFA.pm ``list_tfa``: every user with TFA entries, filtered as the user list is."""
+    db = call.cluster.access
+    visible = _visible_users(call)
+    return [
+        {"userid": u.userid, "entries": [dict(e) for e in u.tfa]}
+        for u in sorted(db.users.values(), key=lambda u: u.userid)
+        if u.tfa and u.userid in visible
+    ]
+
+
+@route("GET", "/access/acl")
+def acl(call: Call) -> list[dict[str, Any]]:
+    """API2/ACL.pm ``read_acl``: all entries with Sys.Audit on /access, else those on paths the caller may
+    change permissions of (``check_perm_modify``: Permissions.Modify)."""
+    audit = call.can("/access", "Sys.Audit")
+    return [
+        {"path": a.path, "type": a.type, "ugid": a.ugid, "roleid": a.roleid, "propagate": b(a.propagate)}
+        for a in call.cluster.access.acl
+        if audit or call.can(a.path, "Permissions.Modify")
+    ]
+
+
+@route("GET", "/access/roles")
+def roles(call: Call) -> list[dict[str, Any]]:
+    db = call.cluster.access
+    return [
+        {"roleid": name, "privs": ",".join(sorted(privs)), "special": b(name in db.builtin)}
+        for name, privs in sorted(db.roles.items())
+    ]
+
+
+@route("GET", "/access/groups")
+def groups(call: Call) -> list[dict[str, Any]]:
+    """API2/Group.pm ``index``: groups where the caller has User.Modify, Sys.Audit or Group.Allocate."""
+    db = call.cluster.access
+    out = []
+    for gid, comment in sorted(db.groups.items()):
+        if not _can_any(call, f"/access/groups/{gid}", (*_USER_PRIVS, "Group.Allocate")):
+            continue
+        row: dict[str, Any] = {"groupid": gid}
+        members = db.group_members(gid)
+        if members:
+            row["users"] = ",".join(members)
+        if comment:
+            row["comment"] = comment
+        out.append(row)
+    return out
+
+
+@route("GET", "/access/domains")
+def domains(call: Call) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in d.items() if k in ("realm", "type", "comment", "tfa")} for d in call.cluster.access.domains
+    ]
+
+
+@route("GET", "/pools")
+def pools(call: Call) -> list[dict[str, Any]]:
+    """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id> (members only with ``poolid``)."""
+    c = call.cluster
+    names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
+    out = []
+    for pool in sorted(names):
+        if "poolid" in call.params and call.params["poolid"] != pool:
+            continue
+        if not call.can(f"/pool/{pool}", "Pool.Audit"):
+            continue
+        row: dict[str, Any] = {"poolid": pool}
+        comment = c.access.pools.get(pool, {}).get("comment")
+        if comment:
+            row["comment"] = comment
+        out.append(row)
     return out

@@ -1,0 +1,81 @@
+"""The access, firewall and cluster configuration checks through the real MCP client against pvesim: the
+demo's planted problems are found, and a token that cannot see a list gets CHECK_SKIPPED naming the
+privilege, never a clean bill."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from pvesim.server import SimServer
+from tests.integration.conftest import scenario_with_limited_token
+from tests.untrusted import plain
+
+pytestmark = pytest.mark.anyio
+
+
+async def _health(mcp: Any, areas: list[str]) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool("check_cluster_health", {"detail": True, "areas": areas, "limit": 1000})
+    assert result.is_error is False, result.content[0].text
+    return plain(result.structured_content)  # type: ignore[no-any-return]
+
+
+def _found(report: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+
+
+async def test_demo_access_problems_are_found(demo_sim: SimServer, server_for: Any) -> None:
+    report = await _health(server_for(demo_sim), ["access"])
+    found = _found(report)
+    assert found >= {
+        ("ACCESS_ROOT_NO_TFA", "root@pam"),
+        ("ACCESS_GROUP_ADMIN_NO_TFA", "bob@pve"),
+        ("ACCESS_ADMIN_AT_ROOT", "/:user:carol@pve"),
+        ("ACCESS_DISABLED_USER_TOKEN", "dave@pve!backup"),
+        ("ACCESS_GROUP_EMPTY", "contractors"),
+        ("ACCESS_ROLE_UNUSED", "LegacyAudit"),
+        ("ACCESS_REALM_NO_TFA", "corp"),
+        ("POOL_EMPTY", "archive"),
+    }, found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "alice@pve") not in found  # alice has TOTP
+    assert ("ACCESS_ROLE_UNUSED", "HAOperator") not in found  # the operator token's ACL uses it
+    assert report["complete"] is True and not any(f["code"] == "CHECK_SKIPPED" for f in report["findings"])
+    root = next(f for f in report["findings"] if f["code"] == "ACCESS_ROOT_NO_TFA")
+    assert root["severity"] == "critical" and "Two Factor" in root["remediation"]
+
+
+async def test_demo_firewall_problems_are_found(demo_sim: SimServer, server_for: Any) -> None:
+    report = await _health(server_for(demo_sim), ["firewall"])
+    found = _found(report)
+    assert found == {("FIREWALL_RULE_ANY_ADDRESS", "cluster/1"), ("FIREWALL_NODE_DISABLED", "pve3")}, found
+    rule = next(f for f in report["findings"] if f["code"] == "FIREWALL_RULE_ANY_ADDRESS")
+    assert rule["evidence"]["source"] == "0.0.0.0/0" and rule["evidence"]["dport"] == "8006"
+
+
+async def test_cluster_log_needs_sys_syslog_and_is_read_with_it(demo_sim: SimServer, server_for: Any) -> None:
+    auditor = await _health(server_for(demo_sim), ["cluster"])
+    skipped = [f for f in auditor["findings"] if f["code"] == "CHECK_SKIPPED"]
+    assert [f["subject"]["id"] for f in skipped] == ["/cluster/log"]
+    assert "Sys.Syslog on /" in skipped[0]["message"]
+    assert "CLUSTER_LOG_ERRORS" not in {f["code"] for f in auditor["findings"]}
+    assert ("METRICS_NONE", "cluster") in _found(auditor)
+    root = await _health(server_for(demo_sim, "root@pam!pvesim"), ["cluster"])
+    errors = next(f for f in root["findings"] if f["code"] == "CLUSTER_LOG_ERRORS")
+    assert errors["evidence"]["errors"] == 14 and errors["evidence"]["by_tag"] == {"pvestatd": 14}
+
+
+async def test_a_token_that_cannot_see_the_lists_is_skipped_not_clean(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim(scenario_with_limited_token("demo"))
+    report = await _health(server_for(sim, "limited@pve!mcp"), ["access", "firewall"])
+    skipped = {f["subject"]["id"]: f["message"] for f in report["findings"] if f["code"] == "CHECK_SKIPPED"}
+    assert set(skipped) >= {"/access/users", "/access/tfa", "/access/acl", "/access/groups", "/pools"}, skipped
+    assert "Sys.Audit or User.Modify on /access/groups" in skipped["/access/users"]
+    assert "Sys.Audit on /access" in skipped["/access/acl"]
+    firewall = {k: v for k, v in skipped.items() if "firewall" in k}
+    assert firewall and all("Sys.Audit on /" in m for m in firewall.values()), skipped
+    judged = {f["code"] for f in report["findings"]} - {"CHECK_SKIPPED", "DATA_INCOMPLETE", "ACCESS_REALM_NO_TFA"}
+    assert judged == set(), judged  # the realm list is world-readable; nothing else is claimed
+    assert report["status"] != "ok"
