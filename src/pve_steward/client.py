@@ -121,6 +121,15 @@ API_WORDS = frozenset(
         "pool",
         "mon",
         "cmd-safety",
+        # Proxmox Backup Server (proxmox-backup src/api2): read by the optional PBS connection
+        "admin",
+        "datastore",
+        "datastore-usage",
+        "gc",
+        "snapshots",
+        "verify",
+        "prune",
+        "sync",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).
@@ -187,6 +196,16 @@ def replication_job(value: str, param: str = "job") -> Segment:
 def ceph_flag(value: str, param: str = "flag") -> Segment:
     if value not in CEPH_FLAGS:
         raise ids.InvalidIdentifier(param, value, f"Ceph flags are {', '.join(sorted(CEPH_FLAGS))}")
+    return Segment(value)
+
+
+# PBS datastore names (pbs-api-types datastore.rs DATASTORE_SCHEMA: PROXMOX_SAFE_ID_FORMAT, 3..32 chars)
+_DATASTORE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._\-]{2,31}")
+
+
+def datastore(value: str, param: str = "store") -> Segment:
+    if not isinstance(value, str) or not _DATASTORE_RE.fullmatch(value):
+        raise ids.InvalidIdentifier(param, str(value), "a PBS datastore name: 3 to 32 of A-Z a-z 0-9 _ . -")
     return Segment(value)
 
 
@@ -440,35 +459,52 @@ class RequestPool:
             self._queue.put((-1, next(self._order), None, None))
 
 
-class ProxmoxerClient:
-    """:class:`ProxmoxClient` over proxmoxer's HTTPS backend with token auth."""
+def _pve_connection(settings: Settings) -> tuple[dict[str, Any], str | None]:
+    if not settings.url or not settings.token_id:
+        raise ValueError("url and token_id are required to connect (see --help)")
+    secret = settings.secret()
+    if not secret:
+        raise ValueError("a token secret is required: set token_secret_file or PVE_STEWARD_TOKEN_SECRET")
+    user, _, token_name = settings.token_id.partition("!")
+    verify: bool | str = True
+    if settings.fingerprint:
+        verify = False  # the fingerprint is checked by the adapter instead of the CA chain
+    elif settings.ca_file is not None:
+        verify = str(settings.ca_file)
+    elif settings.insecure or not settings.verify_tls:
+        verify = False
+        log.warning("TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url)
+    connection = {"host": settings.url, "user": user, "token_name": token_name, "token_value": secret}
+    return {**connection, "verify_ssl": verify}, settings.fingerprint
 
-    def __init__(self, settings: Settings) -> None:
-        if not settings.url or not settings.token_id:
-            raise ValueError("url and token_id are required to connect (see --help)")
-        secret = settings.secret()
-        if not secret:
-            raise ValueError("a token secret is required: set token_secret_file or PVE_STEWARD_TOKEN_SECRET")
-        user, _, token_name = settings.token_id.partition("!")
-        verify: bool | str = True
-        if settings.fingerprint:
-            verify = False  # the fingerprint is checked by the adapter instead of the CA chain
-        elif settings.ca_file is not None:
-            verify = str(settings.ca_file)
-        elif settings.insecure or not settings.verify_tls:
-            verify = False
-            log.warning(
-                "TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url
-            )
-        self._connection: dict[str, Any] = {
-            "host": settings.url,
-            "user": user,
-            "token_name": token_name,
-            "token_value": secret,
-            "verify_ssl": verify,
-            "timeout": (settings.connect_timeout, settings.timeout),
-        }
-        self._fingerprint = settings.fingerprint
+
+def _pbs_connection(settings: Settings) -> tuple[dict[str, Any], str | None]:
+    """proxmoxer's PBS service: port 8007 by default, ``PBSAPIToken=user@realm!name:secret`` (proxmoxer core.py
+    SERVICES["PBS"]). TLS is verified by the pinned fingerprint, else the CA file, else the system CAs."""
+    if not settings.pbs_url or not settings.pbs_token_id:
+        raise ValueError("pbs_url and pbs_token_id are required to connect to PBS (see --help)")
+    secret = settings.pbs_secret()
+    if not secret:
+        raise ValueError("a PBS token secret is required: set pbs_token_secret_file or PVE_STEWARD_PBS_TOKEN_SECRET")
+    user, _, token_name = settings.pbs_token_id.partition("!")
+    verify: bool | str = True
+    if settings.pbs_fingerprint:
+        verify = False  # checked by the adapter instead of the CA chain
+    elif settings.pbs_ca_file is not None:
+        verify = str(settings.pbs_ca_file)
+    connection = {"host": settings.pbs_url, "user": user, "token_name": token_name, "token_value": secret}
+    return {**connection, "verify_ssl": verify, "service": "PBS"}, settings.pbs_fingerprint
+
+
+class ProxmoxerClient:
+    """:class:`ProxmoxClient` over proxmoxer's HTTPS backend with token auth (PVE, or PBS with ``service``)."""
+
+    def __init__(self, settings: Settings, *, service: Literal["PVE", "PBS"] = "PVE") -> None:
+        if service == "PBS":
+            self._connection, self._fingerprint = _pbs_connection(settings)
+        else:
+            self._connection, self._fingerprint = _pve_connection(settings)
+        self._connection["timeout"] = (settings.connect_timeout, settings.timeout)
         self._concurrency = settings.concurrency
         self._proxmox: ProxmoxAPI | None = None  # made by the first request (proxmoxer is imported then)
         self._connect_lock = threading.Lock()

@@ -224,8 +224,8 @@ _TABLE: list[tuple[str, str, str, str, str, str]] = [
         "warning",
         "Backup job without retention",
         "vzdump keeps every backup: the job, its storage and the node's /etc/vzdump.conf set no prune-backups "
-        "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. PBS storages are "
-        "not judged: retention there lives in PBS prune jobs.",
+        "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. On a PBS storage "
+        "it also needs no PBS prune job and no datastore keep-* to prune it (judged only with a PBS connection).",
         "Set prune-backups on the job or the storage.",
     ),
     (

@@ -44,6 +44,7 @@ SubjectKind = Literal[
     "disk",
     "zfs_pool",
     "ceph",
+    "pbs",
     "repository",
     "data",
 ]
