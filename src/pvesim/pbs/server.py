@@ -72,6 +72,7 @@ class PbsServer:
             server.servers[0].get_loop().call_soon_threadsafe(abort_idle)
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self._server = self._thread = None  # stopping twice (a test stops it early) is fine
         self._tmp.cleanup()
 
     def __enter__(self) -> PbsServer:
