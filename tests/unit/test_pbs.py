@@ -269,3 +269,28 @@ def test_not_configured_is_said_never_clean() -> None:
     assert [f.code for f in report.findings] == ["CHECK_SKIPPED"]
     assert "PBS: not configured" in str(report.findings[0].message)
     assert codes(d) == {}  # the checks themselves say nothing without data
+
+
+def test_pbs_settings_are_checked_and_the_secret_stays_secret(tmp_path: Any) -> None:
+    from pve_steward.client import ProxmoxerClient, api_path, datastore
+    from pve_steward.config import ConfigError, load_settings
+    from pve_steward.pve.ids import InvalidIdentifier
+
+    with pytest.raises(ConfigError, match=r"pbs_url .*: the PBS API is only served over HTTPS"):
+        load_settings(pbs_url="http://pbs.lan", pbs_token_id="ops@pbs!mon")
+    with pytest.raises(ConfigError, match="pbs_url needs pbs_token_id"):
+        load_settings(pbs_url="pbs.lan")
+    with pytest.raises(ConfigError, match=r"pbs_token_id .*user@realm!tokenname"):
+        load_settings(pbs_url="pbs.lan", pbs_token_id="nobang")
+    with pytest.raises(ConfigError, match=r"pbs_fingerprint .*64 hex digits"):
+        load_settings(pbs_url="pbs.lan", pbs_token_id="ops@pbs!mon", pbs_fingerprint="AB:CD")
+    settings = load_settings(
+        pbs_url="https://pbs.lan:8007/", pbs_token_id="ops@pbs!mon", pbs_token_secret="s3cr3t-value", pbs_fingerprint=FP
+    )
+    assert settings.pbs_url == "pbs.lan:8007" and "s3cr3t-value" not in repr(settings)
+    with pytest.raises(ValueError, match="PBS token secret is required"):
+        ProxmoxerClient(load_settings(pbs_url="pbs.lan", pbs_token_id="ops@pbs!mon"), service="PBS")
+    assert str(api_path("admin", "datastore", datastore("main"), "gc")) == "/admin/datastore/main/gc"
+    for bad in ("..", "a/b", "ab", "x" * 33, "-lead"):
+        with pytest.raises(InvalidIdentifier):
+            datastore(bad)
