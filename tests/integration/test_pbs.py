@@ -149,3 +149,17 @@ async def test_demo_starts_pbs_and_shows_its_findings(tmp_path: Path) -> None:
     report = plain(result.structured_content)
     report = report.get("result", report)
     assert _found(report) >= PLANTED, PLANTED - _found(report)
+
+
+def test_check_command_reads_pbs_and_pins_its_certificate(demo_sim: Any, pbs_sim: PbsServer, tmp_path: Path) -> None:
+    from tests.integration.test_cli import check
+
+    env = {f"PVE_STEWARD_{k.upper()}": str(v) for k, v in pbs_settings(pbs_sim).items()}
+    done = check(demo_sim, tmp_path, "--areas", "pbs", "--json", **env)
+    assert done.returncode == 2, done.stderr  # critical PBS findings
+    assert "PBS_BAD_CHUNKS" in done.stdout and env["PVE_STEWARD_PBS_TOKEN_SECRET"] not in done.stdout + done.stderr
+    wrong_pin = check(
+        demo_sim, tmp_path, "--areas", "pbs", "--json", **{**env, "PVE_STEWARD_PBS_FINGERPRINT": "AB" * 32}
+    )
+    assert "DATA_INCOMPLETE" in wrong_pin.stdout and "fingerprint mismatch" in wrong_pin.stdout
+    assert "PBS_" not in wrong_pin.stdout.replace("PBS datastore usage", "")
