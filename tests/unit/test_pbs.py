@@ -187,10 +187,12 @@ def test_failed_tasks_and_subscription() -> None:
         },
         {"upid": upid("verify", "v", NOW - HOUR), "worker_type": "verify", "starttime": int(NOW - HOUR)},  # running
     ]
-    found = codes(pbs_data(tasks=tasks, subscription={"status": "notfound"}))
+    updates = [{"Package": "proxmox-backup-server", "Version": "3.4.2-1", "OldVersion": "3.4.1-1"}]
+    found = codes(pbs_data(tasks=tasks, subscription={"status": "notfound"}, updates=updates))
     assert [f.subject.id for f in found["PBS_TASK_FAILED"]] == ["tasks/syncjob"]
     assert "PBS_NO_SUBSCRIPTION" in found
-    assert codes(pbs_data(tasks=tasks[1:], subscription={"status": "active"})) == {}
+    assert found["PBS_UPDATES_PENDING"][0].evidence["packages"] == ["proxmox-backup-server"]
+    assert codes(pbs_data(tasks=tasks[1:], subscription={"status": "active"}, updates=[])) == {}
 
 
 def test_storage_naming_a_missing_datastore() -> None:

@@ -31,6 +31,7 @@ class PbsData:
     sync_jobs: list[Row] = field(default_factory=list)  # GET /admin/sync
     tasks: list[Row] | None = None  # GET /nodes/localhost/tasks (None: not read)
     subscription: Row | None = None  # GET /nodes/localhost/subscription
+    updates: list[Row] | None = None  # GET /nodes/localhost/apt/update (APTUpdateInfo, PascalCase fields)
 
 
 def upid_start(upid: Any) -> int | None:

@@ -24,6 +24,7 @@ from pve_steward.pve.ids import InvalidIdentifier
 AREA = ("pbs",)
 TASK_WINDOW = 24 * 3600
 PRIVILEGE = "Datastore.Audit on /datastore/{store}"
+SYSTEM_PRIVILEGE = {"updates": "Sys.Audit on /"}  # proxmox-backup src/api2/node/apt.rs apt_update_available
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ async def read_pbs(link: PbsLink, storages: list[Row], now: float) -> tuple[PbsD
             ("sync", api_path("admin", "sync"), {}),
             ("tasks", api_path("nodes", node("localhost"), "tasks"), {"since": int(now) - TASK_WINDOW, "errors": 1}),
             ("subscription", api_path("nodes", node("localhost"), "subscription"), {}),
+            ("updates", api_path("nodes", node("localhost"), "apt", "update"), {}),
         ],
     )
     if isinstance(first["usage"], PveError):
@@ -84,10 +86,11 @@ async def read_pbs(link: PbsLink, storages: list[Row], now: float) -> tuple[PbsD
         ("sync", "sync_jobs"),
         ("tasks", "tasks"),
         ("subscription", "subscription"),
+        ("updates", "updates"),
     ):
         value = first[key]
         if isinstance(value, PveError):
-            missing.append(_missing(f"PBS {key}", value))
+            missing.append(_missing(f"PBS {key}", value, privilege=SYSTEM_PRIVILEGE.get(key)))
         else:
             setattr(data, attr, value)
     stores, namespaces = _stores(data, storages, missing)
@@ -150,9 +153,9 @@ def _no_such(err: PveError) -> bool:
     return err.status in (400, 404) and "no such datastore" in err.message.lower()
 
 
-def _missing(what: str, err: PveError, *, store: str | None = None) -> Missing:
+def _missing(what: str, err: PveError, *, store: str | None = None, privilege: str | None = None) -> Missing:
     denied = isinstance(err, PvePermissionError)
-    privilege = PRIVILEGE.format(store=store) if store else "Datastore.Audit on /datastore"
+    privilege = privilege or (PRIVILEGE.format(store=store) if store else "Datastore.Audit on /datastore")
     return Missing(
         what=what + (f" (needs {privilege})" if denied else ""),
         path="pbs:" + (err.path or "/"),

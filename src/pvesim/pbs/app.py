@@ -237,6 +237,13 @@ def subscription(state: PbsState, token: PbsToken, path: dict[str, str], q: dict
     return dict(state.subscription)
 
 
+def apt_updates(state: PbsState, token: PbsToken, path: dict[str, str], q: dict[str, str]) -> Any:
+    """src/api2/node/apt.rs apt_update_available (Sys.Audit on /)."""
+    if "Sys.Audit" not in token.privs("/"):
+        raise ApiError(403, "permission check failed")
+    return [dict(u) for u in state.updates]
+
+
 ROUTES: list[tuple[str, Handler]] = [
     ("/version", version),
     ("/status/datastore-usage", datastore_usage),
@@ -251,6 +258,7 @@ ROUTES: list[tuple[str, Handler]] = [
     ("/config/datastore/{store}", config_one),
     ("/nodes/{node}/tasks", tasks),
     ("/nodes/{node}/subscription", subscription),
+    ("/nodes/{node}/apt/update", apt_updates),
 ]
 
 

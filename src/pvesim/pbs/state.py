@@ -91,6 +91,7 @@ class PbsState:
     sync_jobs: list[dict[str, Any]]
     tasks: list[dict[str, Any]]
     subscription: dict[str, Any]
+    updates: list[dict[str, Any]] = field(default_factory=list)
 
     def now(self) -> int:
         return int(time.time())
@@ -130,6 +131,7 @@ def build(data: dict[str, Any], now: float | None = None) -> PbsState:
         sync_jobs=[_job(j, t, "syncjob") for j in data.get("sync_jobs", [])],
         tasks=[_task(x, t) for x in data.get("tasks", [])],
         subscription=dict(data.get("subscription", {"status": "notfound", "message": "There is no subscription key"})),
+        updates=[_update(u) for u in data.get("updates", [])],
     )
 
 
@@ -196,6 +198,21 @@ def _job(j: dict[str, Any], t: int, worker: str) -> dict[str, Any]:
     if j.get("schedule"):
         job["next-run"] = t + int(parse_age(j.get("next_run_age", "14h")))
     return job
+
+
+def _update(u: dict[str, Any]) -> dict[str, Any]:
+    """An APTUpdateInfo (pbs-api-types, PascalCase fields)."""
+    return {
+        "Package": u["package"],
+        "Title": u.get("title", u["package"]),
+        "Arch": "amd64",
+        "Description": u.get("title", u["package"]),
+        "Version": u["version"],
+        "OldVersion": u.get("old_version", ""),
+        "Origin": u.get("origin", "Proxmox"),
+        "Priority": "optional",
+        "Section": "admin",
+    }
 
 
 def _task(x: dict[str, Any], t: int) -> dict[str, Any]:

@@ -460,11 +460,20 @@ def _group(data: ClusterData, t: Thresholds, store: str, key: tuple[str, str, st
             "and no support.",
             "Nothing to fix for labs; production PBS hosts should carry a subscription.",
         ),
+        Code(
+            "PBS_UPDATES_PENDING",
+            "info",
+            "PBS updates pending",
+            "GET /nodes/localhost/apt/update lists packages with a newer version available on the PBS host "
+            "(needs Sys.Audit on /; without it the check is skipped).",
+            "Apply the updates in a maintenance window (apt full-upgrade on the PBS host).",
+        ),
     ],
-    pve=f"{SRC} src/api2/node/tasks.rs list_tasks; src/api2/node/subscription.rs get_subscription",
+    pve=f"{SRC} src/api2/node/tasks.rs list_tasks; src/api2/node/subscription.rs get_subscription; "
+    "src/api2/node/apt.rs apt_update_available",
 )
-def tasks_and_subscription(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Failed PBS tasks by worker type, and the subscription state."""
+def host(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Failed PBS tasks by worker type, the subscription state and pending updates of the PBS host."""
     pbs = data.pbs
     if pbs is None:
         return []
@@ -489,6 +498,17 @@ def tasks_and_subscription(data: ClusterData, t: Thresholds) -> list[Finding]:
                 Subject(kind="pbs", id="subscription"),
                 f"PBS subscription status: {sub.get('status')}",
                 {"status": sub.get("status"), "message": sub.get("message")},
+            )
+        )
+    if pbs.updates:
+        names = sorted(str(u.get("Package")) for u in pbs.updates)
+        out.append(
+            finding(
+                "PBS_UPDATES_PENDING",
+                Subject(kind="pbs", id="updates"),
+                f"{len(names)} package update(s) pending on PBS: {', '.join(names[:5])}"
+                + (" ..." if len(names) > 5 else ""),
+                {"count": len(names), "packages": names[:20]},
             )
         )
     return out
