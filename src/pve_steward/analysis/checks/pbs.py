@@ -397,48 +397,52 @@ def _group(data: ClusterData, t: Thresholds, store: str, key: tuple[str, str, st
     ordered = sorted(group, key=lambda s: -int(s.get("backup-time", 0)))
     subject = group_subject(data, store, key)
     label = f"{key[1]}/{key[2]} on {store}" + (f" (namespace {key[0]})" if key[0] else "")
+    base = {"store": store, "ns": key[0], "group": f"{key[1]}/{key[2]}"}
     out = [
         finding(
             "PBS_SNAPSHOT_NO_MANIFEST",
             subject,
             f"snapshot {snap.get('backup-time')} of {label} has no manifest (unfinished backup)",
-            {"store": store, "ns": key[0], "group": f"{key[1]}/{key[2]}", "backup_time": snap.get("backup-time")},
+            base | {"backup_time": snap.get("backup-time")},
         )
         for snap in ordered
         if not finished(snap) and int(snap.get("backup-time", 0)) < grace
     ]
-    done = [s for s in ordered if finished(s)]
-    checked = next((s for s in done if isinstance(s.get("verification"), dict)), None)
-    state = str((checked or {}).get("verification", {}).get("state", ""))
-    evidence: dict[str, Any] = {"store": store, "ns": key[0], "group": f"{key[1]}/{key[2]}"}
-    if checked is not None and checked is (done[0] if done else None) and state == "failed":
-        evidence |= {"backup_time": checked.get("backup-time"), "verify_upid": checked["verification"].get("upid")}
-        return [
-            *out,
-            finding("PBS_GROUP_VERIFY_FAILED", subject, f"the newest backup of {label} failed verification", evidence),
-        ]
+    verdict = _verdict(data.now, t, grace, [s for s in ordered if finished(s)])
+    if verdict is not None:
+        code, what, evidence = verdict
+        out.append(finding(code, subject, f"the newest backup of {label} {what}", base | evidence))
+    return out
+
+
+def _verdict(now: float, t: Thresholds, grace: float, done: list[Row]) -> tuple[str, str, dict[str, Any]] | None:
+    """The newest finished snapshot failed verification; else the newest past the grace period was never
+    verified, failed, or was verified too long ago (the verify task's UPID start time)."""
+    newest = done[0] if done else {}
+    if (newest.get("verification") or {}).get("state") == "failed":
+        upid = newest["verification"].get("upid")
+        return (
+            "PBS_GROUP_VERIFY_FAILED",
+            "failed verification",
+            {"backup_time": newest["backup-time"], "verify_upid": upid},
+        )
     judged = next((s for s in done if int(s.get("backup-time", 0)) < grace), None)
     if judged is None:
-        return out
-    verify = judged.get("verification")
-    evidence["backup_time"] = judged.get("backup-time")
+        return None
+    verify, evidence = judged.get("verification"), {"backup_time": judged.get("backup-time")}
     if not isinstance(verify, dict):
-        return [
-            *out,
-            finding("PBS_GROUP_NOT_VERIFIED", subject, f"the newest backup of {label} was never verified", evidence),
-        ]
+        return "PBS_GROUP_NOT_VERIFIED", "was never verified", evidence
     if verify.get("state") == "failed":
-        evidence["verify_upid"] = verify.get("upid")
-        return [
-            *out,
-            finding("PBS_GROUP_VERIFY_FAILED", subject, f"the newest backup of {label} failed verification", evidence),
-        ]
+        return "PBS_GROUP_VERIFY_FAILED", "failed verification", evidence | {"verify_upid": verify.get("upid")}
     when = upid_start(verify.get("upid"))
-    if when is not None and data.now - when > t.get("pbs_verify_max_age_days") * DAY:
-        evidence |= {"verified_at": when, "age_days": round((data.now - when) / DAY, 1)}
-        message = f"the newest backup of {label} was last verified {evidence['age_days']} days ago"
-        return [*out, finding("PBS_GROUP_VERIFY_OUTDATED", subject, message, evidence)]
-    return out
+    if when is not None and now - when > t.get("pbs_verify_max_age_days") * DAY:
+        age = round((now - when) / DAY, 1)
+        return (
+            "PBS_GROUP_VERIFY_OUTDATED",
+            f"was last verified {age} days ago",
+            evidence | {"verified_at": when, "age_days": age},
+        )
+    return None
 
 
 @check(
