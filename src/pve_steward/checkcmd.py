@@ -38,6 +38,7 @@ TITLES = {
     "guests": "GUESTS",
     "operations": "OPERATIONS",
     "ceph": "CEPH",
+    "pbs": "PROXMOX BACKUP SERVER",
 }
 
 
