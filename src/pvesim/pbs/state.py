@@ -3,6 +3,13 @@
 Built from a scenario (``scenarios/*.yaml`` here); ages are relative to the time the server starts,
 so a scenario reads the same whenever it runs. Payload shapes follow proxmox/proxmox-backup
 ``pbs-api-types`` (kebab-case fields) and ``src/api2``.
+
+Knobs a scenario plants problems with: a datastore's ``used``/``total``/``growth_per_day`` (PBS's
+estimated full date follows), ``error``, ``maintenance``, ``gc`` (``last_run_age``, ``state``,
+``still_bad``; without ``last_run_age`` GC never ran), keep-* / gc-schedule / prune-schedule; a job's
+``state``, ``last_run_age``, ``next_run_age`` (negative: overdue), ``never_ran``, ``disable``; a group's
+snapshots with ``age``, ``verify`` (ok/failed), ``verify_age``, ``manifest: false``, ``protected``;
+``tasks`` (type, id, age, status, user), ``subscription`` and ``updates``; tokens with ACL entries.
 """
 
 from __future__ import annotations
