@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
+from pydantic import SecretStr
 
 from pve_steward import metrics
 from pve_steward.config import Settings
@@ -459,52 +460,35 @@ class RequestPool:
             self._queue.put((-1, next(self._order), None, None))
 
 
-def _pve_connection(settings: Settings) -> tuple[dict[str, Any], str | None]:
-    if not settings.url or not settings.token_id:
-        raise ValueError("url and token_id are required to connect (see --help)")
-    secret = settings.secret()
-    if not secret:
-        raise ValueError("a token secret is required: set token_secret_file or PVE_STEWARD_TOKEN_SECRET")
-    user, _, token_name = settings.token_id.partition("!")
-    verify: bool | str = True
-    if settings.fingerprint:
-        verify = False  # the fingerprint is checked by the adapter instead of the CA chain
-    elif settings.ca_file is not None:
-        verify = str(settings.ca_file)
-    elif settings.insecure or not settings.verify_tls:
-        verify = False
-        log.warning("TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url)
-    connection = {"host": settings.url, "user": user, "token_name": token_name, "token_value": secret}
-    return {**connection, "verify_ssl": verify}, settings.fingerprint
-
-
-def _pbs_connection(settings: Settings) -> tuple[dict[str, Any], str | None]:
-    """proxmoxer's PBS service: port 8007 by default, ``PBSAPIToken=user@realm!name:secret`` (proxmoxer core.py
-    SERVICES["PBS"]). TLS is verified by the pinned fingerprint, else the CA file, else the system CAs."""
-    if not settings.pbs_url or not settings.pbs_token_id:
-        raise ValueError("pbs_url and pbs_token_id are required to connect to PBS (see --help)")
-    secret = settings.pbs_secret()
-    if not secret:
-        raise ValueError("a PBS token secret is required: set pbs_token_secret_file or PVE_STEWARD_PBS_TOKEN_SECRET")
-    user, _, token_name = settings.pbs_token_id.partition("!")
-    verify: bool | str = True
-    if settings.pbs_fingerprint:
-        verify = False  # checked by the adapter instead of the CA chain
-    elif settings.pbs_ca_file is not None:
-        verify = str(settings.pbs_ca_file)
-    connection = {"host": settings.pbs_url, "user": user, "token_name": token_name, "token_value": secret}
-    return {**connection, "verify_ssl": verify, "service": "PBS"}, settings.pbs_fingerprint
-
-
 class ProxmoxerClient:
-    """:class:`ProxmoxClient` over proxmoxer's HTTPS backend with token auth (PVE, or PBS with ``service``)."""
+    """:class:`ProxmoxClient` over proxmoxer's HTTPS backend with token auth."""
 
-    def __init__(self, settings: Settings, *, service: Literal["PVE", "PBS"] = "PVE") -> None:
-        if service == "PBS":
-            self._connection, self._fingerprint = _pbs_connection(settings)
-        else:
-            self._connection, self._fingerprint = _pve_connection(settings)
-        self._connection["timeout"] = (settings.connect_timeout, settings.timeout)
+    def __init__(self, settings: Settings) -> None:
+        if not settings.url or not settings.token_id:
+            raise ValueError("url and token_id are required to connect (see --help)")
+        secret = settings.secret()
+        if not secret:
+            raise ValueError("a token secret is required: set token_secret_file or PVE_STEWARD_TOKEN_SECRET")
+        user, _, token_name = settings.token_id.partition("!")
+        verify: bool | str = True
+        if settings.fingerprint:
+            verify = False  # the fingerprint is checked by the adapter instead of the CA chain
+        elif settings.ca_file is not None:
+            verify = str(settings.ca_file)
+        elif settings.insecure or not settings.verify_tls:
+            verify = False
+            log.warning(
+                "TLS verification is DISABLED for %s: anyone on the path can impersonate the cluster", settings.url
+            )
+        self._connection: dict[str, Any] = {
+            "host": settings.url,
+            "user": user,
+            "token_name": token_name,
+            "token_value": secret,
+            "verify_ssl": verify,
+            "timeout": (settings.connect_timeout, settings.timeout),
+        }
+        self._fingerprint = settings.fingerprint
         self._concurrency = settings.concurrency
         self._proxmox: ProxmoxAPI | None = None  # made by the first request (proxmoxer is imported then)
         self._connect_lock = threading.Lock()
@@ -512,6 +496,34 @@ class ProxmoxerClient:
         self._retries = settings.retries
         self._read_only = settings.read_only or settings.tier is Tier.READ_ONLY
         self.requests_made = 0
+
+    @classmethod
+    def for_pbs(cls, settings: Settings) -> ProxmoxerClient:
+        """The same client for Proxmox Backup Server: proxmoxer's PBS service (port 8007 by default,
+        ``PBSAPIToken=user@realm!name:secret``, proxmoxer core.py SERVICES["PBS"]) with the PBS address and
+        token, verified by the pinned PBS fingerprint, else the PBS CA file, else the system CAs."""
+        if not settings.pbs_url or not settings.pbs_token_id:
+            raise ValueError("pbs_url and pbs_token_id are required to connect to PBS (see --help)")
+        secret = settings.pbs_secret()
+        if not secret:
+            raise ValueError(
+                "a PBS token secret is required: set pbs_token_secret_file or PVE_STEWARD_PBS_TOKEN_SECRET"
+            )
+        pbs = settings.model_copy(
+            update={
+                "url": settings.pbs_url,
+                "token_id": settings.pbs_token_id,
+                "token_secret": SecretStr(secret),
+                "token_secret_file": None,
+                "fingerprint": settings.pbs_fingerprint,
+                "ca_file": settings.pbs_ca_file,
+                "insecure": False,
+                "verify_tls": True,
+            }
+        )
+        client = cls(pbs)
+        client._connection["service"] = "PBS"
+        return client
 
     @property
     def _pool(self) -> RequestPool:

@@ -291,7 +291,7 @@ def test_pbs_settings_are_checked_and_the_secret_stays_secret(tmp_path: Any) -> 
     )
     assert settings.pbs_url == "pbs.lan:8007" and "s3cr3t-value" not in repr(settings)
     with pytest.raises(ValueError, match="PBS token secret is required"):
-        ProxmoxerClient(load_settings(pbs_url="pbs.lan", pbs_token_id="ops@pbs!mon"), service="PBS")
+        ProxmoxerClient.for_pbs(load_settings(pbs_url="pbs.lan", pbs_token_id="ops@pbs!mon"))
     assert str(api_path("admin", "datastore", datastore("main"), "gc")) == "/admin/datastore/main/gc"
     for bad in ("..", "a/b", "ab", "x" * 33, "-lead"):
         with pytest.raises(InvalidIdentifier):

@@ -45,7 +45,7 @@ def pbs_link(settings: Settings) -> PbsLink | None:
     """The PBS connection the settings describe, or None when no PBS is configured."""
     if not settings.pbs_url:
         return None
-    client = ProxmoxerClient(settings, service="PBS")  # checks the settings; touches nothing on the network
+    client = ProxmoxerClient.for_pbs(settings)  # checks the settings; touches nothing on the network
     return PbsLink(client, settings.pbs_url, settings.pbs_fingerprint)
 
 
