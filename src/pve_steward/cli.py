@@ -216,6 +216,7 @@ def _server_lines(settings: Settings) -> list[str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.client import ProxmoxerClient
     from pve_steward.server import build_server
+    from pve_steward.tools.pbsread import pbs_link
 
     settings = settings_from(args)
     if settings.transport == "http":
@@ -224,6 +225,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_bind(settings)  # an unsafe bind is a configuration error
     make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
     client = ProxmoxerClient(settings)  # checks the settings; touches nothing on the network
+    pbs_link(settings)  # the PBS connection's settings too: refused at start, not on first use
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
     mcp = build_server(settings, client=client)
     if settings.transport == "stdio":
