@@ -164,3 +164,12 @@ def test_check_command_reads_pbs_and_pins_its_certificate(demo_sim: Any, pbs_sim
     )
     assert "DATA_INCOMPLETE" in wrong_pin.stdout and "fingerprint mismatch" in wrong_pin.stdout
     assert "PBS_" not in wrong_pin.stdout.replace("PBS datastore usage", "")
+
+
+async def test_storage_naming_a_datastore_pbs_lacks(start_sim: Any, pbs_sim: PbsServer, server_for: Any) -> None:
+    sim = start_sim("demo")
+    attach(sim.cluster, pbs_sim)  # pins the simulator's certificate on pbs-main
+    sim.cluster.storages["pbs-main"].options["datastore"] = "gone"
+    report = await _call(server_for(sim, **pbs_settings(pbs_sim)), "diagnose_pbs")
+    assert ("PBS_STORAGE_DATASTORE_MISSING", "pbs-main") in _found(report)
+    assert report["complete"] is True  # PBS's 400 "no such datastore" is the finding, not a failed read
