@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pve_steward.analysis.pverules import pve_rule
+
 Row = dict[str, Any]
 KEEPS = ("keep-last", "keep-hourly", "keep-daily", "keep-weekly", "keep-monthly", "keep-yearly")
 MANIFEST = "index.json.blob"  # pbs-datastore MANIFEST_BLOB_NAME
@@ -46,6 +48,13 @@ def upid_start(upid: Any) -> int | None:
         return None
 
 
+@pve_rule(
+    "pbs.task-state",
+    rule="PBS prints a finished task's state as OK, WARNINGS: n, unknown or the error message; OK and WARNINGS "
+    "are success",
+    pve="proxmox-backup src/server/jobstate.rs compute_schedule_status (TaskState Display, proxmox-rest-server)",
+    codes=("PBS_JOB_FAILED", "PBS_GC_FAILED", "PBS_TASK_FAILED"),
+)
 def task_ok(state: Any) -> bool:
     """A finished job's ``last-run-state`` as PBS prints a TaskState (proxmox-rest-server worker_task.rs
     Display): ``OK``, ``WARNINGS: n``, ``unknown`` or the error message."""
@@ -79,6 +88,13 @@ def ns_covers(job_ns: str, depth: Any, ns: str) -> bool:
     return depth is None or str(depth) == "" or below - above <= int(depth)
 
 
+@pve_rule(
+    "pbs.prune-selection",
+    rule="PBS prunes a group newest first: the newest unfinished snapshot is kept, then each keep-* option keeps "
+    "the newest snapshot of each of its N newest periods not already kept; protected snapshots stay",
+    pve="proxmox-backup pbs-datastore/src/prune.rs compute_prune_info + mark_selections",
+    codes=("PBS_PRUNE_DROPS_LAST_VERIFIED",),
+)
 def prune_marks(snapshots: list[Row], keep: dict[str, int]) -> dict[int, str]:
     """PBS's prune selection for one group: backup-time -> keep / keep-partial / protected / remove.
 
@@ -159,6 +175,13 @@ def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
 
 
+@pve_rule(
+    "pbs.storage-datastore",
+    rule="A PVE storage of type pbs names a server (port 8007), a datastore, a namespace and the certificate "
+    "fingerprint it pins",
+    pve="pve-storage PVE/Storage/PBSPlugin.pm properties/options",
+    codes=("PBS_STORAGE_DATASTORE_MISSING", "PBS_DATASTORE_MAINTENANCE"),
+)
 def storage_maps(storage: Row, pbs: PbsData) -> bool:
     """Whether a PVE storage of type ``pbs`` points at the configured PBS (pve-storage PBSPlugin: server,
     port, datastore, namespace, fingerprint): the same server host, or the certificate PVE pins is the one
@@ -171,6 +194,13 @@ def storage_maps(storage: Row, pbs: PbsData) -> bool:
     return host_of(str(storage.get("server") or "")) == host_of(pbs.host)
 
 
+@pve_rule(
+    "pbs.retention",
+    rule="A PBS prune job prunes its datastore and namespace (to max-depth) unless disabled or keeping nothing "
+    "(then it keeps all); a datastore's own keep-* prune on its prune-schedule",
+    pve="proxmox-backup src/server/prune_job.rs prune_datastore; pbs-api-types jobs.rs PruneJobConfig",
+    codes=("BACKUP_JOB_NO_RETENTION", "PBS_PRUNE_DROPS_LAST_VERIFIED"),
+)
 def pbs_prunes(pbs: PbsData, store: str, ns: str) -> list[tuple[str, dict[str, int]]]:
     """What prunes ``store``/``ns`` on the PBS side: enabled prune jobs that keep something and reach the
     namespace (pbs-api-types jobs.rs PruneJobConfig; a job keeping nothing prunes nothing: src/server/prune_job.rs
