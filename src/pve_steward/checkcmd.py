@@ -40,6 +40,7 @@ TITLES = {
     "ceph": "CEPH",
     "access": "ACCESS",
     "firewall": "FIREWALL",
+    "pbs": "PROXMOX BACKUP SERVER",
 }
 
 

@@ -49,6 +49,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "fingerprint",
         "insecure",
     ),
+    "connection to Proxmox Backup Server": (
+        "pbs_url",
+        "pbs_token_id",
+        "pbs_token_secret",
+        "pbs_token_secret_file",
+        "pbs_ca_file",
+        "pbs_fingerprint",
+    ),
     "API requests": (
         "timeout",
         "connect_timeout",
@@ -98,7 +106,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 OTHER = "other settings"
 # The demo connects to its own simulated cluster: these flags would be silently wrong there.
-DEMO_REFUSES = (*SECTIONS["connection to Proxmox VE"], "transport", "disable_version_check")
+DEMO_REFUSES = (
+    *SECTIONS["connection to Proxmox VE"],
+    *SECTIONS["connection to Proxmox Backup Server"],
+    "transport",
+    "disable_version_check",
+)
+DEMO_PBS_TOKEN = "steward@pbs!monitor"  # the simulated PBS's token with Datastore.Audit (pvesim/pbs/scenarios)
 # Which pvesim token the demo uses per tier: root@pam can do every admin action (guest_unlock
 # is root@pam only in PVE), the operator token holds exactly the operator tier's privileges.
 DEMO_TOKENS = {"read_only": "auditor@pve!mcp", "operator": "operator@pve!mcp", "admin": "root@pam!pvesim"}
@@ -216,6 +230,7 @@ def _server_lines(settings: Settings) -> list[str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.client import ProxmoxerClient
     from pve_steward.server import build_server
+    from pve_steward.tools.pbsread import pbs_link
 
     settings = settings_from(args)
     if settings.transport == "http":
@@ -228,6 +243,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         setup_tracing(settings.otel_endpoint, settings.otel_service_name)
     client = ProxmoxerClient(settings)  # checks the settings; touches nothing on the network
+    pbs_link(settings)  # the PBS connection's settings too: refused at start, not on first use
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
     mcp = build_server(settings, client=client)
     if settings.transport == "stdio":
@@ -266,6 +282,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     import pvesim  # the only place the server side touches the simulator
     from pve_steward.server import build_server
+    from pvesim.pbs import attach, start_pbs
 
     out = sys.stderr if args.stdio else sys.stdout
     ignored = _ignored_demo_env()
@@ -281,23 +298,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
         extra["tier"] = "operator"
     preview = settings_from(args, reset=DEMO_REFUSES, **extra)  # validates the flags before pvesim starts
     sim = pvesim.start_scenario(args.scenario, speed=args.speed)
+    pbs = start_pbs("demo")  # the Proxmox Backup Server behind the demo's storage pbs-main
+    attach(sim.cluster, pbs)
     try:
         token = DEMO_TOKENS[preview.tier.value]
         if token not in sim.cluster.tokens:
             return _fail(f"demo: scenario '{args.scenario}' has no token {token} for tier {preview.tier.value}")
         token_id, secret = sim.token(token)
         connection = {"url": sim.address, "token_id": token_id, "token_secret": secret, "fingerprint": sim.fingerprint}
+        pbs_id, pbs_secret = pbs.token(DEMO_PBS_TOKEN)
+        connection |= {
+            "pbs_url": pbs.address,
+            "pbs_token_id": pbs_id,
+            "pbs_token_secret": pbs_secret,
+            "pbs_fingerprint": pbs.fingerprint,
+        }
         settings = settings_from(args, reset=DEMO_REFUSES, **extra, **connection)
         mcp = build_server(settings)
         lines = [
             f"pvesim: simulated cluster '{args.scenario}' at {sim.url} (fingerprint {sim.fingerprint[:23]}...)",
             f"token: {token_id}",
+            f"PBS simulator at {pbs.url} (token {pbs_id})",
             *_server_lines(settings),
         ]
         return _run_demo(mcp, settings, lines, out)
     except KeyboardInterrupt:
         return 0
     finally:
+        pbs.stop()
         sim.stop()
 
 
@@ -366,6 +394,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pve_steward.errors import PveError
     from pve_steward.server import ConnectionProblem, check_cluster
     from pve_steward.tools.diagnostics import run_check
+    from pve_steward.tools.pbsread import pbs_link
 
     areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
     unknown = sorted(set(areas) - set(AREAS))
@@ -375,6 +404,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
         client = ProxmoxerClient(settings)
+        pbs = pbs_link(settings)
     except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file
         return print_error("configuration", str(exc), EXIT_USAGE, args.json)
     now = time.time()
@@ -385,7 +415,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             name = cluster_name(await client.get(api_path("cluster", "status")))
         except PveError:
             name = "unknown (/cluster/status could not be read)"
-        report = await run_check(client, settings, now, areas, None)
+        report = await run_check(client, settings, now, areas, None, pbs=pbs)
         return report, Header(name, version, str(settings.token_id), now)
 
     try:
@@ -518,7 +548,7 @@ def _add_demo(sub: Any) -> None:
     )
     add_settings_flags(
         demo,
-        [t for t in (*SECTIONS, OTHER) if t != "connection to Proxmox VE"],
+        [t for t in (*SECTIONS, OTHER) if not t.startswith("connection to Proxmox")],
         suppress=True,
         hidden=DEMO_REFUSES,
     )

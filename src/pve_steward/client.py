@@ -29,6 +29,7 @@ from urllib.parse import quote, urlsplit
 import anyio
 import anyio.to_thread
 from opentelemetry import context as otel_context
+from pydantic import SecretStr
 
 from pve_steward import metrics
 from pve_steward.budget import open_budget
@@ -134,6 +135,15 @@ API_WORDS = frozenset(
         "firewall",
         "metrics",
         "server",
+        # Proxmox Backup Server (proxmox-backup src/api2): read by the optional PBS connection
+        "admin",
+        "datastore",
+        "datastore-usage",
+        "gc",
+        "snapshots",
+        "verify",
+        "prune",
+        "sync",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).
@@ -200,6 +210,16 @@ def replication_job(value: str, param: str = "job") -> Segment:
 def ceph_flag(value: str, param: str = "flag") -> Segment:
     if value not in CEPH_FLAGS:
         raise ids.InvalidIdentifier(param, value, f"Ceph flags are {', '.join(sorted(CEPH_FLAGS))}")
+    return Segment(value)
+
+
+# PBS datastore names (pbs-api-types datastore.rs DATASTORE_SCHEMA: PROXMOX_SAFE_ID_FORMAT, 3..32 chars)
+_DATASTORE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._\-]{2,31}")
+
+
+def datastore(value: str, param: str = "store") -> Segment:
+    if not isinstance(value, str) or not _DATASTORE_RE.fullmatch(value):
+        raise ids.InvalidIdentifier(param, str(value), "a PBS datastore name: 3 to 32 of A-Z a-z 0-9 _ . -")
     return Segment(value)
 
 
@@ -504,6 +524,34 @@ class ProxmoxerClient:
         self.budget = open_budget(store, settings.url, settings.request_budget, settings.request_budget_burst)
         self._read_only = settings.read_only or settings.tier is Tier.READ_ONLY
         self.requests_made = 0
+
+    @classmethod
+    def for_pbs(cls, settings: Settings) -> ProxmoxerClient:
+        """The same client for Proxmox Backup Server: proxmoxer's PBS service (port 8007 by default,
+        ``PBSAPIToken=user@realm!name:secret``, proxmoxer core.py SERVICES["PBS"]) with the PBS address and
+        token, verified by the pinned PBS fingerprint, else the PBS CA file, else the system CAs."""
+        if not settings.pbs_url or not settings.pbs_token_id:
+            raise ValueError("pbs_url and pbs_token_id are required to connect to PBS (see --help)")
+        secret = settings.pbs_secret()
+        if not secret:
+            raise ValueError(
+                "a PBS token secret is required: set pbs_token_secret_file or PVE_STEWARD_PBS_TOKEN_SECRET"
+            )
+        pbs = settings.model_copy(
+            update={
+                "url": settings.pbs_url,
+                "token_id": settings.pbs_token_id,
+                "token_secret": SecretStr(secret),
+                "token_secret_file": None,
+                "fingerprint": settings.pbs_fingerprint,
+                "ca_file": settings.pbs_ca_file,
+                "insecure": False,
+                "verify_tls": True,
+            }
+        )
+        client = cls(pbs)
+        client._connection["service"] = "PBS"
+        return client
 
     @property
     def _pool(self) -> RequestPool:

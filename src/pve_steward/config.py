@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from pve_steward.security.files import refuse_exposed
@@ -71,6 +71,20 @@ class Settings(BaseSettings):
     otel_service_name: str = Field("pve-steward", description="service.name of the exported traces")
     request_budget_store: str | None = Field(
         None, description="Redis URL holding the shared budget (default: token_store when that is a Redis URL)"
+    )
+
+    # --- connection to Proxmox Backup Server (optional; design record 261203-20)
+    pbs_url: str | None = Field(None, description="PBS API address: host, host:port (default port 8007) or https://...")
+    pbs_token_id: str | None = Field(
+        None, description="PBS API token id, user@realm!tokenname (needs Datastore.Audit on /datastore)"
+    )
+    pbs_token_secret: SecretStr | None = Field(
+        None, description="PBS API token secret (prefer --pbs-token-secret-file)"
+    )
+    pbs_token_secret_file: Path | None = Field(None, description="file holding the PBS API token secret")
+    pbs_ca_file: Path | None = Field(None, description="CA bundle (PEM) that signed the PBS certificate")
+    pbs_fingerprint: str | None = Field(
+        None, description="pin the PBS certificate by SHA-256 fingerprint (proxmox-backup-manager cert info)"
     )
 
     # --- MCP transport
@@ -192,7 +206,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
 
-    @field_validator("token_id")
+    @field_validator("token_id", "pbs_token_id")
     @classmethod
     def _token_id(cls, v: str | None) -> str | None:
         if v is not None and not TOKEN_ID_RE.fullmatch(v):
@@ -209,7 +223,7 @@ class Settings(BaseSettings):
             )
         return v
 
-    @field_validator("fingerprint")
+    @field_validator("fingerprint", "pbs_fingerprint")
     @classmethod
     def _fingerprint(cls, v: str | None) -> str | None:
         if v is None:
@@ -219,14 +233,15 @@ class Settings(BaseSettings):
             raise ValueError("fingerprint must be a SHA-256 digest: 64 hex digits, colons allowed")
         return hexed
 
-    @field_validator("url")
+    @field_validator("url", "pbs_url")
     @classmethod
-    def _url(cls, v: str | None) -> str | None:
+    def _url(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is None:
             return None
         v = v.strip().rstrip("/")
         if v.startswith("http://"):
-            raise ValueError("the PVE API is only served over HTTPS; use https:// or a bare host")
+            product = "PBS" if info.field_name == "pbs_url" else "PVE"
+            raise ValueError(f"the {product} API is only served over HTTPS; use https:// or a bare host")
         v = v.removeprefix("https://").removesuffix("/api2/json")
         if not re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+)(:\d{1,5})?", v):
             raise ValueError(f"'{v}' is not a host or host:port")
@@ -280,7 +295,29 @@ class Settings(BaseSettings):
             refuse_exposed(self.token_secret_file, "token_secret_file")
         if self.confirm_key_file is not None:
             refuse_exposed(self.confirm_key_file, "confirm_key_file")
+        self._consistent_pbs()
         return self
+
+    def _consistent_pbs(self) -> None:
+        if self.pbs_token_secret is not None and self.pbs_token_secret_file is not None:
+            raise ValueError("give either pbs_token_secret or pbs_token_secret_file, not both")
+        if self.pbs_url is not None and self.pbs_token_id is None:
+            raise ValueError("pbs_url needs pbs_token_id (and pbs_token_secret_file) to connect to PBS")
+        if self.pbs_token_secret_file is not None:
+            refuse_exposed(self.pbs_token_secret_file, "pbs_token_secret_file")
+
+    def pbs_secret(self) -> str | None:
+        """The PBS token secret, read from the file if one is configured."""
+        if self.pbs_token_secret is not None:
+            return self.pbs_token_secret.get_secret_value()
+        if self.pbs_token_secret_file is not None:
+            try:
+                return self.pbs_token_secret_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ValueError(
+                    f"cannot read pbs_token_secret_file {self.pbs_token_secret_file}: {exc.strerror}"
+                ) from exc
+        return None
 
     def secret(self) -> str | None:
         """The token secret, read from the file if one is configured."""
@@ -300,6 +337,7 @@ class Settings(BaseSettings):
 EXCLUSIVE: tuple[frozenset[str], ...] = (
     frozenset({"token_secret", "token_secret_file"}),
     frozenset({"fingerprint", "insecure"}),
+    frozenset({"pbs_token_secret", "pbs_token_secret_file"}),
 )
 
 

@@ -58,6 +58,7 @@ from pve_steward.security.syslog import open_audit
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
 from pve_steward.tools.context import AppContext, ToolContext
+from pve_steward.tools.pbsread import pbs_link
 from pve_steward.views import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
@@ -413,6 +414,7 @@ def build_server(
         own = ProxmoxerClient(settings) if client is None else None
         api = own if own is not None else client
         assert api is not None
+        pbs = pbs_link(settings)
         # No cluster I/O before serving: the version is checked by the first call that needs it.
         gate = VersionGate(
             settings.url,
@@ -431,11 +433,14 @@ def build_server(
                 clock=clock,
                 naming=naming,
                 gate=gate,
+                pbs=pbs,
             )
         finally:
             readiness.remove_cluster("default")
             if own is not None:
                 own.close()
+            if pbs is not None:
+                pbs.close()
 
     # With a shared key file (HTTP replicas), the SDK's sealed elicitation state must open on any replica too.
     state_security = (

@@ -19,6 +19,7 @@ from mcp import Client
 
 from pve_steward.nodecheck import node_parameters
 from pve_steward.registry import load_registry
+from pvesim.pbs import start_pbs
 from pvesim.server import SimServer
 from tests.integration.pve import control
 
@@ -116,9 +117,15 @@ def a_upid(sim: SimServer) -> str:
 
 
 async def test_baseline_has_no_failures(start_sim: Any, server_for: Any, tmp_path: Path) -> None:
-    """Without faults no read fails and nothing is partial, so every 'flagged' below is the fault's doing."""
+    """Without faults no read fails and nothing is partial, so every 'flagged' below is the fault's doing.
+
+    A PBS is connected: without one the PBS area says "PBS: not configured" (CHECK_SKIPPED), by design."""
     sim = start_sim("demo")
-    outcomes = await sweep(sim, server_for(sim, "root@pam!pvesim"), a_upid(sim))
+    with start_pbs() as pbs:
+        token_id, secret = pbs.token("steward@pbs!monitor")
+        connection = {"pbs_token_id": token_id, "pbs_token_secret": secret, "pbs_fingerprint": pbs.fingerprint}
+        mcp = server_for(sim, "root@pam!pvesim", pbs_url=pbs.address, **connection)
+        outcomes = await sweep(sim, mcp, a_upid(sim))
     assert set(outcomes.values()) == {"unaffected"}, outcomes
     no_crash(tmp_path / "audit.jsonl")
 

@@ -17,6 +17,7 @@ from typing import Any
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pbs import pbs_prunes, storage_maps
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
@@ -172,8 +173,9 @@ class _Policy:
             "warning",
             "Backup job without retention",
             "vzdump keeps every backup: the job, its storage and the node's /etc/vzdump.conf set no prune-backups "
-            "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. PBS storages "
-            "are not judged: retention there lives in PBS prune jobs.",
+            "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. On a PBS "
+            "storage it also needs no PBS prune job and no datastore keep-* to prune it (judged only with a PBS "
+            "connection).",
             "Set prune-backups on the job or the storage.",
         ),
         Code(
@@ -476,7 +478,8 @@ def _pve_major(data: ClusterData) -> int | None:
     "backups.retention",
     rule="vzdump prunes with the job's prune-backups, else the storage's, else /etc/vzdump.conf's, else keeps "
     "all (keep-all=1), and not at all with remove=0; PVE 8 still reads maxfiles (job, storage, vzdump.conf) as "
-    "keep-last, PVE 9 dropped it. PBS storages are not judged: their retention usually lives in PBS prune jobs.",
+    "keep-last, PVE 9 dropped it. On a PBS storage vzdump's prune-backups or PBS's prune jobs and datastore keep-* "
+    "prune; without a PBS connection it is not judged.",
     pve="pve-manager PVE/VZDump.pm new + storage_info + read_vzdump_defaults (stable-8: maxfiles; pve-storage "
     "stable-8 Storage.pm storage_config); PVE/CLI/pve8to9.pm maxfiles check",
     codes=("BACKUP_JOB_NO_RETENTION",),
@@ -486,7 +489,7 @@ def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
     sid = str(job.get("storage") or "local")
     storage = data.storage_defs.get(sid, {})
     if storage.get("type") == "pbs":
-        return {}  # a PBS datastore prunes itself (prune jobs on the PBS side), which PVE cannot see
+        return _pbs_keeps_everything(data, job, storage)
     if str(job.get("remove", "")) == "0":
         return {"job": "remove=0: vzdump never prunes"}
     spec = _prune_spec(job.get("prune-backups"))
@@ -509,6 +512,22 @@ def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
         if _keeps_all(effective):
             out[node] = f"no prune-backups on the job; the storage or /etc/vzdump.conf gives {_fmt(effective)}"
     return out
+
+
+def _pbs_keeps_everything(data: ClusterData, job: Row, storage: Row) -> dict[str, str]:
+    """A PBS storage keeps everything when neither vzdump (the job's or storage's prune-backups) nor PBS (a prune
+    job reaching the namespace, or the datastore's keep-* with a prune-schedule) prunes it. Without a PBS
+    connection (or when it could not be read) it is not judged: PVE cannot see PBS's side."""
+    if data.pbs is None or not storage_maps(storage, data.pbs) or not storage.get("datastore"):
+        return {}
+    spec = _prune_spec(job.get("prune-backups")) or _prune_spec(storage.get("prune-backups"))
+    if str(job.get("remove", "")) != "0" and spec is not None and not _keeps_all(spec):
+        return {}
+    store, ns = str(storage["datastore"]), str(storage.get("namespace") or "")
+    if pbs_prunes(data.pbs, store, ns):
+        return {}
+    where = f"datastore {store}" + (f" namespace {ns}" if ns else "")
+    return {"pbs": f"no prune-backups on the job or storage, and no PBS prune job or keep-* prunes {where}"}
 
 
 def _fmt(spec: dict[str, str]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.pbs import PbsData
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 
 Row = dict[str, Any]
@@ -66,6 +67,7 @@ class ClusterData:
     mappings: dict[str, list[Row]] = field(default_factory=dict)  # /cluster/mapping/{pci,usb,dir}: kind -> rows
     snapshot_configs: dict[int, dict[str, Row]] = field(default_factory=dict)  # vmid -> snapshot -> its config
     ceph: CephData | None = None  # None: no Ceph on this cluster (or not read)
+    pbs: PbsData | None = None  # None: no PBS connection configured, or PBS could not be read (``missing`` says)
     # reads declared by checks (analysis/catalog.py Need): key -> node ("" for cluster-wide) -> answer.
     # A read that failed is absent here and recorded in ``missing``.
     reads: dict[str, dict[str, Any]] = field(default_factory=dict)

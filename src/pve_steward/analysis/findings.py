@@ -45,6 +45,7 @@ SubjectKind = Literal[
     "disk",
     "zfs_pool",
     "ceph",
+    "pbs",
     "repository",
     "data",
     "user",

@@ -24,6 +24,7 @@ from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.tools.cephread import read_ceph
+from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
 
 ALL_AREAS = tuple(HEALTH_AREAS)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
@@ -34,8 +35,9 @@ Read = tuple[str, ApiPath, dict[str, Any]]
 
 
 class Collector:
-    def __init__(self, client: ProxmoxClient, now: float, areas: Iterable[str]) -> None:
+    def __init__(self, client: ProxmoxClient, now: float, areas: Iterable[str], pbs: PbsLink | None = None) -> None:
         self.client = client
+        self.pbs = pbs
         self.areas = set(areas)
         self.data = ClusterData(now=now)
 
@@ -141,7 +143,17 @@ class Collector:
         if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
             d.missing += gaps
+        if self._want("pbs", "backups"):  # backups: retention on PBS storages consults PBS prune jobs
+            await self._pbs()
         return d
+
+    async def _pbs(self) -> None:
+        if self.pbs is None:
+            if self._want("pbs"):
+                self.data.missing.append(not_configured())
+            return
+        self.data.pbs, gaps = await read_pbs(self.pbs, self.data.storage_config, self.data.now)
+        self.data.missing += gaps
 
     async def _declared_reads(self) -> None:
         """The reads the chosen areas' checks declare (analysis/catalog.py ``Need``): each key once,
@@ -577,7 +589,8 @@ async def collect(
     node: str | None = None,
     preconditions: bool = False,
     agent_probe_limit: int = 0,
+    pbs: PbsLink | None = None,
 ) -> ClusterData:
-    return await Collector(client, now, areas).run(
+    return await Collector(client, now, areas, pbs).run(
         vmids=vmids, node=node, preconditions=preconditions, agent_probe_limit=agent_probe_limit
     )

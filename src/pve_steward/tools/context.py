@@ -18,6 +18,7 @@ from pve_steward.security.audit import AuditLog
 
 if TYPE_CHECKING:
     from pve_steward.security.tokens import TokenSigner
+    from pve_steward.tools.pbsread import PbsLink
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -37,6 +38,7 @@ class AppContext:
     inventory: InventoryCache = field(default_factory=InventoryCache)  # names for completions and the node check
     naming: Naming = field(default_factory=Naming)  # how texts name operations in this registration mode
     gate: Any = None  # compat.VersionGate: the version check, run by the first tool call (server.py)
+    pbs: PbsLink | None = None  # the optional Proxmox Backup Server connection (design record 261203-20)
 
 
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -22,6 +22,7 @@ from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
+from pve_steward.tools.pbsread import PbsLink
 
 if TYPE_CHECKING:
     Area = str
@@ -35,11 +36,17 @@ def thresholds(settings: Settings) -> Thresholds:
 
 
 async def run_check(
-    client: ProxmoxClient, settings: Settings, now: float, areas: list[str], limit: int | None, name: str = "health"
+    client: ProxmoxClient,
+    settings: Settings,
+    now: float,
+    areas: list[str],
+    limit: int | None,
+    name: str = "health",
+    pbs: PbsLink | None = None,
 ) -> Report:
     """Collect exactly what the areas need and analyse it (shared by the MCP tools and `check`)."""
     t = thresholds(settings)
-    data = await collect(client, now, areas, agent_probe_limit=t.agent_probe_limit)
+    data = await collect(client, now, areas, agent_probe_limit=t.agent_probe_limit, pbs=pbs)
     # in a worker thread: the event loop keeps serving cheap calls while a large cluster is analysed
     return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name)
 
@@ -51,7 +58,7 @@ DETAIL_BUDGET = 80_000
 async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name: str, offset: int = 0) -> Report:
     await t.progress(0, 2, f"reading the cluster for {', '.join(areas)}")
     whole = detail or offset > 0
-    report = await run_check(t.client, t.settings, t.now(), areas, None if whole else limit, name)
+    report = await run_check(t.client, t.settings, t.now(), areas, None if whole else limit, name, t.app.pbs)
     await t.progress(2, 2, report.summary)
     return refer(t, page(report, offset, None if detail else limit) if whole else report)
 
@@ -140,6 +147,13 @@ async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 5
 async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failed tasks, certificates, repositories, pending updates, SMART, ZFS."""
     return await _area(t, ["operations"], detail, limit, "operations")
+
+
+@guarded(toolset="diagnostics")
+@heavy
+async def diagnose_pbs(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+    """Proxmox Backup Server: datastores, GC, verify/prune/sync jobs, verification per group, PVE correlation."""
+    return await _area(t, ["pbs"], detail, limit, "pbs")
 
 
 class MigratabilityReport(BaseModel):

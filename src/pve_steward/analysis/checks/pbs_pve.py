@@ -1,0 +1,123 @@
+"""PBS seen from PVE (design record 261203-20): a PVE storage of type ``pbs`` names a datastore and
+namespace on a PBS server; these checks say what that means on the PBS side.
+"""
+
+from __future__ import annotations
+
+from pve_steward.analysis.catalog import Code, check
+from pve_steward.analysis.checks.pbs import group_subject, groups_of, mapped_storages
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.pbs import PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
+from pve_steward.analysis.thresholds import Thresholds
+
+
+def _spec(value: object) -> dict[str, str] | None:
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    if not value:
+        return None
+    return dict(part.split("=", 1) for part in str(value).split(",") if "=" in part)
+
+
+def pve_prunes(data: ClusterData, storage: Row) -> list[tuple[str, dict[str, int]]]:
+    """vzdump prunes a PBS storage after each backup with the job's prune-backups, else the storage's
+    (pve-manager PVE/VZDump.pm new; pve-storage PBSPlugin prune_backups)."""
+    sid = storage.get("storage")
+    out = []
+    for job in data.backup_jobs:
+        if job.get("storage") != sid or str(job.get("enabled", 1)) == "0" or str(job.get("remove", "")) == "0":
+            continue
+        keep = pve_keep_options(_spec(job.get("prune-backups")) or _spec(storage.get("prune-backups")))
+        if keep:
+            out.append((f"PVE backup job {job.get('id')}", keep))
+    return out
+
+
+def _denied(data: ClusterData, store: str) -> bool:
+    return any(m.optional and f"datastore {store}" in m.what for m in data.missing_for("pbs"))
+
+
+@check(
+    "pbs",
+    codes=[
+        Code(
+            "PBS_STORAGE_DATASTORE_MISSING",
+            "critical",
+            "PVE storage names a datastore PBS does not have",
+            "A PVE storage of type pbs on this PBS (same server, or the same pinned certificate) names a datastore "
+            "that PBS neither lists nor knows: every backup job to that storage fails.",
+            "Fix the storage's datastore (pvesm set <storage> --datastore <name>) or create the datastore on PBS.",
+        ),
+        Code(
+            "PBS_PRUNE_DROPS_LAST_VERIFIED",
+            "critical",
+            "Next prune removes a guest's only verified backup",
+            "Every snapshot of the guest's backup group whose verification is ok would be removed by the next "
+            "prune (a PBS prune job or the datastore's keep-*, or vzdump's prune-backups on the PVE side; PBS's "
+            "selection, pbs-datastore prune.rs compute_prune_info): afterwards no verified backup of it is left.",
+            "Verify the newer snapshots now (or protect the verified one) before the next prune runs.",
+        ),
+    ],
+    pve="proxmox-backup pbs-datastore/src/prune.rs compute_prune_info; pve-storage PVE/Storage/PBSPlugin.pm",
+)
+def pve_storages(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """PVE's PBS storages against PBS: a datastore missing, and guests about to lose their only verified backup."""
+    pbs = data.pbs
+    if pbs is None:
+        return []
+    known = {str(r.get("store")) for r in [*pbs.usage, *pbs.datastores]} | set(pbs.config)
+    out = []
+    for store, storages in sorted(mapped_storages(data, pbs).items()):
+        if store not in known and not _denied(data, store):
+            names = sorted(str(s.get("storage")) for s in storages)
+            out.append(
+                finding(
+                    "PBS_STORAGE_DATASTORE_MISSING",
+                    Subject(kind="storage", id=names[0]),
+                    f"PVE storage {', '.join(names)} names datastore {store}, which PBS {pbs.host} does not have",
+                    {"datastore": store, "pve_storages": names, "pbs": pbs.host},
+                )
+            )
+            continue
+        for storage in storages:
+            out += _last_verified(data, pbs, store, storage)
+    return out
+
+
+def _last_verified(data: ClusterData, pbs: PbsData, store: str, storage: Row) -> list[Finding]:
+    ns = str(storage.get("namespace") or "")
+    prunes = pbs_prunes(pbs, store, ns) + pve_prunes(data, storage)
+    if not prunes:
+        return []
+    rows = [r for r in pbs.snapshots.get(store, []) if str(r.get("ns") or "") == ns]
+    out = []
+    for key, group in sorted(groups_of(rows).items()):
+        verified = [s for s in group if finished(s) and (s.get("verification") or {}).get("state") == "ok"]
+        if key[1] not in ("vm", "ct") or not verified:
+            continue
+        removed_by: dict[int, str] = {}
+        for source, keep in prunes:
+            marks = prune_marks(group, keep)
+            for s in verified:
+                if marks[int(s.get("backup-time", 0))] == "remove":
+                    removed_by.setdefault(int(s.get("backup-time", 0)), source)
+        if len(removed_by) == len(verified):
+            label = f"{key[1]}/{key[2]} on {store}"
+            out.append(
+                finding(
+                    "PBS_PRUNE_DROPS_LAST_VERIFIED",
+                    group_subject(data, store, key),
+                    f"the next prune removes every verified backup of {label} "
+                    f"({len(verified)} verified, by {', '.join(sorted(set(removed_by.values())))})",
+                    {
+                        "store": store,
+                        "ns": ns,
+                        "group": f"{key[1]}/{key[2]}",
+                        "verified_backup_times": sorted(removed_by),
+                        "pruned_by": sorted(set(removed_by.values())),
+                        "pve_storage": storage.get("storage"),
+                    },
+                )
+            )
+    return out
