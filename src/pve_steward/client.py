@@ -121,6 +121,12 @@ API_WORDS = frozenset(
         "pool",
         "mon",
         "cmd-safety",
+        # upgrade readiness (analysis/upgradeinfo.py)
+        "versions",
+        "network",
+        "totem",
+        "qdevice",
+        "roles",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pve_steward.analysis.backups import analyze_backups
 from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
@@ -11,7 +11,7 @@ from pve_steward.analysis.catalog import checks_in, load_checks
 from pve_steward.analysis.ceph import analyze_ceph
 from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
 from pve_steward.analysis.data import ClusterData, incomplete_findings
-from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
+from pve_steward.analysis.findings import Finding, Report, Subject, finding
 from pve_steward.analysis.guests import analyze_guests
 from pve_steward.analysis.migration import analyze_migratability
 from pve_steward.analysis.operations import (
@@ -22,6 +22,7 @@ from pve_steward.analysis.operations import (
     analyze_updates,
 )
 from pve_steward.analysis.replication import analyze_replication
+from pve_steward.analysis.suppression import Suppression, with_suppressions
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.errors import MALFORMED_VALUE_ERRORS
 
@@ -60,20 +61,32 @@ def _area_analyzer(area: str) -> Analyzer:
     return run
 
 
+# Areas run only when asked for by name (their own operation), never by the health check: "upgrade" is
+# about a planned upgrade, not about the cluster's health today (design record 261203-18).
+ON_DEMAND = ("upgrade",)
 AREAS: dict[str, Analyzer] = {
-    area: _area_analyzer(area) for area in dict.fromkeys([*_LEGACY, *(c.area for c in load_checks().values())])
+    area: _area_analyzer(area)
+    for area in dict.fromkeys([*_LEGACY, *(c.area for c in load_checks().values())])
+    if area not in ON_DEMAND
 }
+EXTRA_AREAS: dict[str, Analyzer] = {area: _area_analyzer(area) for area in ON_DEMAND}
 
 
 def diagnose(
-    data: ClusterData, t: Thresholds, areas: list[str] | None = None, limit: int | None = 50, name: str = "health"
+    data: ClusterData,
+    t: Thresholds,
+    areas: list[str] | None = None,
+    limit: int | None = 50,
+    name: str = "health",
+    suppress: Sequence[Suppression] = (),
 ) -> Report:
-    """Run the chosen areas (default: all); every failed read is reported once."""
+    """Run the chosen areas (default: all); every failed read is reported once; ``suppress`` silences
+    findings as configured (listed apart in the report, at ``data.now``)."""
     chosen = areas or list(AREAS)
     findings: list[Finding] = []
     for area in chosen:
         try:
-            findings += AREAS[area](data, t)
+            findings += (AREAS.get(area) or EXTRA_AREAS[area])(data, t)
         except MALFORMED_VALUE_ERRORS as exc:  # one area's bad data must not cost the whole report, nor pass silently
             log.warning("analysis of %s failed on cluster data", area, exc_info=True)
             findings.append(_failed(area, exc))
@@ -83,7 +96,7 @@ def diagnose(
             if f.subject.id not in seen:
                 seen.add(f.subject.id)
                 findings.append(f)
-    return make_report(name, findings, chosen, limit)
+    return with_suppressions(name, findings, chosen, limit, suppress, data.now)
 
 
 def _failed(area: str, exc: Exception) -> Finding:

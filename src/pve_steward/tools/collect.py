@@ -9,12 +9,14 @@ optional gap (CHECK_SKIPPED), not as a failure.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 from pve_steward.analysis.catalog import Need, needs_of
 from pve_steward.analysis.data import ClusterData, Missing
 from pve_steward.analysis.health import AREAS as HEALTH_AREAS
+from pve_steward.analysis.health import ON_DEMAND
 from pve_steward.analysis.migration.storage import storage_shared
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
@@ -25,8 +27,8 @@ from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.tools.cephread import read_ceph
 
-ALL_AREAS = tuple(HEALTH_AREAS)
-NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
+ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
+NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
 
@@ -138,9 +140,10 @@ class Collector:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit)
         await self._declared_reads()
-        if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
+        if self._want("ceph", "upgrade"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
-            d.missing += gaps
+            ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)
+            d.missing += [dataclasses.replace(g, affects=ceph_areas) for g in gaps]
         return d
 
     async def _declared_reads(self) -> None:
