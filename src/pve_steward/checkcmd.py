@@ -176,9 +176,9 @@ def suppression_lines(report: Report) -> list[str]:
     return [*lines, ""]
 
 
-def shell_lines(checks: list[tuple[str, str]], advice: str) -> list[str]:
-    """The section ``check --upgrade`` adds: the pve8to9 checks the API cannot observe, by name."""
-    lines = ["= CHECKS THAT NEED A SHELL ON THE NODE =", "", f"NOTE: not checked here; {advice}:"]
+def shell_lines(checks: list[tuple[str, str]], advice: str, summary: str) -> list[str]:
+    """The section ``check --upgrade`` adds: what was checked, and the pve8to9 checks the API cannot observe."""
+    lines = ["= CHECKS THAT NEED A SHELL ON THE NODE =", "", f"NOTE: {summary}", f"NOTE: not checked here; {advice}:"]
     lines += [f"  pve8to9 {name}: {what}" for name, what in checks]
     return [*lines, ""]
 

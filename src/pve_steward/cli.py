@@ -417,12 +417,11 @@ def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) ->
     if args.json:
         print(result.model_dump_json(indent=2))
         return exit_code(result.report)
-    shell = shell_lines([(c.name, c.what) for c in result.shell_checks], result.shell_advice)
+    shell = shell_lines([(c.name, c.what) for c in result.shell_checks], result.shell_advice, result.summary)
     if args.html or args.format == "markdown":
         from pve_steward.views.report import emit
 
-        return emit(args, result.report, settings, client, header, [result.summary, "", *shell])
-    print(result.summary)
+        return emit(args, result.report, settings, client, header, shell)
     return print_report(result.report, False, args.color, header, extra=shell)
 
 
