@@ -161,3 +161,17 @@ def test_suppress_as_json_in_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ConfigError) as err:
         load_settings(suppress="not json")
     assert "JSON list" in str(err.value)
+
+
+def test_the_server_refuses_to_start_with_a_suppression_of_an_unknown_code(tmp_path: Path) -> None:
+    from pve_steward.server import build_server
+    from pve_steward.testing import FakeClient
+
+    settings = load_settings(
+        audit_log=tmp_path / "audit.jsonl",
+        token_store="memory",
+        suppress=[{"code": "NODE_OFFLINE", "reason": "fine"}, {"code": "NODE_OFLINE", "reason": "typo"}],
+    )
+    with pytest.raises(ValueError) as err:
+        build_server(settings, client=FakeClient(), check_version_on_start=False)
+    assert "suppress entry 2 (code NODE_OFLINE)" in str(err.value)
