@@ -127,6 +127,8 @@ API_WORDS = frozenset(
         "totem",
         "qdevice",
         "roles",
+        "cfg",
+        "raw",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

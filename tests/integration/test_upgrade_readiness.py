@@ -55,6 +55,7 @@ PLANTED = {
     ("UPGRADE_CEPH_VERSION", "version/pve2", "FAIL"),
     ("UPGRADE_CEPH_VERSION", "version/pve3", "FAIL"),
     ("UPGRADE_CEPH_NOOUT", "flags", "WARN"),
+    ("UPGRADE_CEPH_CONFIG", "config", "WARN"),
 }
 
 
@@ -174,6 +175,7 @@ def test_pvesim_serves_the_upgrade_reads_per_the_pve_8_schema(upgrade_sim: SimSe
         "/cluster/config/totem",
         "/cluster/config/qdevice",
         "/access/roles",
+        "/nodes/{node}/ceph/cfg/raw",
     ):
         resp = s.get(f"{upgrade_sim.url}/api2/json{template.replace('{node}', 'pve2')}")
         assert resp.status_code == 200, (template, resp.reason)

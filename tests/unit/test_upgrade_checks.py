@@ -141,6 +141,7 @@ def clean() -> ClusterData:
             {"roleid": "Watcher", "privs": "VM.Audit,Sys.Audit", "special": 0},
         ]
     }
+    reads["ceph_config"] = {"": "[global]\n\t fsid = x\n\t mon_host = 10.0.0.1 10.0.0.2\n[client]\n\t keyring = /k\n"}
     reads["backup_job_config"] = {
         "": [{"id": "nightly", "type": "vzdump", "storage": "pbs", "prune-backups": {"keep-daily": 7}}]
     }
@@ -582,6 +583,28 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "version/pve2",
     ),
+    (
+        "ceph keyring in global",
+        plant_read("ceph_config", "", "[global]\n mon host = a\n keyring = /k\n"),
+        "UPGRADE_CEPH_CONFIG",
+        "WARN",
+        "config",
+    ),
+    (
+        "ceph no mon_host",
+        plant_read("ceph_config", "", "[global]\n fsid = x\n"),
+        "UPGRADE_CEPH_CONFIG",
+        "WARN",
+        "config",
+    ),
+    (
+        "ceph ipv6 only half",
+        plant_read("ceph_config", "", "[global]\n mon_host = a\n ms_bind_ipv6 = true\n"),
+        "UPGRADE_CEPH_CONFIG",
+        "WARN",
+        "config",
+    ),
+    ("ceph empty config", plant_read("ceph_config", "", ""), "UPGRADE_CEPH_CONFIG", "WARN", "config"),
     (
         "ceph mixed",
         _ceph(lambda c: c.metadata["osd"].append({"ceph_version": "ceph version 18.2.4 (def) reef (stable)"})),

@@ -130,7 +130,6 @@ SHELL_CHECKS: tuple[tuple[str, str], ...] = (
     ("expected-votes", "corosync expected/total votes (corosync-quorumtool)"),
     ("corosync-conf-mismatch", "corosync.conf and pmxcfs disagree about the node list"),
     ("ring-resolve", "corosync ring addresses that resolve (or fail to) like corosync resolves them"),
-    ("ceph-config", "ceph.conf: mon_host, ms_bind_ipv4/ipv6, keyring in [global] (not covered here yet)"),
     ("cifs-credentials", "CIFS credentials at the old /etc/pve/priv/*.cred location"),
     ("ct-cgroupv2-os", "container distributions too old for cgroup v2 (pve8to9 --full)"),
     ("lxcfs-fuse3", "LXCFS still on FUSE 2 after the upgrade"),

@@ -144,6 +144,8 @@ class Collector:
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
             ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)
             d.missing += [dataclasses.replace(g, affects=ceph_areas) for g in gaps]
+            if d.ceph is not None and self._want("upgrade") and d.online_nodes:
+                await self._ceph_config(d.online_nodes[0])
         return d
 
     async def _declared_reads(self) -> None:
@@ -169,6 +171,15 @@ class Collector:
                 self.data.reads.setdefault(key, {})[node] = value
             elif not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
                 self._miss_declared(need, areas, value, node or None)
+
+    async def _ceph_config(self, node: str) -> None:
+        """Upgrade readiness: /etc/pve/ceph.conf (one file for the cluster), only where Ceph answered."""
+        path = api_path("nodes", node_seg(node), "ceph", "cfg", "raw")
+        value = (await self._read([("ceph_config", path, {})]))["ceph_config"]
+        if isinstance(value, PveError):
+            self._miss("Ceph configuration", "ceph_config", value, node, ("upgrade",))
+        else:
+            self.data.reads.setdefault("ceph_config", {})[""] = value
 
     def _miss_declared(self, need: Need, areas: tuple[str, ...], err: PveError, node: str | None) -> None:
         denied = isinstance(err, PvePermissionError)

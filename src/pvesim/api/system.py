@@ -11,7 +11,7 @@ import hashlib
 from typing import Any
 
 from pvesim.access import ROLES
-from pvesim.api.registry import Call, route
+from pvesim.api.registry import ApiError, Call, route
 from pvesim.scenario import major
 from pvesim.state import Cluster, Node
 
@@ -273,3 +273,46 @@ def roles(call: Call) -> list[dict[str, Any]]:
         {"roleid": name, "privs": ",".join(sorted(privs)), "special": 1 if name in ROLES else 0}
         for name, privs in sorted(call.cluster.roles.items())
     ]
+
+
+@route("GET", "/nodes/{node}/ceph/cfg/raw")
+def ceph_config(call: Call) -> str:
+    """PVE/API2/Ceph.pm raw config: /etc/pve/ceph.conf as ``pveceph init`` writes it, with the scenario's
+    ``ceph.config`` changes (a key set to null is removed); without Ceph PVE dies in check_ceph_inited."""
+    c = call.cluster
+    if c.ceph is None:
+        raise ApiError(500, "binary not installed: /usr/bin/ceph-mon")
+    mons = list(c.ceph.mons.values())
+    sections: dict[str, dict[str, Any]] = {
+        "global": {
+            "auth_client_required": "cephx",
+            "auth_cluster_required": "cephx",
+            "auth_service_required": "cephx",
+            "cluster_network": "10.0.0.0/24",
+            "fsid": c.ceph.fsid,
+            "mon_allow_pool_delete": "true",
+            "mon_host": " ".join(c.nodes[m.host].ip for m in mons if m.host in c.nodes),
+            "ms_bind_ipv4": "true",
+            "ms_bind_ipv6": "false",
+            "osd_pool_default_min_size": "2",
+            "osd_pool_default_size": "3",
+            "public_network": "10.0.0.0/24",
+        },
+        "client": {"keyring": "/etc/pve/priv/$cluster.$name.keyring"},
+    }
+    for m in mons:
+        if m.host in c.nodes:
+            sections[f"mon.{m.name}"] = {"public_addr": c.nodes[m.host].ip}
+    for name, changes in c.ceph.config.items():
+        section = sections.setdefault(name, {})
+        for key, value in changes.items():
+            if value is None:
+                section.pop(key, None)
+            else:
+                section[key] = str(value)
+    lines: list[str] = []
+    for name, values in sections.items():
+        lines.append(f"[{name}]")
+        lines += [f"\t {key} = {value}" for key, value in values.items()]
+        lines.append("")
+    return "\n".join(lines)

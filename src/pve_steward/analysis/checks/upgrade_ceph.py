@@ -163,3 +163,56 @@ def ceph_mixed(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+def ceph_conf(text: str) -> dict[str, dict[str, str]]:
+    """ceph.conf sections as PVE's parser reads them (pve-cluster CephConfig.pm parse_ceph_config): keys
+    with spaces, dashes or underscores are one key (we fold them to underscores), ';' and '#' comment."""
+    out: dict[str, dict[str, str]] = {}
+    section = None
+    for raw in text.splitlines():
+        line = re.split(r"\s[;#]|^[;#]", raw, maxsplit=1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"\[(.+)\]", line)
+        if m:
+            section = out.setdefault(m.group(1).strip(), {})
+        elif "=" in line and section is not None:
+            key, value = line.split("=", 1)
+            section[re.sub(r"[\s-]+", "_", key.strip())] = value.strip()
+    return out
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_CEPH_CONFIG",
+            "warning",
+            "ceph.conf needs attention before the upgrade",
+            "pve8to9 WARNs when ceph.conf's [global] section has no mon_host, enables ms_bind_ipv6 without "
+            "disabling ms_bind_ipv4, or holds a 'keyring' option (which keeps services from starting), and when "
+            "the file is empty (/nodes/{node}/ceph/cfg/raw).",
+            "Edit /etc/pve/ceph.conf: add mon_host with the monitor addresses, set ms_bind_ipv4 = false for "
+            "IPv6-only clusters, move 'keyring' to the [client] section.",
+        )
+    ],
+    anchors=["pve8to9:ceph-config"],
+    pve=f"{SOURCE} check_ceph",
+)
+def ceph_config(data: ClusterData, t: Thresholds) -> list[Finding]:
+    text = data.read("ceph_config")
+    if data.ceph is None or not isinstance(text, str) or not cluster_to_upgrade(data):
+        return []
+    conf = ceph_conf(text)
+    glob = conf.get("global", {})
+    problems = []
+    if not conf:
+        problems.append("empty ceph config found")
+    elif "mon_host" not in glob:
+        problems.append("no 'mon_host' entry found in the [global] section of the ceph config")
+    if glob.get("ms_bind_ipv6") == "true" and glob.get("ms_bind_ipv4") != "false":
+        problems.append("'ms_bind_ipv6' is enabled but 'ms_bind_ipv4' is not disabled")
+    if "keyring" in glob:
+        problems.append("[global] config section contains 'keyring' option, which will prevent services from starting")
+    return [graded("UPGRADE_CEPH_CONFIG", "WARN", _ceph("config"), text, "ceph-config") for text in problems]
