@@ -41,6 +41,7 @@ TITLES = {
     "access": "ACCESS",
     "firewall": "FIREWALL",
     "pbs": "PROXMOX BACKUP SERVER",
+    "upgrade": "UPGRADE READINESS (PVE 8 TO 9)",
 }
 
 
@@ -114,7 +115,7 @@ def _section(area: str, found: list[Finding], complete: bool) -> list[tuple[str,
     return lines
 
 
-def render(report: Report, color: bool, header: Header | None = None) -> str:
+def render(report: Report, color: bool, header: Header | None = None, extra: list[str] | None = None) -> str:
     def paint(label: str) -> str:
         return f"{_COLOR[label]}{label}:{_RESET}" if color else f"{label}:"
 
@@ -134,10 +135,15 @@ def render(report: Report, color: bool, header: Header | None = None) -> str:
             tally[label] += 1
             lines.append(f"{paint(label)} {text}" if label else text)
         lines.append("")
+    lines += suppression_lines(report)
+    lines += extra or []
     lines += ["= SUMMARY =", "", f"TOTAL: {sum(tally[label] for label in LABELS)}"]
     lines += [f"{label}:  {tally[label]}" for label in LABELS]
     if report.omitted:
         lines.append(f"(and {report.omitted} findings not listed)")
+    silenced = sum(report.suppressed_counts.model_dump().values())
+    if silenced:
+        lines.append(f"SUPPRESSED: {silenced} (not counted above; see the SUPPRESSED section)")
     if not report.complete:
         lines += [
             "",
@@ -146,13 +152,52 @@ def render(report: Report, color: bool, header: Header | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _target(target: str | None) -> str:
+    return f" for {target}" if target else ""
+
+
+def suppression_lines(report: Report) -> list[str]:
+    """The SUPPRESSED section: what configured suppressions silenced, which expired, which matched nothing."""
+    c = report.suppressed_counts
+    if not (report.suppressed or report.suppressions_unused or report.suppressions_expired):
+        return []
+    lines = ["= SUPPRESSED =", ""]
+    if report.suppressed:
+        lines.append(f"{c.critical} critical, {c.warning} warning, {c.info} info finding(s) silenced by configuration:")
+    for s in report.suppressed:
+        by = s.suppressed_by
+        until = f", until {by.expires}" if by.expires else ""
+        lines.append(f"SUPPRESSED: [{s.code}] {s.message} (reason: {by.reason}{until})")
+    shown = len(report.suppressed)
+    total = c.critical + c.warning + c.info
+    if total > shown:
+        lines.append(f"(and {total - shown} more suppressed findings not listed)")
+    for r in report.suppressions_expired:
+        lines.append(f"EXPIRED: suppression of {r.code}{_target(r.target)} expired {r.expires}; its findings are back")
+    for r in report.suppressions_unused:
+        lines.append(f"UNUSED: suppression of {r.code}{_target(r.target)} matched no finding (reason: {r.reason})")
+    return [*lines, ""]
+
+
+def shell_lines(checks: list[tuple[str, str]], advice: str, summary: str) -> list[str]:
+    """The section ``check --upgrade`` adds: what was checked, and the pve8to9 checks the API cannot observe."""
+    lines = ["= CHECKS THAT NEED A SHELL ON THE NODE =", "", f"NOTE: {summary}", f"NOTE: not checked here; {advice}:"]
+    lines += [f"  pve8to9 {name}: {what}" for name, what in checks]
+    return [*lines, ""]
+
+
 def print_report(
-    report: Report, as_json: bool, color_mode: str, header: Header | None = None, out: TextIO = sys.stdout
+    report: Report,
+    as_json: bool,
+    color_mode: str,
+    header: Header | None = None,
+    out: TextIO = sys.stdout,
+    extra: list[str] | None = None,
 ) -> int:
     if as_json:
         out.write(report.model_dump_json(indent=2) + "\n")
     else:
-        out.write(render(report, use_color(color_mode, out), header))
+        out.write(render(report, use_color(color_mode, out), header, extra))
     return exit_code(report)
 
 

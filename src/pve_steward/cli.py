@@ -102,7 +102,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "audit_syslog_ca_file",
         "audit_required",
     ),
-    "diagnostics": ("thresholds",),
+    "diagnostics": ("thresholds", "suppress"),
 }
 OTHER = "other settings"
 # The demo connects to its own simulated cluster: these flags would be silently wrong there.
@@ -389,6 +389,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the diagnostics once and print them; exit code by worst severity (see checkcmd)."""
     from pve_steward.analysis.health import AREAS
+    from pve_steward.analysis.suppression import check_known
     from pve_steward.checkcmd import Header, cluster_name, print_error, print_report
     from pve_steward.client import ProxmoxerClient, api_path
     from pve_steward.errors import PveError
@@ -401,12 +402,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     if unknown:
         message = f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}"
         return print_error("usage", message, EXIT_USAGE, args.json)
+    if args.upgrade is not None and args.areas:
+        message = "--upgrade runs the upgrade checks only; leave out --areas (or run check without --upgrade)"
+        return print_error("usage", message, EXIT_USAGE, args.json)
     try:
         settings = settings_from(args)
         client = ProxmoxerClient(settings)
         pbs = pbs_link(settings)
-    except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file
+        check_known(settings.suppress)
+    except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file, a bad suppression
         return print_error("configuration", str(exc), EXIT_USAGE, args.json)
+    if args.upgrade is not None:
+        return _check_upgrade(args, settings, client)
     now = time.time()
 
     async def run() -> tuple[Any, Header]:
@@ -429,6 +436,41 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         return emit(args, report, settings, client, header)
     return print_report(report, args.json, args.color, header)
+
+
+def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) -> int:
+    """``check --upgrade 9``: pve8to9's API-observable checks, then the ones that need a shell."""
+    from pve_steward.checkcmd import Header, cluster_name, exit_code, print_error, print_report, shell_lines
+    from pve_steward.client import api_path
+    from pve_steward.errors import PveError
+    from pve_steward.server import ConnectionProblem, check_cluster
+    from pve_steward.tools.upgrade import upgrade_readiness
+
+    now = time.time()
+
+    async def run() -> tuple[Any, Header]:
+        version = await check_cluster(settings, client)
+        try:
+            name = cluster_name(await client.get(api_path("cluster", "status")))
+        except PveError:
+            name = "unknown (/cluster/status could not be read)"
+        return await upgrade_readiness(client, settings, now, None), Header(name, version, str(settings.token_id), now)
+
+    try:
+        result, header = asyncio.run(run())
+    except ConnectionProblem as exc:
+        return print_error("connection", str(exc), EXIT_UNKNOWN, args.json)
+    except PveError as exc:
+        return print_error("cluster", str(exc), EXIT_UNKNOWN, args.json)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return exit_code(result.report)
+    shell = shell_lines([(c.name, c.what) for c in result.shell_checks], result.shell_advice, result.summary)
+    if args.html or args.format == "markdown":
+        from pve_steward.views.report import emit
+
+        return emit(args, result.report, settings, client, header, shell)
+    return print_report(result.report, False, args.color, header, extra=shell)
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -564,6 +606,15 @@ def _add_check(sub: Any) -> None:
     )
     check.add_argument("--json", action="store_true", help="print the report (or the error) as JSON")
     check.add_argument("--areas", default=None, help="comma-separated areas (default: all)")
+    check.add_argument(
+        "--upgrade",
+        type=int,
+        choices=[9],
+        default=None,
+        metavar="MAJOR",
+        help="instead of the health check, check readiness for the upgrade to this PVE major release (9): "
+        "pve8to9's API-observable checks, and a list of those that need a shell on the node",
+    )
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="(default: auto)")
     check.add_argument("--html", type=Path, metavar="FILE", help="also write the views as one self-contained HTML file")
     check.add_argument(

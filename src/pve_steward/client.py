@@ -144,6 +144,13 @@ API_WORDS = frozenset(
         "verify",
         "prune",
         "sync",
+        # upgrade readiness (analysis/upgradeinfo.py)
+        "versions",
+        "network",
+        "totem",
+        "qdevice",
+        "cfg",
+        "raw",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

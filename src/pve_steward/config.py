@@ -8,6 +8,7 @@ never printed.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from pve_steward.analysis.suppression import Suppression, parse_suppressions
 from pve_steward.security.files import refuse_exposed
 from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier
@@ -194,6 +196,11 @@ class Settings(BaseSettings):
     thresholds: dict[str, float] = Field(
         default_factory=dict, description="override diagnostic thresholds, e.g. storage_warning_pct=75"
     )
+    suppress: list[Suppression] = Field(
+        default_factory=list,
+        description="silence findings: [[suppress]] tables in the config file with code, reason and optionally one "
+        "of subject, node, vmid, storage, and expires (as a flag or environment variable: the same as a JSON list)",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -270,6 +277,19 @@ class Settings(BaseSettings):
                 raise ValueError("thresholds take name=value pairs separated by commas")
             return {k.strip(): float(val) for k, val in pairs}
         return v
+
+    @field_validator("suppress", mode="before")
+    @classmethod
+    def _suppress(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except json.JSONDecodeError:
+                raise ValueError(
+                    'as a flag or environment variable, suppress is a JSON list, e.g. [{"code": "BACKUP_STALE", '
+                    '"vmid": 101, "reason": "archived"}]'
+                ) from None
+        return parse_suppressions(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 
 from pve_steward import __version__
 from pve_steward.admission import Admission
+from pve_steward.analysis.suppression import check_known
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.answers import compact_answer
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
@@ -398,6 +399,7 @@ def build_server(
     """
     registry = registry or load_registry(settings.tools_file)
     thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
+    check_known(settings.suppress)  # and on a suppression of a code no check emits
     ops = registry.select(**selection(settings))
     audit = open_audit(
         settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required

@@ -88,6 +88,7 @@ class Ceph:
     mons: dict[str, Mon] = field(default_factory=dict)
     flags: set[str] = field(default_factory=set)
     extra_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # ceph.conf changes: section -> key -> value
     nearfull_ratio: float = 0.85
     backfillfull_ratio: float = 0.90
     full_ratio: float = 0.95
@@ -325,6 +326,7 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
     if unknown:
         raise ValueError(f"unknown ceph flag(s) {sorted(unknown)} (known: {', '.join(FLAGS)})")
     ceph.flags = set(data.get("flags", []))
+    ceph.config = {str(k): dict(v or {}) for k, v in (data.get("config") or {}).items()}
     for name, cd in (data.get("health_checks") or {}).items():
         ceph.extra_checks[str(name)] = {
             "severity": str(cd.get("severity", "HEALTH_WARN")),

@@ -183,6 +183,8 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         c.replication[rd["id"]] = _replication(rd, now)
     for td in data.get("tasks", []):
         c.tasks.append(_task(td, now))
+    c.roles = dict(roles)
+    c.corosync = dict(data.get("corosync") or {})
     for td in data.get("tokens") or DEFAULT_TOKENS:
         token = _token(td, roles)
         c.tokens[token.full_id] = token
@@ -294,6 +296,13 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     n.disks = [_disk(d) for d in nd.get("disks", [{"devpath": "/dev/nvme0n1", "type": "nvme", "size": "960G"}])]
     n.zfs = [_zfs(z) for z in nd.get("zfs", [])]
     n.vzdump_conf = dict(nd.get("vzdump") or {})
+    n.packages = dict(nd.get("packages") or {})
+    n.services = {str(k): str(v) for k, v in (nd.get("services") or {}).items()}
+    n.description = nd.get("description")
+    if "description_bytes" in nd:  # a knob for pve8to9's 64 KiB limit: notes of this many bytes
+        n.description = "#" * size(nd["description_bytes"])
+    n.network = [dict(i) for i in nd.get("network") or []]
+    n.cgroup_mode = int(nd.get("cgroup_mode", 2))
     return n
 
 
@@ -347,18 +356,37 @@ def _repositories(spec: dict[str, Any]) -> dict[str, Any]:
         if status is not None:
             row["status"] = 1 if status else 0
         standard.append(row)
-    return {
-        "standard-repos": standard,
-        "errors": [],
-        "infos": [],
-        "files": [
+    files: list[dict[str, Any]] = [
+        {
+            "path": "/etc/apt/sources.list.d/proxmox.sources",
+            "file-type": "deb822",
+            "repositories": [],
+            "digest": [0] * 32,
+        }
+    ]
+    if spec.get("sources"):  # a knob: one-line repositories in /etc/apt/sources.list (suites, components)
+        files.append(
             {
-                "path": "/etc/apt/sources.list.d/proxmox.sources",
-                "file-type": "deb822",
-                "repositories": [],
-                "digest": [0] * 32,
+                "path": "/etc/apt/sources.list",
+                "file-type": "list",
+                "repositories": [_source(src) for src in spec["sources"]],
+                "digest": [1] * 32,
             }
-        ],
+        )
+    return {"standard-repos": standard, "errors": [], "infos": [], "files": files}
+
+
+def _source(src: dict[str, Any]) -> dict[str, Any]:
+    """One repository as proxmox-apt's APTRepository answers it."""
+    return {
+        "Types": ["deb"],
+        "URIs": [str(src.get("uri", "http://download.proxmox.com/debian/pve"))],
+        "Suites": [str(src["suite"])],
+        "Components": [str(c) for c in src.get("components", ["main"])],
+        "Options": [],
+        "Comment": "",
+        "FileType": "list",
+        "Enabled": 0 if src.get("enabled") is False else 1,
     }
 
 
@@ -416,6 +444,8 @@ def _storage(sd: dict[str, Any]) -> Storage:
 
 def _guest(gd: dict[str, Any], now: float) -> Guest:
     config = {str(k): _config_value(v) for k, v in (gd.get("config") or {}).items()}
+    if "description_bytes" in gd:  # a knob for pve8to9's 8 KiB limit on guest notes
+        config["description"] = "#" * size(gd["description_bytes"])
     gtype = gd.get("type", "qemu")
     g = Guest(
         vmid=int(gd["vmid"]),

@@ -64,6 +64,13 @@ class Node:
     disks: list[dict[str, Any]] = field(default_factory=list)
     zfs: list[dict[str, Any]] = field(default_factory=list)
     vzdump_conf: dict[str, Any] = field(default_factory=dict)  # /etc/vzdump.conf on this node
+    # upgrade readiness knobs (pvesim/system.py renders them): package versions (None: not installed),
+    # systemd active states (or "not-found"), the node's notes, network interfaces, cgroup mode (1 = legacy)
+    packages: dict[str, str | None] = field(default_factory=dict)
+    services: dict[str, str] = field(default_factory=dict)
+    description: str | None = None
+    network: list[dict[str, Any]] = field(default_factory=list)
+    cgroup_mode: int = 2
 
 
 @dataclass
@@ -277,6 +284,8 @@ class Cluster:
     metric_servers: list[dict[str, Any]] = field(default_factory=list)  # status.cfg
     cluster_log: list[dict[str, Any]] = field(default_factory=list)  # the cluster log's entries, oldest first
     next_pid: int = 20_000
+    roles: dict[str, frozenset[str]] = field(default_factory=dict)  # built-in (as the release has them) + custom
+    corosync: dict[str, Any] = field(default_factory=dict)  # knobs: nodes (per-node overrides), totem, qdevice
 
     @property
     def release(self) -> str:

@@ -118,6 +118,25 @@ class Counts(BaseModel):
     info: int = 0
 
 
+class SuppressionRef(BaseModel):
+    """A configured suppression as reports name it (design record 261203-19)."""
+
+    code: str
+    target: str | None = Field(None, description="the object it is limited to; none: every finding of the code")
+    reason: str
+    expires: str | None = None
+
+
+class SuppressedFinding(BaseModel):
+    """A finding a configured suppression silenced: listed apart, never dropped."""
+
+    code: str
+    severity: Severity
+    subject: Subject
+    message: Untrusted
+    suppressed_by: SuppressionRef
+
+
 class Report(BaseModel):
     """Findings ranked worst first; compact by default."""
 
@@ -134,6 +153,18 @@ class Report(BaseModel):
     checked: list[str] = Field(default_factory=list, description="what was examined")
     by_area: dict[str, Counts] = Field(default_factory=dict)
     summary: str = ""
+    suppressed_counts: Counts = Field(
+        default_factory=Counts, description="findings silenced by configured suppressions (not in counts)"
+    )
+    suppressed: list[SuppressedFinding] = Field(
+        default_factory=list, description="the silenced findings (the first 100), with the suppression that did it"
+    )
+    suppressions_unused: list[SuppressionRef] = Field(
+        default_factory=list, description="suppressions for the areas examined that matched no finding"
+    )
+    suppressions_expired: list[SuppressionRef] = Field(
+        default_factory=list, description="suppressions past their expiry: their findings are reported again"
+    )
 
 
 def make_report(area: str, findings: list[Finding], checked: list[str], limit: int | None = 50) -> Report:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pve_steward.analysis.catalog import AREAS as ALL_AREAS
 from pve_steward.analysis.catalog import Code, checks_in, load_checks, register_codes
 from pve_steward.analysis.data import ClusterData, incomplete_findings
-from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
+from pve_steward.analysis.findings import Finding, Report, Subject, finding
+from pve_steward.analysis.suppression import Suppression, with_suppressions
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.errors import MALFORMED_VALUE_ERRORS
 
@@ -53,20 +54,32 @@ def _area_analyzer(area: str) -> Analyzer:
     return run
 
 
-# The health check's areas in report order: every area some check is declared in.
+# The health check's areas in report order: every area some check is declared in, except the areas run
+# only when asked for by name (their own operation): "upgrade" is about a planned upgrade, not about the
+# cluster's health today (design record 261203-18).
+ON_DEMAND = ("upgrade",)
 _CHECK_AREAS = {c.area for c in load_checks().values()}
-AREAS: dict[str, Analyzer] = {area: _area_analyzer(area) for area in ALL_AREAS if area in _CHECK_AREAS}
+AREAS: dict[str, Analyzer] = {
+    area: _area_analyzer(area) for area in ALL_AREAS if area in _CHECK_AREAS and area not in ON_DEMAND
+}
+EXTRA_AREAS: dict[str, Analyzer] = {area: _area_analyzer(area) for area in ON_DEMAND}
 
 
 def diagnose(
-    data: ClusterData, t: Thresholds, areas: list[str] | None = None, limit: int | None = 50, name: str = "health"
+    data: ClusterData,
+    t: Thresholds,
+    areas: list[str] | None = None,
+    limit: int | None = 50,
+    name: str = "health",
+    suppress: Sequence[Suppression] = (),
 ) -> Report:
-    """Run the chosen areas (default: all); every failed read is reported once."""
+    """Run the chosen areas (default: all); every failed read is reported once; ``suppress`` silences
+    findings as configured (listed apart in the report, at ``data.now``)."""
     chosen = areas or list(AREAS)
     findings: list[Finding] = []
     for area in chosen:
         try:
-            findings += AREAS[area](data, t)
+            findings += (AREAS.get(area) or EXTRA_AREAS[area])(data, t)
         except MALFORMED_VALUE_ERRORS as exc:  # one area's bad data must not cost the whole report, nor pass silently
             log.warning("analysis of %s failed on cluster data", area, exc_info=True)
             findings.append(_failed(area, exc))
@@ -76,4 +89,4 @@ def diagnose(
             if f.subject.id not in seen:
                 seen.add(f.subject.id)
                 findings.append(f)
-    return make_report(name, findings, chosen, limit)
+    return with_suppressions(name, findings, chosen, limit, suppress, data.now)

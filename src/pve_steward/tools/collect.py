@@ -9,12 +9,14 @@ optional gap (CHECK_SKIPPED), not as a failure.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 from pve_steward.analysis.catalog import Need, needs_of
 from pve_steward.analysis.data import ClusterData, Missing
 from pve_steward.analysis.health import AREAS as HEALTH_AREAS
+from pve_steward.analysis.health import ON_DEMAND
 from pve_steward.analysis.migration.storage import storage_shared
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
@@ -26,8 +28,8 @@ from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
 
-ALL_AREAS = tuple(HEALTH_AREAS)
-NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
+ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
+NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
 
@@ -140,9 +142,12 @@ class Collector:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit)
         await self._declared_reads()
-        if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
+        if self._want("ceph", "upgrade"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
-            d.missing += gaps
+            ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)
+            d.missing += [dataclasses.replace(g, affects=ceph_areas) for g in gaps]
+            if d.ceph is not None and self._want("upgrade") and d.online_nodes:
+                await self._ceph_config(d.online_nodes[0])
         if self._want("pbs", "backups"):  # backups: retention on PBS storages consults PBS prune jobs
             await self._pbs()
         return d
@@ -179,6 +184,15 @@ class Collector:
                 self.data.reads.setdefault(key, {})[node] = value
             elif not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
                 self._miss_declared(need, areas, value, node or None)
+
+    async def _ceph_config(self, node: str) -> None:
+        """Upgrade readiness: /etc/pve/ceph.conf (one file for the cluster), only where Ceph answered."""
+        path = api_path("nodes", node_seg(node), "ceph", "cfg", "raw")
+        value = (await self._read([("ceph_config", path, {})]))["ceph_config"]
+        if isinstance(value, PveError):
+            self._miss("Ceph configuration", "ceph_config", value, node, ("upgrade",))
+        else:
+            self.data.reads.setdefault("ceph_config", {})[""] = value
 
     async def _visible_needs(
         self, needs: dict[str, tuple[Need, tuple[str, ...]]]

@@ -12,9 +12,10 @@ from pydantic import BaseModel, Field
 from pve_steward.admission import heavy
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.data import incomplete_findings
-from pve_steward.analysis.findings import Report, make_report
+from pve_steward.analysis.findings import Report
 from pve_steward.analysis.health import AREAS, diagnose
 from pve_steward.analysis.migration import Migratability, analyze_migratability
+from pve_steward.analysis.suppression import Suppression, with_suppressions
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
@@ -35,6 +36,10 @@ def thresholds(settings: Settings) -> Thresholds:
     return thresholds_from(settings.thresholds)
 
 
+def suppressions(settings: Settings) -> list[Suppression]:
+    return settings.suppress
+
+
 async def run_check(
     client: ProxmoxClient,
     settings: Settings,
@@ -48,7 +53,7 @@ async def run_check(
     t = thresholds(settings)
     data = await collect(client, now, areas, agent_probe_limit=t.agent_probe_limit, pbs=pbs)
     # in a worker thread: the event loop keeps serving cheap calls while a large cluster is analysed
-    return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name)
+    return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name, suppressions(settings))
 
 
 # Findings per detail=true answer, as compact JSON: with the counts, under 100 KB (issue 17, 261203-11).
@@ -186,8 +191,13 @@ async def diagnose_migratability(
         else sorted(v for v, g in data.guests.items() if node is None or g.get("node") == node)
     )
     findings, verdicts = await anyio.to_thread.run_sync(functools.partial(analyze_migratability, data, vmids=vmids))
-    report = make_report(
-        "migration", findings + incomplete_findings(data, "migration"), ["migration"], None if detail else limit
+    report = with_suppressions(
+        "migration",
+        findings + incomplete_findings(data, "migration"),
+        ["migration"],
+        None if detail else limit,
+        suppressions(t.settings),
+        data.now,
     )
     counts: dict[str, int] = {}
     for m in verdicts:

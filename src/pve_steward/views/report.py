@@ -38,17 +38,33 @@ REPORT_READS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def emit(args: argparse.Namespace, report: Report, settings: Settings, client: ProxmoxClient, header: Any) -> int:
-    """What ``check`` prints (text, JSON or markdown) and, with ``--html``, the report file."""
+def emit(
+    args: argparse.Namespace,
+    report: Report,
+    settings: Settings,
+    client: ProxmoxClient,
+    header: Any,
+    extra: list[str] | None = None,
+) -> int:
+    """What ``check`` prints (text, JSON or markdown) and, with ``--html``, the report file; ``extra``:
+    plain lines after the findings (``check --upgrade``'s checks that need a shell)."""
     html_path: Path | None = getattr(args, "html", None)
+    text = markdown(report) + ("\n" + "\n".join(md_line(line) for line in extra) + "\n" if extra else "")
     if html_path is not None:
         document = anyio.run(collect_document, report, settings, client)
-        html_path.write_text(render_html(document, settings, markdown(report)), encoding="utf-8")
+        html_path.write_text(render_html(document, settings, text), encoding="utf-8")
         print(f"pve-steward: wrote {html_path}", file=sys.stderr)
     if getattr(args, "format", "text") == "markdown":
-        sys.stdout.write(markdown(report))
+        sys.stdout.write(text)
         return exit_code(report)
-    return print_report(report, args.json, args.color, header)
+    return print_report(report, args.json, args.color, header, extra=extra)
+
+
+def md_line(line: str) -> str:
+    """One of our own text lines as markdown: section titles become headings, the rest is escaped."""
+    if line.startswith("= ") and line.endswith(" ="):
+        return "### " + line.strip("= ").capitalize()
+    return md(line) if line.strip() else ""
 
 
 async def collect_document(report: Report, settings: Settings, client: ProxmoxClient) -> dict[str, Any]:
@@ -151,4 +167,28 @@ def markdown(report: Report) -> str:
             name = f"({text_of(s.name)})" if s.name else ""
             subject = " ".join(x for x in (s.kind, s.id, name, text_of(s.node)) if x)
             lines.append(f"| {f.severity.value} | `{f.code}` | {md(subject)} | {md(f.message)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _md_suppressed(report)) + "\n"
+
+
+def _md_suppressed(report: Report) -> list[str]:
+    """Suppressed findings, expired and unused suppressions: listed, never dropped (design record 261203-19)."""
+    if not (report.suppressed or report.suppressions_unused or report.suppressions_expired):
+        return []
+    c = report.suppressed_counts
+    lines = [
+        "",
+        "### Suppressed",
+        "",
+        f"{c.critical} critical, {c.warning} warning, {c.info} info silenced by configuration",
+    ]
+    lines += ["", "| severity | code | subject | finding | reason | expires |", "|---|---|---|---|---|---|"]
+    for s in report.suppressed:
+        by = s.suppressed_by
+        subject = " ".join(x for x in (s.subject.kind, s.subject.id, text_of(s.subject.node)) if x)
+        cells = [s.severity.value, f"`{s.code}`", md(subject), md(s.message), md(by.reason), by.expires or ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    for r in report.suppressions_expired:
+        lines.append(f"- expired: suppression of `{r.code}` {md(r.target or '')} ({r.expires}): its findings are back")
+    for r in report.suppressions_unused:
+        lines.append(f"- unused: suppression of `{r.code}` {md(r.target or '')} matched no finding")
+    return lines

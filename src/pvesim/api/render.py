@@ -76,7 +76,7 @@ def node_resource(cluster: Cluster, n: Node) -> dict[str, Any]:
         "node": n.name,
         "status": "online" if n.online else "offline",
         "level": n.level,
-        "cgroup-mode": 2,
+        "cgroup-mode": n.cgroup_mode,
     }
     if n.online:
         row.update(

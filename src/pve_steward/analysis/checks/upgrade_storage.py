@@ -1,0 +1,337 @@
+"""Upgrade readiness, PVE 8 to 9: pve8to9's storage and backup-configuration checks."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from pve_steward.analysis.catalog import Code, check
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.findings import Finding, Subject
+from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.analysis.upgradeinfo import (
+    APT_VERSIONS,
+    BACKUP_JOBS,
+    NODE_STORAGE,
+    SOURCE,
+    cluster_to_upgrade,
+    flag,
+    graded,
+    guests_to_upgrade,
+    nodes_to_upgrade,
+)
+from pve_steward.pve.guestconfig import parse_property_string
+
+
+def _storage(sid: str, node: str | None = None) -> Subject:
+    return Subject(kind="storage", id=sid, node=node)
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_STORAGE_INACTIVE",
+            "warning",
+            "Enabled storage not active",
+            "pve8to9 WARNs for every storage that is enabled but not active on the node (/nodes/{node}/storage).",
+            "Make the storage reachable (pvesm status) or disable it for this node before the upgrade.",
+        )
+    ],
+    needs=[NODE_STORAGE, APT_VERSIONS],
+    anchors=["pve8to9:storage-active"],
+    pve=f"{SOURCE} check_storage_health",
+)
+def storage_active(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for node in nodes_to_upgrade(data):
+        rows = data.read("node_storage_status", node)
+        for row in rows if isinstance(rows, list) else []:
+            if flag(row.get("enabled", 1)) and not flag(row.get("active", 0)):
+                sid = str(row.get("storage"))
+                out.append(
+                    graded(
+                        "UPGRADE_STORAGE_INACTIVE",
+                        "WARN",
+                        _storage(sid, node),
+                        f"storage '{sid}' enabled but not active on {node}",
+                        "storage-active",
+                        {"type": row.get("type")},
+                    )
+                )
+    return out
+
+
+def _content(row: dict[str, Any]) -> set[str]:
+    return {c.strip() for c in str(row.get("content") or "").split(",") if c.strip()}
+
+
+def _enabled(row: dict[str, Any]) -> bool:
+    return not flag(row.get("disable", 0))
+
+
+# storage types whose plugin accepts content 'none' (pve-storage Plugin plugindata: dir, iscsi, iscsidirect)
+_NONE_OK = {"dir", "iscsi", "iscsidirect"}
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_CONTENT_NONE",
+            "critical",
+            "Storage configured with content 'none' it does not support",
+            "pve8to9 FAILs for an enabled local storage whose content list is empty or 'none' when its type does "
+            "not support 'none' (/storage).",
+            "Set the storage's content types (Datacenter > Storage > Edit, or pvesm set <id> --content ...).",
+        )
+    ],
+    anchors=["pve8to9:content-none"],
+    pve=f"{SOURCE} check_storage_content",
+)
+def content_none(data: ClusterData, t: Thresholds) -> list[Finding]:
+    if not cluster_to_upgrade(data):
+        return []
+    out = []
+    for row in data.storage_config:
+        content = _content(row) - {"none"}
+        if flag(row.get("shared", 0)) or not _enabled(row) or content or row.get("type") in _NONE_OK:
+            continue
+        sid = str(row.get("storage"))
+        out.append(
+            graded(
+                "UPGRADE_CONTENT_NONE",
+                "FAIL",
+                _storage(sid),
+                f"storage '{sid}' does not support configured content type 'none'",
+                "content-none",
+                {"type": row.get("type"), "content": row.get("content")},
+            )
+        )
+    return out
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_VOLUME_CONTENT_MISMATCH",
+            "warning",
+            "Guest volume on a storage without its content type",
+            "pve8to9 WARNs for each guest volume (disks, unused disks) whose storage does not exist or lacks the "
+            "content type the volume needs (images for VM disks, iso for ISO images, rootdir for containers).",
+            "Add the content type to the storage (pvesm set <id> --content ...) or move the volume.",
+        )
+    ],
+    anchors=["pve8to9:content-mismatch"],
+    pve=f"{SOURCE} check_storage_content",
+)
+def volume_content(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for vmid in guests_to_upgrade(data):
+        cfg = data.parsed.get(vmid)
+        if cfg is None:
+            continue
+        seen: set[str] = set()
+        for vol in cfg.volumes:
+            if vol.storage is None or vol.host_path or vol.volid in seen:
+                continue
+            seen.add(vol.volid)
+            vtype = (
+                "rootdir"
+                if cfg.type == "lxc"
+                else ("iso" if vol.volid.split(":", 1)[-1].startswith("iso/") else "images")
+            )
+            scfg = data.storage_defs.get(str(vol.storage))
+            if scfg is None:
+                text = "storage does not exist"
+            elif vtype not in _content(scfg):
+                text = f"storage does not have content type '{vtype}' configured"
+            else:
+                continue
+            kind = "VM" if cfg.type == "qemu" else "CT"
+            out.append(
+                graded(
+                    "UPGRADE_VOLUME_CONTENT_MISMATCH",
+                    "WARN",
+                    Subject(kind="guest", id=str(vmid), name=cfg.name or None, node=data.guests[vmid].get("node")),
+                    f"{kind} {vmid} - volume '{vol.volid}' ({vol.key}) - {text}",
+                    "content-mismatch",
+                    {"volume": vol.volid, "key": vol.key, "storage": vol.storage, "content_type": vtype},
+                )
+            )
+    return out
+
+
+# pve-storage Plugin.pm $vtype_subdirs
+_SUBDIRS = {
+    "images": "images",
+    "rootdir": "private",
+    "iso": "template/iso",
+    "vztmpl": "template/cache",
+    "backup": "dump",
+    "snippets": "snippets",
+    "import": "import",
+}
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_CONTENT_DIRS_SHARED",
+            "critical",
+            "One directory used for several content types",
+            "pve8to9 FAILs when an enabled storage with a path resolves two content types to the same directory "
+            "(content-dirs overrides in /storage): no longer supported.",
+            "Give each content type its own directory (pvesm set <id> --content-dirs ...).",
+        )
+    ],
+    anchors=["pve8to9:content-dirs"],
+    pve=f"{SOURCE} check_storage_content_dirs",
+)
+def content_dirs(data: ClusterData, t: Thresholds) -> list[Finding]:
+    if not cluster_to_upgrade(data):
+        return []
+    out = []
+    for row in data.storage_config:
+        path = row.get("path")
+        if not path or not _enabled(row):
+            continue
+        overrides = parse_property_string(str(row.get("content-dirs") or ""))
+        dirs: dict[str, list[str]] = {}
+        for vtype in sorted(_content(row) - {"none"}):
+            sub = overrides.get(vtype, _SUBDIRS.get(vtype))
+            if sub is not None:
+                dirs.setdefault(posixpath.normpath(posixpath.join(str(path), sub)), []).append(vtype)
+        for where, vtypes in sorted(dirs.items()):
+            if len(vtypes) > 1:
+                sid = str(row.get("storage"))
+                out.append(
+                    graded(
+                        "UPGRADE_CONTENT_DIRS_SHARED",
+                        "FAIL",
+                        _storage(sid),
+                        f"storage '{sid}' uses directory {where} for multiple content types ({', '.join(vtypes)})",
+                        "content-dirs",
+                        {"directory": where, "content_types": vtypes},
+                    )
+                )
+    return out
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_GLUSTERFS",
+            "critical",
+            "Native GlusterFS storage configured",
+            "pve8to9 FAILs for every storage of type glusterfs: PVE 9 ends native GlusterFS support (/storage).",
+            "Move the volumes to other storage and remove the GlusterFS storage, or mount GlusterFS yourself and "
+            "use it as directory storage.",
+        )
+    ],
+    anchors=["pve8to9:glusterfs"],
+    pve=f"{SOURCE} check_glusterfs_storage_usage",
+)
+def glusterfs(data: ClusterData, t: Thresholds) -> list[Finding]:
+    if not cluster_to_upgrade(data):
+        return []
+    return [
+        graded(
+            "UPGRADE_GLUSTERFS",
+            "FAIL",
+            _storage(str(row.get("storage"))),
+            f"found 'glusterfs' storage '{row.get('storage')}'",
+            "glusterfs",
+        )
+        for row in data.storage_config
+        if row.get("type") == "glusterfs"
+    ]
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_MAXFILES",
+            "critical",
+            "Legacy 'maxfiles' backup retention",
+            "pve8to9 FAILs for 'maxfiles' (deprecated in PVE 7, dropped in PVE 9) on a storage (/storage) and in "
+            "backup jobs (/cluster/backup, the API's view of the job configuration).",
+            "Replace maxfiles with prune-backups (e.g. keep-last=N) on the storage or job, in the GUI or with "
+            "pvesm set <id> --prune-backups keep-last=N --delete maxfiles.",
+        )
+    ],
+    needs=[BACKUP_JOBS],
+    anchors=["pve8to9:maxfiles"],
+    pve=f"{SOURCE} check_backup_retention_settings",
+)
+def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
+    if not cluster_to_upgrade(data):
+        return []
+    out = [
+        graded(
+            "UPGRADE_MAXFILES",
+            "FAIL",
+            _storage(str(row.get("storage"))),
+            f"storage '{row.get('storage')}' - parameter 'maxfiles' is dropped with PVE 9",
+            "maxfiles",
+            {"maxfiles": row.get("maxfiles")},
+        )
+        for row in data.storage_config
+        if row.get("maxfiles") is not None
+    ]
+    jobs = data.read("backup_job_config")
+    out += [
+        graded(
+            "UPGRADE_MAXFILES",
+            "FAIL",
+            Subject(kind="backup_job", id=str(job.get("id"))),
+            f"backup job '{job.get('id')}' - parameter 'maxfiles' is dropped with PVE 9",
+            "maxfiles",
+            {"maxfiles": job.get("maxfiles")},
+        )
+        for job in (jobs if isinstance(jobs, list) else [])
+        if isinstance(job, dict) and job.get("maxfiles") is not None
+    ]
+    return out
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_BACKUP_JOB_NOTIFICATION",
+            "critical",
+            "Backup job uses legacy notification options",
+            "pve8to9 FAILs for a backup job with the legacy 'notification-policy' or 'notification-target' option "
+            "(/cluster/backup).",
+            "Edit and save the job in Datacenter > Backup (this clears the options), or remove them from "
+            "/etc/pve/jobs.cfg.",
+        )
+    ],
+    needs=[BACKUP_JOBS],
+    anchors=["pve8to9:backup-job-notif"],
+    pve=f"{SOURCE} check_legacy_backup_job_options",
+)
+def backup_job_notification(data: ClusterData, t: Thresholds) -> list[Finding]:
+    jobs = data.read("backup_job_config")
+    if not isinstance(jobs, list) or not cluster_to_upgrade(data):
+        return []
+    out = []
+    for job in jobs:
+        for option in ("notification-policy", "notification-target"):
+            if isinstance(job, dict) and job.get(option) is not None:
+                out.append(
+                    graded(
+                        "UPGRADE_BACKUP_JOB_NOTIFICATION",
+                        "FAIL",
+                        Subject(kind="backup_job", id=str(job.get("id"))),
+                        f"found legacy '{option}' option for job '{job.get('id')}'",
+                        "backup-job-notif",
+                        {"option": option, "value": job.get(option)},
+                    )
+                )
+    return out

@@ -1,0 +1,682 @@
+"""The upgrade area (pve8to9's API-observable checks): one planted problem per finding, and a clean PVE 8.4
+cluster that gives none. Payloads are shaped like PVE 8.4's answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pve_steward.analysis.catalog import checks_in
+from pve_steward.analysis.ceph import CephData
+from pve_steward.analysis.data import ClusterData, Missing
+from pve_steward.analysis.findings import Finding
+from pve_steward.analysis.health import AREAS, diagnose
+from pve_steward.analysis.thresholds import Thresholds
+from tests.unit.pve_fixtures import (
+    GiB,
+    cluster_status,
+    data,
+    guest_row,
+    lxc_config,
+    node_row,
+    node_storage_row,
+    qemu_config,
+    storage_cfg,
+)
+
+NODES = ("pve1", "pve2", "pve3")
+SERVICES = ("chrony", "corosync", "pve-cluster", "pvedaemon", "pveproxy", "pvescheduler", "pvestatd")
+
+
+def pkg(name: str, version: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "Package": name,
+        "Title": name,
+        "Description": name,
+        "Version": version,
+        "OldVersion": version,
+        "Priority": "optional",
+        "Section": "admin",
+        "Arch": "amd64",
+        "Origin": "Proxmox",
+        "CurrentState": "Installed",
+        **extra,
+    }
+
+
+def service(name: str, active: str = "active", unit: str = "enabled") -> dict[str, Any]:
+    state = {"active": "running", "failed": "failed"}.get(active, "dead")
+    return {"name": name, "service": name, "desc": name, "state": state, "unit-state": unit, "active-state": active}
+
+
+def clean() -> ClusterData:
+    """Three PVE 8.4 nodes with nothing pve8to9 would warn about."""
+    per_node: dict[str, dict[str, Any]] = {
+        "apt_versions": {
+            n: [
+                pkg("proxmox-ve", "8.4.0", RunningKernel="6.8.12-9-pve"),
+                pkg("pve-manager", "8.4.14"),
+                pkg("proxmox-kernel-6.8", "6.8.12-9"),
+                pkg("corosync", "3.1.9-pve1"),
+            ]
+            for n in NODES
+        },
+        "apt_updates": {n: [] for n in NODES},
+        "apt_repositories": {
+            n: {
+                "files": [
+                    {
+                        "path": "/etc/apt/sources.list",
+                        "file-type": "list",
+                        "repositories": [
+                            {
+                                "Types": ["deb"],
+                                "URIs": ["http://deb.debian.org/debian"],
+                                "Suites": ["bookworm"],
+                                "Components": ["main"],
+                                "Enabled": 1,
+                                "FileType": "list",
+                            },
+                            {
+                                "Types": ["deb"],
+                                "URIs": ["http://security.debian.org"],
+                                "Suites": ["bookworm-security"],
+                                "Components": ["main"],
+                                "Enabled": 1,
+                                "FileType": "list",
+                            },
+                            {
+                                "Types": ["deb"],
+                                "URIs": ["http://download.proxmox.com/debian/pve"],
+                                "Suites": ["bookworm"],
+                                "Components": ["pve-no-subscription"],
+                                "Enabled": 1,
+                                "FileType": "list",
+                            },
+                        ],
+                    }
+                ],
+                "errors": [],
+                "infos": [],
+                "standard-repos": [],
+            }
+            for n in NODES
+        },
+        "node_services": {
+            n: [service(s) for s in SERVICES] + [service("systemd-timesyncd", "inactive", "not-found")] for n in NODES
+        },
+        "node_status": {
+            n: {"pveversion": "pve-manager/8.4.14/abc", "rootfs": {"avail": 60 * GiB, "total": 100 * GiB}}
+            for n in NODES
+        },
+        "node_config": {n: {"description": "rack 4", "digest": "x"} for n in NODES},
+        "node_network": {
+            n: [{"iface": "vmbr0", "type": "bridge"}, {"iface": "vmbr9", "type": "bridge", "mtu": 9000}] for n in NODES
+        },
+        "node_storage_status": {
+            n: [
+                node_storage_row("local", "dir", 100 * GiB, 10 * GiB),
+                node_storage_row("off", "nfs", 0, 0, active=0, enabled=0),
+            ]
+            for n in NODES
+        },
+        "node_certificates": {
+            n: [{"filename": "pve-ssl.pem", "public-key-type": "rsaEncryption", "public-key-bits": 2048}] for n in NODES
+        },
+    }
+    reads: dict[str, dict[str, Any]] = {k: dict(v) for k, v in per_node.items()}
+    reads["corosync_nodes"] = {
+        "": [
+            {"node": n, "name": n, "nodeid": str(i), "quorum_votes": "1", "ring0_addr": f"10.0.0.{i}"}
+            for i, n in enumerate(NODES, start=1)
+        ]
+    }
+    reads["corosync_totem"] = {"": {"cluster_name": "lab", "secauth": "on", "link_mode": "passive", "version": "2"}}
+    reads["corosync_qdevice"] = {"": {}}
+    reads["access_roles"] = {
+        "": [
+            {"roleid": "PVEAuditor", "privs": "Sys.Audit,VM.Audit,VM.Monitor", "special": 1},
+            {"roleid": "Watcher", "privs": "VM.Audit,Sys.Audit", "special": 0},
+        ]
+    }
+    reads["ceph_config"] = {"": "[global]\n\t fsid = x\n\t mon_host = 10.0.0.1 10.0.0.2\n[client]\n\t keyring = /k\n"}
+    reads["backup_job_config"] = {
+        "": [{"id": "nightly", "type": "vzdump", "storage": "pbs", "prune-backups": {"keep-daily": 7}}]
+    }
+    return data(
+        cluster_status=cluster_status(dict.fromkeys(NODES, True)),
+        resources=[node_row(n) for n in NODES]
+        + [guest_row(100, "pve1", status="stopped"), guest_row(200, "pve2", "lxc", status="stopped")],
+        version={"version": "8.4.14", "release": "8.4"},
+        storage_config=[
+            storage_cfg("local", "dir", "iso,vztmpl,backup", path="/var/lib/vz"),
+            storage_cfg("ceph-vm", "rbd", "images,rootdir"),
+            storage_cfg("san", "iscsi", "none", portal="10.0.0.9", target="iqn.x"),
+        ],
+        configs={
+            100: qemu_config("web", machine="pc-q35-8.1", net0="virtio=BC:24:11:00:00:01,bridge=vmbr9,mtu=1500"),
+            200: lxc_config("ct", ostype="debian"),
+        },
+        reads=reads,
+        ceph=CephData(
+            status={"health": {"status": "HEALTH_OK", "checks": {}}},
+            flags=[{"name": "noout", "value": 1}],
+            metadata={
+                "mon": {"a": {"ceph_version": "ceph version 19.2.3 (abc) squid (stable)"}},
+                "osd": [{"ceph_version": "ceph version 19.2.3 (abc) squid (stable)"}],
+                "node": {n: {"version": {"str": "19.2.3"}} for n in NODES},
+            },
+        ),
+    )
+
+
+def run(d: ClusterData) -> list[Finding]:
+    return diagnose(d, Thresholds(), ["upgrade"], None, "upgrade").findings
+
+
+def plant_read(key: str, node: str, value: Any) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        d.reads[key][node] = value
+
+    return plant
+
+
+def edit_read(key: str, node: str, change: Callable[[Any], None]) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        change(d.reads[key][node])
+
+    return plant
+
+
+def _set_pkg(name: str, **fields: Any) -> Callable[[Any], None]:
+    def change(rows: list[dict[str, Any]]) -> None:
+        row = next((r for r in rows if r["Package"] == name), None)
+        if row is None:
+            rows.append(pkg(name, fields.get("OldVersion", "1")))
+            row = rows[-1]
+        row.update(fields)
+
+    return change
+
+
+def _service(name: str, active: str, unit: str = "enabled") -> Callable[[Any], None]:
+    def change(rows: list[dict[str, Any]]) -> None:
+        rows[:] = [r for r in rows if r["name"] != name] + [service(name, active, unit)]
+
+    return change
+
+
+def _add_repo(suite: str, component: str = "main") -> Callable[[Any], None]:
+    def change(answer: dict[str, Any]) -> None:
+        answer["files"][0]["repositories"].append(
+            {"Types": ["deb"], "URIs": ["http://x"], "Suites": [suite], "Components": [component], "Enabled": 1}
+        )
+
+    return change
+
+
+def _config(vmid: int, **values: Any) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        d.configs[vmid].update(values)
+        for key in [k for k, v in values.items() if v is None]:
+            d.configs[vmid].pop(key)
+
+    return plant
+
+
+def _storage(row: dict[str, Any]) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        d.storage_config.append(row)
+
+    return plant
+
+
+def _status(node: str, online: bool = True, quorate: bool = True) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        d.cluster_status = cluster_status({n: (online if n == node else True) for n in NODES}, quorate=quorate)
+
+    return plant
+
+
+def _ceph(change: Callable[[CephData], None]) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        assert d.ceph is not None
+        change(d.ceph)
+
+    return plant
+
+
+def _resource(node: str, **fields: Any) -> Callable[[ClusterData], None]:
+    def plant(d: ClusterData) -> None:
+        for row in d.resources:
+            if row.get("type") == "node" and row["node"] == node:
+                row.update(fields)
+        d.resources.append(guest_row(300, node, status="running"))
+
+    return plant
+
+
+# (name, plant, code, pve8to9 grade, subject id)
+PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
+    (
+        "updates",
+        plant_read("apt_updates", "pve2", [pkg("pve-manager", "8.4.15")]),
+        "UPGRADE_UPDATES_PENDING",
+        "WARN",
+        "pve2",
+    ),
+    (
+        "pve too old",
+        edit_read("apt_versions", "pve1", _set_pkg("proxmox-ve", OldVersion="8.3.0")),
+        "UPGRADE_PVE_TOO_OLD",
+        "FAIL",
+        "pve1",
+    ),
+    (
+        "kernel not rebooted",
+        edit_read(
+            "apt_versions",
+            "pve1",
+            lambda rows: (
+                _set_pkg("proxmox-ve", RunningKernel="5.15.158-2-pve")(rows),
+                _set_pkg("pve-kernel-6.8", OldVersion="8.4.0")(rows),
+            ),
+        ),
+        "UPGRADE_KERNEL_NOT_SUITABLE",
+        "WARN",
+        "pve1",
+    ),
+    (
+        "kernel unexpected",
+        edit_read("apt_versions", "pve3", _set_pkg("proxmox-ve", RunningKernel="6.1.0-x")),
+        "UPGRADE_KERNEL_NOT_SUITABLE",
+        "WARN",
+        "pve3",
+    ),
+    (
+        "corosync 2",
+        edit_read("apt_versions", "pve2", _set_pkg("corosync", OldVersion="2.4.4-pve1")),
+        "UPGRADE_COROSYNC_VERSION",
+        "FAIL",
+        "pve2",
+    ),
+    (
+        "daemon failed",
+        edit_read("node_services", "pve2", _service("pvestatd", "failed")),
+        "UPGRADE_DAEMON_NOT_ACTIVE",
+        "FAIL",
+        "pve2",
+    ),
+    (
+        "daemon inactive",
+        edit_read("node_services", "pve1", _service("pvescheduler", "inactive")),
+        "UPGRADE_DAEMON_NOT_ACTIVE",
+        "FAIL",
+        "pve1",
+    ),
+    (
+        "daemon activating",
+        edit_read("node_services", "pve1", _service("corosync", "activating")),
+        "UPGRADE_DAEMON_NOT_ACTIVE",
+        "WARN",
+        "pve1",
+    ),
+    (
+        "daemon not installed",
+        edit_read("node_services", "pve3", _service("pveproxy", "inactive", "not-found")),
+        "UPGRADE_DAEMON_NOT_ACTIVE",
+        "WARN",
+        "pve3",
+    ),
+    (
+        "timesyncd",
+        edit_read(
+            "node_services",
+            "pve1",
+            lambda rows: (
+                _service("chrony", "inactive", "not-found")(rows),
+                _service("systemd-timesyncd", "active")(rows),
+            ),
+        ),
+        "UPGRADE_TIME_SYNC",
+        "WARN",
+        "pve1",
+    ),
+    (
+        "no time daemon",
+        edit_read("node_services", "pve2", _service("chrony", "failed")),
+        "UPGRADE_TIME_SYNC",
+        "WARN",
+        "pve2",
+    ),
+    (
+        "rootfs < 5 GB",
+        plant_read("node_status", "pve2", {"rootfs": {"avail": 4 * 10**9}}),
+        "UPGRADE_ROOTFS_LOW",
+        "WARN",
+        "pve2",
+    ),
+    (
+        "rootfs < 10 GB",
+        plant_read("node_status", "pve2", {"rootfs": {"avail": 8 * 10**9}}),
+        "UPGRADE_ROOTFS_LOW",
+        "NOTICE",
+        "pve2",
+    ),
+    (
+        "rsa 1024",
+        plant_read(
+            "node_certificates",
+            "pve1",
+            [{"filename": "pveproxy-ssl.pem", "public-key-type": "rsaEncryption", "public-key-bits": 1024}],
+        ),
+        "UPGRADE_CERT_KEY_WEAK",
+        "FAIL",
+        "pve1/pveproxy-ssl.pem",
+    ),
+    (
+        "ec 192",
+        plant_read(
+            "node_certificates",
+            "pve1",
+            [{"filename": "ec.pem", "public-key-type": "id-ecPublicKey", "public-key-bits": 192}],
+        ),
+        "UPGRADE_CERT_KEY_WEAK",
+        "FAIL",
+        "pve1/ec.pem",
+    ),
+    (
+        "key type unknown",
+        plant_read(
+            "node_certificates", "pve1", [{"filename": "odd.pem", "public-key-type": "ED25519", "public-key-bits": 256}]
+        ),
+        "UPGRADE_CERT_KEY_WEAK",
+        "WARN",
+        "pve1/odd.pem",
+    ),
+    ("running guests", _resource("pve3"), "UPGRADE_GUESTS_RUNNING", "WARN", "pve3"),
+    ("legacy cgroup", _resource("pve2", **{"cgroup-mode": 1}), "UPGRADE_CGROUP_LEGACY", "FAIL", "pve2"),
+    ("not quorate", _status("pve1", quorate=False), "UPGRADE_NOT_QUORATE", "FAIL", "cluster"),
+    ("node offline", _status("pve3", online=False), "UPGRADE_NODES_OFFLINE", "FAIL", "cluster"),
+    (
+        "quorum votes",
+        edit_read("corosync_nodes", "", lambda rows: rows[0].update(quorum_votes="2")),
+        "UPGRADE_QUORUM_VOTES",
+        "WARN",
+        "cluster",
+    ),
+    ("two nodes", edit_read("corosync_nodes", "", lambda rows: rows.pop()), "UPGRADE_FEW_VOTERS", "WARN", "cluster"),
+    (
+        "nodelist no ring",
+        edit_read("corosync_nodes", "", lambda rows: rows[1].pop("ring0_addr")),
+        "UPGRADE_NODELIST_INCOMPLETE",
+        "FAIL",
+        "pve2",
+    ),
+    (
+        "nodelist no nodeid",
+        edit_read("corosync_nodes", "", lambda rows: rows[2].pop("nodeid")),
+        "UPGRADE_NODELIST_INCOMPLETE",
+        "FAIL",
+        "pve3",
+    ),
+    (
+        "totem udpu",
+        edit_read("corosync_totem", "", lambda t: t.update(transport="udpu")),
+        "UPGRADE_COROSYNC_TOTEM",
+        "FAIL",
+        "cluster",
+    ),
+    (
+        "totem no secauth",
+        edit_read("corosync_totem", "", lambda t: t.pop("secauth")),
+        "UPGRADE_COROSYNC_TOTEM",
+        "FAIL",
+        "cluster",
+    ),
+    (
+        "totem 3des",
+        edit_read("corosync_totem", "", lambda t: t.update(crypto_cipher="3des")),
+        "UPGRADE_COROSYNC_TOTEM",
+        "FAIL",
+        "cluster",
+    ),
+    (
+        "role VM.Monitor",
+        edit_read("access_roles", "", lambda rows: rows.append({"roleid": "Mon", "privs": "VM.Monitor", "special": 0})),
+        "UPGRADE_ROLE_VM_MONITOR",
+        "FAIL",
+        "role/Mon",
+    ),
+    (
+        "node notes",
+        plant_read("node_config", "pve2", {"description": "x" * (64 * 1024 + 1)}),
+        "UPGRADE_NODE_DESCRIPTION_LONG",
+        "WARN",
+        "pve2",
+    ),
+    ("mixed suites", edit_read("apt_repositories", "pve1", _add_repo("trixie")), "UPGRADE_APT_SUITES", "FAIL", "pve1"),
+    (
+        "strange suite",
+        edit_read("apt_repositories", "pve1", _add_repo("jammy")),
+        "UPGRADE_APT_SUITES",
+        "NOTICE",
+        "pve1",
+    ),
+    (
+        "pvetest bookworm",
+        edit_read("apt_repositories", "pve1", _add_repo("bookworm", "pvetest")),
+        "UPGRADE_APT_SUITES",
+        "WARN",
+        "pve1",
+    ),
+    (
+        "pve-test bookworm",
+        edit_read("apt_repositories", "pve1", _add_repo("bookworm", "pve-test")),
+        "UPGRADE_APT_SUITES",
+        "FAIL",
+        "pve1",
+    ),
+    (
+        "storage inactive",
+        plant_read("node_storage_status", "pve3", [node_storage_row("nfs1", "nfs", 0, 0, active=0)]),
+        "UPGRADE_STORAGE_INACTIVE",
+        "WARN",
+        "nfs1",
+    ),
+    ("content none", _storage(storage_cfg("old", "lvm", "none", vgname="vg")), "UPGRADE_CONTENT_NONE", "FAIL", "old"),
+    (
+        "content missing",
+        _config(100, scsi1="local:100/vm-100-disk-1.qcow2,size=8G"),
+        "UPGRADE_VOLUME_CONTENT_MISMATCH",
+        "WARN",
+        "100",
+    ),
+    (
+        "storage missing",
+        _config(200, mp0="gone:subvol-200-disk-1,mp=/srv,size=8G"),
+        "UPGRADE_VOLUME_CONTENT_MISMATCH",
+        "WARN",
+        "200",
+    ),
+    (
+        "content dirs",
+        _storage(storage_cfg("m", "dir", "iso,backup", path="/srv", **{"content-dirs": "iso=x,backup=x/"})),
+        "UPGRADE_CONTENT_DIRS_SHARED",
+        "FAIL",
+        "m",
+    ),
+    (
+        "glusterfs",
+        _storage(storage_cfg("g", "glusterfs", "images", server="1.2.3.4", volume="v")),
+        "UPGRADE_GLUSTERFS",
+        "FAIL",
+        "g",
+    ),
+    ("maxfiles storage", _storage(storage_cfg("nfs", "nfs", "backup", maxfiles=3)), "UPGRADE_MAXFILES", "FAIL", "nfs"),
+    (
+        "maxfiles job",
+        edit_read("backup_job_config", "", lambda jobs: jobs[0].update(maxfiles=2)),
+        "UPGRADE_MAXFILES",
+        "FAIL",
+        "nightly",
+    ),
+    (
+        "notification policy",
+        edit_read("backup_job_config", "", lambda jobs: jobs[0].update({"notification-policy": "always"})),
+        "UPGRADE_BACKUP_JOB_NOTIFICATION",
+        "FAIL",
+        "nightly",
+    ),
+    ("guest notes", _config(100, description="y" * (8 * 1024 + 1)), "UPGRADE_GUEST_DESCRIPTION_LONG", "WARN", "100"),
+    (
+        "lxc.cgroup",
+        _config(200, lxc=[["lxc.cgroup.devices.allow", "c 10:200 rwm"]]),
+        "UPGRADE_LXC_CGROUP_KEYS",
+        "WARN",
+        "200",
+    ),
+    ("ct ostype", _config(200, ostype=None), "UPGRADE_CT_NO_OSTYPE", "WARN", "200"),
+    ("machine 5.2", _config(100, machine="pc-i440fx-5.2"), "UPGRADE_MACHINE_VERSION_OLD", "WARN", "100"),
+    (
+        "machine type=",
+        _config(100, machine="type=pc-q35-4.2,viommu=virtio"),
+        "UPGRADE_MACHINE_VERSION_OLD",
+        "WARN",
+        "100",
+    ),
+    (
+        "hibernated 4.2",
+        _config(100, vmstate="local-lvm:vm-100-state-x", runningmachine="pc-q35-4.2+pve0"),
+        "UPGRADE_MACHINE_VERSION_OLD",
+        "WARN",
+        "100",
+    ),
+    ("bridge mtu", _config(100, net0="virtio=BC:24:11:00:00:01,bridge=vmbr9"), "UPGRADE_BRIDGE_MTU", "NOTICE", "100"),
+    (
+        "ceph health",
+        _ceph(lambda c: c.status.update(health={"status": "HEALTH_WARN", "checks": {"A": {}, "B": {}}})),
+        "UPGRADE_CEPH_HEALTH",
+        "WARN",
+        "health",
+    ),  # type: ignore[union-attr]
+    (
+        "noout",
+        _ceph(lambda c: setattr(c, "flags", [{"name": "noout", "value": 0}])),
+        "UPGRADE_CEPH_NOOUT",
+        "WARN",
+        "flags",
+    ),
+    (
+        "ceph 18",
+        _ceph(lambda c: c.metadata["node"]["pve2"].update(version={"str": "18.2.4"})),
+        "UPGRADE_CEPH_VERSION",
+        "FAIL",
+        "version/pve2",
+    ),
+    (
+        "ceph 20",
+        _ceph(lambda c: c.metadata["node"]["pve2"].update(version={"str": "20.1.0"})),
+        "UPGRADE_CEPH_VERSION",
+        "WARN",
+        "version/pve2",
+    ),
+    (
+        "ceph keyring in global",
+        plant_read("ceph_config", "", "[global]\n mon host = a\n keyring = /k\n"),
+        "UPGRADE_CEPH_CONFIG",
+        "WARN",
+        "config",
+    ),
+    (
+        "ceph no mon_host",
+        plant_read("ceph_config", "", "[global]\n fsid = x\n"),
+        "UPGRADE_CEPH_CONFIG",
+        "WARN",
+        "config",
+    ),
+    (
+        "ceph ipv6 only half",
+        plant_read("ceph_config", "", "[global]\n mon_host = a\n ms_bind_ipv6 = true\n"),
+        "UPGRADE_CEPH_CONFIG",
+        "WARN",
+        "config",
+    ),
+    ("ceph empty config", plant_read("ceph_config", "", ""), "UPGRADE_CEPH_CONFIG", "WARN", "config"),
+    (
+        "ceph mixed",
+        _ceph(lambda c: c.metadata["osd"].append({"ceph_version": "ceph version 18.2.4 (def) reef (stable)"})),
+        "UPGRADE_CEPH_MIXED_VERSIONS",
+        "WARN",
+        "daemons/osd",
+    ),
+]
+
+
+def test_a_clean_pve8_cluster_gives_no_upgrade_finding() -> None:
+    assert run(clean()) == []
+
+
+@pytest.mark.parametrize(("name", "plant", "code", "grade", "subject"), PLANTS, ids=[p[0] for p in PLANTS])
+def test_each_planted_problem_gives_its_finding(
+    name: str, plant: Callable[[ClusterData], None], code: str, grade: str, subject: str
+) -> None:
+    d = clean()
+    plant(d)
+    found = [f for f in run(d) if f.code == code]
+    assert [f.subject.id for f in found] == [subject], [f.message for f in run(d)]
+    f = found[0]
+    assert f.evidence["pve8to9"] == grade
+    assert f.severity.value == {"FAIL": "critical", "WARN": "warning", "NOTICE": "info"}[grade]
+    assert {f.code for f in run(d)} == {code} | ({"UPGRADE_GUESTS_RUNNING"} if name == "legacy cgroup" else set())
+
+
+def test_every_upgrade_check_is_exercised_and_anchored() -> None:
+    planted = {p[2] for p in PLANTS} | {"UPGRADE_NODE_UPGRADED"}
+    declared = {c.code for chk in checks_in(["upgrade"]) for c in chk.codes}
+    assert declared == planted
+    for chk in checks_in(["upgrade"]):
+        assert chk.pve.startswith("pve-manager PVE/CLI/pve8to9.pm ")
+        assert all(a.startswith("pve8to9:") for a in chk.anchors)
+
+
+def test_the_upgrade_area_is_not_part_of_the_health_check() -> None:
+    assert "upgrade" not in AREAS
+    d = clean()
+    PLANTS[0][1](d)
+    assert not [f for f in diagnose(d, Thresholds(), None, None).findings if f.code.startswith("UPGRADE_")]
+
+
+def test_nodes_already_on_9_are_said_so_and_not_checked() -> None:
+    d = clean()
+    for n in NODES:
+        _set_pkg("proxmox-ve", OldVersion="9.1.0", RunningKernel="6.17.2-1-pve")(d.reads["apt_versions"][n])
+        d.reads["apt_updates"][n] = [pkg("pve-manager", "9.1.3")]
+        d.reads["node_status"][n]["rootfs"] = {"avail": 1}
+    d.storage_config.append(storage_cfg("g", "glusterfs", "images"))
+    found = run(d)
+    assert sorted((f.code, f.subject.id) for f in found) == [("UPGRADE_NODE_UPGRADED", n) for n in NODES]
+
+
+def test_a_mixed_cluster_checks_only_its_pve8_nodes() -> None:
+    d = clean()
+    _set_pkg("proxmox-ve", OldVersion="9.1.0", RunningKernel="6.17.2-1-pve")(d.reads["apt_versions"]["pve1"])
+    for n in NODES:
+        d.reads["node_status"][n]["rootfs"] = {"avail": 1}
+    found = run(d)
+    assert sorted((f.code, f.subject.id) for f in found) == [
+        ("UPGRADE_NODE_UPGRADED", "pve1"),
+        ("UPGRADE_ROOTFS_LOW", "pve2"),
+        ("UPGRADE_ROOTFS_LOW", "pve3"),
+    ]
+
+
+def test_an_unread_answer_is_a_gap_not_a_clean_bill() -> None:
+    d = clean()
+    del d.reads["node_services"]["pve2"]
+    d.missing.append(Missing("node services of pve2", "/nodes/pve2/services", "timeout", "pve2", affects=("upgrade",)))
+    report = diagnose(d, Thresholds(), ["upgrade"], None, "upgrade")
+    assert not report.complete
+    assert [f.code for f in report.findings] == ["DATA_INCOMPLETE"]
