@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import sys
 import tempfile
 import time
@@ -83,11 +84,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "diagnostics": ("thresholds",),
 }
 OTHER = "other settings"
+# Settings only a config file can give (tables); they get no flag.
+FILE_ONLY = ("clusters",)
 # The demo connects to its own simulated cluster: these flags would be silently wrong there.
 DEMO_REFUSES = (*SECTIONS["connection to Proxmox VE"], "transport", "disable_version_check")
 # Which pvesim token the demo uses per tier: root@pam can do every admin action (guest_unlock
 # is root@pam only in PVE), the operator token holds exactly the operator tier's privileges.
 DEMO_TOKENS = {"read_only": "auditor@pve!mcp", "operator": "operator@pve!mcp", "admin": "root@pam!pvesim"}
+DEMO_SECOND = "healthy"  # the small second cluster of `demo --clusters 2`
 
 
 class Parser(argparse.ArgumentParser):
@@ -158,7 +162,7 @@ def add_settings_flags(
         if sections != ()
         else argparse.SUPPRESS,
     )
-    listed = {n for names in SECTIONS.values() for n in names}
+    listed = {n for names in SECTIONS.values() for n in names} | set(FILE_ONLY)
     others = tuple(n for n in Settings.model_fields if n not in listed)
     for title, names in [*SECTIONS.items(), (OTHER, others)]:
         chosen = [n for n in names if n in Settings.model_fields and n not in hidden]
@@ -168,11 +172,12 @@ def add_settings_flags(
             for name in chosen:
                 _add_setting(group, name, suppress)
     for name in hidden:
-        _add_setting(parser, name, suppress, hidden=True)
+        if name not in FILE_ONLY:
+            _add_setting(parser, name, suppress, hidden=True)
 
 
 def settings_from(args: argparse.Namespace, reset: typing.Collection[str] = (), **extra: Any) -> Settings:
-    overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
+    overrides = {name: getattr(args, name, None) for name in Settings.model_fields if name not in FILE_ONLY}
     overrides.update(extra)
     secret = overrides.get("token_secret")
     if isinstance(secret, str):
@@ -199,8 +204,19 @@ def _server_lines(settings: Settings) -> list[str]:
     ]
 
 
+def _clusters_line(settings: Settings) -> str:
+    from pve_steward.clusters import cluster_targets
+
+    targets = cluster_targets(settings)
+    named = [f"{t.name} ({t.settings.url} as {t.settings.token_id}, up to {t.tier.value})" for t in targets]
+    if named:
+        return "clusters: " + ", ".join(named) + "; PVE versions: checked on first use (list_clusters)"
+    return f"cluster: Proxmox VE at {settings.url} as {settings.token_id}; PVE version: checked on first use"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.client import ProxmoxerClient
+    from pve_steward.clusters import cluster_targets
     from pve_steward.server import build_server
 
     settings = settings_from(args)
@@ -209,9 +225,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         check_bind(settings)  # an unsafe bind is a configuration error
     make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
-    client = ProxmoxerClient(settings)  # checks the settings; touches nothing on the network
+    # The clients check the settings; they touch nothing on the network.
+    clients = {t.name: ProxmoxerClient(t.client_settings) for t in cluster_targets(settings)}
+    client = None if clients else ProxmoxerClient(settings)
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
-    mcp = build_server(settings, client=client)
+    mcp = build_server(settings, client=client, clients=clients)
     if settings.transport == "stdio":
         mcp.run()
         return 0
@@ -219,8 +237,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def banner(port: int) -> None:
         lines = [f"pve-steward {__version__}: MCP endpoint {endpoint(settings, port)}"]
-        cluster = f"cluster: Proxmox VE at {settings.url} as {settings.token_id}; PVE version: checked on first use"
-        say([*lines, cluster, *_server_lines(settings), "Press Ctrl-C to stop."])
+        say([*lines, _clusters_line(settings), *_server_lines(settings), "Press Ctrl-C to stop."])
 
     serve_http(mcp, settings, banner)
     return 0
@@ -262,6 +279,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
     preview = settings_from(args, reset=DEMO_REFUSES, **extra)  # validates the flags before pvesim starts
+    if args.clusters > 1:
+        return _demo_clusters(args, extra, preview.tier.value, out)
     sim = pvesim.start_scenario(args.scenario, speed=args.speed)
     try:
         token = DEMO_TOKENS[preview.tier.value]
@@ -281,6 +300,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0
     finally:
         sim.stop()
+
+
+def _demo_clusters(args: argparse.Namespace, extra: dict[str, Any], tier: str, out: Any) -> int:
+    """Two simulated clusters (the demo scenario and a small healthy one), one server for both."""
+    import pvesim
+    from pve_steward.server import build_server
+
+    token = DEMO_TOKENS[tier]
+    with contextlib.ExitStack() as stack:
+        clusters: dict[str, Any] = {}
+        lines = []
+        for name in (args.scenario, DEMO_SECOND):
+            sim = stack.enter_context(pvesim.start_scenario(name, speed=args.speed))
+            if token not in sim.cluster.tokens:
+                return _fail(f"demo: scenario '{name}' has no token {token} for tier {tier}")
+            token_id, secret = sim.token(token)
+            label = "c-" + re.sub(r"[^a-z0-9_-]+", "-", Path(name).stem.lower())[:30]
+            label = label[2:] if label[2:3].isalpha() else label
+            clusters[label] = {"url": sim.address, "token_id": token_id, "token_secret": secret}
+            clusters[label]["fingerprint"] = sim.fingerprint
+            lines.append(f"pvesim: simulated cluster '{label}' at {sim.url} (token {token_id})")
+        if len(clusters) < 2:
+            return _fail(f"demo: --clusters 2 needs a scenario other than '{DEMO_SECOND}' (the second cluster)")
+        settings = settings_from(args, reset=DEMO_REFUSES, **extra, clusters=clusters)
+        lines += ["every tool takes cluster=" + " or ".join(clusters), *_server_lines(settings)]
+        try:
+            return _run_demo(build_server(settings), settings, lines, out)
+        except KeyboardInterrupt:
+            return 0
+    return 0
 
 
 def _run_demo(mcp: Any, settings: Settings, lines: list[str], out: Any) -> int:
@@ -466,6 +515,14 @@ def _add_demo(sub: Any) -> None:
     demo.add_argument("--stdio", action="store_true", help="use stdio (for desktop clients) instead of HTTP")
     demo.add_argument("--scenario", default="demo", help="pvesim scenario name or YAML path (default: demo)")
     demo.add_argument("--speed", type=float, default=10.0, help="simulated task speed factor (default: 10)")
+    demo.add_argument(
+        "--clusters",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help=f"2: a second simulated cluster ('{DEMO_SECOND}') beside the scenario's; every tool then takes "
+        "a cluster argument (default: 1)",
+    )
     demo.add_argument(
         "--state-dir",
         default=str(default_state_dir()),

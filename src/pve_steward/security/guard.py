@@ -48,6 +48,12 @@ def policy_refusal(t: ToolContext, op: HandlerSpec) -> str | None:
         return f"{op.name} is a write and this server runs read-only"
     if op.is_write and not settings.tier.allows(op.tier):
         return f"{op.name} needs tier {op.tier.value}; this server is configured for {settings.tier.value}"
+    ceiling, cluster = t.app.max_tier, t.app.cluster
+    if op.is_write and ceiling is not None and not ceiling.allows(op.tier):
+        return (
+            f"{op.name} needs tier {op.tier.value}; cluster '{cluster}' allows at most {ceiling.value} "
+            f"(max_tier of [clusters.{cluster}]); nothing was sent to it"
+        )
     return None
 
 
@@ -95,6 +101,8 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         }
         if t.client_identity:
             base["client"] = t.client_identity
+        if t.app.cluster is not None:
+            base["cluster"] = t.app.cluster
 
         def audit(outcome: str, **extra: Any) -> None:
             metrics.TOOL_CALLS.labels(operation=name, outcome=outcome).inc()
