@@ -317,15 +317,11 @@ class Settings(BaseSettings):
                 f"[clusters.*] tables replace {', '.join(both)}; give the connection either once per cluster "
                 "or as the single-cluster settings, not both"
             )
-        seen: dict[str, str] = {}
-        for name, cluster in self.clusters.items():
+        for name, cluster in self.clusters.items():  # TOML refuses a name given twice (read_toml says so)
             if not CLUSTER_NAME_RE.fullmatch(name):
                 raise ValueError(
                     f"cluster name '{name}' must be 1-32 lowercase letters, digits, '-' or '_', starting with a letter"
                 )
-            if name.lower() in seen:
-                raise ValueError(f"cluster names '{seen[name.lower()]}' and '{name}' are the same name")
-            seen[name.lower()] = name
             unknown = sorted(f"pbs_{k}" for k in cluster.pbs or {} if f"pbs_{k}" not in type(self).model_fields)
             if unknown:
                 raise ValueError(f"clusters.{name}.pbs: unknown PBS setting(s) {', '.join(unknown)}")
