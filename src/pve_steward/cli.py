@@ -158,7 +158,8 @@ def add_settings_flags(
         "--config",
         type=Path,
         default=argparse.SUPPRESS if suppress else None,
-        help=f"TOML file with any of the settings below (env {ENV_PREFIX}CONFIG)"
+        help=f"TOML file with any of the settings below, and [clusters.NAME] tables for several clusters "
+        f"(env {ENV_PREFIX}CONFIG)"
         if sections != ()
         else argparse.SUPPRESS,
     )
@@ -389,6 +390,21 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_cluster(settings: Settings, name: str | None) -> Settings:
+    """The settings of the cluster ``check --cluster`` names (the first [clusters.NAME] table by default)."""
+    from pve_steward.clusters import cluster_targets
+
+    targets = cluster_targets(settings)
+    if not targets:
+        if name is not None:
+            raise ValueError("--cluster names one of the [clusters.NAME] tables of the config file; there are none")
+        return settings
+    chosen = next((t for t in targets if t.name == name), None) if name is not None else targets[0]
+    if chosen is None:
+        raise ValueError(f"no cluster '{name}'; clusters are: {', '.join(t.name for t in targets)}")
+    return chosen.client_settings
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the diagnostics once and print them; exit code by worst severity (see checkcmd)."""
     from pve_steward.analysis.health import AREAS
@@ -404,9 +420,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         message = f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}"
         return print_error("usage", message, EXIT_USAGE, args.json)
     try:
-        settings = settings_from(args)
+        settings = _one_cluster(settings_from(args), args.cluster)
         client = ProxmoxerClient(settings)
-    except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file
+    except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file, an unknown cluster
         return print_error("configuration", str(exc), EXIT_USAGE, args.json)
     now = time.time()
 
@@ -546,6 +562,9 @@ def _add_check(sub: Any) -> None:
     )
     check.add_argument("--json", action="store_true", help="print the report (or the error) as JSON")
     check.add_argument("--areas", default=None, help="comma-separated areas (default: all)")
+    check.add_argument(
+        "--cluster", default=None, help="which [clusters.NAME] of the config file to check (default: the first)"
+    )
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="(default: auto)")
     check.add_argument("--html", type=Path, metavar="FILE", help="also write the views as one self-contained HTML file")
     check.add_argument(

@@ -50,7 +50,14 @@ from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
 from pve_steward.prompts import register_prompts
 from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
-from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
+from pve_steward.registry import (
+    SEVERAL_CLUSTERS,
+    Operation,
+    Registry,
+    handler_hints,
+    handler_parameters,
+    load_registry,
+)
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.narrowing import narrowing, selection
@@ -87,8 +94,6 @@ SEVERAL = """\
 - This server operates several clusters: every tool takes `cluster`, the name of the cluster to act on
   (list_clusters shows each one, whether it answers and its version). Never assume a default cluster.
 """
-# Operations that exist only with several clusters (their texts are not in the single-cluster catalog).
-MULTI_ONLY = frozenset({"list_clusters"})
 
 
 def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
@@ -171,6 +176,13 @@ class OpsServer(MCPServer[AppContext]):
             raise MCPError(INVALID_PARAMS, f"prompt '{name}' {what}; it takes: {listed}")
         if context is not None:
             app = context.request_context.lifespan_context
+            if "cluster" in takes:  # several clusters: the prompt's names are checked on the one it names
+                if app.clusters is None or args["cluster"] not in app.clusters.apps:
+                    listed = ", ".join(app.clusters.names if app.clusters else [])
+                    raise MCPError(
+                        INVALID_PARAMS, f"prompt '{name}': no cluster {args['cluster']!r}; clusters are: {listed}"
+                    )
+                app = app.clusters.get(args["cluster"])
             vmid = str(args.get("vmid", ""))
             problem = await unknown_node(app, [("node", args["node"])]) if "node" in args else None
             problem = problem or (await unknown_guest(app, int(vmid)) if vmid.isdigit() else None)
@@ -392,7 +404,7 @@ def make_granular_tool(
 ) -> Callable[..., Any]:
     """An MCP tool function with the handler's own typed parameters and return type (plus ``cluster``)."""
     hints = handler_hints(handler)
-    params = [] if clusters is None or op.name in MULTI_ONLY else [clusters.parameter(op.tier, required=True)]
+    params = [] if clusters is None or op.name in SEVERAL_CLUSTERS else [clusters.parameter(op.tier, required=True)]
     params += [
         inspect.Parameter(
             p.name,
@@ -414,7 +426,7 @@ def make_granular_tool(
         ctx = kwargs.pop("ctx")
         human = kwargs.pop("human", None)
         app = app_of(ctx, kwargs.pop("cluster", None))
-        if op.name not in MULTI_ONLY:
+        if op.name not in SEVERAL_CLUSTERS:
             await cluster_ready(app)
         await check_nodes(app, nodes, kwargs)
         return await handler(_tool_context(ctx, app, op, human), **kwargs)
@@ -454,9 +466,7 @@ def build_server(
     thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
     targets = cluster_targets(settings)
     several = len(targets) > 1
-    ops = registry.select(**(selection(settings) | {"tier": registration_tier(settings, targets)}))
-    if not several:
-        ops = [op for op in ops if op.name not in MULTI_ONLY]
+    ops = registry.select(**(selection(settings) | {"tier": registration_tier(settings, targets), "several": several}))
     audit = open_audit(
         settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
     )
@@ -522,6 +532,12 @@ def build_server(
         extensions=[view_extension(registry, ops, settings)],
     )
     narrowed = narrowing(settings)
+
+    def left_out(name: str) -> str | None:
+        if name in SEVERAL_CLUSTERS and not several:
+            return "it lists the clusters of a server configured for several ([clusters.NAME] tables)"
+        return narrowed(name)
+
     naming = Naming.build(
         registry,
         ops,
@@ -530,14 +546,11 @@ def build_server(
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         disabled=settings.disable_toolsets,
-        narrowed=lambda name: (
-            ("it lists the clusters of a server configured for several" if name in MULTI_ONLY and not several else None)
-            or narrowed(name)
-        ),
+        narrowed=left_out,
     )
     several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
     register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
-    prompt_arguments = register_prompts(mcp, naming)
+    prompt_arguments = register_prompts(mcp, naming, several)
     templates = register_resources(mcp, registry, ops)
     offered = {("ref/prompt", name): args for name, args in prompt_arguments.items()}
     offered |= {("ref/resource", uri): args for uri, args in templates.items()}
@@ -580,7 +593,7 @@ def register_tools(
             )
             checks[op.name] = _only(op.name, frozenset(handler_parameters(handler)))
             if clusters is not None:
-                tier = None if op.name in MULTI_ONLY else op.tier
+                tier = None if op.name in SEVERAL_CLUSTERS else op.tier
                 checks[op.name] = clusters.check(op.name, checks[op.name], functools.partial(_fixed, tier))
             signatures[op.name] = parameters_line(op.name, handler)
         return
@@ -598,7 +611,7 @@ def register_tools(
             _nodes: dict[str, list[str]] = node_params,
         ) -> Any:
             app = app_of(ctx, cluster)
-            if action.op.name not in MULTI_ONLY:
+            if action.op.name not in SEVERAL_CLUSTERS:
                 await cluster_ready(app)
             await check_nodes(app, _nodes[action.op.name], args)
             t = _tool_context(ctx, app, action.op, human)
@@ -607,7 +620,7 @@ def register_tools(
 
         cluster = None
         if clusters is not None:
-            every = not any(name in MULTI_ONLY for name in meta.actions)
+            every = not any(name in SEVERAL_CLUSTERS for name in meta.actions)
             cluster = clusters.parameter(next(iter(meta.actions.values())).op.tier, required=every)
         fn = make_meta_function(meta, run, _meta_human(meta, cluster is not None), Context, cluster)
         mcp.add_tool(
@@ -631,4 +644,4 @@ def _fixed(tier: Tier | None, _args: dict[str, Any]) -> Tier | None:
 def _action_tier(meta: MetaTool, args: dict[str, Any]) -> Tier | None:
     """The tier of the action a meta-tool call names (None: an action that takes no cluster)."""
     op = meta.actions[str(args["action"])].op
-    return None if op.name in MULTI_ONLY else op.tier
+    return None if op.name in SEVERAL_CLUSTERS else op.tier

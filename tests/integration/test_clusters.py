@@ -9,7 +9,8 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
+from mcp.types import PromptReference
 
 from pve_steward.config import Settings, load_settings
 from pve_steward.security.audit import verify
@@ -198,18 +199,31 @@ async def test_the_cluster_argument_is_required_and_checked(
     assert extra.is_error and "does not take 'cluster'" in extra.content[0].text
 
 
-async def test_resources_and_prompts_use_the_default_cluster(
+async def test_prompts_name_a_cluster_and_complete_from_it(
     start_sim: Callable[..., SimServer], several: Callable[..., Settings]
 ) -> None:
     a, b = start_sim("healthy"), start_sim("demo")
     mcp = build_server(several({"first": table(a), "second": table(b)}))
+    prompt = PromptReference(name="maintenance_preparation")
     async with Client(mcp) as c:
-        nodes = await c.complete(
-            {"type": "ref/prompt", "name": "maintenance_preparation"}, {"name": "node", "value": ""}
-        )
-        resources = [str(r.uri) for r in (await c.list_resources()).resources]
-    assert nodes.completion.values == ["hv1", "hv2", "hv3"]
-    assert resources  # the views are still offered
+        listed = {p.name: p for p in (await c.list_prompts()).prompts}
+        clusters = await c.complete(prompt, {"name": "cluster", "value": "s"})
+        first = await c.complete(prompt, {"name": "node", "value": ""})
+        second = await c.complete(prompt, {"name": "node", "value": ""}, context_arguments={"cluster": "second"})
+        text = await c.get_prompt("maintenance_preparation", {"cluster": "second", "node": "pve2"})
+        with pytest.raises(MCPError) as wrong_node:
+            await c.get_prompt("maintenance_preparation", {"cluster": "first", "node": "pve2"})
+        with pytest.raises(MCPError) as wrong_cluster:
+            await c.get_prompt("health_review", {"cluster": "third"})
+        resource = await c.read_resource("pve-steward://cluster")
+    assert {arg.name for arg in listed["health_review"].arguments or []} == {"cluster"}
+    assert clusters.completion.values == ["second"]
+    assert first.completion.values == ["hv1", "hv2", "hv3"]  # without a cluster chosen: the default one
+    assert second.completion.values == ["pve1", "pve2", "pve3"]
+    assert 'Work on cluster "second": pass cluster="second" to every call.' in text.messages[0].content.text  # type: ignore[union-attr]
+    assert "no node 'pve2'; nodes are: hv1, hv2, hv3" in str(wrong_node.value)
+    assert "no cluster 'third'; clusters are: first, second" in str(wrong_cluster.value)
+    assert "hv1" in resource.contents[0].text and "pve1" not in resource.contents[0].text  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("granular", [True, False])
