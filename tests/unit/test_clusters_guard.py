@@ -50,3 +50,17 @@ def test_the_registry_resolves_names_and_names_the_choices(tmp_path: Path) -> No
     assert clusters.default is a and clusters.get("b") is b and b.clusters is clusters
     with pytest.raises(UnknownCluster, match="no cluster 'c'; 'cluster' must be one of: a, b"):
         clusters.get("c")
+
+
+def test_the_shared_heavy_call_budget_is_counted_once_in_metrics(tmp_path: Path) -> None:
+    from pve_steward import metrics
+    from pve_steward.admission import Admission
+
+    a, b = _app(tmp_path, "a", Tier.ADMIN), _app(tmp_path, "b", Tier.ADMIN)
+    a.admission = b.admission = Admission()
+    a.admission.joined = 3
+    collector = metrics._AppCollector()
+    collector.track(a)
+    collector.track(b)
+    joined = next(m for m in collector.collect() if m.name == "pve_steward_admission_joined")
+    assert [s.value for s in joined.samples] == [3]
