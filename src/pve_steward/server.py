@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp import MCPError
@@ -23,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp.server.request_state import RequestStateSecurity
 from mcp.types import INVALID_PARAMS, GetPromptResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from pydantic import Field, ValidationError, WithJsonSchema
+from pydantic import Field, ValidationError
 
 from pve_steward import __version__
 from pve_steward.admission import Admission
@@ -31,7 +30,7 @@ from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.answers import compact_answer
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
-from pve_steward.clusters import ClusterTarget, cluster_targets, registration_tier
+from pve_steward.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
 from pve_steward.compat import UnsupportedVersion, VersionGate, check_version
 from pve_steward.completions import register_completions
 from pve_steward.config import Settings, default_state_dir
@@ -255,63 +254,6 @@ def _meta_human(meta: MetaTool, cluster: bool = False) -> Any:
         return None if action is None else action.op.name
 
     return human_parameter(names, op_of)
-
-
-@dataclass(frozen=True)
-class ClusterArgument:
-    """The ``cluster`` argument every tool takes when several clusters are configured.
-
-    A write tool's enum lists only the clusters whose tier ceiling allows it; naming another is
-    refused with a sentence that names the cluster and its ceiling.
-    """
-
-    tiers: dict[str, Tier]  # name -> the highest tier allowed on it, in configuration order
-
-    def names(self, tier: Tier) -> list[str]:
-        return [name for name, allowed in self.tiers.items() if allowed.allows(tier)]
-
-    def parameter(self, tier: Tier, *, required: bool) -> inspect.Parameter:
-        schema = {
-            "type": "string",
-            "enum": self.names(tier),
-            "description": "The cluster to act on (list_clusters shows every configured cluster)",
-        }
-        return inspect.Parameter(
-            "cluster",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=inspect.Parameter.empty if required else None,
-            annotation=Annotated[str | None, WithJsonSchema(schema)],
-        )
-
-    def problem(self, what: str, chosen: Any, tier: Tier | None) -> str | None:
-        """Why ``chosen`` cannot be used by ``what`` (an operation needing ``tier``; None: it takes no cluster)."""
-        listed = ", ".join(self.tiers)
-        if tier is None:
-            return None if chosen is None else f"{what} does not take 'cluster': it answers for every cluster"
-        if chosen is None or chosen == "":
-            return f"{what} needs the parameter 'cluster', one of: {listed}"
-        if not isinstance(chosen, str) or chosen not in self.tiers:
-            shown = repr(chosen) if len(repr(chosen)) <= 60 else repr(chosen)[:57] + "..."
-            return f"unknown cluster {shown}; 'cluster' must be one of: {listed}"
-        allowed = self.tiers[chosen]
-        if not allowed.allows(tier):
-            return (
-                f"{what} needs tier {tier.value}, and cluster '{chosen}' allows at most {allowed.value} "
-                f"(max_tier of [clusters.{chosen}]); it can run on: {', '.join(self.names(tier)) or 'no cluster'}"
-            )
-        return None
-
-    def check(self, what: str, inner: Check, tier_of: Callable[[dict[str, Any]], Tier | None]) -> Check:
-        """``inner`` (the tool's own argument check) on the other arguments, then the cluster's."""
-
-        def check(arguments: dict[str, Any]) -> str | None:
-            rest = {k: v for k, v in arguments.items() if k != "cluster"}
-            return inner(rest) or self.problem(what_of(rest), arguments.get("cluster"), tier_of(rest))
-
-        def what_of(rest: dict[str, Any]) -> str:
-            return f"action '{rest['action']}'" if what == "action" else what
-
-        return check
 
 
 class ConnectionProblem(RuntimeError):
