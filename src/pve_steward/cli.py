@@ -280,6 +280,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
     preview = settings_from(args, reset=DEMO_REFUSES, **extra)  # validates the flags before pvesim starts
+    if preview.clusters:  # a file's tables would be merged into the demo's own clusters
+        return _fail(
+            "demo: the [clusters.*] tables of the config file are not used by the demo, which serves its own "
+            "simulated clusters (demo --clusters 2); leave out --config or use a file without them"
+        )
     if args.clusters > 1:
         return _demo_clusters(args, extra, preview.tier.value, out)
     sim = pvesim.start_scenario(args.scenario, speed=args.speed)

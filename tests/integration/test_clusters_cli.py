@@ -89,3 +89,10 @@ async def test_demo_with_two_clusters(tmp_path: Path) -> None:
     assert "every tool takes cluster=demo or healthy" in banner
     assert [(row["name"], row["reachable"]) for row in listed["clusters"]] == [("demo", True), ("healthy", True)]
     assert "pve1" in json.dumps(demo) and "hv1" in json.dumps(healthy) and "pve1" not in json.dumps(healthy)
+
+
+def test_demo_refuses_a_config_files_cluster_tables(start_sim: Callable[..., SimServer], tmp_path: Path) -> None:
+    path = config(tmp_path, {"prod": start_sim("healthy")})
+    done = run(["demo", "--config", str(path), "--state-dir", str(tmp_path / "demo")], clean_env(tmp_path))
+    assert done.returncode == 64
+    assert "the [clusters.*] tables of the config file are not used by the demo" in done.stderr
