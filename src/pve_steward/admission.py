@@ -86,7 +86,8 @@ def heavy(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     @functools.wraps(fn)
     async def wrapper(t: Any, /, **kwargs: Any) -> R:  # a ToolContext (not imported: context.py imports us)
         admission: Admission = t.app.admission
-        key = (t.op.name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        # The same call on another cluster is another run (the cluster is not among the handler's arguments).
+        key = (t.app.cluster, t.op.name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
         return await admission.run(t.op.name, key, lambda: fn(t, **kwargs))
 
     wrapper.__heavy__ = True  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import sys
 import tempfile
 import time
@@ -105,6 +106,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "diagnostics": ("thresholds", "suppress"),
 }
 OTHER = "other settings"
+# Settings only a config file can give (tables); they get no flag.
+FILE_ONLY = ("clusters",)
 # The demo connects to its own simulated cluster: these flags would be silently wrong there.
 DEMO_REFUSES = (
     *SECTIONS["connection to Proxmox VE"],
@@ -116,6 +119,7 @@ DEMO_PBS_TOKEN = "steward@pbs!monitor"  # the simulated PBS's token with Datasto
 # Which pvesim token the demo uses per tier: root@pam can do every admin action (guest_unlock
 # is root@pam only in PVE), the operator token holds exactly the operator tier's privileges.
 DEMO_TOKENS = {"read_only": "auditor@pve!mcp", "operator": "operator@pve!mcp", "admin": "root@pam!pvesim"}
+DEMO_SECOND = "healthy"  # the small second cluster of `demo --clusters 2`
 
 
 class Parser(argparse.ArgumentParser):
@@ -182,11 +186,12 @@ def add_settings_flags(
         "--config",
         type=Path,
         default=argparse.SUPPRESS if suppress else None,
-        help=f"TOML file with any of the settings below (env {ENV_PREFIX}CONFIG)"
+        help=f"TOML file with any of the settings below, and [clusters.NAME] tables for several clusters "
+        f"(env {ENV_PREFIX}CONFIG)"
         if sections != ()
         else argparse.SUPPRESS,
     )
-    listed = {n for names in SECTIONS.values() for n in names}
+    listed = {n for names in SECTIONS.values() for n in names} | set(FILE_ONLY)
     others = tuple(n for n in Settings.model_fields if n not in listed)
     for title, names in [*SECTIONS.items(), (OTHER, others)]:
         chosen = [n for n in names if n in Settings.model_fields and n not in hidden]
@@ -196,11 +201,12 @@ def add_settings_flags(
             for name in chosen:
                 _add_setting(group, name, suppress)
     for name in hidden:
-        _add_setting(parser, name, suppress, hidden=True)
+        if name not in FILE_ONLY:
+            _add_setting(parser, name, suppress, hidden=True)
 
 
 def settings_from(args: argparse.Namespace, reset: typing.Collection[str] = (), **extra: Any) -> Settings:
-    overrides = {name: getattr(args, name, None) for name in Settings.model_fields}
+    overrides = {name: getattr(args, name, None) for name in Settings.model_fields if name not in FILE_ONLY}
     overrides.update(extra)
     secret = overrides.get("token_secret")
     if isinstance(secret, str):
@@ -227,8 +233,19 @@ def _server_lines(settings: Settings) -> list[str]:
     ]
 
 
+def _clusters_line(settings: Settings) -> str:
+    from pve_steward.clusters import cluster_targets
+
+    targets = cluster_targets(settings)
+    named = [f"{t.name} ({t.settings.url} as {t.settings.token_id}, up to {t.tier.value})" for t in targets]
+    if named:
+        return "clusters: " + ", ".join(named) + "; PVE versions: checked on first use (list_clusters)"
+    return f"cluster: Proxmox VE at {settings.url} as {settings.token_id}; PVE version: checked on first use"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.client import ProxmoxerClient
+    from pve_steward.clusters import cluster_targets
     from pve_steward.server import build_server
     from pve_steward.tools.pbsread import pbs_link
 
@@ -242,10 +259,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from pve_steward.telemetry import setup_tracing
 
         setup_tracing(settings.otel_endpoint, settings.otel_service_name)
-    client = ProxmoxerClient(settings)  # checks the settings; touches nothing on the network
+    # The clients check the settings; they touch nothing on the network.
+    clients = {t.name: ProxmoxerClient(t.client_settings) for t in cluster_targets(settings)}
+    client = None if clients else ProxmoxerClient(settings)
     pbs_link(settings)  # the PBS connection's settings too: refused at start, not on first use
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
-    mcp = build_server(settings, client=client)
+    mcp = build_server(settings, client=client, clients=clients)
     if settings.transport == "stdio":
         mcp.run()
         return 0
@@ -253,8 +272,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def banner(port: int) -> None:
         lines = [f"pve-steward {__version__}: MCP endpoint {endpoint(settings, port)}"]
-        cluster = f"cluster: Proxmox VE at {settings.url} as {settings.token_id}; PVE version: checked on first use"
-        say([*lines, cluster, *_server_lines(settings), "Press Ctrl-C to stop."])
+        say([*lines, _clusters_line(settings), *_server_lines(settings), "Press Ctrl-C to stop."])
 
     serve_http(mcp, settings, banner)
     return 0
@@ -297,6 +315,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if getattr(args, "tier", None) is None and not getattr(args, "read_only", None):
         extra["tier"] = "operator"
     preview = settings_from(args, reset=DEMO_REFUSES, **extra)  # validates the flags before pvesim starts
+    if preview.clusters:  # a file's tables would be merged into the demo's own clusters
+        return _fail(
+            "demo: the [clusters.*] tables of the config file are not used by the demo, which serves its own "
+            "simulated clusters (demo --clusters 2); leave out --config or use a file without them"
+        )
+    if args.clusters > 1:
+        return _demo_clusters(args, extra, preview.tier.value, out)
     sim = pvesim.start_scenario(args.scenario, speed=args.speed)
     pbs = start_pbs("demo")  # the Proxmox Backup Server behind the demo's storage pbs-main
     attach(sim.cluster, pbs)
@@ -327,6 +352,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         pbs.stop()
         sim.stop()
+
+
+def _demo_clusters(args: argparse.Namespace, extra: dict[str, Any], tier: str, out: Any) -> int:
+    """Two simulated clusters (the demo scenario and a small healthy one), one server for both."""
+    import pvesim
+    from pve_steward.server import build_server
+
+    token = DEMO_TOKENS[tier]
+    with contextlib.ExitStack() as stack:
+        clusters: dict[str, Any] = {}
+        lines = []
+        for name in (args.scenario, DEMO_SECOND):
+            sim = stack.enter_context(pvesim.start_scenario(name, speed=args.speed))
+            if token not in sim.cluster.tokens:
+                return _fail(f"demo: scenario '{name}' has no token {token} for tier {tier}")
+            token_id, secret = sim.token(token)
+            label = "c-" + re.sub(r"[^a-z0-9_-]+", "-", Path(name).stem.lower())[:30]
+            label = label[2:] if label[2:3].isalpha() else label
+            clusters[label] = {"url": sim.address, "token_id": token_id, "token_secret": secret}
+            clusters[label]["fingerprint"] = sim.fingerprint
+            lines.append(f"pvesim: simulated cluster '{label}' at {sim.url} (token {token_id})")
+        if len(clusters) < 2:
+            return _fail(f"demo: --clusters 2 needs a scenario other than '{DEMO_SECOND}' (the second cluster)")
+        settings = settings_from(args, reset=DEMO_REFUSES, **extra, clusters=clusters)
+        lines += ["every tool takes cluster=" + " or ".join(clusters), *_server_lines(settings)]
+        try:
+            return _run_demo(build_server(settings), settings, lines, out)
+        except KeyboardInterrupt:
+            return 0
+    return 0
 
 
 def _run_demo(mcp: Any, settings: Settings, lines: list[str], out: Any) -> int:
@@ -386,6 +441,21 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_cluster(settings: Settings, name: str | None) -> Settings:
+    """The settings of the cluster ``check --cluster`` names (the first [clusters.NAME] table by default)."""
+    from pve_steward.clusters import cluster_targets
+
+    targets = cluster_targets(settings)
+    if not targets:
+        if name is not None:
+            raise ValueError("--cluster names one of the [clusters.NAME] tables of the config file; there are none")
+        return settings
+    chosen = next((t for t in targets if t.name == name), None) if name is not None else targets[0]
+    if chosen is None:
+        raise ValueError(f"no cluster '{name}'; clusters are: {', '.join(t.name for t in targets)}")
+    return chosen.client_settings
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the diagnostics once and print them; exit code by worst severity (see checkcmd)."""
     from pve_steward.analysis.health import AREAS
@@ -406,11 +476,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         message = "--upgrade runs the upgrade checks only; leave out --areas (or run check without --upgrade)"
         return print_error("usage", message, EXIT_USAGE, args.json)
     try:
-        settings = settings_from(args)
+        settings = _one_cluster(settings_from(args), args.cluster)
         client = ProxmoxerClient(settings)
         pbs = pbs_link(settings)
         check_known(settings.suppress)
-    except ValueError as exc:  # ConfigError, a missing url/token, an unreadable secret file, a bad suppression
+    except ValueError as exc:  # ConfigError, a missing url/token, a bad secret file or suppression, an unknown cluster
         return print_error("configuration", str(exc), EXIT_USAGE, args.json)
     if args.upgrade is not None:
         return _check_upgrade(args, settings, client)
@@ -584,6 +654,14 @@ def _add_demo(sub: Any) -> None:
     demo.add_argument("--scenario", default="demo", help="pvesim scenario name or YAML path (default: demo)")
     demo.add_argument("--speed", type=float, default=10.0, help="simulated task speed factor (default: 10)")
     demo.add_argument(
+        "--clusters",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help=f"2: a second simulated cluster ('{DEMO_SECOND}') beside the scenario's; every tool then takes "
+        "a cluster argument (default: 1)",
+    )
+    demo.add_argument(
         "--state-dir",
         default=str(default_state_dir()),
         help="where the demo keeps its audit log, demo-audit.jsonl (default: %(default)s)",
@@ -614,6 +692,9 @@ def _add_check(sub: Any) -> None:
         metavar="MAJOR",
         help="instead of the health check, check readiness for the upgrade to this PVE major release (9): "
         "pve8to9's API-observable checks, and a list of those that need a shell on the node",
+    )
+    check.add_argument(
+        "--cluster", default=None, help="which [clusters.NAME] of the config file to check (default: the first)"
     )
     check.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="(default: auto)")
     check.add_argument("--html", type=Path, metavar="FILE", help="also write the views as one self-contained HTML file")

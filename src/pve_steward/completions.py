@@ -1,7 +1,8 @@
 """``completion/complete``: the names the cluster knows, for prompt arguments and resource-template parameters.
 
 An argument is completed by what its name means (``node``, ``vmid``, ``storage``, ``snapshot``,
-``job`` for a backup job, ``code`` for a finding code), from the short-lived inventory cache, filtered
+``job`` for a backup job, ``code`` for a finding code, ``cluster`` for the configured clusters when there
+are several; the other names then come from the cluster already chosen), from the short-lived inventory cache, filtered
 by the typed prefix and capped at :data:`MAX_VALUES`. A reference or argument we do not offer gets
 an empty answer, not an error: completion is a typing aid, and clients ask for it speculatively.
 A read that fails also answers empty (and is logged); the call that uses the value will say why.
@@ -54,6 +55,18 @@ async def _codes(app: AppContext, _: dict[str, str]) -> list[str]:
     return sorted(CODES)
 
 
+async def _clusters(app: AppContext, _: dict[str, str]) -> list[str]:
+    return list(app.clusters.names) if app.clusters is not None else []
+
+
+def chosen_cluster(app: AppContext, known: dict[str, str]) -> AppContext:
+    """The cluster already chosen in the same prompt (several clusters), else the default one."""
+    name = known.get("cluster")
+    if app.clusters is None or name not in app.clusters.apps:
+        return app
+    return app.clusters.get(name)
+
+
 SOURCES: dict[str, Source] = {
     "node": _nodes,
     "vmid": _vmids,
@@ -61,6 +74,7 @@ SOURCES: dict[str, Source] = {
     "snapshot": _snapshots,
     "job": _backup_jobs,
     "code": _codes,
+    "cluster": _clusters,
 }
 
 
@@ -83,7 +97,7 @@ def register_completions(mcp: MCPServer[Any], offered: dict[tuple[str, str], fro
             return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
         known = dict(params.context.arguments or {}) if params.context else {}
         try:
-            candidates = await source(ctx.lifespan_context, known)
+            candidates = await source(chosen_cluster(ctx.lifespan_context, known), known)
         except PveError as exc:
             log.info("completion of %s could not read the cluster: %s", name, exc.message)
             candidates = []

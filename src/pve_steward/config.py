@@ -16,7 +16,16 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from pve_steward.analysis.suppression import Suppression, parse_suppressions
@@ -29,9 +38,76 @@ MIN_BEARER_LENGTH = 32
 TOKEN_ID_RE = re.compile(r"^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$")
 
 
+CLUSTER_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# The connection settings a [clusters.NAME] table replaces; giving both is an error.
+CONNECTION = ("url", "token_id", "token_secret", "token_secret_file", "fingerprint", "ca_file", "insecure")
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "pve-steward"
+
+
+def check_token_id(v: str | None) -> str | None:
+    if v is not None and not TOKEN_ID_RE.fullmatch(v):
+        raise ValueError("token_id must look like user@realm!tokenname (for example ops@pve!mcp)")
+    return v
+
+
+def check_fingerprint(v: str | None) -> str | None:
+    if v is None:
+        return None
+    hexed = v.replace(":", "").strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", hexed):
+        raise ValueError("fingerprint must be a SHA-256 digest: 64 hex digits, colons allowed")
+    return hexed
+
+
+def check_url(v: str | None, product: str = "PVE") -> str | None:
+    if v is None:
+        return None
+    v = v.strip().rstrip("/")
+    if v.startswith("http://"):
+        raise ValueError(f"the {product} API is only served over HTTPS; use https:// or a bare host")
+    v = v.removeprefix("https://").removesuffix("/api2/json")
+    if not re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+)(:\d{1,5})?", v):
+        raise ValueError(f"'{v}' is not a host or host:port")
+    return v
+
+
+class ClusterConfig(BaseModel):
+    """One ``[clusters.NAME]`` table: how to reach that cluster and the highest tier allowed on it."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: str = Field(description="PVE API address: host, host:port or https://host:port")
+    token_id: str = Field(description="API token id, user@realm!tokenname")
+    token_secret_file: Path | None = Field(None, description="file holding the API token secret")
+    token_secret: SecretStr | None = Field(None, description="the API token secret itself (prefer the file)")
+    fingerprint: str | None = Field(None, description="pin the certificate by SHA-256 fingerprint")
+    ca_file: Path | None = Field(None, description="CA bundle (PEM) that signed the certificate")
+    insecure: bool = Field(False, description="disable TLS verification (avoid)")
+    max_tier: Tier = Field(Tier.ADMIN, description="ceiling: writes above it are refused on this cluster")
+    pbs: dict[str, Any] | None = Field(
+        None, description="this cluster's PBS connection ([clusters.NAME.pbs]); keys are the pbs_* settings"
+    )
+
+    @field_validator("url", "token_id", "fingerprint")
+    @classmethod
+    def _connection(cls, v: str | None, info: ValidationInfo) -> str | None:
+        check = {"url": check_url, "token_id": check_token_id, "fingerprint": check_fingerprint}[str(info.field_name)]
+        return check(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterConfig:
+        if (self.token_secret is None) == (self.token_secret_file is None):
+            raise ValueError("give exactly one of token_secret_file or token_secret")
+        if self.insecure and self.fingerprint:
+            raise ValueError("insecure and fingerprint contradict each other; a pinned fingerprint is verified")
+        if self.token_secret_file is not None:
+            if not self.token_secret_file.is_file():
+                raise ValueError(f"token_secret_file {self.token_secret_file} does not exist or is not a file")
+            refuse_exposed(self.token_secret_file, "token_secret_file")
+        return self
 
 
 class Settings(BaseSettings):
@@ -87,6 +163,11 @@ class Settings(BaseSettings):
     pbs_ca_file: Path | None = Field(None, description="CA bundle (PEM) that signed the PBS certificate")
     pbs_fingerprint: str | None = Field(
         None, description="pin the PBS certificate by SHA-256 fingerprint (proxmox-backup-manager cert info)"
+    )
+    clusters: dict[str, ClusterConfig] = Field(
+        default_factory=dict,
+        description="several clusters, one [clusters.NAME] table each (config file only): url, token_id, "
+        "token_secret_file, fingerprint or ca_file, max_tier, [clusters.NAME.pbs]; replaces url and token_id",
     )
 
     # --- MCP transport
@@ -216,9 +297,7 @@ class Settings(BaseSettings):
     @field_validator("token_id", "pbs_token_id")
     @classmethod
     def _token_id(cls, v: str | None) -> str | None:
-        if v is not None and not TOKEN_ID_RE.fullmatch(v):
-            raise ValueError("token_id must look like user@realm!tokenname (for example ops@pve!mcp)")
-        return v
+        return check_token_id(v)
 
     @field_validator("http_bearer_token")
     @classmethod
@@ -233,26 +312,12 @@ class Settings(BaseSettings):
     @field_validator("fingerprint", "pbs_fingerprint")
     @classmethod
     def _fingerprint(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        hexed = v.replace(":", "").strip().lower()
-        if not re.fullmatch(r"[0-9a-f]{64}", hexed):
-            raise ValueError("fingerprint must be a SHA-256 digest: 64 hex digits, colons allowed")
-        return hexed
+        return check_fingerprint(v)
 
     @field_validator("url", "pbs_url")
     @classmethod
     def _url(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is None:
-            return None
-        v = v.strip().rstrip("/")
-        if v.startswith("http://"):
-            product = "PBS" if info.field_name == "pbs_url" else "PVE"
-            raise ValueError(f"the {product} API is only served over HTTPS; use https:// or a bare host")
-        v = v.removeprefix("https://").removesuffix("/api2/json")
-        if not re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]+)(:\d{1,5})?", v):
-            raise ValueError(f"'{v}' is not a host or host:port")
-        return v
+        return check_url(v, "PBS" if info.field_name == "pbs_url" else "PVE")
 
     @field_validator("audit_syslog")
     @classmethod
@@ -316,6 +381,8 @@ class Settings(BaseSettings):
         if self.confirm_key_file is not None:
             refuse_exposed(self.confirm_key_file, "confirm_key_file")
         self._consistent_pbs()
+        if self.clusters:
+            self._check_clusters()
         return self
 
     def _consistent_pbs(self) -> None:
@@ -338,6 +405,22 @@ class Settings(BaseSettings):
                     f"cannot read pbs_token_secret_file {self.pbs_token_secret_file}: {exc.strerror}"
                 ) from exc
         return None
+
+    def _check_clusters(self) -> None:
+        both = [name for name in CONNECTION if getattr(self, name) not in (None, False)]
+        if both:
+            raise ValueError(
+                f"[clusters.*] tables replace {', '.join(both)}; give the connection either once per cluster "
+                "or as the single-cluster settings, not both"
+            )
+        for name, cluster in self.clusters.items():  # TOML refuses a name given twice (read_toml says so)
+            if not CLUSTER_NAME_RE.fullmatch(name):
+                raise ValueError(
+                    f"cluster name '{name}' must be 1-32 lowercase letters, digits, '-' or '_', starting with a letter"
+                )
+            unknown = sorted(f"pbs_{k}" for k in cluster.pbs or {} if f"pbs_{k}" not in type(self).model_fields)
+            if unknown:
+                raise ValueError(f"clusters.{name}.pbs: unknown PBS setting(s) {', '.join(unknown)}")
 
     def secret(self) -> str | None:
         """The token secret, read from the file if one is configured."""
@@ -380,6 +463,12 @@ def read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
+        twice = re.match(r"Cannot declare \('clusters', '([^']*)'\) twice \(at line (\d+)", str(exc))
+        if twice:
+            raise ConfigError(
+                f"config file {path}: cluster '{twice.group(1)}' is defined twice (again at line {twice.group(2)}); "
+                "each [clusters.NAME] table needs its own name"
+            ) from None
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None

@@ -235,11 +235,15 @@ def validate_action(meta: MetaTool, action_name: str, given: dict[str, Any]) -> 
 
 def make_meta_function(
     meta: MetaTool,
-    run: Callable[[Action, dict[str, Any], Any, Any], Any],
+    run: Callable[..., Any],
     human_annotation: Any,
     context_annotation: Any,
+    cluster: inspect.Parameter | None = None,
 ) -> Callable[..., Any]:
-    """An MCP tool function: ``action`` + the union of parameters; ``run`` executes the validated action."""
+    """An MCP tool function: ``action`` + the union of parameters; ``run`` executes the validated action.
+
+    ``cluster`` (several clusters) is the tool's ``cluster`` parameter; its value goes to ``run``.
+    """
     names: list[str] = []
     for action in meta.actions.values():
         names += [n for n in action.model.model_fields if n not in names]
@@ -252,6 +256,8 @@ def make_meta_function(
             annotation=Annotated[action_enum, WithJsonSchema({"enum": list(meta.actions), "type": "string"})],
         )
     ]
+    if cluster is not None:
+        params.append(cluster)
     for name in names:
         schema = _param_schema(meta, name)
         params.append(
@@ -269,8 +275,9 @@ def make_meta_function(
     async def tool(**kwargs: Any) -> ActionResult:
         ctx = kwargs.pop("ctx")
         human = kwargs.pop("human", None)
+        chosen = kwargs.pop("cluster", None)
         action, args = validate_action(meta, kwargs.pop("action"), kwargs)
-        result = await run(action, args, ctx, human)
+        result = await (run(action, args, ctx, human) if cluster is None else run(action, args, ctx, human, chosen))
         dumped = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return ActionResult(action=action.op.name, result=dumped)
 

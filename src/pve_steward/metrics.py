@@ -130,12 +130,16 @@ class _AppCollector(Collector):
             "pve_steward_admission_joined", "Heavy calls that shared an identical run already going"
         )
         hits = shared = misses = admitted = 0
+        budgets: set[int] = set()  # several clusters share one admission budget: count it once
         for ref in list(self._apps.values()):
             app = ref()
             stats = getattr(getattr(app, "reads", None), "stats", None)
             if stats is not None:
                 hits, shared, misses = hits + stats.hits, shared + stats.joined, misses + stats.requests
-            admitted += getattr(getattr(app, "admission", None), "joined", 0)
+            admission = getattr(app, "admission", None)
+            if admission is not None and id(admission) not in budgets:
+                budgets.add(id(admission))
+                admitted += getattr(admission, "joined", 0)
         for result, value in (("hit", hits), ("joined", shared), ("miss", misses)):
             reads.add_metric([result], value)
         joined.add_metric([], admitted)

@@ -34,6 +34,8 @@ from pve_steward.security.tiers import Tier
 SCHEMA_VERSION = 1
 DEFINITIONS_VERSION = "2026.12.1"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{2,47}$")
+# Operations that only exist on a server configured for several clusters (they are about the choice of cluster).
+SEVERAL_CLUSTERS = frozenset({"list_clusters"})
 # The meta-tool holding the writes of each tier; its name is a binding, so it is code, not text.
 WRITE_TOOL_NAMES = {Tier.OPERATOR: "operate", Tier.ADMIN: "administer"}
 # What a tools file may set, per section; anything in CODE_KEYS is named as code-owned when tried.
@@ -220,10 +222,12 @@ class Registry:
         disabled: list[str] | None = None,
         allow: list[str] | None = None,
         deny: list[str] | None = None,
+        several: bool = False,
     ) -> list[Operation]:
         """The operations to register, by one documented filter order: toolsets, then writes, then tier,
         then the action lists (``allow``: only operations matching one of these globs; ``deny``: none that
-        matches one). The lists only narrow: an allowed write above the tier stays unregistered."""
+        matches one). The lists only narrow: an allowed write above the tier stays unregistered.
+        ``several`` (several clusters configured) adds the operations in :data:`SEVERAL_CLUSTERS`."""
         unknown = sorted((set(toolsets or []) | set(disabled or [])) - set(self.toolsets))
         if unknown:
             raise RegistryError(f"unknown toolset(s) {', '.join(unknown)}; known: {', '.join(sorted(self.toolsets))}")
@@ -237,7 +241,7 @@ class Registry:
                 continue
             if op.is_write and (read_only or not tier.allows(op.tier)):
                 continue
-            if narrowed_out(op.name, allow, deny):
+            if narrowed_out(op.name, allow, deny) or (op.name in SEVERAL_CLUSTERS and not several):
                 continue
             chosen.append(op)
         return sorted(chosen, key=lambda o: (o.toolset, o.name))

@@ -7,11 +7,13 @@ so the input and output schemas are exactly the handler's.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated, Any
 
 from mcp import MCPError
@@ -31,6 +33,7 @@ from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.answers import compact_answer
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
+from pve_steward.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
 from pve_steward.compat import UnsupportedVersion, VersionGate, check_version
 from pve_steward.completions import register_completions
 from pve_steward.config import Settings, default_state_dir
@@ -50,15 +53,23 @@ from pve_steward.prompts import register_prompts
 from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
 from pve_steward.readiness import Readiness
-from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters, load_registry
+from pve_steward.registry import (
+    SEVERAL_CLUSTERS,
+    Operation,
+    Registry,
+    handler_hints,
+    handler_parameters,
+    load_registry,
+)
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
 from pve_steward.security.narrowing import narrowing, selection
 from pve_steward.security.syslog import open_audit
+from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
-from pve_steward.tools.context import AppContext, ToolContext
+from pve_steward.tools.context import AppContext, Clusters, ToolContext, UnknownCluster
 from pve_steward.tools.pbsread import pbs_link
 from pve_steward.views import ui_meta, view_extension
 
@@ -83,6 +94,10 @@ pve-steward operates a Proxmox VE cluster like a careful senior operator.
   are resolved by the server; you only name the guest.
 - HA-managed guests are moved by the HA manager, not by direct migration: use node maintenance
   (ha-manager crm-command node-maintenance enable <node>) or the HA migrate operations.
+"""
+SEVERAL = """\
+- This server operates several clusters: every tool takes `cluster`, the name of the cluster to act on
+  (list_clusters shows each one, whether it answers and its version). Never assume a default cluster.
 """
 
 
@@ -168,6 +183,13 @@ class OpsServer(MCPServer[AppContext]):
             raise MCPError(INVALID_PARAMS, f"prompt '{name}' {what}; it takes: {listed}")
         if context is not None:
             app = context.request_context.lifespan_context
+            if "cluster" in takes:  # several clusters: the prompt's names are checked on the one it names
+                if app.clusters is None or args["cluster"] not in app.clusters.apps:
+                    listed = ", ".join(app.clusters.names if app.clusters else [])
+                    raise MCPError(
+                        INVALID_PARAMS, f"prompt '{name}': no cluster {args['cluster']!r}; clusters are: {listed}"
+                    )
+                app = app.clusters.get(args["cluster"])
             vmid = str(args.get("vmid", ""))
             problem = await unknown_node(app, [("node", args["node"])]) if "node" in args else None
             problem = problem or (await unknown_guest(app, int(vmid)) if vmid.isdigit() else None)
@@ -230,8 +252,8 @@ def _meta_only(meta: MetaTool, naming: Naming) -> Check:
     return check
 
 
-def _meta_human(meta: MetaTool) -> Any:
-    names = ["action"]
+def _meta_human(meta: MetaTool, cluster: bool = False) -> Any:
+    names = ["action", "cluster"] if cluster else ["action"]
     for action in meta.actions.values():
         names += [n for n in action.model.model_fields if n not in names]
 
@@ -265,9 +287,8 @@ async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
     return text
 
 
-async def cluster_ready(ctx: Context[AppContext]) -> None:
+async def cluster_ready(app: AppContext) -> None:
     """The version check on first use: a tool answers "cannot reach ..." or the refusal, never a crash."""
-    app: AppContext = ctx.request_context.lifespan_context
     gate = app.gate
     if not isinstance(gate, VersionGate):
         return
@@ -281,8 +302,18 @@ def _describe(annotation: Any, description: str | None) -> Any:
     return Annotated[annotation, Field(description=description)] if description else annotation
 
 
-def _tool_context(ctx: Context[AppContext], op: Operation, human: Any = None) -> ToolContext:
-    app: AppContext = ctx.request_context.lifespan_context
+def app_of(ctx: Context[AppContext], cluster: Any = None) -> AppContext:
+    """The context of the cluster a call names (the only one when there is one cluster)."""
+    root: AppContext = ctx.request_context.lifespan_context
+    if cluster is None or root.clusters is None:
+        return root
+    try:
+        return root.clusters.get(str(cluster))
+    except UnknownCluster as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _tool_context(ctx: Context[AppContext], app: AppContext, op: Operation, human: Any = None) -> ToolContext:
     caps = ctx.client_capabilities
     identity = None
     params = getattr(ctx.session, "client_params", None)
@@ -309,19 +340,22 @@ def human_parameter(arg_names: list[str], op_of: Callable[[dict[str, Any]], str 
     return Annotated[ElicitationResult[Confirm], Resolve(make_resolver(arg_names, op_of))]
 
 
-async def check_nodes(ctx: Context[AppContext], params: list[str], arguments: dict[str, Any]) -> None:
+async def check_nodes(app: AppContext, params: list[str], arguments: dict[str, Any]) -> None:
     """The one node resolver, for every node-typed parameter of every tool, after argument validation:
     a node the cluster does not have is named with the nodes it has (never PVE's hostname error)."""
     given = [(p, arguments[p]) for p in params if arguments.get(p) is not None]
-    problem = await unknown_node(ctx.request_context.lifespan_context, given) if given else None
+    problem = await unknown_node(app, given) if given else None
     if problem:
         raise ToolError(problem)
 
 
-def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[..., Any]:
-    """An MCP tool function with the handler's own typed parameters and return type."""
+def make_granular_tool(
+    op: Operation, handler: Callable[..., Any], clusters: ClusterArgument | None = None
+) -> Callable[..., Any]:
+    """An MCP tool function with the handler's own typed parameters and return type (plus ``cluster``)."""
     hints = handler_hints(handler)
-    params = [
+    params = [] if clusters is None or op.name in SEVERAL_CLUSTERS else [clusters.parameter(op.tier, required=True)]
+    params += [
         inspect.Parameter(
             p.name,
             inspect.Parameter.KEYWORD_ONLY,
@@ -341,9 +375,11 @@ def make_granular_tool(op: Operation, handler: Callable[..., Any]) -> Callable[.
     async def tool(**kwargs: Any) -> Any:
         ctx = kwargs.pop("ctx")
         human = kwargs.pop("human", None)
-        await cluster_ready(ctx)
-        await check_nodes(ctx, nodes, kwargs)
-        return await handler(_tool_context(ctx, op, human), **kwargs)
+        app = app_of(ctx, kwargs.pop("cluster", None))
+        if op.name not in SEVERAL_CLUSTERS:
+            await cluster_ready(app)
+        await check_nodes(app, nodes, kwargs)
+        return await handler(_tool_context(ctx, app, op, human), **kwargs)
 
     tool.__name__ = op.name
     tool.__doc__ = op.description
@@ -388,11 +424,12 @@ def build_server(
     settings: Settings,
     *,
     client: ProxmoxClient | None = None,
+    clients: Mapping[str, ProxmoxClient] | None = None,
     registry: Registry | None = None,
     clock: Callable[[], float] = time.time,
     check_version_on_start: bool = True,
 ) -> MCPServer[AppContext]:
-    """Assemble the MCP server; ``client`` may be injected (tests), else proxmoxer is used.
+    """Assemble the MCP server; ``client`` (or ``clients`` by cluster name) may be injected, else proxmoxer is used.
 
     ``check_version_on_start=False`` skips the version check (which runs on the first tool call,
     never at start; the name is kept for its many callers).
@@ -400,7 +437,9 @@ def build_server(
     registry = registry or load_registry(settings.tools_file)
     thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
     check_known(settings.suppress)  # and on a suppression of a code no check emits
-    ops = registry.select(**selection(settings))
+    targets = cluster_targets(settings)
+    several = len(targets) > 1
+    ops = registry.select(**(selection(settings) | {"tier": registration_tier(settings, targets), "several": several}))
     audit = open_audit(
         settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
     )
@@ -411,38 +450,58 @@ def build_server(
     if store is not None:
         readiness.add_store(store)
 
-    @asynccontextmanager
-    async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-        own = ProxmoxerClient(settings) if client is None else None
-        api = own if own is not None else client
-        assert api is not None
-        pbs = pbs_link(settings)
+    def context(target: ClusterTarget | None, api: ProxmoxClient, admission: Admission) -> AppContext:
+        own = settings if target is None else target.settings
+        pbs = pbs_link(own)  # each cluster's own PBS connection ([clusters.NAME.pbs] or the pbs_* settings)
         # No cluster I/O before serving: the version is checked by the first call that needs it.
         gate = VersionGate(
-            settings.url,
+            own.url,
             lambda: api.get(api_path("version")),
-            disabled=settings.disable_version_check or not check_version_on_start,
+            disabled=own.disable_version_check or not check_version_on_start,
         )
-        readiness.add_cluster("default", lambda: api.get(api_path("version")))
+        return AppContext(
+            settings=own,
+            client=api,
+            reads=ReadCache(api, ttl=own.read_cache_ttl),
+            admission=admission,
+            audit=audit,
+            signer=signer,
+            clock=clock,
+            naming=naming,
+            gate=gate,
+            cluster=None if target is None else target.name,
+            max_tier=None if target is None else target.tier,
+            pbs=pbs,
+        )
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
+        owned: list[ProxmoxerClient] = []
+
+        def client_for(target: ClusterTarget | None) -> ProxmoxClient:
+            given = client if target is None or not several else None
+            given = (clients or {}).get(target.name, given) if target is not None else given
+            if given is not None:
+                return given
+            owned.append(ProxmoxerClient(settings if target is None else target.client_settings))
+            return owned[-1]
+
+        # One budget of heavy calls for the process; runs are shared per cluster (admission.heavy's key).
+        admission = Admission(limit=settings.heavy_calls, wait=settings.busy_wait)
+        apps: list[AppContext] = []
         try:
-            yield AppContext(
-                settings=settings,
-                client=api,
-                reads=ReadCache(api, ttl=settings.read_cache_ttl),
-                admission=Admission(limit=settings.heavy_calls, wait=settings.busy_wait),
-                audit=audit,
-                signer=signer,
-                clock=clock,
-                naming=naming,
-                gate=gate,
-                pbs=pbs,
-            )
+            chosen: list[ClusterTarget | None] = [*targets] if targets else [None]
+            apps = [context(target, client_for(target), admission) for target in chosen]
+            for app in apps:  # GET /ready probes each cluster through its own client
+                readiness.add_cluster(app.cluster or "default", partial(app.client.get, api_path("version")))
+            yield Clusters({str(app.cluster): app for app in apps}).default if several else apps[0]
         finally:
-            readiness.remove_cluster("default")
-            if own is not None:
+            for app in apps:
+                readiness.remove_cluster(app.cluster or "default")
+                if app.pbs is not None:
+                    app.pbs.close()
+            for own in owned:
                 own.close()
-            if pbs is not None:
-                pbs.close()
 
     # With a shared key file (HTTP replicas), the SDK's sealed elicitation state must open on any replica too.
     state_security = (
@@ -454,24 +513,32 @@ def build_server(
         token_verifier=verifier,
         auth=auth,
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + (SEVERAL if several else ""),
         lifespan=lifespan,
         log_level="WARNING",
         request_state_security=state_security,
         extensions=[view_extension(registry, ops, settings)],
     )
+    narrowed = narrowing(settings)
+
+    def left_out(name: str) -> str | None:
+        if name in SEVERAL_CLUSTERS and not several:
+            return "it lists the clusters of a server configured for several ([clusters.NAME] tables)"
+        return narrowed(name)
+
     naming = Naming.build(
         registry,
         ops,
         granular=settings.granular_tools,
-        tier=settings.tier.value,
+        tier=registration_tier(settings, targets).value,
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         disabled=settings.disable_toolsets,
-        narrowed=narrowing(settings),
+        narrowed=left_out,
     )
-    register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming)
-    prompt_arguments = register_prompts(mcp, naming)
+    several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
+    register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
+    prompt_arguments = register_prompts(mcp, naming, several)
     templates = register_resources(mcp, registry, ops)
     offered = {("ref/prompt", name): args for name, args in prompt_arguments.items()}
     offered |= {("ref/resource", uri): args for uri, args in templates.items()}
@@ -485,9 +552,18 @@ def build_server(
 
 
 def register_tools(
-    mcp: MCPServer[Any], registry: Registry, ops: list[Operation], *, granular: bool, naming: Naming | None = None
+    mcp: MCPServer[Any],
+    registry: Registry,
+    ops: list[Operation],
+    *,
+    granular: bool,
+    naming: Naming | None = None,
+    clusters: ClusterArgument | None = None,
 ) -> None:
-    """One tool per operation (granular) or domain meta-tools (default); the same handlers either way."""
+    """One tool per operation (granular) or domain meta-tools (default); the same handlers either way.
+
+    With ``clusters`` (several configured), every tool also takes the ``cluster`` argument.
+    """
     naming = naming or Naming()
     checks: dict[str, Check] = {}
     signatures: dict[str, str] = {}
@@ -496,7 +572,7 @@ def register_tools(
     if granular:
         for op in ops:
             handler = registry.handlers[op.name]
-            fn = make_granular_tool(op, handler)
+            fn = make_granular_tool(op, handler, clusters)
             mcp.add_tool(
                 fn,
                 name=op.name,
@@ -506,6 +582,9 @@ def register_tools(
                 meta=ui_meta(registry, op.name),
             )
             checks[op.name] = _only(op.name, frozenset(handler_parameters(handler)))
+            if clusters is not None:
+                tier = None if op.name in SEVERAL_CLUSTERS else op.tier
+                checks[op.name] = clusters.check(op.name, checks[op.name], functools.partial(_fixed, tier))
             signatures[op.name] = parameters_line(op.name, handler)
         return
 
@@ -517,16 +596,23 @@ def register_tools(
             args: dict[str, Any],
             ctx: Context[AppContext],
             human: Any,
+            cluster: str | None = None,
             _m: str = meta.name,
             _nodes: dict[str, list[str]] = node_params,
         ) -> Any:
-            await cluster_ready(ctx)
-            await check_nodes(ctx, _nodes[action.op.name], args)
-            t = _tool_context(ctx, action.op, human)
+            app = app_of(ctx, cluster)
+            if action.op.name not in SEVERAL_CLUSTERS:
+                await cluster_ready(app)
+            await check_nodes(app, _nodes[action.op.name], args)
+            t = _tool_context(ctx, app, action.op, human)
             t.audit_fields["via"] = _m
             return await action.handler(t, **args)
 
-        fn = make_meta_function(meta, run, _meta_human(meta), Context)
+        cluster = None
+        if clusters is not None:
+            every = not any(name in SEVERAL_CLUSTERS for name in meta.actions)
+            cluster = clusters.parameter(next(iter(meta.actions.values())).op.tier, required=every)
+        fn = make_meta_function(meta, run, _meta_human(meta, cluster is not None), Context, cluster)
         mcp.add_tool(
             fn,
             name=meta.name,
@@ -536,3 +622,16 @@ def register_tools(
             meta=ui_meta(registry, meta.name),
         )
         checks[meta.name] = _meta_only(meta, naming)
+        if clusters is not None:
+            tier_of = functools.partial(_action_tier, meta)
+            checks[meta.name] = clusters.check("action", checks[meta.name], tier_of)
+
+
+def _fixed(tier: Tier | None, _args: dict[str, Any]) -> Tier | None:
+    return tier
+
+
+def _action_tier(meta: MetaTool, args: dict[str, Any]) -> Tier | None:
+    """The tier of the action a meta-tool call names (None: an action that takes no cluster)."""
+    op = meta.actions[str(args["action"])].op
+    return None if op.name in SEVERAL_CLUSTERS else op.tier

@@ -24,12 +24,21 @@ MODES: dict[str, dict[str, Any]] = {
     "meta-admin": {"tier": "admin"},
     "meta-read-only": {},
     "granular-admin": {"tier": "admin", "granular_tools": True},
+    # several clusters: every tool takes `cluster`; `lab` allows no writes, so write tools list only `prod`
+    "meta-two-clusters": {
+        "tier": "operator",
+        "url": None,
+        "clusters": {
+            "prod": {"url": "prod.invalid", "token_id": "ops@pve!mcp", "token_secret": "s"},
+            "lab": {"url": "lab.invalid", "token_id": "ops@pve!mcp", "token_secret": "s", "max_tier": "read_only"},
+        },
+    },
 }
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 async def test_tool_catalog_matches_its_snapshot(mode: str, tmp_path: Path) -> None:
-    settings = load_settings(url="pve.invalid:8006", audit_log=tmp_path / "audit.jsonl", **MODES[mode])
+    settings = load_settings(**({"url": "pve.invalid:8006", "audit_log": tmp_path / "audit.jsonl"} | MODES[mode]))
     mcp = build_server(settings, client=FakeClient(), check_version_on_start=False)
     async with Client(mcp) as c:
         tools = (await c.list_tools()).tools

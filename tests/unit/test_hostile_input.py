@@ -23,12 +23,12 @@ from pydantic_core import to_json
 
 from pve_steward.config import load_settings
 from pve_steward.metatools import build_meta_tools
-from pve_steward.registry import load_registry
+from pve_steward.registry import SEVERAL_CLUSTERS, load_registry
 from pve_steward.server import build_server
 from pve_steward.testing import FakeClient
 
 REGISTRY = load_registry()
-OPS = sorted(REGISTRY.operations.values(), key=lambda o: o.name)
+OPS = sorted((o for o in REGISTRY.operations.values() if o.name not in SEVERAL_CLUSTERS), key=lambda o: o.name)
 ACTIONS = {a.op.name: a for m in build_meta_tools(REGISTRY, OPS) for a in m.actions.values()}
 
 NASTY = [

@@ -190,3 +190,14 @@ def test_token_is_bound_to_the_cluster_and_the_principal() -> None:
     ):
         with pytest.raises(TokenRefused, match=what):
             signer.check(token, "guest_shutdown", PARAMS, NOW, binding=other)
+
+
+def test_a_binary_key_file_keeps_every_byte(tmp_path: Path) -> None:
+    """`head -c 32 /dev/urandom` may begin or end with a space or newline byte: those are part of the key
+    (stripping them left 30-31 bytes and a refused start, or a key that differs between replicas)."""
+    binary = b"\n" + bytes(range(1, 31)) + b" "
+    (tmp_path / "bin").write_bytes(binary)
+    (tmp_path / "text").write_text("  " + "ab" * 20 + "\n")
+    signer = TokenSigner.from_file(tmp_path / "bin", 300)
+    assert signer.derived_key("x") == TokenSigner(binary).derived_key("x")
+    assert TokenSigner.from_file(tmp_path / "text", 300).derived_key("x") == TokenSigner(b"ab" * 20).derived_key("x")

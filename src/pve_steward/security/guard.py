@@ -59,6 +59,12 @@ def policy_refusal(t: ToolContext, op: HandlerSpec) -> str | None:
         return f"{op.name} is a write and this server runs read-only"
     if op.is_write and not settings.tier.allows(op.tier):
         return f"{op.name} needs tier {op.tier.value}; this server is configured for {settings.tier.value}"
+    ceiling, cluster = t.app.max_tier, t.app.cluster
+    if op.is_write and ceiling is not None and not ceiling.allows(op.tier):
+        return (
+            f"{op.name} needs tier {op.tier.value}; cluster '{cluster}' allows at most {ceiling.value} "
+            f"(max_tier of [clusters.{cluster}]); nothing was sent to it"
+        )
     return None
 
 
@@ -109,6 +115,8 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         access = get_access_token()
         if access is not None:  # the identified caller (HTTP with identity on): in every record
             base["principal"] = access.client_id
+        if t.app.cluster is not None:
+            base["cluster"] = t.app.cluster
 
         def audit(outcome: str, **extra: Any) -> None:
             metrics.TOOL_CALLS.labels(operation=name, outcome=outcome).inc()

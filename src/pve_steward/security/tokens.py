@@ -49,12 +49,28 @@ def _unb64(text: str) -> bytes:
     return data
 
 
-def binding_of(cluster: str, principal: str | None) -> dict[str, str | None]:
-    """What a token is bound to besides the call: this cluster and this principal (hashed, they are long)."""
-    return {
+def binding_of(cluster: str, principal: str | None, name: str | None = None) -> dict[str, str | None]:
+    """What a token is bound to besides the call: this cluster and this principal (hashed, they are long).
+
+    ``name`` is the configured cluster name when the config file names clusters; it is kept in clear
+    (``cn``) so a token shown on another cluster is refused naming both. Without it the token is as before.
+    """
+    binding = {
         "cl": hashlib.sha256(cluster.encode()).hexdigest()[:16],
         "pr": None if principal is None else hashlib.sha256(principal.encode()).hexdigest()[:16],
     }
+    return binding if name is None else {"cn": name, **binding}
+
+
+def _key_bytes(raw: bytes) -> bytes:
+    """A key file's key: text keys (hex, base64, a passphrase) lose surrounding whitespace and the newline an
+    editor adds; binary keys (``head -c 32 /dev/urandom``) are taken as they are, since any byte, a space or
+    a newline included, is part of them."""
+    try:
+        text = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        return raw
+    return text.encode() if text.isprintable() else raw
 
 
 def _canonical(obj: Any) -> bytes:
@@ -76,10 +92,10 @@ class TokenSigner:
         if path is None:
             return cls(ttl=ttl, store=store)
         try:
-            raw = path.read_bytes().strip()
+            raw = path.read_bytes()
         except OSError as exc:
             raise ValueError(f"cannot read confirm_key_file {path}: {exc.strerror}") from exc
-        return cls(raw, ttl, store)
+        return cls(_key_bytes(raw), ttl, store)
 
     def derived_key(self, purpose: str) -> bytes:
         """A separate key for another purpose (e.g. sealing MCP request state), same secret source."""
@@ -159,6 +175,10 @@ class TokenSigner:
         than as a failed precondition. The target and its state are checked by :meth:`check_target`.
         """
         payload = self._decode(token)
+        if binding is not None and payload.get("cn") != binding.get("cn"):
+            issued = f"cluster '{payload['cn']}'" if payload.get("cn") else "a server without named clusters"
+            here = f"cluster '{binding['cn']}'" if binding.get("cn") else "this server"
+            raise TokenRefused(f"this confirmation token was issued for {issued}, not {here}; preview again on {here}")
         for key, what in (("cl", "another cluster or PVE API token"), ("pr", "another authenticated principal")):
             if binding is not None and payload.get(key) != binding.get(key):
                 raise TokenRefused(f"this confirmation token was issued for {what}; preview again here")

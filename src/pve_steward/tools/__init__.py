@@ -10,6 +10,7 @@ import importlib
 
 MODULES = (
     "cluster",
+    "clusters",
     "nodes",
     "guests",
     "storage",

@@ -15,6 +15,7 @@ from pve_steward.inventory import InventoryCache
 from pve_steward.naming import Naming
 from pve_steward.readcache import ReadCache
 from pve_steward.security.audit import AuditLog
+from pve_steward.security.tiers import Tier
 
 if TYPE_CHECKING:
     from pve_steward.security.tokens import TokenSigner
@@ -39,6 +40,32 @@ class AppContext:
     naming: Naming = field(default_factory=Naming)  # how texts name operations in this registration mode
     gate: Any = None  # compat.VersionGate: the version check, run by the first tool call (server.py)
     pbs: PbsLink | None = None  # the optional Proxmox Backup Server connection (design record 261203-20)
+    cluster: str | None = None  # the [clusters.NAME] this context serves (None: the single-cluster settings)
+    max_tier: Tier | None = None  # that cluster's tier ceiling
+    clusters: Clusters | None = None  # every configured cluster, when there are several
+
+
+class UnknownCluster(ValueError):
+    """A cluster argument that names no configured cluster."""
+
+
+class Clusters:
+    """The per-cluster contexts by name; the first is the default (resources, prompts, completions)."""
+
+    def __init__(self, apps: dict[str, AppContext]) -> None:
+        if not apps:
+            raise ValueError("Clusters needs at least one cluster")
+        self.apps = apps
+        self.names = list(apps)
+        self.default = apps[self.names[0]]
+        for app in apps.values():
+            app.clusters = self
+
+    def get(self, name: str) -> AppContext:
+        app = self.apps.get(name)
+        if app is None:
+            raise UnknownCluster(f"no cluster '{name}'; 'cluster' must be one of: {', '.join(self.names)}")
+        return app
 
 
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -290,7 +290,7 @@ async def two_phase(
     op = t.op.name
     signer = t.app.signer
     now = t.now()
-    binding = binding_of(cluster_of(t), principal_of(t))
+    binding = binding_of(cluster_of(t), principal_of(t), t.app.cluster)
     t.audit_fields["phase"] = "preview" if confirm_token is None else "execute"
     payload = None if confirm_token is None else signer.check(confirm_token, op, params, now, binding)
     plan = await resolve()
@@ -351,7 +351,8 @@ async def execute_audited(
             "target": plan.target.model_dump(mode="json", exclude_none=True),
             "token": fingerprint_,
             "principal": principal_of(t),
-            "cluster": {"url": t.settings.url, "pve_token": t.settings.token_id},
+            "cluster": {"url": t.settings.url, "pve_token": t.settings.token_id}
+            | ({"name": t.app.cluster} if t.app.cluster is not None else {}),
             "client": t.client_identity,
         }
     )

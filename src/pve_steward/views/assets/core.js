@@ -161,7 +161,10 @@ async function read(name) {
   const spec = obj(CFG.reads)[name];
   if (!spec || !obj(host.caps).serverTools) return null;
   try {
-    const res = await request("tools/call", { name: spec.tool, arguments: spec.arguments || {} });
+    // Several clusters: read from the cluster the shown answer came from (the tool input's `cluster`).
+    const args = Object.assign({}, obj(spec.arguments));
+    if (host.input && typeof host.input.cluster === "string") args.cluster = host.input.cluster;
+    const res = await request("tools/call", { name: spec.tool, arguments: args });
     if (!res || res.isError) return null;
     const sc = obj(res.structuredContent);
     return "action" in sc && "result" in sc ? sc.result : sc;
