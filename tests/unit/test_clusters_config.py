@@ -124,7 +124,7 @@ def test_an_exposed_secret_file_is_refused(tmp_path: Path) -> None:
         ("colour = 'red'", r"clusters\.lab\.colour.*[Ee]xtra inputs"),
         ("fingerprint = 'abc'", r"clusters\.lab\.fingerprint.*SHA-256"),
         ("token_secret = 'x'", r"clusters\.lab.*exactly one of token_secret_file or token_secret"),
-        (
+        ("[clusters.lab.pbs]\ncolour = 'x'", r"clusters\.lab\.pbs: unknown PBS setting\(s\) pbs_colour"),
             "[clusters.lab.pbs]\nurl = 'pbs.lan'\ncolour = 'x'",
             r"clusters\.lab\.pbs: unknown PBS setting\(s\) pbs_colour",
         ),
