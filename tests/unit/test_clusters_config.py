@@ -125,9 +125,6 @@ def test_an_exposed_secret_file_is_refused(tmp_path: Path) -> None:
         ("fingerprint = 'abc'", r"clusters\.lab\.fingerprint.*SHA-256"),
         ("token_secret = 'x'", r"clusters\.lab.*exactly one of token_secret_file or token_secret"),
         ("[clusters.lab.pbs]\ncolour = 'x'", r"clusters\.lab\.pbs: unknown PBS setting\(s\) pbs_colour"),
-            "[clusters.lab.pbs]\nurl = 'pbs.lan'\ncolour = 'x'",
-            r"clusters\.lab\.pbs: unknown PBS setting\(s\) pbs_colour",
-        ),
     ],
 )
 def test_a_bad_table_names_the_cluster_and_the_key(tmp_path: Path, extra: str, expected: str) -> None:
