@@ -121,6 +121,8 @@ API_WORDS = frozenset(
         "pool",
         "mon",
         "cmd-safety",
+        "capabilities",
+        "machines",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).
