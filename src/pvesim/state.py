@@ -194,7 +194,10 @@ class Guest:
 
     @property
     def digest(self) -> str:
-        return pveconfig.digest(self.config, {n: s.config for n, s in self.snapshots.items()})
+        pending = dict(self.pending)
+        if self.pending_delete:  # qemu-server print_pending_delete: '!' marks a forced delete
+            pending["delete"] = ",".join(("!" if f else "") + k for k, f in self.pending_delete.items())
+        return pveconfig.digest(self.config, {n: s.config for n, s in self.snapshots.items()}, pending)
 
     @property
     def sid(self) -> str:

@@ -1,5 +1,6 @@
 """VM and container hygiene through the MCP server against pvesim: the demo's planted guest problems are
-found with their evidence; pending changes are read per running guest up to pending_probe_limit."""
+found with their evidence; pending changes are read per running guest up to pending_probe_limit, and pvesim
+answers them as PVE does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from mcp import Client
 
 from pvesim.server import SimServer
+from tests.conftest import wait_task
+from tests.integration.pve import api
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -54,7 +57,8 @@ async def test_demo_guest_problems_are_found_with_their_evidence(demo_sim: SimSe
     assert report["complete"] is True
 
 
-async def test_pending_changes_once_applied_are_no_longer_reported(demo_sim: SimServer, server_for: Any) -> None:
+async def test_pending_changes_once_applied_are_no_longer_reported(start_sim: Any, server_for: Any) -> None:
+    demo_sim = start_sim("demo")  # its own copy: this test changes the cluster
     with demo_sim.sim.mutate() as cluster:
         g = cluster.guests[103]
         g.apply_pending()  # what a start or an API reboot does (qemu-server vmconfig_apply_pending)
@@ -68,3 +72,18 @@ async def test_pending_reads_are_capped_and_the_rest_is_said(demo_sim: SimServer
     assert len(skipped) == 1 and "first 2 of" in skipped[0]["message"]
     # 103 is the third running guest by vmid (100, 101, 102, 103 ...): not read, so not judged
     assert ("GUEST_CONFIG_PENDING", "103") not in {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+
+
+def test_pvesim_answers_pending_as_pve_does(start_sim: Any) -> None:
+    """config merges pending values unless current=1; /pending lists current and pending per key
+    (qemu-server API2/Qemu.pm vm_config / vm_pending); an API reboot applies them."""
+    pve = api(start_sim("demo"), "root@pam!pvesim")
+    vm = pve.nodes("pve1").qemu(103)
+    assert str(vm.config.get()["memory"]) == "12288" and str(vm.config.get(current=1)["memory"]) == "8192"
+    rows = {r["key"]: r for r in vm.pending.get()}
+    assert rows["memory"] == {"key": "memory", "value": "8192", "pending": "12288"}
+    assert "pending" not in rows["cores"] and rows["digest"]["value"] == vm.config.get()["digest"]
+    upid = vm.status.reboot.post()
+    wait_task(pve.nodes("pve1").tasks(upid).status.get)
+    assert str(vm.config.get(current=1)["memory"]) == "12288"
+    assert not [r for r in vm.pending.get() if "pending" in r or "delete" in r]

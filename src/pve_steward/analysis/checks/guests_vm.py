@@ -557,7 +557,6 @@ def _machine(raw: Row) -> str:
 # ---------------------------------------------------------------- machine version
 
 
-
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split("."))
 
