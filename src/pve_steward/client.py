@@ -151,6 +151,8 @@ API_WORDS = frozenset(
         "qdevice",
         "cfg",
         "raw",
+        "capabilities",
+        "machines",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

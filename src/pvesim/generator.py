@@ -45,6 +45,7 @@ def generate(
     version: str = "9.1.2",
 ) -> dict[str, Any]:
     rng = random.Random(seed)
+    hygiene = random.Random(seed * 7919 + 1)  # config hygiene draws: the draws above stay as they were
     names = [f"pve{i:02d}" for i in range(1, nodes + 1)]
     data: dict[str, Any] = {
         "name": f"generated-{nodes}n-{guests}g-s{seed}",
@@ -140,6 +141,7 @@ def generate(
             }
             if rng.random() < 0.015:
                 cfg["hostpci0"] = f"0000:{rng.randint(16, 200):02x}:00.0,pcie=1"
+        _hygiene(cfg, hygiene, vmid, storage, is_ct)
         if rng.random() < 0.005:
             cfg["lock"] = "backup"
         guest = {
@@ -151,6 +153,8 @@ def generate(
             "cpu": round(rng.uniform(0.01, 0.6), 3),
             "mem": round(rng.uniform(0.3, 0.9), 2),
         }
+        if running and hygiene.random() < 0.02:  # a change waiting for the next restart
+            guest["pending"] = {"memory": memory * 2}
         data["guests"].append(guest)
         if rng.random() < 0.04:
             data["ha"]["resources"].append({"sid": f"{'ct' if is_ct else 'vm'}:{vmid}", "state": "started"})
@@ -180,3 +184,26 @@ def generate(
     if excluded:
         data["backup_jobs"][0]["exclude"] = ",".join(map(str, excluded))
     return data
+
+
+def _hygiene(cfg: dict[str, Any], rng: random.Random, vmid: int, storage: str, is_ct: bool) -> None:
+    """What the GUI sets on a new guest, and the small share of config drift real clusters carry."""
+    if is_ct:
+        if rng.random() < 0.05:
+            cfg.pop("unprivileged")
+        elif rng.random() < 0.1:
+            cfg["features"] = "nesting=1" if rng.random() < 0.3 else "keyctl=1,nesting=1"
+    else:
+        cfg["ostype"] = "win11" if rng.random() < 0.05 else "l26"
+        cfg["scsihw"] = "virtio-scsi-single"
+        if cfg["ostype"] == "win11":  # PVE pins a Windows VM's machine version when it creates it
+            cfg["machine"] = "pc-q35-9.2+pve1"
+            cfg["bios"] = "ovmf"
+            cfg["efidisk0"] = f"{storage}:vm-{vmid}-disk-1,efitype=4m,pre-enrolled-keys=1,size=4M"
+            cfg["tpmstate0"] = f"{storage}:vm-{vmid}-disk-2,size=4M,version=v2.0"
+        if rng.random() < 0.01:
+            cfg["net0"] = cfg["net0"].replace("virtio=", "e1000=")
+    if rng.random() < 0.03:
+        cfg["unused0"] = f"{storage}:vm-{vmid}-disk-9"
+    if rng.random() < 0.2:
+        cfg["protection"] = 1

@@ -82,9 +82,13 @@ def config_text(config: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def digest(config: dict[str, str], snapshots: dict[str, dict[str, str]] | None = None) -> str:
-    """SHA1 over the whole config file text, as PVE computes ``digest``."""
+def digest(
+    config: dict[str, str], snapshots: dict[str, dict[str, str]] | None = None, pending: dict[str, str] | None = None
+) -> str:
+    """SHA1 over the whole config file text, as PVE computes ``digest`` ([PENDING] before the snapshots)."""
     text = config_text(config)
+    if pending:
+        text += "\n[PENDING]\n" + config_text(pending)
     for name, snap in sorted((snapshots or {}).items()):
         text += f"\n[{name}]\n" + config_text(snap)
     return hashlib.sha1(text.encode()).hexdigest()

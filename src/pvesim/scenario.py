@@ -458,6 +458,8 @@ def _guest(gd: dict[str, Any], now: float) -> Guest:
         mem_fraction=float(gd.get("mem", 0.6)),
         agent_responding=bool(gd.get("agent_responding", True)),
         pool=gd.get("pool"),
+        pending={str(k): _config_value(v) for k, v in (gd.get("pending") or {}).items()},
+        pending_delete={str(k).lstrip("!"): str(k).startswith("!") for k in gd.get("pending_delete") or []},
     )
     if g.status == "running":
         g.started_at = now - parse_age(gd.get("uptime", "12d"))

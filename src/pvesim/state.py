@@ -145,6 +145,22 @@ class Guest:
     agent_responding: bool = True
     pool: str | None = None  # resource pool membership (user.cfg)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    # the config's [PENDING] section: values waiting for a restart, and keys to delete (True: force)
+    pending: dict[str, str] = field(default_factory=dict)
+    pending_delete: dict[str, bool] = field(default_factory=dict)
+
+    def current_config(self) -> dict[str, str]:
+        """The config with pending changes applied (AbstractConfig load_current_config, current=0)."""
+        merged = dict(self.config) | self.pending
+        for key in self.pending_delete:
+            merged.pop(key, None)
+        return merged
+
+    def apply_pending(self) -> None:
+        """What a start (and an API reboot) does: qemu-server vmconfig_apply_pending, pve-container alike."""
+        self.config = self.current_config()
+        self.pending.clear()
+        self.pending_delete.clear()
 
     @property
     def name(self) -> str:
@@ -186,7 +202,10 @@ class Guest:
 
     @property
     def digest(self) -> str:
-        return pveconfig.digest(self.config, {n: s.config for n, s in self.snapshots.items()})
+        pending = dict(self.pending)
+        if self.pending_delete:  # qemu-server print_pending_delete: '!' marks a forced delete
+            pending["delete"] = ",".join(("!" if f else "") + k for k, f in self.pending_delete.items())
+        return pveconfig.digest(self.config, {n: s.config for n, s in self.snapshots.items()}, pending)
 
     @property
     def sid(self) -> str:

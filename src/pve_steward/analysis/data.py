@@ -63,6 +63,7 @@ class ClusterData:
     disks: dict[str, list[Row]] = field(default_factory=dict)
     zfs: dict[str, list[Row]] = field(default_factory=dict)
     agent: dict[int, bool] = field(default_factory=dict)  # vmid -> agent answered
+    pending: dict[int, list[Row]] = field(default_factory=dict)  # vmid -> GET .../pending (probed guests only)
     preconditions: dict[int, Row] = field(default_factory=dict)
     mappings: dict[str, list[Row]] = field(default_factory=dict)  # /cluster/mapping/{pci,usb,dir}: kind -> rows
     snapshot_configs: dict[int, dict[str, Row]] = field(default_factory=dict)  # vmid -> snapshot -> its config

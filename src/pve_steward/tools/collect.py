@@ -70,6 +70,7 @@ class Collector:
         node: str | None = None,
         preconditions: bool = False,
         agent_probe_limit: int = 0,
+        pending_probe_limit: int | None = None,
     ) -> ClusterData:
         """``vmids``/``node`` restrict per-guest reads (configs, preconditions) to those guests."""
         d = self.data
@@ -140,7 +141,7 @@ class Collector:
         await self._wave2(wanted, preconditions)
         if preconditions:
             await self._snapshot_sections(wanted)
-        await self._wave3(agent_probe_limit)
+        await self._wave3(agent_probe_limit, pending_probe_limit)
         await self._declared_reads()
         if self._want("ceph", "upgrade"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
@@ -495,9 +496,11 @@ class Collector:
                 )
             )
 
-    async def _wave3(self, agent_probe_limit: int) -> None:
+    async def _wave3(self, agent_probe_limit: int, pending_probe_limit: int | None = None) -> None:
         d = self.data
         reads: list[Read] = []
+        if self._want("guests") and pending_probe_limit is not None:  # None: the caller does not ask
+            reads += self._pending_reads(pending_probe_limit)
         if self._want("guests"):
             for vmid, raw in d.configs.items():
                 g = d.guests[vmid]
@@ -552,6 +555,7 @@ class Collector:
                     )
         got = await self._read(reads)
         self._take_agent_probes(got)
+        self._take_pending(got)
         for key, value in got.items():
             kind, _, ident = key.partition(":")
             if isinstance(value, PveError):
@@ -561,6 +565,54 @@ class Collector:
                 d.snapshots[int(ident)] = value
             elif kind == "log":
                 d.task_logs[ident] = [str(line.get("t", "")) for line in value]
+
+    def _pending_reads(self, limit: int) -> list[Read]:
+        """Pending changes of running guests (PVE applies a stopped guest's changes at once: qemu-server
+        API2/Qemu.pm update_vm_api, pve-container API2/LXC/Config.pm update_vm), one call each, at most
+        ``limit`` (lowest vmids first); the rest is said as CHECK_SKIPPED."""
+        d = self.data
+        running = [v for v in sorted(d.configs) if d.guests[v].get("status") == "running"]
+        if len(running) > limit:
+            d.missing.append(
+                Missing(
+                    what=f"pending-change reads beyond the first {limit} of {len(running)} running guests",
+                    path="pending_probe_limit",
+                    error="capped by configuration",
+                    affects=("guests",),
+                    optional=True,
+                )
+            )
+        return [
+            (
+                f"pending:{v}",
+                api_path("nodes", node_seg(d.guests[v]["node"]), d.guests[v]["type"], vmid_seg(v), "pending"),
+                {},
+            )
+            for v in running[:limit]
+        ]
+
+    def _take_pending(self, got: dict[str, Any]) -> None:
+        denied = 0
+        for key in [k for k in got if k.startswith("pending:")]:
+            value, vmid = got.pop(key), int(key.split(":", 1)[1])
+            if not isinstance(value, PveError):
+                self.data.pending[vmid] = value
+            elif isinstance(value, PvePermissionError):
+                denied += 1
+            else:
+                g = self.data.guests.get(vmid, {})
+                self._miss(f"pending changes of guest {vmid}", key, value, g.get("node"), ("guests",))
+        if denied:
+            self.data.missing.append(
+                Missing(
+                    what=f"pending changes of {denied} guest(s) (optional: needs more privileges)",
+                    path="/nodes/{node}/{type}/{vmid}/pending",
+                    error="token lacks VM.Audit on the guest",
+                    status=403,
+                    affects=("guests",),
+                    optional=True,
+                )
+            )
 
     def _take_agent_probes(self, got: dict[str, Any]) -> None:
         """Only PVE's own "QEMU guest agent is not running" (qemu-server QemuServer/Agent.pm
@@ -604,7 +656,12 @@ async def collect(
     preconditions: bool = False,
     agent_probe_limit: int = 0,
     pbs: PbsLink | None = None,
+    pending_probe_limit: int | None = None,
 ) -> ClusterData:
     return await Collector(client, now, areas, pbs).run(
-        vmids=vmids, node=node, preconditions=preconditions, agent_probe_limit=agent_probe_limit
+        vmids=vmids,
+        node=node,
+        preconditions=preconditions,
+        agent_probe_limit=agent_probe_limit,
+        pending_probe_limit=pending_probe_limit,
     )

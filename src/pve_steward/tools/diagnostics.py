@@ -51,7 +51,14 @@ async def run_check(
 ) -> Report:
     """Collect exactly what the areas need and analyse it (shared by the MCP tools and `check`)."""
     t = thresholds(settings)
-    data = await collect(client, now, areas, agent_probe_limit=t.agent_probe_limit, pbs=pbs)
+    data = await collect(
+        client,
+        now,
+        areas,
+        agent_probe_limit=t.agent_probe_limit,
+        pending_probe_limit=int(t.get("pending_probe_limit")),
+        pbs=pbs,
+    )
     # in a worker thread: the event loop keeps serving cheap calls while a large cluster is analysed
     return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name, suppressions(settings))
 

@@ -86,8 +86,8 @@ def _config(call: Call, gtype: str) -> dict[str, Any]:
             raise ApiError(500, f"snapshot '{call.params['snapshot']}' does not exist")
         body = _typed_config(call, snap.config)
         body["snaptime"] = snap.snaptime
-    else:
-        body = _typed_config(call, g.config)
+    else:  # pending values applied unless current=1 (qemu-server API2/Qemu.pm vm_config)
+        body = _typed_config(call, g.config if call.flag("current") else g.current_config())
     body["digest"] = g.digest
     return body
 
@@ -100,6 +100,32 @@ def qemu_config(call: Call) -> dict[str, Any]:
 @route("GET", "/nodes/{node}/lxc/{vmid}/config")
 def lxc_config(call: Call) -> dict[str, Any]:
     return _config(call, "lxc")
+
+
+def _pending(call: Call, gtype: str) -> list[dict[str, Any]]:
+    """Current and pending values per key (pve-guest-common GuestHelpers.pm config_with_pending_array)."""
+    g = call.guest(gtype)
+    out: list[dict[str, Any]] = []
+    for key, value in {**g.config, "digest": g.digest}.items():
+        item: dict[str, Any] = {"key": key, "value": value}
+        if key in g.pending:
+            item["pending"] = g.pending[key]
+        if key in g.pending_delete:
+            item["delete"] = 2 if g.pending_delete[key] else 1
+        out.append(item)
+    out += [{"key": k, "pending": v} for k, v in g.pending.items() if k not in g.config]
+    out += [{"key": k, "delete": 2 if f else 1} for k, f in g.pending_delete.items() if k not in g.config]
+    return out
+
+
+@route("GET", "/nodes/{node}/qemu/{vmid}/pending")
+def qemu_pending(call: Call) -> list[dict[str, Any]]:
+    return _pending(call, "qemu")
+
+
+@route("GET", "/nodes/{node}/lxc/{vmid}/pending")
+def lxc_pending(call: Call) -> list[dict[str, Any]]:
+    return _pending(call, "lxc")
 
 
 def _update_config(call: Call, gtype: str) -> None:
@@ -204,6 +230,7 @@ def _power(call: Call, gtype: str, action: str) -> str:
                 return f"{kind} {g.vmid} already running"
             if g.template:
                 return "you can't start a vm if it's a template"
+            g.apply_pending()
             set_running(c, g)
         elif action in ("stop", "shutdown"):
             if action == "shutdown" and g.status != "running":
@@ -212,6 +239,8 @@ def _power(call: Call, gtype: str, action: str) -> str:
         elif action in ("reboot", "reset"):
             if g.status != "running":
                 return f"{kind} {g.vmid} not running"
+            if action == "reboot":  # shutdown + start: "Applies pending changes." (API2/Qemu.pm vm_reboot)
+                g.apply_pending()
             g.started_at = c.clock.now()
         elif action == "suspend":
             if g.status != "running":
@@ -725,3 +754,29 @@ def vzdump(call: Call) -> str:
         lock="backup",
     )
     return task.upid
+
+
+# ---------------------------------------------------------------- machine versions
+
+# the QEMU each release ships (pve-qemu-kvm): its machine versions go up to this
+_QEMU_OF_PVE = {7: (8, 1), 8: (9, 2), 9: (10, 1)}
+_QEMU_VERSIONS = [(2, m) for m in range(4, 13)] + [(3, 0), (3, 1), (4, 0), (4, 1), (4, 2)]
+_QEMU_VERSIONS += [(major, minor) for major in range(5, 11) for minor in range(3) if (major, minor) != (10, 2)]
+# qemu-server src/PVE/QemuServer/Machine.pm $PVE_MACHINE_VERSION: the +pveN revisions of a version
+_PVE_REVISIONS = {(4, 1): ("+pve1", "+pve2"), (9, 2): ("+pve1",), (10, 0): ("+pve1",)}
+
+
+@route("GET", "/nodes/{node}/capabilities/qemu/machines")
+def qemu_machines(call: Call) -> list[dict[str, Any]]:
+    """What /usr/share/kvm/machine-versions-x86_64.json lists, with PVE's revisions merged in and newest
+    first (qemu-server src/PVE/API2/Qemu/Machine.pm)."""
+    newest = _QEMU_OF_PVE.get(int(call.cluster.version.split(".")[0]), (10, 1))
+    out: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
+    for ver in (v for v in _QEMU_VERSIONS if v <= newest):
+        text = f"{ver[0]}.{ver[1]}"
+        for kind, prefix in (("q35", "pc-q35"), ("i440fx", "pc-i440fx")):
+            out.append(((*ver, 0), {"id": f"{prefix}-{text}", "type": kind, "version": text}))
+            for rev in _PVE_REVISIONS.get(ver, ()):
+                entry = {"id": f"{prefix}-{text}{rev}", "type": kind, "version": f"{text}{rev}"}
+                out.append(((*ver, int(rev[4:])), entry))
+    return [entry for _key, entry in sorted(out, key=lambda e: e[0], reverse=True)]
