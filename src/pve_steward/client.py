@@ -121,6 +121,13 @@ API_WORDS = frozenset(
         "pool",
         "mon",
         "cmd-safety",
+        # node health checks (analysis/checks/node*.py)
+        "versions",
+        "time",
+        "rrddata",
+        "dns",
+        "network",
+        "lvmthin",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

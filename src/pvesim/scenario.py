@@ -25,6 +25,7 @@ from pvesim.access import ROLES, AclEntry, Principal, Token
 from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
+from pvesim.nodehealth import health_from
 from pvesim.state import (
     Clock,
     Cluster,
@@ -288,6 +289,7 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     n.disks = [_disk(d) for d in nd.get("disks", [{"devpath": "/dev/nvme0n1", "type": "nvme", "size": "960G"}])]
     n.zfs = [_zfs(z) for z in nd.get("zfs", [])]
     n.vzdump_conf = dict(nd.get("vzdump") or {})
+    n.health = health_from(nd.get("health"), n.ip)
     return n
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from pvesim import pveconfig
 from pvesim.access import Token
 from pvesim.ceph import Ceph
+from pvesim.nodehealth import NodeHealth
 
 MiB = 1024**2
 GiB = 1024**3
@@ -63,6 +64,7 @@ class Node:
     disks: list[dict[str, Any]] = field(default_factory=list)
     zfs: list[dict[str, Any]] = field(default_factory=list)
     vzdump_conf: dict[str, Any] = field(default_factory=dict)  # /etc/vzdump.conf on this node
+    health: NodeHealth = field(default_factory=NodeHealth)  # services, clock, network, ... (nodehealth.py)
 
 
 @dataclass

@@ -48,6 +48,7 @@ PARAMS: dict[str, dict[str, str]] = {
 # Required query parameters of a GET, per template.
 QUERY: dict[str, dict[str, str]] = {
     "/nodes/{node}/ceph/cmd-safety": {"service": "osd", "id": "0", "action": "stop"},
+    "/nodes/{node}/rrddata": {"timeframe": "day", "cf": "AVERAGE"},
 }
 
 

@@ -1,0 +1,96 @@
+"""Node health endpoints: services, time, APT package versions, DNS, network, LVM-thin pools, RRD data.
+
+The answers come from the node's :class:`pvesim.nodehealth.NodeHealth` and follow the PVE handlers
+named on each route.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pvesim import nodehealth
+from pvesim.api.registry import Call, route
+from pvesim.scenario import major
+
+
+def _node(call: Call) -> Any:
+    return call.cluster.nodes[call.params["node"]]
+
+
+@route("GET", "/nodes/{node}/services")
+def services(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/Services.pm index."""
+    return nodehealth.services(_node(call).health)
+
+
+@route("GET", "/nodes/{node}/time")
+def node_time(call: Call) -> dict[str, Any]:
+    """pve-manager PVE/API2/Nodes.pm time: UTC seconds, the same wall time as if it were UTC, the zone."""
+    h = _node(call).health
+    now = int(call.cluster.clock.now() + h.clock_offset)
+    local = dt.datetime.fromtimestamp(now, ZoneInfo(h.timezone))
+    offset = local.utcoffset() or dt.timedelta()
+    return {"time": now, "localtime": now + int(offset.total_seconds()), "timezone": h.timezone}
+
+
+@route("GET", "/nodes/{node}/apt/versions")
+def apt_versions(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/APT.pm versions: proxmox-ve (with RunningKernel), pve-manager, the installed
+    kernels newest first, then the other Proxmox packages."""
+    c, n = call.cluster, _node(call)
+    pve = nodehealth._pkg("proxmox-ve", f"{c.release}.0", "Proxmox Virtual Environment")
+    pve["RunningKernel"] = n.kernel
+    manager = nodehealth._pkg("pve-manager", c.version, "Proxmox Virtual Environment Management Tools")
+    manager["ManagerVersion"] = c.version
+    rest = [
+        nodehealth._pkg(name, version, title)
+        for name, version, title in (
+            ("qemu-server", f"{c.release}.3", "Qemu Server Tools"),
+            ("pve-qemu-kvm", "10.1.2-1", "Full virtualization on x86 hardware"),
+            ("lxc-pve", "6.0.5-1", "Linux containers userspace tools"),
+            ("corosync", "3.1.9-pve2", "cluster engine daemon and utilities"),
+        )
+    ]
+    return [pve, manager, *nodehealth.installed_kernel_packages(n.health, n.kernel), *rest]
+
+
+@route("GET", "/nodes/{node}/dns")
+def dns(call: Call) -> dict[str, Any]:
+    """pve-manager PVE/API2/Nodes.pm dns (PVE::INotify resolvconf)."""
+    return dict(_node(call).health.dns)
+
+
+@route("GET", "/nodes/{node}/network")
+def network(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/Network.pm index; ``type`` filters (any_bridge: bridges and OVS bridges)."""
+    rows = [dict(r) for _, r in sorted(_node(call).health.network.items())]
+    kind = call.params.get("type")
+    if kind in ("any_bridge", "any_local_bridge"):
+        return [r for r in rows if r.get("type") in ("bridge", "OVSBridge")]
+    return [r for r in rows if kind is None or r.get("type") == kind]
+
+
+@route("GET", "/nodes/{node}/disks/lvmthin")
+def lvmthin(call: Call) -> list[dict[str, Any]]:
+    """pve-storage PVE/API2/Disks/LVMThin.pm index (LvmThinPlugin list_thinpools)."""
+    return [dict(p) for p in _node(call).health.lvmthin]
+
+
+@route("GET", "/nodes/{node}/rrddata")
+def rrddata(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/Nodes.pm rrddata; PVE 9's node RRD adds the PSI pressure columns. Only the
+    day is modelled: every timeframe answers the day's points."""
+    c, n = call.cluster, _node(call)
+    base = {
+        "maxcpu": n.cpus,
+        "loadavg": n.loadavg[0],
+        "memtotal": n.memory_total,
+        "memused": c.node_mem_used(n.name),
+        "roottotal": n.rootfs_total,
+        "rootused": n.rootfs_used,
+        "swaptotal": n.swap_total,
+        "swapused": n.swap_used,
+    }
+    return nodehealth.rrd_day(n.health, c.clock.now(), major(c.version) >= 9, base)

@@ -1,0 +1,209 @@
+"""Node health as PVE reports it: services, clock, installed kernels, DNS, network
+interfaces, LVM-thin pools and the day's RRD averages.
+
+A healthy node by default; the scenario key ``health`` of a node plants problems:
+
+    health:
+      services: {pve-ha-lrm: dead, chrony: failed}   # SubState per service (failed -> active-state failed)
+      clock_offset: 120                               # seconds the node's clock is ahead (negative: behind)
+      timezone: Europe/Vienna
+      kernel_installed: 6.14.11-5-pve                 # newest installed kernel (default: the running one)
+      dns: {dns1: 10.0.0.1, search: lan}
+      network: {eno2: {active: 0}, bond0: {type: bond, slaves: eno3}}   # merged into the default interfaces
+      lvmthin: [{vg: pve, lv: data, metadata_pct: 93}]
+      rrd: {cpu: 0.9, iowait: 0.02, pressurecpusome: 0.5}               # day averages (fractions)
+
+Only pveconfig is imported from pvesim (state.Node holds a NodeHealth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pvesim import pveconfig
+
+GiB = 1024**3
+
+# pve-manager PVE/API2/Services.pm $service_name_list, with the state a default PVE 8/9 install shows:
+# (SubState, ActiveState, UnitFileState). chrony is the default time daemon since PVE 7, so
+# systemd-timesyncd is not installed; rsyslog ("syslog") is not installed by default either.
+DEFAULT_SERVICES: dict[str, tuple[str, str, str]] = {
+    "chrony": ("running", "active", "enabled"),
+    "corosync": ("running", "active", "enabled"),
+    "cron": ("running", "active", "enabled"),
+    "ksmtuned": ("running", "active", "enabled"),
+    "lxcfs": ("running", "active", "enabled"),
+    "postfix": ("running", "active", "enabled"),
+    "proxmox-firewall": ("running", "active", "enabled"),
+    "pve-cluster": ("running", "active", "enabled"),
+    "pve-firewall": ("running", "active", "enabled"),
+    "pve-ha-crm": ("running", "active", "enabled"),
+    "pve-ha-lrm": ("running", "active", "enabled"),
+    "pve-lxc-syscalld": ("running", "active", "enabled"),
+    "pvedaemon": ("running", "active", "enabled"),
+    "pvefw-logger": ("running", "active", "enabled"),
+    "pveproxy": ("running", "active", "enabled"),
+    "pvescheduler": ("running", "active", "enabled"),
+    "pvestatd": ("running", "active", "enabled"),
+    "qmeventd": ("running", "active", "enabled"),
+    "spiceproxy": ("running", "active", "enabled"),
+    "sshd": ("running", "active", "enabled"),
+    "syslog": ("dead", "inactive", "not-found"),
+    "systemd-journald": ("running", "active", "static"),
+    "systemd-timesyncd": ("dead", "inactive", "not-found"),
+}
+_DESCRIPTIONS = {
+    "chrony": "chrony, an NTP client/server",
+    "corosync": "Corosync Cluster Engine",
+    "pve-cluster": "The Proxmox VE cluster filesystem",
+    "pvedaemon": "PVE API Daemon",
+    "pveproxy": "PVE API Proxy Server",
+    "pvestatd": "PVE Status Daemon",
+}
+# SubState -> ActiveState for planted states
+_ACTIVE_OF = {"running": "active", "dead": "inactive", "failed": "failed", "exited": "active"}
+
+
+@dataclass
+class NodeHealth:
+    services: dict[str, tuple[str, str, str]] = field(default_factory=lambda: dict(DEFAULT_SERVICES))
+    clock_offset: float = 0.0
+    timezone: str = "Europe/Berlin"
+    kernel_installed: str | None = None  # None: the running kernel is the newest installed
+    dns: dict[str, str] = field(default_factory=lambda: {"dns1": "10.0.0.1", "search": "lan"})
+    network: dict[str, dict[str, Any]] = field(default_factory=dict)  # iface -> row (merged over defaults)
+    lvmthin: list[dict[str, Any]] = field(default_factory=list)
+    rrd: dict[str, float] = field(default_factory=dict)  # day averages, fractions
+
+
+def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
+    """Build a node's health from its scenario ``health`` mapping (absent: a healthy node)."""
+    spec = spec or {}
+    h = NodeHealth()
+    for name, state in (spec.get("services") or {}).items():
+        unit = h.services.get(name, ("", "", "enabled"))[2]
+        h.services[name] = (str(state), _ACTIVE_OF.get(str(state), "inactive"), unit)
+    for key in ("clock_offset", "timezone", "kernel_installed"):
+        if key in spec:
+            setattr(h, key, spec[key])
+    if "dns" in spec:
+        h.dns = {k: str(v) for k, v in spec["dns"].items()}
+    h.network = default_network(ip)
+    for iface, row in (spec.get("network") or {}).items():
+        h.network.setdefault(iface, {"iface": iface, "type": "eth", "active": 1, "exists": 1, "families": ["inet"]})
+        h.network[iface].update(row)
+    h.lvmthin = [_thinpool(p) for p in spec.get("lvmthin", [{"vg": "pve", "lv": "data"}])]
+    h.rrd = {"cpu": 0.12, "iowait": 0.004, **{k: float(v) for k, v in (spec.get("rrd") or {}).items()}}
+    return h
+
+
+def default_network(ip: str) -> dict[str, dict[str, Any]]:
+    """Two NICs in an active-backup bond under a VLAN-aware bridge, as many PVE installs have."""
+    base = {"active": 1, "exists": 1, "autostart": 1, "families": ["inet"], "method": "manual", "priority": 3}
+    return {
+        "eno1": {**base, "iface": "eno1", "type": "eth", "mtu": 1500},
+        "eno2": {**base, "iface": "eno2", "type": "eth", "mtu": 1500},
+        "bond0": {
+            **base,
+            "iface": "bond0",
+            "type": "bond",
+            "slaves": "eno1 eno2",
+            "bond_mode": "active-backup",
+            "bond-primary": "eno1",
+        },
+        "vmbr0": {
+            **base,
+            "iface": "vmbr0",
+            "type": "bridge",
+            "method": "static",
+            "bridge_ports": "bond0",
+            "bridge_vlan_aware": 1,
+            "address": ip,
+            "netmask": "24",
+            "cidr": f"{ip}/24",
+            "gateway": ".".join([*ip.split(".")[:3], "1"]),
+        },
+    }
+
+
+def _bytes(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else pveconfig.parse_size(str(value))
+
+
+def _thinpool(p: dict[str, Any]) -> dict[str, Any]:
+    size = _bytes(p.get("metadata_size", 1 * GiB))
+    return {
+        "vg": p.get("vg", "pve"),
+        "lv": p.get("lv", "data"),
+        "lv_size": _bytes(p.get("lv_size", 800 * GiB)),
+        "used": _bytes(p.get("used", 200 * GiB)),
+        "metadata_size": size,
+        "metadata_used": int(size * float(p.get("metadata_pct", 12)) / 100),
+    }
+
+
+def services(h: NodeHealth) -> list[dict[str, Any]]:
+    """Services.pm index: sorted by id, each with its systemd states."""
+    return [
+        {
+            "service": name,
+            "name": name,
+            "desc": _DESCRIPTIONS.get(name, f"{name} service"),
+            "state": sub,
+            "active-state": active,
+            "unit-state": unit,
+        }
+        for name, (sub, active, unit) in sorted(h.services.items())
+    ]
+
+
+def installed_kernel_packages(h: NodeHealth, running: str) -> list[dict[str, Any]]:
+    """APT.pm versions lists every installed (pve|proxmox)-kernel-* package, newest first."""
+    releases = sorted({running, h.kernel_installed or running}, key=_release_key, reverse=True)
+    return [
+        _pkg(f"proxmox-kernel-{r}-signed", r.removesuffix("-pve"), "Proxmox Kernel Image (signed)") for r in releases
+    ]
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in release.replace("-", ".").split(".") if x.isdecimal())
+
+
+def _pkg(name: str, version: str, title: str) -> dict[str, Any]:
+    return {
+        "Package": name,
+        "Title": title,
+        "Description": title,
+        "Version": version,
+        "OldVersion": version,
+        "CurrentState": "Installed",
+        "Arch": "amd64",
+        "Origin": "Proxmox",
+        "Priority": "optional",
+        "Section": "admin",
+    }
+
+
+def rrd_day(h: NodeHealth, now: float, with_pressure: bool, base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The day at 30-minute resolution (RRD AVERAGE): values alternate 5 % around the planted averages,
+    so the day's mean is exactly the average; ``base`` holds the node's sizes (memtotal, roottotal, ...)."""
+    step, points = 1800, 48
+    start = int(now // step * step) - step * (points - 1)
+    rows = []
+    for i in range(points):
+        jitter = 1.05 if i % 2 else 0.95
+        row: dict[str, Any] = {
+            "time": start + i * step,
+            **base,
+            "cpu": h.rrd["cpu"] * jitter,
+            "iowait": h.rrd["iowait"] * jitter,
+            "netin": 120_000.0 * jitter,
+            "netout": 80_000.0 * jitter,
+        }
+        if with_pressure:
+            for key in ("pressurecpusome", "pressureiosome", "pressureiofull", "pressurememorysome"):
+                row[key] = h.rrd.get(key, 0.001) * jitter
+            row["pressurememoryfull"] = h.rrd.get("pressurememoryfull", 0.0) * jitter
+        rows.append(row)
+    return rows
