@@ -128,6 +128,7 @@ API_WORDS = frozenset(
         "dns",
         "network",
         "lvmthin",
+        "hosts",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

@@ -2,8 +2,8 @@
 
 Deterministic for a seed. Most guests live on shared Ceph storage and are backed up nightly;
 a small, realistic share carries the things diagnostics look for (local disks, passthrough,
-``cpu: host``, HA, stale backups, stuck locks, and a few nodes with a health problem). ``concentrate`` puts that many guests on the
-first node, for evacuation benchmarks.
+``cpu: host``, HA, stale backups, stuck locks, a few nodes with a health problem). ``concentrate``
+puts that many guests on the first node, for evacuation benchmarks.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ A healthy node by default; the scenario key ``health`` of a node plants problems
       clock_offset: 120                               # seconds the node's clock is ahead (negative: behind)
       timezone: Europe/Vienna
       kernel_installed: 6.14.11-5-pve                 # newest installed kernel (default: the running one)
+      packages: {qemu-server: 9.0.18}                 # installed versions that differ (a partial upgrade)
       dns: {dns1: 10.0.0.1, search: lan}
+      hosts_extra: ["10.0.0.99 old-node.lan old-node"]  # /etc/hosts lists every node; these lines on top
       network: {eno2: {active: 0}, bond0: {type: bond, slaves: eno3}}   # merged into the default interfaces
       lvmthin: [{vg: pve, lv: data, metadata_pct: 93}]
       rrd: {cpu: 0.9, iowait: 0.02, pressurecpusome: 0.5}               # day averages (fractions)
@@ -72,6 +74,8 @@ class NodeHealth:
     timezone: str = "Europe/Berlin"
     kernel_installed: str | None = None  # None: the running kernel is the newest installed
     dns: dict[str, str] = field(default_factory=lambda: {"dns1": "10.0.0.1", "search": "lan"})
+    packages: dict[str, str] = field(default_factory=dict)  # package -> installed version (a partial upgrade)
+    hosts_extra: list[str] = field(default_factory=list)  # lines /etc/hosts has beyond localhost and the nodes
     network: dict[str, dict[str, Any]] = field(default_factory=dict)  # iface -> row (merged over defaults)
     lvmthin: list[dict[str, Any]] = field(default_factory=list)
     rrd: dict[str, float] = field(default_factory=dict)  # day averages, fractions
@@ -84,6 +88,8 @@ def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
     for name, state in (spec.get("services") or {}).items():
         unit = h.services.get(name, ("", "", "enabled"))[2]
         h.services[name] = (str(state), _ACTIVE_OF.get(str(state), "inactive"), unit)
+    h.hosts_extra = [str(line) for line in spec.get("hosts_extra", [])]
+    h.packages = {str(k): str(v) for k, v in (spec.get("packages") or {}).items()}
     for key in ("clock_offset", "timezone", "kernel_installed"):
         if key in spec:
             setattr(h, key, spec[key])
@@ -96,6 +102,15 @@ def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
     h.lvmthin = [_thinpool(p) for p in spec.get("lvmthin", [{"vg": "pve", "lv": "data"}])]
     h.rrd = {"cpu": 0.12, "iowait": 0.004, **{k: float(v) for k, v in (spec.get("rrd") or {}).items()}}
     return h
+
+
+def etc_hosts(h: NodeHealth, nodes: list[tuple[str, str]]) -> str:
+    """/etc/hosts as a well-kept cluster has it: localhost, every node, then the planted extra lines."""
+    lines = ["127.0.0.1 localhost.localdomain localhost"]
+    lines += [f"{ip} {name}.lan {name}" for name, ip in nodes]
+    lines += h.hosts_extra
+    lines += ["", "# The following lines are desirable for IPv6 capable hosts", "::1     ip6-localhost ip6-loopback"]
+    return "\n".join(lines) + "\n"
 
 
 def default_network(ip: str) -> dict[str, dict[str, Any]]:

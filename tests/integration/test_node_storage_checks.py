@@ -27,6 +27,7 @@ PLANTED_NODE = {
     ("NODE_REBOOT_PENDING", "pve3", "warning"),
     ("NODE_LVMTHIN_METADATA_HIGH", "pve3:pve/data", "warning"),
     ("NODE_CPU_HIGH", "pve3", "warning"),
+    ("NODE_DNS_DIFFERS", "pve2", "warning"),
 }
 PLANTED_STORAGE = {
     ("STORAGE_DISABLED", "nfs-archive", "warning"),

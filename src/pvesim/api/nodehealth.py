@@ -1,4 +1,4 @@
-"""Node health endpoints: services, time, APT package versions, DNS, network, LVM-thin pools, RRD data.
+"""Node health endpoints: services, time, APT package versions, DNS, /etc/hosts, network, LVM-thin pools, RRD data.
 
 The answers come from the node's :class:`pvesim.nodehealth.NodeHealth` and follow the PVE handlers
 named on each route.
@@ -7,6 +7,7 @@ named on each route.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -53,6 +54,8 @@ def apt_versions(call: Call) -> list[dict[str, Any]]:
             ("corosync", "3.1.9-pve2", "cluster engine daemon and utilities"),
         )
     ]
+    for pkg in [pve, manager, *rest]:
+        pkg["Version"] = pkg["OldVersion"] = n.health.packages.get(pkg["Package"], pkg["Version"])
     return [pve, manager, *nodehealth.installed_kernel_packages(n.health, n.kernel), *rest]
 
 
@@ -60,6 +63,14 @@ def apt_versions(call: Call) -> list[dict[str, Any]]:
 def dns(call: Call) -> dict[str, Any]:
     """pve-manager PVE/API2/Nodes.pm dns (PVE::INotify resolvconf)."""
     return dict(_node(call).health.dns)
+
+
+@route("GET", "/nodes/{node}/hosts")
+def hosts(call: Call) -> dict[str, Any]:
+    """pve-manager PVE/API2/Nodes.pm get_etc_hosts (INotify etchosts: the text and its SHA-1 digest)."""
+    nodes = [(n.name, n.ip) for n in sorted(call.cluster.nodes.values(), key=lambda n: n.nodeid)]
+    text = nodehealth.etc_hosts(_node(call).health, nodes)
+    return {"data": text, "digest": hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()}
 
 
 @route("GET", "/nodes/{node}/network")

@@ -1,0 +1,78 @@
+"""Node consistency checks (analysis/checks/node_consistency.py): the odd node is reported, not all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pve_steward.analysis.checks import node_consistency as ncs
+from pve_steward.analysis.thresholds import Thresholds
+from tests.unit.pve_fixtures import NOW
+from tests.unit.test_checks_node import cluster, codes, kernels
+
+T = Thresholds()
+
+
+def dns(dns1: str = "10.0.0.1", search: str = "lan") -> dict[str, Any]:
+    return {"dns1": dns1, "search": search}
+
+
+def tz(zone: str) -> dict[str, Any]:
+    return {"time": int(NOW), "localtime": int(NOW), "timezone": zone}
+
+
+def test_same_dns_and_zone_everywhere_is_no_finding() -> None:
+    d = cluster(
+        {
+            "node_dns": {"pve1": dns(), "pve2": dns(), "pve3": dns()},
+            "node_time": {n: tz("Europe/Berlin") for n in ("pve1", "pve2", "pve3")},
+        }
+    )
+    assert ncs.dns_and_timezone(d, T) == []
+
+
+def test_the_odd_node_differs_in_dns_and_zone() -> None:
+    d = cluster(
+        {
+            "node_dns": {"pve1": dns(), "pve2": dns("8.8.8.8"), "pve3": dns()},
+            "node_time": {"pve1": tz("Europe/Berlin"), "pve2": tz("Europe/Berlin"), "pve3": tz("UTC")},
+        }
+    )
+    found = ncs.dns_and_timezone(d, T)
+    assert codes(found) == [("NODE_DNS_DIFFERS", "pve2", "warning"), ("NODE_TIMEZONE_DIFFERS", "pve3", "warning")]
+    assert found[0].evidence["value"] == {"dns1": "8.8.8.8", "search": "lan"}
+    assert found[1].evidence["most_nodes"] == "Europe/Berlin"
+
+
+def hosts(*extra: str) -> dict[str, Any]:
+    lines = ["127.0.0.1 localhost.localdomain localhost", "10.0.0.11 pve1.lan pve1", "10.0.0.12 pve2.lan pve2"]
+    return {"data": "\n".join([*lines, *extra, "# comment"]) + "\n", "digest": "0" * 40}
+
+
+def test_hosts_with_an_extra_line_on_one_node() -> None:
+    d = cluster({"node_hosts": {"pve1": hosts(), "pve2": hosts("10.0.0.99 old.lan old"), "pve3": hosts()}})
+    found = ncs.hosts_differ(d, T)
+    assert codes(found) == [("NODE_HOSTS_DIFFERS", "pve2", "warning")]
+    assert found[0].evidence == {"only_here": ["10.0.0.99 old.lan old"], "missing_here": []}
+
+
+def test_hosts_equal_but_for_spacing_and_comments_is_no_finding() -> None:
+    spaced = {
+        "data": "127.0.0.1   localhost.localdomain localhost  # lo\n10.0.0.12 pve2.lan pve2\n10.0.0.11 pve1.lan pve1\n"
+    }
+    d = cluster({"node_hosts": {"pve1": hosts(), "pve2": spaced}})
+    assert ncs.hosts_differ(d, T) == []
+
+
+def test_partial_upgrade_is_found_on_the_odd_node_kernels_aside() -> None:
+    same = kernels("6.14.11-4-pve", running="6.14.11-4-pve")
+    older = [dict(p, Version="9.0.11") if p["Package"] == "pve-manager" else p for p in same]
+    other_kernels = kernels("6.14.11-5-pve", "6.14.11-4-pve", running="6.14.11-4-pve")
+    d = cluster({"node_apt_versions": {"pve1": same, "pve2": older, "pve3": other_kernels}})
+    found = ncs.packages_differ(d, T)
+    assert codes(found) == [("NODE_PACKAGES_DIFFER", "pve2", "warning")]
+    assert found[0].evidence["packages"] == {"pve-manager": {"version": "9.0.11", "most_nodes": "9.1.2"}}
+
+
+def test_one_node_has_nothing_to_compare_with() -> None:
+    d = cluster({"node_dns": {"pve1": dns("8.8.8.8")}, "node_apt_versions": {"pve1": kernels(running="x")}})
+    assert ncs.dns_and_timezone(d, T) == [] and ncs.packages_differ(d, T) == []
