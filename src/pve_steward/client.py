@@ -129,6 +129,7 @@ API_WORDS = frozenset(
         "network",
         "lvmthin",
         "hosts",
+        "hardware",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

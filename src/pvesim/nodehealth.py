@@ -13,6 +13,7 @@ A healthy node by default; the scenario key ``health`` of a node plants problems
       hosts_extra: ["10.0.0.99 old-node.lan old-node"]  # /etc/hosts lists every node; these lines on top
       network: {eno2: {active: 0}, bond0: {type: bond, slaves: eno3}}   # merged into the default interfaces
       lvmthin: [{vg: pve, lv: data, metadata_pct: 93}]
+      iommu: false                                    # no IOMMU: PCI devices in group -1
       rrd: {cpu: 0.9, iowait: 0.02, pressurecpusome: 0.5}               # day averages (fractions)
 
 Only pveconfig is imported from pvesim (state.Node holds a NodeHealth).
@@ -78,6 +79,7 @@ class NodeHealth:
     hosts_extra: list[str] = field(default_factory=list)  # lines /etc/hosts has beyond localhost and the nodes
     network: dict[str, dict[str, Any]] = field(default_factory=dict)  # iface -> row (merged over defaults)
     lvmthin: list[dict[str, Any]] = field(default_factory=list)
+    iommu: bool = True  # False: the kernel found no IOMMU (every PCI device in group -1)
     rrd: dict[str, float] = field(default_factory=dict)  # day averages, fractions
 
 
@@ -90,7 +92,7 @@ def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
         h.services[name] = (str(state), _ACTIVE_OF.get(str(state), "inactive"), unit)
     h.hosts_extra = [str(line) for line in spec.get("hosts_extra", [])]
     h.packages = {str(k): str(v) for k, v in (spec.get("packages") or {}).items()}
-    for key in ("clock_offset", "timezone", "kernel_installed"):
+    for key in ("clock_offset", "timezone", "kernel_installed", "iommu"):
         if key in spec:
             setattr(h, key, spec[key])
     if "dns" in spec:
@@ -140,6 +142,33 @@ def default_network(ip: str) -> dict[str, dict[str, Any]]:
             "gateway": ".".join([*ip.split(".")[:3], "1"]),
         },
     }
+
+
+# (id, class, vendor, device, vendor_name, device_name) of a typical server, as PCI.pm pciscan lists them
+_PCI = (
+    ("0000:01:00.0", "0x010802", "0x144d", "0xa80a", "Samsung Electronics Co Ltd", "NVMe SSD Controller PM9A1"),
+    ("0000:41:00.0", "0x020000", "0x8086", "0x1521", "Intel Corporation", "I350 Gigabit Network Connection"),
+    ("0000:41:00.1", "0x020000", "0x8086", "0x1521", "Intel Corporation", "I350 Gigabit Network Connection"),
+    ("0000:c1:00.0", "0x030000", "0x1a03", "0x2000", "ASPEED Technology, Inc.", "ASPEED Graphics Family"),
+    ("0000:c3:00.3", "0x0c0330", "0x1022", "0x148c", "Advanced Micro Devices, Inc. [AMD]", "Starship USB 3.0"),
+)
+
+
+def pci_devices(h: NodeHealth) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": pid,
+            "class": cls,
+            "vendor": vendor,
+            "device": device,
+            "vendor_name": vname,
+            "device_name": dname,
+            "subsystem_vendor": vendor,
+            "subsystem_device": "0x0000",
+            "iommugroup": group if h.iommu else -1,
+        }
+        for group, (pid, cls, vendor, device, vname, dname) in enumerate(_PCI, start=10)
+    ]
 
 
 def _bytes(value: Any) -> int:

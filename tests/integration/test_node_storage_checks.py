@@ -28,6 +28,7 @@ PLANTED_NODE = {
     ("NODE_LVMTHIN_METADATA_HIGH", "pve3:pve/data", "warning"),
     ("NODE_CPU_HIGH", "pve3", "warning"),
     ("NODE_DNS_DIFFERS", "pve2", "warning"),
+    ("NODE_IOMMU_OFF", "pve3", "info"),
 }
 PLANTED_STORAGE = {
     ("STORAGE_DISABLED", "nfs-archive", "warning"),
@@ -74,7 +75,13 @@ async def test_unreadable_node_disks_are_skipped_with_the_privilege(start_sim: A
     data["tokens"] = [*DEFAULT_TOKENS, {**node_only, "user_acl": node_only["acl"]}]
     report = await _health(server_for(start_sim(data), "nodeaudit@pve!mcp"), ["node"])
     skipped = [f for f in report["findings"] if f["code"] == "CHECK_SKIPPED"]
-    assert skipped and all("Sys.Audit on /" in f["message"] for f in skipped), skipped
+    assert {f["subject"]["id"].split("/", 3)[3] for f in skipped} == {
+        "disks/lvmthin",
+        "disks/zfs",
+        "hosts",
+        "hardware/pci",
+    }
+    assert all(f["evidence"]["status"] == 403 and "on /)" in f["message"] for f in skipped), skipped
     assert report["complete"] is False
     assert ("NODE_LVMTHIN_METADATA_HIGH", "pve3:pve/data", "warning") not in _found(report)
     assert ("NODE_SERVICE_STOPPED", "pve3", "warning") in _found(report)  # /nodes/{node}/services stays readable

@@ -89,6 +89,18 @@ def lvmthin(call: Call) -> list[dict[str, Any]]:
     return [dict(p) for p in _node(call).health.lvmthin]
 
 
+@route("GET", "/nodes/{node}/hardware/pci")
+def hardware_pci(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/Hardware/PCI.pm pciscan: devices minus the blacklisted classes (memory controllers,
+    bridges, processors by default); every device sits in IOMMU group -1 when the kernel has no IOMMU."""
+    blacklist = str(call.params.get("pci-class-blacklist", "05;06;0b")).split(";")
+    return [
+        d
+        for d in nodehealth.pci_devices(_node(call).health)
+        if not any(d["class"][2:].startswith(b) for b in blacklist if b)
+    ]
+
+
 @route("GET", "/nodes/{node}/rrddata")
 def rrddata(call: Call) -> list[dict[str, Any]]:
     """pve-manager PVE/API2/Nodes.pm rrddata; PVE 9's node RRD adds the PSI pressure columns. Only the
