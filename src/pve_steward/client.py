@@ -130,6 +130,7 @@ API_WORDS = frozenset(
         "lvmthin",
         "hosts",
         "hardware",
+        "smart",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

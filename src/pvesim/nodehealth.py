@@ -14,6 +14,8 @@ A healthy node by default; the scenario key ``health`` of a node plants problems
       network: {eno2: {active: 0}, bond0: {type: bond, slaves: eno3}}   # merged into the default interfaces
       lvmthin: [{vg: pve, lv: data, metadata_pct: 93}]
       iommu: false                                    # no IOMMU: PCI devices in group -1
+      smart: {/dev/sdb: {5: 1240, 197: 16, 194: 58}}  # ATA attribute raw values (5 reallocated, 194 temp, ...)
+      zfs_errors: {tank: "2 data errors, use '-v' for a list"}
       rrd: {cpu: 0.9, iowait: 0.02, pressurecpusome: 0.5}               # day averages (fractions)
 
 Only pveconfig is imported from pvesim (state.Node holds a NodeHealth).
@@ -80,6 +82,8 @@ class NodeHealth:
     network: dict[str, dict[str, Any]] = field(default_factory=dict)  # iface -> row (merged over defaults)
     lvmthin: list[dict[str, Any]] = field(default_factory=list)
     iommu: bool = True  # False: the kernel found no IOMMU (every PCI device in group -1)
+    smart: dict[str, dict[int, int]] = field(default_factory=dict)  # devpath -> ATA attribute id -> raw value
+    zfs_errors: dict[str, str] = field(default_factory=dict)  # pool -> the errors line of zpool status
     rrd: dict[str, float] = field(default_factory=dict)  # day averages, fractions
 
 
@@ -92,6 +96,8 @@ def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
         h.services[name] = (str(state), _ACTIVE_OF.get(str(state), "inactive"), unit)
     h.hosts_extra = [str(line) for line in spec.get("hosts_extra", [])]
     h.packages = {str(k): str(v) for k, v in (spec.get("packages") or {}).items()}
+    h.smart = {str(d): {int(k): int(v) for k, v in a.items()} for d, a in (spec.get("smart") or {}).items()}
+    h.zfs_errors = {str(k): str(v) for k, v in (spec.get("zfs_errors") or {}).items()}
     for key in ("clock_offset", "timezone", "kernel_installed", "iommu"):
         if key in spec:
             setattr(h, key, spec[key])
@@ -251,3 +257,90 @@ def rrd_day(h: NodeHealth, now: float, with_pressure: bool, base: dict[str, Any]
             row["pressurememoryfull"] = h.rrd.get("pressurememoryfull", 0.0) * jitter
         rows.append(row)
     return rows
+
+
+# ATA attributes smartctl -A -f brief prints for a healthy drive: id -> (name, flags, normalized, threshold, raw)
+_ATA = {
+    1: ("Raw_Read_Error_Rate", "POSR-K", 100, 6, 0),
+    5: ("Reallocated_Sector_Ct", "PO--CK", 100, 10, 0),
+    9: ("Power_On_Hours", "-O--CK", 92, 0, 36512),
+    12: ("Power_Cycle_Count", "-O--CK", 100, 20, 31),
+    187: ("Reported_Uncorrect", "-O--CK", 100, 0, 0),
+    194: ("Temperature_Celsius", "-O---K", 64, 0, 36),
+    197: ("Current_Pending_Sector", "-O--C-", 100, 0, 0),
+    198: ("Offline_Uncorrectable", "----C-", 100, 0, 0),
+    199: ("UDMA_CRC_Error_Count", "-OSRCK", 200, 0, 0),
+}
+
+
+def smart(h: NodeHealth, disk: dict[str, Any]) -> dict[str, Any]:
+    """Diskmanage.pm get_smart_data: ATA drives list attributes (id right-aligned to three columns), NVMe
+    drives answer smartctl's text."""
+    health = str(disk.get("health", "PASSED"))
+    planted = h.smart.get(str(disk.get("devpath")), {})
+    if disk.get("type") == "nvme":
+        temp = planted.get(194, 38)
+        text = (
+            "SMART overall-health self-assessment test result: PASSED\n\n"
+            "SMART/Health Information (NVMe Log 0x02)\nCritical Warning:                   0x00\n"
+            f"Temperature:                        {temp} Celsius\nAvailable Spare:                    100%\n"
+            f"Percentage Used:                    {100 - int(disk.get('wearout', 99))}%\n"
+            "Media and Data Integrity Errors:    0\n"
+        )
+        return {"health": health, "type": "text", "text": text, "wearout": disk.get("wearout", 99)}
+    attributes = []
+    for ident, (name, flags, norm, thresh, raw) in _ATA.items():
+        value = planted.get(ident, raw)
+        shown = f"{value} (Min/Max 24/{max(value, 45)})" if ident == 194 else str(value)
+        attributes.append(
+            {
+                "id": f"{ident:>3}",
+                "name": name,
+                "flags": flags,
+                "value": norm,
+                "normalized": norm,
+                "worst": norm,
+                "threshold": thresh,
+                "fail": "-",
+                "raw": shown,
+            }
+        )
+    return {"health": health, "type": "ata", "attributes": attributes}
+
+
+_DEGRADED_STATUS = (
+    "One or more devices are faulted in response to persistent errors. Sufficient replicas exist for the pool "
+    "to continue functioning in a degraded state."
+)
+
+
+def zfs_detail(h: NodeHealth, pool: dict[str, Any]) -> dict[str, Any]:
+    """ZFS.pm detail of a two-disk mirror: a DEGRADED pool has its second disk FAULTED with errors."""
+    name, state = str(pool["name"]), str(pool.get("health", "ONLINE"))
+    ok = state == "ONLINE"
+    disks = [
+        {
+            "name": f"/dev/disk/by-id/ata-{name}-{i}-part1",
+            "state": "ONLINE",
+            "read": 0,
+            "write": 0,
+            "cksum": 0,
+            "msg": "",
+        }
+        for i in (1, 2)
+    ]
+    if not ok:
+        disks[1].update({"state": "FAULTED", "read": 3, "cksum": 41, "msg": "too many errors"})
+    mirror = {"name": "mirror-0", "state": state, "read": 0, "write": 0, "cksum": 0, "msg": "", "children": disks}
+    root = {"name": name, "state": state, "read": 0, "write": 0, "cksum": 0, "msg": "", "children": [mirror]}
+    out: dict[str, Any] = {
+        "name": name,
+        "state": state,
+        "scan": "scrub repaired 0B in 00:12:31 with 0 errors on Sun Nov 29 00:36:32 2026",
+        "errors": h.zfs_errors.get(name, "No known data errors"),
+        "children": [root],
+    }
+    if not ok:
+        out["status"] = _DEGRADED_STATUS
+        out["action"] = "Replace the faulted device, or use 'zpool clear' to mark the device repaired."
+    return out

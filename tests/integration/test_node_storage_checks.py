@@ -29,6 +29,11 @@ PLANTED_NODE = {
     ("NODE_CPU_HIGH", "pve3", "warning"),
     ("NODE_DNS_DIFFERS", "pve2", "warning"),
     ("NODE_IOMMU_OFF", "pve3", "info"),
+    ("NODE_DISK_REALLOCATED_SECTORS", "pve3:/dev/sdb", "warning"),
+    ("NODE_DISK_PENDING_SECTORS", "pve3:/dev/sdb", "critical"),
+    ("NODE_DISK_TEMPERATURE_HIGH", "pve3:/dev/sdb", "warning"),
+    ("NODE_ZFS_VDEV_FAULTED", "pve3:tank", "critical"),
+    ("NODE_ZFS_VDEV_ERRORS", "pve3:tank", "warning"),
 }
 PLANTED_STORAGE = {
     ("STORAGE_DISABLED", "nfs-archive", "warning"),
@@ -75,12 +80,8 @@ async def test_unreadable_node_disks_are_skipped_with_the_privilege(start_sim: A
     data["tokens"] = [*DEFAULT_TOKENS, {**node_only, "user_acl": node_only["acl"]}]
     report = await _health(server_for(start_sim(data), "nodeaudit@pve!mcp"), ["node"])
     skipped = [f for f in report["findings"] if f["code"] == "CHECK_SKIPPED"]
-    assert {f["subject"]["id"].split("/", 3)[3] for f in skipped} == {
-        "disks/lvmthin",
-        "disks/zfs",
-        "hosts",
-        "hardware/pci",
-    }
+    paths = {f["subject"]["id"].split("/", 3)[3] for f in skipped}
+    assert paths == {"disks/lvmthin", "disks/zfs", "hosts", "hardware/pci", "disks/smart"}, paths
     assert all(f["evidence"]["status"] == 403 and "on /)" in f["message"] for f in skipped), skipped
     assert report["complete"] is False
     assert ("NODE_LVMTHIN_METADATA_HIGH", "pve3:pve/data", "warning") not in _found(report)

@@ -145,27 +145,59 @@ class Collector:
 
     async def _declared_reads(self) -> None:
         """The reads the chosen areas' checks declare (analysis/catalog.py ``Need``): each key once,
-        per-node ones on every online node, all in one bounded wave."""
+        per-node ones on every online node, all in one bounded wave; reads over another read's rows
+        (``each``) in a second wave."""
         needs = needs_of(self.areas)
-        if not needs:
-            return
+        for second in (False, True):
+            reads: list[Read] = []
+            for key, (need, areas) in needs.items():
+                if (need.each is not None) == second:
+                    reads += self._declared_read_list(key, need, areas)
+            got = await self._read(reads) if reads else {}
+            for slot, value in got.items():
+                key, _, where = slot.partition("@")
+                node, _, item = where.partition("#")
+                need, areas = needs[key]
+                if isinstance(value, PveError):
+                    if not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
+                        self._miss_declared(need, areas, value, node or None)
+                elif need.each is None:
+                    self.data.reads.setdefault(key, {})[node] = value
+                else:
+                    self.data.reads.setdefault(key, {}).setdefault(node, {})[item] = value
+
+    def _declared_read_list(self, key: str, need: Need, areas: tuple[str, ...]) -> list[Read]:
+        def path(node: str, item: str = "") -> ApiPath:
+            segs = {"{node}": node_seg(node) if node else None, "{item}": storage_seg(item, "item") if item else None}
+            return api_path(*(segs.get(seg) or seg for seg in need.path.strip("/").split("/")))
+
+        params = dict(need.params)
+        if need.per == "cluster":
+            return [(f"{key}@", path(""), params)]
         reads: list[Read] = []
-        for key, (need, _areas) in needs.items():
-            params = dict(need.params)
-            if need.per == "cluster":
-                reads.append((f"{key}@", api_path(*need.path.strip("/").split("/")), params))
-            else:
-                for n in self.data.online_nodes:
-                    segs = [node_seg(n) if seg == "{node}" else seg for seg in need.path.strip("/").split("/")]
-                    reads.append((f"{key}@{n}", api_path(*segs), params))
-        got = await self._read(reads)
-        for slot, value in got.items():
-            key, _, node = slot.rpartition("@")
-            need, areas = needs[key]
-            if not isinstance(value, PveError):
-                self.data.reads.setdefault(key, {})[node] = value
-            elif not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
-                self._miss_declared(need, areas, value, node or None)
+        for n in self.data.online_nodes:
+            if need.each is None:
+                reads.append((f"{key}@{n}", path(n), params))
+                continue
+            parent, field_ = need.each
+            rows = self.data.read(parent, n) or []
+            items = sorted({str(r[field_]) for r in rows if isinstance(r, dict) and r.get(field_)})
+            for item in items[: need.limit]:
+                with_item = {k: item if v == "{item}" else v for k, v in params.items()}
+                reads.append((f"{key}@{n}#{item}", path(n, item if "{item}" in need.path else ""), with_item))
+            if len(items) > need.limit:
+                self.data.missing.append(
+                    Missing(
+                        what=f"{need.key.replace('_', ' ')} of {n}: {len(items) - need.limit} of {len(items)} "
+                        f"not read (at most {need.limit} per node)",
+                        path=need.path,
+                        error="read limit",
+                        node=n,
+                        affects=areas,
+                        optional=True,
+                    )
+                )
+        return reads
 
     def _miss_declared(self, need: Need, areas: tuple[str, ...], err: PveError, node: str | None) -> None:
         denied = isinstance(err, PvePermissionError)

@@ -12,7 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pvesim import nodehealth
-from pvesim.api.registry import Call, route
+from pvesim.api.registry import ApiError, Call, route
 from pvesim.scenario import major
 
 
@@ -99,6 +99,27 @@ def hardware_pci(call: Call) -> list[dict[str, Any]]:
         for d in nodehealth.pci_devices(_node(call).health)
         if not any(d["class"][2:].startswith(b) for b in blacklist if b)
     ]
+
+
+@route("GET", "/nodes/{node}/disks/smart")
+def disk_smart(call: Call) -> dict[str, Any]:
+    """pve-storage PVE/API2/Disks.pm smart (Diskmanage.pm get_smart_data; assert_blockdev first)."""
+    n, devpath = _node(call), call.params["disk"]
+    disk = next((d for d in n.disks if d.get("devpath") == devpath), None)
+    if disk is None:
+        raise ApiError(500, f"not a valid block device - '{devpath}'")
+    answer = nodehealth.smart(n.health, disk)
+    return {"health": answer["health"]} if call.flag("healthonly") else answer
+
+
+@route("GET", "/nodes/{node}/disks/zfs/{name}")
+def zfs_detail(call: Call) -> dict[str, Any]:
+    """pve-storage PVE/API2/Disks/ZFS.pm detail (zpool status -P as a tree; the pool is the first level)."""
+    n, name = _node(call), call.params["name"]
+    pool = next((p for p in n.zfs if p.get("name") == name), None)
+    if pool is None:
+        raise ApiError(500, f"cannot open '{name}': no such pool")
+    return nodehealth.zfs_detail(n.health, pool)
 
 
 @route("GET", "/nodes/{node}/rrddata")

@@ -152,3 +152,111 @@ def ssd_no_wear_data(data: ClusterData, t: Thresholds) -> list[Finding]:
                     )
                 )
     return out
+
+
+ZFS_DETAIL = Need(
+    "node_zfs_detail", "/nodes/{node}/disks/zfs/{item}", per="node", privilege=ROOT_AUDIT, each=(ZFS.key, "name")
+)
+# vdev states that are fine: a hot spare waiting (AVAIL) or in use (INUSE) is not a fault
+_FINE = {"ONLINE", "AVAIL", "INUSE"}
+
+
+def _vdevs(children: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict[str, object]]]:
+    """Every vdev of the tree with the names leading to it (the pool itself is the first level)."""
+    out: list[tuple[tuple[str, ...], dict[str, object]]] = []
+    for child in children if isinstance(children, list) else []:
+        if isinstance(child, dict):
+            here = (*path, str(child.get("name")))
+            out.append((here, child))
+            out += _vdevs(child.get("children"), here)
+    return out
+
+
+def _culprit(vdev: dict[str, object]) -> bool:
+    """A vdev not ONLINE none of whose children is the reason (the leaf-most one is reported)."""
+    if vdev.get("state") is None or str(vdev["state"]) in _FINE:
+        return False
+    return not any(
+        c.get("state") is not None and str(c["state"]) not in _FINE for _p, c in _vdevs(vdev.get("children"))
+    )
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_ZFS_VDEV_FAULTED",
+            "critical",
+            "A ZFS vdev is degraded, faulted or missing",
+            "A vdev of GET /nodes/{node}/disks/zfs/{pool} is not ONLINE (spares AVAIL/INUSE aside); the leaf-most "
+            "such vdev is reported, with the pool's status and action text (cv4pve-diag CN0012).",
+            "Replace the device: `zpool replace <pool> <old> <new>` (GUI Node > Disks > ZFS > pool > Detail "
+            "shows it); `zpool online` a device that came back.",
+        ),
+        Code(
+            "NODE_ZFS_VDEV_ERRORS",
+            "warning",
+            "A ZFS vdev has read, write or checksum errors",
+            "A vdev of GET /nodes/{node}/disks/zfs/{pool} counts read, write or cksum errors above 0 "
+            "(cv4pve-diag WN0025).",
+            "Check the disk's S.M.A.R.T. values and cabling, then `zpool clear <pool>` and scrub (`zpool scrub`); "
+            "replace the disk if the errors return.",
+        ),
+        Code(
+            "NODE_ZFS_DATA_ERRORS",
+            "warning",
+            "A ZFS pool reports data errors",
+            "The errors line of GET /nodes/{node}/disks/zfs/{pool} is not 'No known data errors' (cv4pve-diag "
+            "WN0024): files may be damaged.",
+            "`zpool status -v <pool>` lists the damaged files; restore them from backup and scrub the pool.",
+        ),
+    ],
+    needs=[ZFS, ZFS_DETAIL],
+    anchors=["cv4pve-diag:CN0012", "cv4pve-diag:WN0025", "cv4pve-diag:WN0024"],
+    pve="pve-storage src/PVE/API2/Disks/ZFS.pm detail (zpool status -P parsed into a vdev tree)",
+)
+def zfs_vdevs(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Faulted vdevs, vdev error counters and pool data errors."""
+    out = []
+    for node, pools in sorted(data.read_nodes(ZFS_DETAIL.key).items()):
+        for pool, detail in sorted((pools or {}).items()):
+            subject = Subject(kind="zfs_pool", id=f"{node}:{pool}", node=node)
+            for path, vdev in _vdevs((detail or {}).get("children")):
+                name = " > ".join(path)
+                if _culprit(vdev):
+                    out.append(
+                        finding(
+                            "NODE_ZFS_VDEV_FAULTED",
+                            subject,
+                            f"ZFS pool {pool} on {node}: vdev {name} is {vdev.get('state')}",
+                            {
+                                "vdev": name,
+                                "state": vdev.get("state"),
+                                "msg": vdev.get("msg") or None,
+                                "status": detail.get("status"),
+                                "action": detail.get("action"),
+                            },
+                        )
+                    )
+                counts = {k: vdev.get(k) or 0 for k in ("read", "write", "cksum")}
+                if any(float(v) > 0 for v in counts.values()):  # type: ignore[arg-type]
+                    out.append(
+                        finding(
+                            "NODE_ZFS_VDEV_ERRORS",
+                            subject,
+                            f"ZFS pool {pool} on {node}: vdev {name} has errors (read {counts['read']}, write "
+                            f"{counts['write']}, cksum {counts['cksum']})",
+                            {"vdev": name, **counts},
+                        )
+                    )
+            errors = str((detail or {}).get("errors") or "")
+            if errors and errors.lower() != "no known data errors":
+                out.append(
+                    finding(
+                        "NODE_ZFS_DATA_ERRORS",
+                        subject,
+                        f"ZFS pool {pool} on {node} reports: {errors}",
+                        {"errors": errors},
+                    )
+                )
+    return out
