@@ -34,6 +34,7 @@ PLANTED_NODE = {
     ("NODE_DISK_TEMPERATURE_HIGH", "pve3:/dev/sdb", "warning"),
     ("NODE_ZFS_VDEV_FAULTED", "pve3:tank", "critical"),
     ("NODE_ZFS_VDEV_ERRORS", "pve3:tank", "warning"),
+    ("NODE_HEALTH_SCORE_LOW", "pve3", "critical"),
 }
 PLANTED_STORAGE = {
     ("STORAGE_DISABLED", "nfs-archive", "warning"),

@@ -6,6 +6,7 @@ from typing import Any
 
 from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.checks import node as nc
+from pve_steward.analysis.checks import node_load as nl
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding
 from pve_steward.analysis.health import diagnose
@@ -158,7 +159,7 @@ def test_day_averages_above_thresholds() -> None:
             }
         }
     )
-    assert codes(nc.load_high(d, T)) == [
+    assert codes(nl.load_high(d, T)) == [
         ("NODE_CPU_HIGH", "pve1", "warning"),
         ("NODE_IOWAIT_HIGH", "pve2", "critical"),
         ("NODE_PRESSURE_HIGH", "pve3", "warning"),
@@ -168,15 +169,15 @@ def test_day_averages_above_thresholds() -> None:
 
 def test_quiet_day_is_no_finding_and_thresholds_are_overridable() -> None:
     d = cluster({"node_rrd_day": {"pve1": rrd(cpu=0.5)}})
-    assert nc.load_high(d, T) == []
-    assert codes(nc.load_high(d, thresholds_from({"node_cpu_warning_pct": 40}))) == [
+    assert nl.load_high(d, T) == []
+    assert codes(nl.load_high(d, thresholds_from({"node_cpu_warning_pct": 40}))) == [
         ("NODE_CPU_HIGH", "pve1", "warning")
     ]
 
 
 def test_pve8_rrd_without_pressure_columns_is_no_finding() -> None:
     rows = [{k: v for k, v in r.items() if not k.startswith("pressure")} for r in rrd()]
-    assert nc.load_high(cluster({"node_rrd_day": {"pve1": rows}}), T) == []
+    assert nl.load_high(cluster({"node_rrd_day": {"pve1": rows}}), T) == []
 
 
 def test_subscription_graded_as_check_pve_does() -> None:
@@ -211,3 +212,29 @@ def test_unread_node_reads_give_no_finding_and_the_area_runs_in_diagnose() -> No
     assert report.findings == [] and report.status == "ok"
     names = {c.name for c in load_checks().values() if c.area == "node"}
     assert {"node.services_stopped", "node.clock", "node_network.interfaces", "node_disks.lvmthin_metadata"} <= names
+
+
+def sized(mem_pct: float, root_pct: float, **avg: float) -> list[dict[str, Any]]:
+    rows = rrd(**avg)
+    for r in rows:
+        r.update(memtotal=100 * GiB, memused=mem_pct * GiB, roottotal=100 * GiB, rootused=root_pct * GiB)
+    return rows
+
+
+def test_health_score_as_cv4pve_weighs_it() -> None:
+    d = cluster(
+        {
+            "node_rrd_day": {
+                "pve1": sized(30, 12, cpu=0.12),  # 100 - (4.8 + 12 + 2.4) = 80.8
+                "pve2": sized(60, 20, cpu=0.30),  # 100 - (12 + 24 + 4) = 60
+                "pve3": sized(80, 50, cpu=0.75),  # 100 - (30 + 32 + 10) = 28
+            }
+        }
+    )
+    found = nl.health_score(d, T)
+    assert codes(found) == [("NODE_HEALTH_SCORE_LOW", "pve2", "warning"), ("NODE_HEALTH_SCORE_LOW", "pve3", "critical")]
+    assert found[0].evidence == {"score": 60.0, "cpu_pct": 30.0, "mem_pct": 60.0, "root_pct": 20.0}
+
+
+def test_health_score_of_a_quiet_node_is_no_finding() -> None:
+    assert nl.health_score(cluster({"node_rrd_day": {"pve1": sized(30, 12, cpu=0.12)}}), T) == []

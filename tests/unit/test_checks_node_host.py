@@ -60,3 +60,17 @@ def test_busy_or_empty_nodes_are_no_consolidation_hint() -> None:
     empty["cpu"] = 0.01
     d.resources = [node_row("pve1", mem=10 * GiB), empty, guest_row(100, "pve1")]  # pve1 cpu 12 %
     assert nh.underused(d, T) == []
+
+
+def test_unknown_resource_type_is_named_once_per_type() -> None:
+    d = cluster({})
+    d.resources += [{"id": "quantum/pve1/q0", "type": "quantum"}, {"id": "quantum/pve2/q1", "type": "quantum"}]
+    found = nh.unknown_resource_types(d, T)
+    assert codes(found) == [("RESOURCE_TYPE_UNKNOWN", "resources/quantum", "warning")]
+    assert found[0].evidence == {"type": "quantum", "ids": ["quantum/pve1/q0", "quantum/pve2/q1"], "count": 2}
+
+
+def test_documented_resource_types_are_no_finding() -> None:
+    d = cluster({})
+    d.resources += [guest_row(100, "pve1"), {"id": "sdn/pve1/zone1", "type": "sdn"}, {"id": "pool/p", "type": "pool"}]
+    assert nh.unknown_resource_types(d, T) == []

@@ -1,4 +1,4 @@
-"""Node health: services, kernel, clock, root filesystem, load, subscription, end of life.
+"""Node health: services, kernel, clock, root filesystem, subscription, end of life.
 
 Each check reads a handful of per-node endpoints (a per-node constant, batched by the collector) and
 follows cv4pve-diag ``DiagnosticEngine.Node.cs`` and check_pve with their default thresholds.
@@ -33,7 +33,7 @@ def node_subject(node: str) -> Subject:
     return Subject(kind="node", id=node, node=node)
 
 
-def _pct(used: Any, total: Any) -> float | None:
+def pct(used: Any, total: Any) -> float | None:
     try:
         u, t = float(used), float(total)
     except (TypeError, ValueError):
@@ -41,7 +41,7 @@ def _pct(used: Any, total: Any) -> float | None:
     return 100.0 * u / t if t > 0 else None
 
 
-def _graded(value: float, warn: float, crit: float) -> Severity | None:
+def graded(value: float, warn: float, crit: float) -> Severity | None:
     if value >= crit:
         return Severity.CRITICAL
     if value >= warn:
@@ -237,105 +237,20 @@ def rootfs_full(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for node, status in sorted(data.read_nodes(STATUS.key).items()):
         rootfs = (status or {}).get("rootfs") or {}
-        pct = _pct(rootfs.get("used"), rootfs.get("total"))
-        if pct is None:
+        used_pct = pct(rootfs.get("used"), rootfs.get("total"))
+        if used_pct is None:
             continue
-        sev = _graded(pct, t.get("node_rootfs_warning_pct"), t.get("node_rootfs_critical_pct"))
+        sev = graded(used_pct, t.get("node_rootfs_warning_pct"), t.get("node_rootfs_critical_pct"))
         if sev:
             out.append(
                 finding(
                     "NODE_ROOTFS_FULL",
                     node_subject(node),
-                    f"root filesystem of {node} is {pct:.0f}% full",
-                    {"used": rootfs.get("used"), "total": rootfs.get("total"), "used_pct": round(pct, 1)},
+                    f"root filesystem of {node} is {used_pct:.0f}% full",
+                    {"used": rootfs.get("used"), "total": rootfs.get("total"), "used_pct": round(used_pct, 1)},
                     severity=sev,
                 )
             )
-    return out
-
-
-def _avg(rows: list[dict[str, Any]], key: str) -> float | None:
-    vals = [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
-    return sum(vals) / len(vals) if vals else None
-
-
-_RRD_METRICS = (
-    # code, rrd field, threshold prefix, words, anchors' defaults
-    ("NODE_CPU_HIGH", "cpu", "node_cpu", "CPU usage", (70, 85)),
-    ("NODE_IOWAIT_HIGH", "iowait", "node_iowait", "I/O wait", (70, 85)),
-    ("NODE_PRESSURE_HIGH", "pressurecpusome", "node_psi_cpu_some", "CPU pressure (PSI some)", (40, 70)),
-    ("NODE_PRESSURE_HIGH", "pressureiofull", "node_psi_io_full", "I/O pressure (PSI full)", (10, 30)),
-    ("NODE_PRESSURE_HIGH", "pressurememoryfull", "node_psi_memory_full", "memory pressure (PSI full)", (5, 15)),
-)
-
-
-@check(
-    "node",
-    codes=[
-        Code(
-            "NODE_CPU_HIGH",
-            "warning",
-            "Node CPU busy over the day",
-            "The day's average CPU use (GET /nodes/{node}/rrddata timeframe=day cf=AVERAGE, field cpu) is at or "
-            "above the warning threshold (cv4pve-diag: 70 %), critical at 85 %.",
-            "Spread the load: move busy guests (our `plan_guest_move`) or add nodes; see Node > Summary graphs.",
-        ),
-        Code(
-            "NODE_IOWAIT_HIGH",
-            "warning",
-            "Node waits on storage",
-            "The day's average I/O wait (rrddata field iowait) is at or above the warning threshold "
-            "(cv4pve-diag applies its CPU thresholds: 70 %, critical 85 %): storage is the bottleneck.",
-            "Find the busy disks (`iostat -x 5`, Node > Disks) and move I/O-heavy guests to faster storage.",
-        ),
-        Code(
-            "NODE_PRESSURE_HIGH",
-            "warning",
-            "Node under CPU, I/O or memory pressure",
-            "The day's average Linux PSI value (rrddata pressurecpusome / pressureiofull / pressurememoryfull, "
-            "PVE 9) is at or above its warning threshold (cv4pve-diag node defaults: CPU 40/70 %, I/O full "
-            "10/30 %, memory full 5/15 %). Only rated where the node reports a non-zero value.",
-            "Reduce contention: move guests away (our `plan_guest_move`), add RAM or faster storage.",
-        ),
-    ],
-    needs=[RRD_DAY],
-    thresholds=[
-        Threshold(f"{prefix}_{level}_pct", default, f"day average {words} (%)", maximum=100)
-        for _code, _field, prefix, words, defaults in _RRD_METRICS
-        for level, default in zip(("warning", "critical"), defaults, strict=True)
-    ],
-    anchors=[
-        "cv4pve-diag:WN0027",
-        "cv4pve-diag:WN0028",
-        "cv4pve-diag:WN0031",
-        "cv4pve-diag:WN0032",
-        "cv4pve-diag:WN0033",
-        "check_pve:cpu",
-        "check_pve:io_wait",
-    ],
-    pve="pve-manager PVE/API2/Nodes.pm rrddata; PVE/Service/pvestatd.pm update_node_status (cpu, iowait, PSI)",
-)
-def load_high(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Sustained CPU, I/O wait and pressure: day averages, not a momentary spike."""
-    out = []
-    for node, answer in sorted(data.read_nodes(RRD_DAY.key).items()):
-        rows = [r for r in answer or [] if isinstance(r, dict)]
-        for code, field_, prefix, words, _defaults in _RRD_METRICS:
-            avg = _avg(rows, field_)
-            if avg is None or (code == "NODE_PRESSURE_HIGH" and avg <= 0):
-                continue
-            pct = avg * 100  # rrddata gives fractions (cpu 0.42 = 42 %)
-            sev = _graded(pct, t.get(f"{prefix}_warning_pct"), t.get(f"{prefix}_critical_pct"))
-            if sev:
-                out.append(
-                    finding(
-                        code,
-                        node_subject(node),
-                        f"{words} on {node} averaged {pct:.0f}% over the day",
-                        {"metric": field_, "day_average_pct": round(pct, 1), "samples": len(rows)},
-                        severity=sev,
-                    )
-                )
     return out
 
 

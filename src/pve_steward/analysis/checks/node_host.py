@@ -131,3 +131,42 @@ def underused(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+# pve-manager PVE/API2/Cluster.pm resources: the types its schema enumerates
+KNOWN_RESOURCE_TYPES = frozenset({"node", "storage", "pool", "qemu", "lxc", "openvz", "sdn", "network"})
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "RESOURCE_TYPE_UNKNOWN",
+            "warning",
+            "Cluster resource of an unknown type",
+            "A row of GET /cluster/resources has a type outside the ones PVE documents (node, storage, pool, "
+            "qemu, lxc, openvz, sdn, network): nothing here judges it (cv4pve-diag CU0001 rates it critical; a "
+            "newer PVE release is the usual cause).",
+            "Check that pve-steward supports this PVE release (`pve-steward --version`, docs/tools.md); report "
+            "the type if it is new.",
+        )
+    ],
+    anchors=["cv4pve-diag:CU0001"],
+    pve="pve-manager PVE/API2/Cluster.pm resources (type enum)",
+)
+def unknown_resource_types(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Resource rows no check understands, one finding per type."""
+    seen: dict[str, list[str]] = {}
+    for row in data.resources:
+        kind = str(row.get("type"))
+        if kind not in KNOWN_RESOURCE_TYPES:
+            seen.setdefault(kind, []).append(str(row.get("id")))
+    return [
+        finding(
+            "RESOURCE_TYPE_UNKNOWN",
+            Subject(kind="cluster", id=f"resources/{kind}"),
+            f"{len(ids)} cluster resource(s) of unknown type {kind}",
+            {"type": kind, "ids": ids[:20], "count": len(ids)},
+        )
+        for kind, ids in sorted(seen.items())
+    ]
