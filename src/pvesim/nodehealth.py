@@ -344,3 +344,42 @@ def zfs_detail(h: NodeHealth, pool: dict[str, Any]) -> dict[str, Any]:
         out["status"] = _DEGRADED_STATUS
         out["action"] = "Replace the faulted device, or use 'zpool clear' to mark the device repaired."
     return out
+
+
+_REPO_URIS = {
+    "enterprise": ("https://enterprise.proxmox.com/debian/pve", "pve-enterprise"),
+    "no-subscription": ("http://download.proxmox.com/debian/pve", "pve-no-subscription"),
+    "test": ("http://download.proxmox.com/debian/pve", "pve-test"),
+}
+
+
+def apt_sources(standard: list[dict[str, Any]], major: int) -> list[dict[str, Any]]:
+    """The files behind /apt/repositories (proxmox-apt, deb822 .sources): Debian's own, then one entry per
+    Proxmox standard repository configured (``status`` 1 enabled, 0 present but disabled)."""
+    suite = "trixie" if major >= 9 else "bookworm"
+
+    def repo(uris: str, suites: list[str], components: list[str], enabled: bool) -> dict[str, Any]:
+        return {
+            "Types": ["deb"],
+            "URIs": [uris],
+            "Suites": suites,
+            "Components": components,
+            "Options": [{"Key": "Signed-By", "Values": ["/usr/share/keyrings/proxmox-archive-keyring.gpg"]}],
+            "Comment": "",
+            "FileType": "sources",
+            "Enabled": 1 if enabled else 0,
+        }
+
+    debian = [
+        repo("http://deb.debian.org/debian", [suite, f"{suite}-updates"], ["main", "contrib"], True),
+        repo("http://security.debian.org/debian-security", [f"{suite}-security"], ["main", "contrib"], True),
+    ]
+    proxmox = [
+        repo(_REPO_URIS[r["handle"]][0], [suite], [_REPO_URIS[r["handle"]][1]], bool(r["status"]))
+        for r in standard
+        if r.get("handle") in _REPO_URIS and r.get("status") is not None
+    ]
+    return [
+        {"path": "/etc/apt/sources.list.d/debian.sources", "file-type": "sources", "repositories": debian},
+        {"path": "/etc/apt/sources.list.d/proxmox.sources", "file-type": "sources", "repositories": proxmox},
+    ]

@@ -35,6 +35,7 @@ PLANTED_NODE = {
     ("NODE_ZFS_VDEV_FAULTED", "pve3:tank", "critical"),
     ("NODE_ZFS_VDEV_ERRORS", "pve3:tank", "warning"),
     ("NODE_HEALTH_SCORE_LOW", "pve3", "critical"),
+    ("NODE_APT_SOURCES_DIFFER", "pve2", "warning"),
 }
 PLANTED_STORAGE = {
     ("STORAGE_DISABLED", "nfs-archive", "warning"),

@@ -76,3 +76,53 @@ def test_partial_upgrade_is_found_on_the_odd_node_kernels_aside() -> None:
 def test_one_node_has_nothing_to_compare_with() -> None:
     d = cluster({"node_dns": {"pve1": dns("8.8.8.8")}, "node_apt_versions": {"pve1": kernels(running="x")}})
     assert ncs.dns_and_timezone(d, T) == [] and ncs.packages_differ(d, T) == []
+
+
+def repos(*proxmox: tuple[str, str, int]) -> dict[str, Any]:
+    """/apt/repositories as proxmox-apt answers it: Debian's own file, then the Proxmox one."""
+
+    def repo(uri: str, suite: str, comp: str, enabled: int) -> dict[str, Any]:
+        return {
+            "Types": ["deb"],
+            "URIs": [uri],
+            "Suites": [suite],
+            "Components": [comp],
+            "FileType": "sources",
+            "Enabled": enabled,
+        }
+
+    files = [
+        {
+            "path": "/etc/apt/sources.list.d/debian.sources",
+            "file-type": "sources",
+            "repositories": [repo("http://deb.debian.org/debian", "trixie", "main", 1)],
+            "digest": [0] * 32,
+        },
+        {
+            "path": "/etc/apt/sources.list.d/proxmox.sources",
+            "file-type": "sources",
+            "repositories": [repo(u, "trixie", c, e) for u, c, e in proxmox],
+            "digest": [0] * 32,
+        },
+    ]
+    return {"files": files, "errors": [], "infos": [], "standard-repos": [], "digest": "0" * 64}
+
+
+NOSUB = ("http://download.proxmox.com/debian/pve", "pve-no-subscription", 1)
+ENTERPRISE = ("https://enterprise.proxmox.com/debian/pve", "pve-enterprise", 1)
+
+
+def test_same_enabled_sources_everywhere_is_no_finding() -> None:
+    disabled_extra = (*ENTERPRISE[:2], 0)  # present but disabled on one node: apt does not use it
+    d = cluster({"node_apt_repositories": {"pve1": repos(NOSUB), "pve2": repos(NOSUB, disabled_extra)}})
+    assert ncs.apt_sources_differ(d, T) == []
+
+
+def test_node_on_another_repository() -> None:
+    d = cluster({"node_apt_repositories": {"pve1": repos(NOSUB), "pve2": repos(ENTERPRISE), "pve3": repos(NOSUB)}})
+    found = ncs.apt_sources_differ(d, T)
+    assert codes(found) == [("NODE_APT_SOURCES_DIFFER", "pve2", "warning")]
+    assert found[0].evidence == {
+        "only_here": ["https://enterprise.proxmox.com/debian/pve trixie pve-enterprise"],
+        "missing_here": ["http://download.proxmox.com/debian/pve trixie pve-no-subscription"],
+    }

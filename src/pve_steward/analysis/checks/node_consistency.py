@@ -173,3 +173,54 @@ def packages_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
         )
         for node, pkgs in sorted(odd.items())
     ]
+
+
+APT_REPOSITORIES = Need("node_apt_repositories", "/nodes/{node}/apt/repositories", per="node")
+
+
+def _sources(answer: Any) -> list[str]:
+    """Enabled repositories as 'URI suite components' lines, sorted (order does not matter)."""
+    out = set()
+    for f in (answer or {}).get("files") or []:
+        for r in f.get("repositories") or [] if isinstance(f, dict) else []:
+            if isinstance(r, dict) and str(r.get("Enabled", 1)) in ("1", "True", "true"):
+                for uri in r.get("URIs") or []:
+                    for suite in r.get("Suites") or []:
+                        out.add(" ".join([str(uri), str(suite), *map(str, r.get("Components") or [])]))
+    return sorted(out)
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_APT_SOURCES_DIFFER",
+            "warning",
+            "APT repositories differ between nodes",
+            "The enabled repositories (URI, suite, components) of GET /nodes/{node}/apt/repositories differ from "
+            "those of most other nodes (cv4pve-diag WN0008): nodes upgrade to different package versions.",
+            "Use the same repositories everywhere: GUI Node > Updates > Repositories (enable/disable, Add).",
+        )
+    ],
+    needs=[APT_REPOSITORIES],
+    anchors=["cv4pve-diag:WN0008"],
+    pve="pve-manager PVE/API2/APT.pm repositories (proxmox-apt repositories: files, standard-repos)",
+)
+def apt_sources_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Enabled APT sources, node against node; the evidence names what only this node has or lacks."""
+    sources = {n: _sources(answer) for n, answer in data.read_nodes(APT_REPOSITORIES.key).items()}
+    if len(sources) < 2:
+        return []
+    odd, common = _odd_ones(sources)
+    return [
+        finding(
+            "NODE_APT_SOURCES_DIFFER",
+            node_subject(node),
+            f"APT repositories on {node} differ from the other nodes",
+            {
+                "only_here": sorted(set(sources[node]) - set(common)),
+                "missing_here": sorted(set(common) - set(sources[node])),
+            },
+        )
+        for node in odd
+    ]
