@@ -74,3 +74,23 @@ def test_documented_resource_types_are_no_finding() -> None:
     d = cluster({})
     d.resources += [guest_row(100, "pve1"), {"id": "sdn/pve1/zone1", "type": "sdn"}, {"id": "pool/p", "type": "pool"}]
     assert nh.unknown_resource_types(d, T) == []
+
+
+def running_task(n: int, ttype: str = "vzdump") -> dict[str, Any]:
+    upid = f"UPID:pve1:0000{n:04X}:00000000:6A000000:{ttype}::root@pam:"
+    return {"upid": upid, "node": "pve1", "type": ttype, "user": "root@pam", "starttime": 1_800_000_000, "pid": n}
+
+
+def done_task(n: int) -> dict[str, Any]:
+    return {**running_task(n, "qmstart"), "status": "OK", "endtime": 1_800_000_100}
+
+
+def test_task_queue_graded_by_running_count() -> None:
+    few = [running_task(i) for i in range(4)] + [done_task(i) for i in range(20)]
+    assert nh.tasks_running(cluster({"cluster_tasks": {"": few}}), T) == []
+    many = [running_task(i) for i in range(7)] + [running_task(9, "qmigrate")]
+    found = nh.tasks_running(cluster({"cluster_tasks": {"": many}}), T)
+    assert codes(found) == [("TASKS_RUNNING_MANY", "tasks", "warning")]
+    assert found[0].evidence["by_type"] == {"qmigrate": 1, "vzdump": 7}
+    jammed = [running_task(i) for i in range(10)]
+    assert codes(nh.tasks_running(cluster({"cluster_tasks": {"": jammed}}), T))[0][2] == "critical"

@@ -139,3 +139,19 @@ def test_ssd_without_wear_data() -> None:
 def test_ssds_reporting_wear_is_no_finding() -> None:
     rows = [disk("/dev/sda", "ssd", 88), disk("/dev/sdb", "hdd", "N/A")]
     assert nd.ssd_no_wear_data(cluster({"node_disks": {"pve1": rows}}), T) == []
+
+
+def test_zfs_fragmentation_above_check_pve_example_thresholds() -> None:
+    d = cluster(
+        {
+            "node_zfs_pools": {
+                "pve1": [dict(zpool(300), frag=40)],
+                "pve2": [dict(zpool(300), frag=45)],
+                "pve3": [dict(zpool(300), frag=71)],
+            }
+        }
+    )
+    assert codes(nd.zfs_fragmented(d, T)) == [
+        ("NODE_ZFS_FRAGMENTED", "pve2:tank", "warning"),
+        ("NODE_ZFS_FRAGMENTED", "pve3:tank", "critical"),
+    ]

@@ -260,3 +260,46 @@ def zfs_vdevs(data: ClusterData, t: Thresholds) -> list[Finding]:
                     )
                 )
     return out
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_ZFS_FRAGMENTED",
+            "warning",
+            "ZFS pool free space is fragmented",
+            "frag of a pool (GET /nodes/{node}/disks/zfs) is above the warning threshold, critical above the "
+            "critical one (check_pve zfs-fragmentation; it has no default, its documented example is 40/60 %): "
+            "writes slow down.",
+            "Keep the pool well below full; fragmentation only shrinks by rewriting data (send/receive to a fresh "
+            "pool, or move disks away and back: GUI VM > Hardware > Disk Action > Move Storage).",
+        )
+    ],
+    needs=[ZFS],
+    thresholds=[
+        Threshold("node_zfs_frag_warning_pct", 40, "ZFS pool fragmentation (%)", maximum=100),
+        Threshold("node_zfs_frag_critical_pct", 60, "ZFS pool fragmentation (%)", maximum=100),
+    ],
+    anchors=["check_pve:zfs-fragmentation"],
+    pve="pve-storage src/PVE/API2/Disks/ZFS.pm index (zpool list frag)",
+)
+def zfs_fragmented(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Pools whose free-space fragmentation is above the thresholds (check_pve compares with >)."""
+    out = []
+    warn, crit = t.get("node_zfs_frag_warning_pct"), t.get("node_zfs_frag_critical_pct")
+    for node, pools in sorted(data.read_nodes(ZFS.key).items()):
+        for pool in pools or []:
+            frag = pool.get("frag")
+            if not isinstance(frag, int | float) or frag <= warn:
+                continue
+            out.append(
+                finding(
+                    "NODE_ZFS_FRAGMENTED",
+                    Subject(kind="zfs_pool", id=f"{node}:{pool.get('name')}", node=node),
+                    f"ZFS pool {pool.get('name')} on {node} is {frag}% fragmented",
+                    {"pool": pool.get("name"), "frag": frag, "warning": warn, "critical": crit},
+                    severity=Severity.CRITICAL if frag > crit else None,
+                )
+            )
+    return out

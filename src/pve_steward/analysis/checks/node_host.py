@@ -9,7 +9,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.checks.node import node_subject
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.thresholds import Thresholds
 
 CERTIFICATES = Need("node_certificates", "/nodes/{node}/certificates/info", per="node", privilege="any user")
@@ -169,4 +169,54 @@ def unknown_resource_types(data: ClusterData, t: Thresholds) -> list[Finding]:
             {"type": kind, "ids": ids[:20], "count": len(ids)},
         )
         for kind, ids in sorted(seen.items())
+    ]
+
+
+CLUSTER_TASKS = Need("cluster_tasks", "/cluster/tasks", privilege="any user (rows of nodes with Sys.Audit)")
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "TASKS_RUNNING_MANY",
+            "warning",
+            "Many tasks are running at once",
+            "GET /cluster/tasks lists at least the warning threshold of running tasks (no status yet), critical at "
+            "the critical one (check_pve task-queue; it has no default, its documented example is 5/10): work is "
+            "queueing up or tasks hang.",
+            "Look at Datacenter > Tasks (or `pvenode task list --source active` per node); stop hung tasks "
+            "(our `get_task`, GUI Task > Stop).",
+        )
+    ],
+    needs=[CLUSTER_TASKS],
+    thresholds=[
+        Threshold("tasks_running_warning", 5, "running tasks in the cluster"),
+        Threshold("tasks_running_critical", 10, "running tasks in the cluster"),
+    ],
+    anchors=["check_pve:task-queue"],
+    pve="pve-manager PVE/API2/Cluster.pm tasks (pmxcfs tasklist; a running task has no status)",
+)
+def tasks_running(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """The cluster's running-task count against the thresholds."""
+    rows = [r for r in data.read(CLUSTER_TASKS.key) or [] if isinstance(r, dict)]
+    running = [r for r in rows if "status" not in r]
+    warn, crit = t.get("tasks_running_warning"), t.get("tasks_running_critical")
+    if len(running) < warn:
+        return []
+    by_type: dict[str, int] = {}
+    for r in running:
+        by_type[str(r.get("type"))] = by_type.get(str(r.get("type")), 0) + 1
+    return [
+        finding(
+            "TASKS_RUNNING_MANY",
+            Subject(kind="cluster", id="tasks"),
+            f"{len(running)} tasks are running in the cluster",
+            {
+                "running": len(running),
+                "by_type": dict(sorted(by_type.items())),
+                "upids": [r.get("upid") for r in running][:20],
+            },
+            severity=Severity.CRITICAL if len(running) >= crit else None,
+        )
     ]
