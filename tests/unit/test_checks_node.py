@@ -238,3 +238,19 @@ def test_health_score_as_cv4pve_weighs_it() -> None:
 
 def test_health_score_of_a_quiet_node_is_no_finding() -> None:
     assert nl.health_score(cluster({"node_rrd_day": {"pve1": sized(30, 12, cpu=0.12)}}), T) == []
+
+
+def test_network_throughput_is_off_by_default_and_rated_once_set() -> None:
+    d = cluster({"node_rrd_day": {"pve1": rrd(netin=900e6, netout=10e6)}})
+    assert nl.network_busy(d, T) == []  # cv4pve-diag's default: thresholds 0, not rated
+    t = thresholds_from(
+        {
+            "node_net_in_warning_bytes": 500e6,
+            "node_net_in_critical_bytes": 1e9,
+            "node_net_out_warning_bytes": 500e6,
+            "node_net_out_critical_bytes": 1e9,
+        }
+    )
+    found = nl.network_busy(d, t)
+    assert codes(found) == [("NODE_NETWORK_BUSY", "pve1", "warning")]
+    assert found[0].evidence["direction"] == "in"

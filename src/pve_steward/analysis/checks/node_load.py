@@ -159,3 +159,50 @@ def health_score(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_NETWORK_BUSY",
+            "warning",
+            "Node network throughput above the configured threshold",
+            "The day's average netin or netout (bytes/s, GET /nodes/{node}/rrddata) is at or above its warning "
+            "threshold, critical at its critical one. Off by default (thresholds 0), as in cv4pve-diag: a link's "
+            "capacity is the operator's to state.",
+            "Spread network-heavy guests (our `plan_guest_move`), add links to the bond, or move traffic (backup, "
+            "migration) to its own network: Datacenter > Options > Migration Settings.",
+        )
+    ],
+    needs=[RRD_DAY],
+    thresholds=[
+        Threshold(f"node_net_{way}_{level}_bytes", 0, f"day average net{way} in bytes/s (0: off)", maximum=None)
+        for way in ("in", "out")
+        for level in ("warning", "critical")
+    ],
+    anchors=["cv4pve-diag:WN0039", "cv4pve-diag:WN0040"],
+    pve="pve-manager PVE/API2/Nodes.pm rrddata (netin, netout: bytes/s from pvestatd)",
+)
+def network_busy(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Day-average throughput against thresholds the operator set (both 0: not rated)."""
+    out = []
+    for node, answer in sorted(data.read_nodes(RRD_DAY.key).items()):
+        rows = [r for r in answer or [] if isinstance(r, dict)]
+        for way in ("in", "out"):
+            warn, crit = t.get(f"node_net_{way}_warning_bytes"), t.get(f"node_net_{way}_critical_bytes")
+            avg = _avg(rows, f"net{way}")
+            if warn <= 0 or crit <= 0 or avg is None:
+                continue
+            sev = graded(avg, warn, crit)
+            if sev:
+                out.append(
+                    finding(
+                        "NODE_NETWORK_BUSY",
+                        node_subject(node),
+                        f"net{way} of {node} averaged {avg / 1e6:.1f} MB/s over the day",
+                        {"direction": way, "day_average_bytes": round(avg), "warning": warn, "critical": crit},
+                        severity=sev,
+                    )
+                )
+    return out
