@@ -14,6 +14,7 @@ from typing import Any
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 STATUS = Need("node_status", "/nodes/{node}/status", per="node")
@@ -71,6 +72,16 @@ def _clustered(data: ClusterData) -> bool:
     anchors=["cv4pve-diag:WN0011", "check_pve:services"],
     pve="pve-manager PVE/API2/Services.pm $service_state",
 )
+@pve_rule(
+    "node.service-state",
+    rule=(
+        "Services.pm reports systemd's SubState as state (a finished oneshot's Result instead), UnitFileState"
+        " as unit-state ('not-found' when the unit is not installed) and ActiveState as active-state; "
+        "pveproxy, pvedaemon and pve-cluster are its essential services."
+    ),
+    pve="pve-manager PVE/API2/Services.pm $service_state, $essential_services",
+    codes=("NODE_SERVICE_STOPPED",),
+)
 def services_stopped(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Services that should run and do not."""
     out = []
@@ -120,6 +131,15 @@ def _release_key(release: str) -> tuple[int, ...]:
     needs=[STATUS, APT_VERSIONS],
     anchors=["cv4pve-diag:WN0013"],
     pve="pve-manager PVE/API2/APT.pm versions (installed (pve|proxmox)-kernel-* packages, RunningKernel)",
+)
+@pve_rule(
+    "node.installed-kernels",
+    rule=(
+        "APT.pm versions lists every installed (pve|proxmox)-kernel-* package, newest first by Debian "
+        "version, and gives the running release (uname) as RunningKernel of proxmox-ve."
+    ),
+    pve="pve-manager PVE/API2/APT.pm versions",
+    codes=("NODE_REBOOT_PENDING",),
 )
 def reboot_pending(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Running kernel older than the newest installed one."""

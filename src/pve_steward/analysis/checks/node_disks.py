@@ -9,6 +9,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 ROOT_AUDIT = "Sys.Audit on /"
@@ -161,6 +162,18 @@ ZFS_DETAIL = Need(
 _FINE = {"ONLINE", "AVAIL", "INUSE"}
 
 
+@pve_rule(
+    "zfs.detail-tree",
+    rule=(
+        "ZFS.pm detail parses `zpool status -P` into a tree of vdevs (name, state, read, write, cksum, msg, "
+        "children) whose first level is the pool itself; section rows (spares, logs, cache) have no state."
+    ),
+    pve="pve-storage src/PVE/API2/Disks/ZFS.pm detail",
+    codes=(
+        "NODE_ZFS_VDEV_FAULTED",
+        "NODE_ZFS_VDEV_ERRORS",
+    ),
+)
 def _vdevs(children: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict[str, object]]]:
     """Every vdev of the tree with the names leading to it (the pool itself is the first level)."""
     out: list[tuple[tuple[str, ...], dict[str, object]]] = []

@@ -15,6 +15,7 @@ from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.checks.node_disks import DISKS, ROOT_AUDIT
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 SMART = Need(
@@ -47,6 +48,22 @@ def _raw(attr: Row) -> int | None:
     return int(head) if head.isdecimal() else None
 
 
+@pve_rule(
+    "disks.smart-attributes",
+    rule=(
+        "get_smart_data parses `smartctl -H -A -f brief`: ATA attributes keep smartctl's right-aligned id ('"
+        "  5') and the raw column as text; NVMe and SAS drives give type 'text' with smartctl's lines."
+    ),
+    pve="pve-storage src/PVE/Diskmanage.pm get_smart_data",
+    codes=(
+        "NODE_DISK_TEMPERATURE_HIGH",
+        "NODE_DISK_REALLOCATED_SECTORS",
+        "NODE_DISK_PENDING_SECTORS",
+        "NODE_DISK_OFFLINE_UNCORRECTABLE",
+        "NODE_DISK_CRC_ERRORS",
+        "NODE_DISK_REPORTED_UNCORRECTABLE",
+    ),
+)
 def _attrs(answer: Any) -> dict[int, Row]:
     out = {}
     for attr in (answer or {}).get("attributes") or []:

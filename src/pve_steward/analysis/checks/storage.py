@@ -12,6 +12,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 BACKUP_JOBS = Need("cluster_backup_jobs", "/cluster/backup", privilege="Sys.Audit on /")
@@ -31,6 +32,19 @@ def _enabled_jobs(data: ClusterData) -> list[Row]:
     return [j for j in data.read(BACKUP_JOBS.key) or [] if str(j.get("enabled", 1)) != "0"]
 
 
+@pve_rule(
+    "storage.resources-where-enabled",
+    rule=(
+        "/cluster/resources lists a storage on a node only where storage_check_enabled passes (not disable=1,"
+        " node in its nodes list), with status 'available' once pvestatd activated it."
+    ),
+    pve="pve-manager PVE/API2/Cluster.pm resources; pve-storage src/PVE/Storage.pm storage_check_enabled",
+    codes=(
+        "STORAGE_DISABLED",
+        "STORAGE_SHARED_SINGLE_NODE",
+        "STORAGE_BACKUP_TARGET_MISSING",
+    ),
+)
 def _available_on(data: ClusterData) -> dict[str, set[str]]:
     """Storage id -> online nodes where /cluster/resources says it is available."""
     out: dict[str, set[str]] = {}
