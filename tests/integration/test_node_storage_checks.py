@@ -88,3 +88,11 @@ async def test_unreadable_node_disks_are_skipped_with_the_privilege(start_sim: A
     assert report["complete"] is False
     assert ("NODE_LVMTHIN_METADATA_HIGH", "pve3:pve/data", "warning") not in _found(report)
     assert ("NODE_SERVICE_STOPPED", "pve3", "warning") in _found(report)  # /nodes/{node}/services stays readable
+
+
+async def test_pve8_healthy_cluster_is_past_end_of_life_and_nothing_else(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("healthy", version="8.4.14")
+    report = await _health(server_for(sim), ["node", "storage"])
+    warnings = {(f["code"], f["subject"]["id"]) for f in report["findings"] if f["severity"] != "info"}
+    assert warnings == {("NODE_VERSION_EOL", n) for n in ("hv1", "hv2", "hv3")}  # PVE 8 ended 2026-08-31
+    assert report["complete"] is True
