@@ -121,7 +121,8 @@ async def test_collector_reads_each_disk_and_pool_bounded_per_node() -> None:
     fake.on("GET", "/storage", [storage_cfg("local", "dir", "iso,backup")])
     fake.on("GET", "/nodes/pve1/disks/list", [disk(p) for p in reversed(devpaths)])
     fake.on("GET", "/nodes/pve1/disks/smart", lambda params: ata(a5="3") if params["disk"] == "/dev/sd01" else ata())
-    fake.on("GET", "/nodes/pve1/disks/zfs", [{"name": "tank", "size": 10, "alloc": 1, "health": "ONLINE"}])
+    pools = [{"name": "tank", "size": 10, "alloc": 1, "health": "ONLINE"}, {"name": "9 bad", "size": 10, "alloc": 1}]
+    fake.on("GET", "/nodes/pve1/disks/zfs", pools)
     fake.on(
         "GET", "/nodes/pve1/disks/zfs/tank", PvePermissionError("GET /nodes/pve1/disks/zfs/tank: denied", status=403)
     )
@@ -131,4 +132,8 @@ async def test_collector_reads_each_disk_and_pool_bounded_per_node() -> None:
     skipped = {m.what: m.optional for m in data.missing if m.affects == ("node",)}
     assert skipped["node smart of pve1: 2 of 34 not read (at most 32 per node)"] is True
     assert any(what.startswith("node zfs detail of pve1 (skipped: needs Sys.Audit on /)") for what in skipped)
+    assert skipped["node zfs detail of pve1: '9 bad' is not an addressable name"] is True  # cluster text, not read
+    assert [path for _m, path, _p in fake.calls if path.startswith("/nodes/pve1/disks/zfs/")] == [
+        "/nodes/pve1/disks/zfs/tank"
+    ]
     assert codes(ns.smart_attributes(data, T)) == [("NODE_DISK_REALLOCATED_SECTORS", "pve1:/dev/sd01", "warning")]

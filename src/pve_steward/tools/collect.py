@@ -167,37 +167,49 @@ class Collector:
                     self.data.reads.setdefault(key, {}).setdefault(node, {})[item] = value
 
     def _declared_read_list(self, key: str, need: Need, areas: tuple[str, ...]) -> list[Read]:
-        def path(node: str, item: str = "") -> ApiPath:
-            segs = {"{node}": node_seg(node) if node else None, "{item}": storage_seg(item, "item") if item else None}
-            return api_path(*(segs.get(seg) or seg for seg in need.path.strip("/").split("/")))
-
         params = dict(need.params)
         if need.per == "cluster":
-            return [(f"{key}@", path(""), params)]
+            return [(f"{key}@", self._need_path(need, "", ""), params)]
+        if need.each is None:
+            return [(f"{key}@{n}", self._need_path(need, n, ""), params) for n in self.data.online_nodes]
         reads: list[Read] = []
+        parent, field_ = need.each
         for n in self.data.online_nodes:
-            if need.each is None:
-                reads.append((f"{key}@{n}", path(n), params))
-                continue
-            parent, field_ = need.each
             rows = self.data.read(parent, n) or []
             items = sorted({str(r[field_]) for r in rows if isinstance(r, dict) and r.get(field_)})
-            for item in items[: need.limit]:
-                with_item = {k: item if v == "{item}" else v for k, v in params.items()}
-                reads.append((f"{key}@{n}#{item}", path(n, item if "{item}" in need.path else ""), with_item))
             if len(items) > need.limit:
-                self.data.missing.append(
-                    Missing(
-                        what=f"{need.key.replace('_', ' ')} of {n}: {len(items) - need.limit} of {len(items)} "
-                        f"not read (at most {need.limit} per node)",
-                        path=need.path,
-                        error="read limit",
-                        node=n,
-                        affects=areas,
-                        optional=True,
-                    )
+                self._gap(
+                    need,
+                    n,
+                    f"{len(items) - need.limit} of {len(items)} not read (at most {need.limit} per node)",
+                    areas,
                 )
+            for item in items[: need.limit]:
+                try:
+                    where = self._need_path(need, n, item if "{item}" in need.path else "")
+                except ValueError:  # a name PVE's API cannot address either (cluster text): said, not read
+                    self._gap(need, n, f"{item!r} is not an addressable name", areas)
+                    continue
+                reads.append((f"{key}@{n}#{item}", where, {k: item if v == "{item}" else v for k, v in params.items()}))
         return reads
+
+    @staticmethod
+    def _need_path(need: Need, node: str, item: str) -> ApiPath:
+        segs = {"{node}": node_seg(node) if node else None, "{item}": storage_seg(item, "item") if item else None}
+        return api_path(*(segs.get(seg) or seg for seg in need.path.strip("/").split("/")))
+
+    def _gap(self, need: Need, node: str, why: str, areas: tuple[str, ...]) -> None:
+        """A read over rows left out on purpose (the per-node bound, a name PVE cannot address): CHECK_SKIPPED."""
+        self.data.missing.append(
+            Missing(
+                what=f"{need.key.replace('_', ' ')} of {node}: {why}",
+                path=need.path,
+                error=why,
+                node=node,
+                affects=areas,
+                optional=True,
+            )
+        )
 
     def _miss_declared(self, need: Need, areas: tuple[str, ...], err: PveError, node: str | None) -> None:
         denied = isinstance(err, PvePermissionError)
