@@ -42,6 +42,8 @@ TITLES = {
     "firewall": "FIREWALL",
     "pbs": "PROXMOX BACKUP SERVER",
     "upgrade": "UPGRADE READINESS (PVE 8 TO 9)",
+    "node": "NODE HEALTH",
+    "storage": "STORAGE",
 }
 
 

@@ -153,6 +153,14 @@ API_WORDS = frozenset(
         "raw",
         "capabilities",
         "machines",
+        # node health checks (analysis/checks/node*.py)
+        "time",
+        "rrddata",
+        "dns",
+        "lvmthin",
+        "hosts",
+        "hardware",
+        "smart",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

@@ -2,8 +2,8 @@
 
 Deterministic for a seed. Most guests live on shared Ceph storage and are backed up nightly;
 a small, realistic share carries the things diagnostics look for (local disks, passthrough,
-``cpu: host``, HA, stale backups, stuck locks). ``concentrate`` puts that many guests on the
-first node, for evacuation benchmarks.
+``cpu: host``, HA, stale backups, stuck locks, a few nodes with a health problem). ``concentrate``
+puts that many guests on the first node, for evacuation benchmarks.
 """
 
 from __future__ import annotations
@@ -183,6 +183,11 @@ def generate(
             )
     if excluded:
         data["backup_jobs"][0]["exclude"] = ",".join(map(str, excluded))
+    health_rng = random.Random(seed * 7919 + 1)  # its own stream: the guests of a seed stay the same
+    for node in data["nodes"]:
+        health = node_health(health_rng)
+        if health:
+            node["health"] = health
     return data
 
 
@@ -207,3 +212,20 @@ def _hygiene(cfg: dict[str, Any], rng: random.Random, vmid: int, storage: str, i
         cfg["unused0"] = f"{storage}:vm-{vmid}-disk-9"
     if rng.random() < 0.2:
         cfg["protection"] = 1
+
+
+def node_health(rng: random.Random) -> dict[str, Any]:
+    """A node's health problems at the rates a well-run fleet shows (pvesim/nodehealth.py knobs): most
+    nodes have none; a reboot after a kernel update is the commonest, a full thin-pool metadata the rarest."""
+    health: dict[str, Any] = {}
+    if rng.random() < 0.08:
+        health["kernel_installed"] = "6.14.11-5-pve"
+    if rng.random() < 0.03:
+        health["services"] = {rng.choice(["chrony", "postfix", "pvescheduler"]): "failed"}
+    if rng.random() < 0.02:
+        health["network"] = {"eno2": {"active": 0}}
+    if rng.random() < 0.01:
+        health["clock_offset"] = rng.choice([-90, 75, 240])
+    if rng.random() < 0.01:
+        health["lvmthin"] = [{"vg": "pve", "lv": "data", "metadata_pct": rng.choice([91, 96])}]
+    return health

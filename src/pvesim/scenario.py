@@ -26,6 +26,7 @@ from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
 from pvesim.firewall import cluster_log_from, firewall_from
+from pvesim.nodehealth import health_from
 from pvesim.state import (
     Clock,
     Cluster,
@@ -303,6 +304,7 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
         n.description = "#" * size(nd["description_bytes"])
     n.network = [dict(i) for i in nd.get("network") or []]
     n.cgroup_mode = int(nd.get("cgroup_mode", 2))
+    n.health = health_from(nd.get("health"), n.ip)
     return n
 
 
@@ -356,15 +358,10 @@ def _repositories(spec: dict[str, Any]) -> dict[str, Any]:
         if status is not None:
             row["status"] = 1 if status else 0
         standard.append(row)
-    files: list[dict[str, Any]] = [
-        {
-            "path": "/etc/apt/sources.list.d/proxmox.sources",
-            "file-type": "deb822",
-            "repositories": [],
-            "digest": [0] * 32,
-        }
-    ]
-    if spec.get("sources"):  # a knob: one-line repositories in /etc/apt/sources.list (suites, components)
+    # the files apt reads are derived from standard-repos when served (api/nodes.py apt_repositories); a
+    # scenario may add one-line repositories in /etc/apt/sources.list (suites, components) with ``sources``
+    files: list[dict[str, Any]] = []
+    if spec.get("sources"):
         files.append(
             {
                 "path": "/etc/apt/sources.list",

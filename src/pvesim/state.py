@@ -15,6 +15,7 @@ from pvesim import pveconfig
 from pvesim.access import AccessDb, Token
 from pvesim.ceph import Ceph
 from pvesim.firewall import Firewall
+from pvesim.nodehealth import NodeHealth
 
 MiB = 1024**2
 GiB = 1024**3
@@ -71,6 +72,7 @@ class Node:
     description: str | None = None
     network: list[dict[str, Any]] = field(default_factory=list)
     cgroup_mode: int = 2
+    health: NodeHealth = field(default_factory=NodeHealth)  # services, clock, network, ... (nodehealth.py)
 
 
 @dataclass

@@ -46,10 +46,14 @@ PARAMS: dict[str, dict[str, str]] = {
     "/nodes/{node}/storage/{storage}/content": {"node": "pve1", "storage": "pbs-main"},
     "/cluster/ha/resources/{sid}": {"sid": "vm:101"},
     "/cluster/ceph/flags/{flag}": {"flag": "noout"},
+    "/nodes/{node}/disks/smart": {"node": "pve3"},
+    "/nodes/{node}/disks/zfs/{name}": {"node": "pve3", "name": "tank"},
 }
 # Required query parameters of a GET, per template.
 QUERY: dict[str, dict[str, str]] = {
     "/nodes/{node}/ceph/cmd-safety": {"service": "osd", "id": "0", "action": "stop"},
+    "/nodes/{node}/rrddata": {"timeframe": "day", "cf": "AVERAGE"},
+    "/nodes/{node}/disks/smart": {"disk": "/dev/sdb"},
 }
 
 

@@ -207,3 +207,14 @@ def test_every_legacy_code_is_declared_beside_its_check_and_the_catalogue_has_a_
     ranks = [AREAS.index(info.area) for info in CODES.values()]
     assert ranks == sorted(ranks), "codes are grouped by area in report order"
     assert AREAS[:3] == ["data", "cluster", "ha"]
+
+
+def test_no_two_keys_read_the_same_endpoint() -> None:
+    """Checks that read one endpoint share one declared read (one key): two keys would read it twice per node."""
+    from pve_steward.analysis.health import EXTRA_AREAS
+
+    needs = needs_of(set(HEALTH_AREAS) | set(EXTRA_AREAS))
+    by_endpoint: dict[tuple[str, tuple[tuple[str, Any], ...]], list[str]] = {}
+    for key, (need, _areas) in needs.items():
+        by_endpoint.setdefault((need.path, need.params), []).append(key)
+    assert {e: keys for e, keys in by_endpoint.items() if len(keys) > 1} == {}

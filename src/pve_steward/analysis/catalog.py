@@ -52,6 +52,10 @@ class Need:
     ``path`` is a template: ``{node}`` is filled with each online node (``per="node"``). Reads with
     the same key are made once however many checks need them. A 403 becomes CHECK_SKIPPED naming
     ``privilege``; ``absent_ok`` says a 404/501 means "this release has no such endpoint" (no gap).
+    ``each=(key, field)`` makes one read per row of another per-node read (declared by the same check),
+    after it: ``{item}`` in the path or a parameter value is that row's ``field`` (a path item must be a
+    PVE storage-id-like name), at most ``limit`` per node (the rest is CHECK_SKIPPED); the answers are
+    ``data.read(key, node)`` as a dict item -> answer.
     """
 
     key: str
@@ -64,6 +68,8 @@ class Need:
     # (path, privilege) pairs any one of which shows the whole list. Without one, the read is not made
     # and the check is CHECK_SKIPPED naming ``privilege``: a partial list never passes for a clean one.
     visible_with: tuple[tuple[str, str], ...] = ()
+    each: tuple[str, str] | None = None
+    limit: int = 32
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,13 @@ APT_REPOSITORIES = Need("apt_repositories", "/nodes/{node}/apt/repositories", pe
 NODE_SERVICES = Need("node_services", "/nodes/{node}/services", per="node")
 NODE_STATUS = Need("node_status", "/nodes/{node}/status", per="node")
 NODE_CONFIG = Need("node_config", "/nodes/{node}/config", per="node", privilege="Sys.Audit on /")
-NODE_NETWORK = Need("node_network", "/nodes/{node}/network", per="node")
+NODE_NETWORK = Need("node_network", "/nodes/{node}/network", per="node", privilege="any user")
 NODE_STORAGE = Need("node_storage_status", "/nodes/{node}/storage", per="node", privilege="Datastore.Audit on /storage")
-NODE_CERTIFICATES = Need("node_certificates", "/nodes/{node}/certificates/info", per="node")
+NODE_CERTIFICATES = Need("node_certificates", "/nodes/{node}/certificates/info", per="node", privilege="any user")
 COROSYNC_NODES = Need("corosync_nodes", "/cluster/config/nodes", privilege="Sys.Audit on /")
 COROSYNC_TOTEM = Need("corosync_totem", "/cluster/config/totem", privilege="Sys.Audit on /")
 COROSYNC_QDEVICE = Need("corosync_qdevice", "/cluster/config/qdevice", privilege="Sys.Audit on /", absent_ok=True)
-ACCESS_ROLES = Need("access_roles", "/access/roles", privilege="Sys.Audit on /access")
+ACCESS_ROLES = Need("access_roles", "/access/roles", privilege="any authenticated user")
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
 
 

@@ -163,28 +163,74 @@ class Collector:
 
     async def _declared_reads(self) -> None:
         """The reads the chosen areas' checks declare (analysis/catalog.py ``Need``): each key once,
-        per-node ones on every online node, all in one bounded wave."""
+        per-node ones on every online node, all in one bounded wave; reads over another read's rows
+        (``each``) in a second wave."""
         needs = needs_of(self.areas)
         if not needs:
             return
         needs = await self._visible_needs(needs)
+        for second in (False, True):
+            reads: list[Read] = []
+            for key, (need, areas) in needs.items():
+                if (need.each is not None) == second:
+                    reads += self._declared_read_list(key, need, areas)
+            got = await self._read(reads) if reads else {}
+            for slot, value in got.items():
+                key, _, where = slot.partition("@")
+                node, _, item = where.partition("#")
+                need, areas = needs[key]
+                if isinstance(value, PveError):
+                    if not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
+                        self._miss_declared(need, areas, value, node or None)
+                elif need.each is None:
+                    self.data.reads.setdefault(key, {})[node] = value
+                else:
+                    self.data.reads.setdefault(key, {}).setdefault(node, {})[item] = value
+
+    def _declared_read_list(self, key: str, need: Need, areas: tuple[str, ...]) -> list[Read]:
+        params = dict(need.params)
+        if need.per == "cluster":
+            return [(f"{key}@", self._need_path(need, "", ""), params)]
+        if need.each is None:
+            return [(f"{key}@{n}", self._need_path(need, n, ""), params) for n in self.data.online_nodes]
         reads: list[Read] = []
-        for key, (need, _areas) in needs.items():
-            params = dict(need.params)
-            if need.per == "cluster":
-                reads.append((f"{key}@", api_path(*need.path.strip("/").split("/")), params))
-            else:
-                for n in self.data.online_nodes:
-                    segs = [node_seg(n) if seg == "{node}" else seg for seg in need.path.strip("/").split("/")]
-                    reads.append((f"{key}@{n}", api_path(*segs), params))
-        got = await self._read(reads)
-        for slot, value in got.items():
-            key, _, node = slot.rpartition("@")
-            need, areas = needs[key]
-            if not isinstance(value, PveError):
-                self.data.reads.setdefault(key, {})[node] = value
-            elif not (need.absent_ok and (isinstance(value, PveNotFound) or value.status == 501)):
-                self._miss_declared(need, areas, value, node or None)
+        parent, field_ = need.each
+        for n in self.data.online_nodes:
+            rows = self.data.read(parent, n) or []
+            items = sorted({str(r[field_]) for r in rows if isinstance(r, dict) and r.get(field_)})
+            if len(items) > need.limit:
+                self._gap(
+                    need,
+                    n,
+                    f"{len(items) - need.limit} of {len(items)} not read (at most {need.limit} per node)",
+                    areas,
+                )
+            for item in items[: need.limit]:
+                try:
+                    where = self._need_path(need, n, item if "{item}" in need.path else "")
+                except ValueError:  # a name PVE's API cannot address either (cluster text): said, not read
+                    self._gap(need, n, f"{item!r} is not an addressable name", areas)
+                    continue
+                reads.append((f"{key}@{n}#{item}", where, {k: item if v == "{item}" else v for k, v in params.items()}))
+        return reads
+
+    @staticmethod
+    def _need_path(need: Need, node: str, item: str) -> ApiPath:
+        segs = {"{node}": node_seg(node) if node else None, "{item}": storage_seg(item, "item") if item else None}
+        return api_path(*(segs.get(seg) or seg for seg in need.path.strip("/").split("/")))
+
+    def _gap(self, need: Need, node: str, why: str, areas: tuple[str, ...]) -> None:
+        """A read over rows left out on purpose (the per-node bound, a name PVE cannot address): CHECK_SKIPPED."""
+        self.data.missing.append(
+            Missing(
+                what=f"{need.key.replace('_', ' ')} of {node}: {why}",
+                path=need.path,
+                error=why,
+                node=node,
+                affects=areas,
+                optional=True,
+            )
+        )
 
     async def _ceph_config(self, node: str) -> None:
         """Upgrade readiness: /etc/pve/ceph.conf (one file for the cluster), only where Ceph answered."""

@@ -1,6 +1,18 @@
 """pvesim's API handlers, one module per area; importing this package registers them all."""
 
-from pvesim.api import access, ceph, cluster, firewall, guests, ha, monitoring, nodes, storage, system  # noqa: F401
+from pvesim.api import (  # noqa: F401
+    access,
+    ceph,
+    cluster,
+    firewall,
+    guests,
+    ha,
+    monitoring,
+    nodehealth,
+    nodes,
+    storage,
+    system,
+)
 from pvesim.api.registry import ROUTES, ApiError, Call
 
 __all__ = ["ROUTES", "ApiError", "Call"]

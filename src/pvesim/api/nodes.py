@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pvesim import nodehealth
 from pvesim.api import render
 from pvesim.api.cluster import replication_config_row
 from pvesim.api.registry import ApiError, Call, route
@@ -232,7 +233,10 @@ def apt_update(call: Call) -> list[dict[str, Any]]:
 def apt_repositories(call: Call) -> dict[str, Any]:
     n = _node(call)
     repos = dict(n.repositories)
-    repos.setdefault("files", [])
+    standard = repos.get("standard-repos", [])  # the files apt reads follow it (nodehealth.py apt_sources)
+    derived = nodehealth.apt_sources(standard, major(call.cluster.version))
+    planted = list(repos.get("files") or [])  # a scenario's extra sources.list lines (the upgrade knob)
+    repos["files"] = [{**f, "digest": [0] * 32} for f in derived] + planted
     repos.setdefault("errors", [])
     repos.setdefault("infos", [])
     repos.setdefault("standard-repos", [])

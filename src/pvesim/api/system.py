@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pvesim.access import ROLES
+from pvesim import nodehealth
 from pvesim.api.registry import ApiError, Call, route
 from pvesim.scenario import major
 from pvesim.state import Cluster, Node
@@ -113,6 +113,9 @@ def apt_versions(call: Call) -> list[dict[str, Any]]:
     """PVE/API2/APT.pm versions: proxmox-ve, pve-manager and the kernels first, then the rest by name."""
     c, n = call.cluster, _node(call)
     pkgs = installed(c, n)
+    for row in nodehealth.installed_kernel_packages(n.health, n.kernel):  # a newer kernel installed, not booted
+        pkgs.setdefault(str(row["Package"]), str(row["Version"]))
+    pkgs.update(n.health.packages)  # a partial upgrade planted in the node-health model
     kernels = sorted((p for p in pkgs if p.startswith(("pve-kernel-", "proxmox-kernel-"))), reverse=True)
     order = [p for p in ("proxmox-ve", "pve-manager") if p in pkgs] + kernels
     order += sorted(p for p in pkgs if p not in order)
@@ -149,15 +152,19 @@ def _service_row(name: str, active: str) -> dict[str, Any]:
 
 @route("GET", "/nodes/{node}/services")
 def services(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/Services.pm index: the node-health model's services (its planted failures),
+    with the upgrade knob's states over them; corosync is inactive on a standalone node."""
     n = _node(call)
-    clustered = len(call.cluster.nodes) > 1
-    rows = []
+    rows = {str(r["service"]): r for r in nodehealth.services(n.health)}
     for name in SERVICES:
-        default = _DEFAULT_STATE.get(name, "active")
-        if name == "corosync" and not clustered:
-            default = "inactive"
-        rows.append(_service_row(name, n.services.get(name, default)))
-    return rows
+        if name in n.services:
+            rows[name] = _service_row(name, n.services[name])
+        elif name not in rows:
+            rows[name] = _service_row(name, _DEFAULT_STATE.get(name, "active"))
+    corosync_planted = n.health.services.get("corosync") != nodehealth.DEFAULT_SERVICES["corosync"]
+    if len(call.cluster.nodes) == 1 and "corosync" not in n.services and not corosync_planted:
+        rows["corosync"] = _service_row("corosync", "inactive")
+    return [rows[k] for k in sorted(rows)]
 
 
 @route("GET", "/nodes/{node}/config")
@@ -170,38 +177,6 @@ def node_config(call: Call) -> dict[str, Any]:
     conf["digest"] = hashlib.sha1(repr(sorted(conf.items())).encode()).hexdigest()
     wanted = call.params.get("property")
     return {k: v for k, v in conf.items() if k == wanted} if wanted else conf
-
-
-def _interfaces(n: Node) -> list[dict[str, Any]]:
-    base: dict[str, dict[str, Any]] = {
-        "eno1": {"iface": "eno1", "type": "eth", "active": 1, "autostart": 1, "method": "manual", "families": ["inet"]},
-        "vmbr0": {
-            "iface": "vmbr0",
-            "type": "bridge",
-            "active": 1,
-            "autostart": 1,
-            "method": "static",
-            "families": ["inet"],
-            "address": n.ip,
-            "netmask": "24",
-            "cidr": f"{n.ip}/24",
-            "bridge_ports": "eno1",
-            "bridge_stp": "off",
-            "bridge_fd": "0",
-        },
-    }
-    for row in n.network:
-        base[str(row["iface"])] = {**base.get(str(row["iface"]), {}), **row}
-    return [base[k] for k in sorted(base)]
-
-
-@route("GET", "/nodes/{node}/network")
-def network(call: Call) -> list[dict[str, Any]]:
-    rows = _interfaces(_node(call))
-    kind = call.params.get("type")
-    if kind == "any_bridge":
-        return [r for r in rows if r.get("type") in ("bridge", "OVSBridge")]
-    return [r for r in rows if kind is None or r.get("type") == kind]
 
 
 def _knobs(c: Cluster, key: str) -> dict[str, Any]:
@@ -264,15 +239,6 @@ def corosync_qdevice(call: Call) -> dict[str, Any]:
         "State": "Connected",
         "Tie-breaker": "Node with lowest node ID",
     }
-
-
-@route("GET", "/access/roles")
-def roles(call: Call) -> list[dict[str, Any]]:
-    """PVE/API2/Role.pm index: every role with its privileges; built-in roles are ``special``."""
-    return [
-        {"roleid": name, "privs": ",".join(sorted(privs)), "special": 1 if name in ROLES else 0}
-        for name, privs in sorted(call.cluster.roles.items())
-    ]
 
 
 @route("GET", "/nodes/{node}/ceph/cfg/raw")

@@ -1,0 +1,226 @@
+"""Node consistency: what should be the same on every node of a cluster (DNS, time zone, /etc/hosts,
+package versions) and is not.
+
+cv4pve-diag compares each node with every other one, so one odd node flags all of them; here the
+nodes are grouped by value and only the nodes outside the largest group are reported (the odd ones),
+with every node's value in the evidence. A single node has nothing to compare with.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pve_steward.analysis.catalog import Code, Need, check
+from pve_steward.analysis.checks.node import APT_VERSIONS, TIME, node_subject
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.findings import Finding, finding
+from pve_steward.analysis.thresholds import Thresholds
+
+DNS = Need("node_dns", "/nodes/{node}/dns", per="node")
+HOSTS = Need("node_hosts", "/nodes/{node}/hosts", per="node", privilege="Sys.Audit on /")
+
+
+def _odd_ones(values: dict[str, Any]) -> tuple[list[str], Any]:
+    """Nodes whose value differs from the largest group's (ties: the group of the first node by name)."""
+    groups: dict[str, list[str]] = {}
+    for node, value in sorted(values.items()):
+        groups.setdefault(repr(value), []).append(node)
+    if len(groups) < 2:
+        return [], None
+    majority = max(groups.values(), key=len)
+    return sorted(n for n in values if n not in majority), values[majority[0]]
+
+
+def _differs(code: str, what: str, values: dict[str, Any]) -> list[Finding]:
+    if len(values) < 2:
+        return []
+    odd, common = _odd_ones(values)
+    return [
+        finding(
+            code,
+            node_subject(node),
+            f"{what} on {node} differs from the other nodes",
+            {"value": values[node], "most_nodes": common, "by_node": dict(sorted(values.items()))},
+        )
+        for node in odd
+    ]
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_DNS_DIFFERS",
+            "warning",
+            "DNS settings differ between nodes",
+            "dns1/dns2/dns3/search of GET /nodes/{node}/dns differ from those of most other nodes (cv4pve-diag "
+            "WN0006): name resolution, ACME and updates behave differently per node.",
+            "Set the same resolvers on every node: GUI Node > System > DNS, or /etc/resolv.conf.",
+        ),
+        Code(
+            "NODE_TIMEZONE_DIFFERS",
+            "warning",
+            "Time zone differs between nodes",
+            "The timezone of GET /nodes/{node}/time differs from that of most other nodes (cv4pve-diag WN0007): "
+            "schedules (backup jobs, replication) run at different wall-clock times per node.",
+            "Set one time zone everywhere: GUI Node > System > Time > Edit, or `timedatectl set-timezone <zone>`.",
+        ),
+    ],
+    needs=[DNS, TIME],
+    anchors=["cv4pve-diag:WN0006", "cv4pve-diag:WN0007"],
+    pve="pve-manager PVE/API2/Nodes.pm dns (INotify resolvconf), time (timezone from /etc/timezone)",
+)
+def dns_and_timezone(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Resolvers and time zone, node against node."""
+    dns = {
+        n: {k: str(v) for k, v in sorted((row or {}).items()) if k in ("dns1", "dns2", "dns3", "search")}
+        for n, row in data.read_nodes(DNS.key).items()
+    }
+    zones = {n: str((row or {}).get("timezone")) for n, row in data.read_nodes(TIME.key).items()}
+    return _differs("NODE_DNS_DIFFERS", "DNS", dns) + _differs("NODE_TIMEZONE_DIFFERS", "time zone", zones)
+
+
+def _host_lines(text: Any) -> list[str]:
+    """The entries of /etc/hosts, normalised: no comments, single spaces, sorted."""
+    lines = (" ".join(line.split("#", 1)[0].split()) for line in str(text or "").splitlines())
+    return sorted(line for line in lines if line)
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_HOSTS_DIFFERS",
+            "warning",
+            "/etc/hosts differs between nodes",
+            "The entries of /etc/hosts (GET /nodes/{node}/hosts, comments and spacing ignored) differ from those "
+            "of most other nodes (cv4pve-diag WN0005): nodes may resolve each other's names differently.",
+            "Keep one /etc/hosts listing every node: GUI Node > System > Hosts.",
+        )
+    ],
+    needs=[HOSTS],
+    anchors=["cv4pve-diag:WN0005"],
+    pve="pve-manager PVE/API2/Nodes.pm get_etc_hosts (INotify etchosts)",
+)
+def hosts_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """/etc/hosts, node against node; the evidence names the lines only this node has or lacks."""
+    hosts = {n: _host_lines((row or {}).get("data")) for n, row in data.read_nodes(HOSTS.key).items()}
+    if len(hosts) < 2:
+        return []
+    odd, common = _odd_ones(hosts)
+    return [
+        finding(
+            "NODE_HOSTS_DIFFERS",
+            node_subject(node),
+            f"/etc/hosts on {node} differs from the other nodes",
+            {
+                "only_here": sorted(set(hosts[node]) - set(common)),
+                "missing_here": sorted(set(common) - set(hosts[node])),
+            },
+        )
+        for node in odd
+    ]
+
+
+# a kernel package names its release: nodes keep different old kernels, that is not drift
+_KERNEL_RELEASE_PKG = re.compile(r"^(?:pve|proxmox)-kernel-\d")
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_PACKAGES_DIFFER",
+            "warning",
+            "Proxmox package versions differ between nodes",
+            "A package of GET /nodes/{node}/apt/versions (proxmox-ve, pve-manager, qemu-server, ...; versioned "
+            "kernel packages excluded) has a different version than on most other nodes (cv4pve-diag CN0002): "
+            "a partial upgrade; migrations and cluster features may break.",
+            "Finish the upgrade on every node: `apt update && apt full-upgrade` (GUI Node > Updates), one node at "
+            "a time after moving its guests away (our `plan_node_evacuation`).",
+        )
+    ],
+    needs=[APT_VERSIONS],
+    anchors=["cv4pve-diag:CN0002"],
+    pve="pve-manager PVE/API2/APT.pm versions",
+)
+def packages_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """One finding per odd node, naming the packages in which it differs."""
+    versions = {
+        n: {
+            str(p.get("Package")): str(p.get("Version"))
+            for p in rows or []
+            if p.get("CurrentState", "Installed") == "Installed"
+            and not _KERNEL_RELEASE_PKG.match(str(p.get("Package")))
+        }
+        for n, rows in data.read_nodes(APT_VERSIONS.key).items()
+    }
+    if len(versions) < 2:
+        return []
+    odd: dict[str, dict[str, dict[str, str]]] = {}
+    for pkg in sorted({p for v in versions.values() for p in v}):
+        have = {n: v[pkg] for n, v in versions.items() if pkg in v}
+        nodes, common = _odd_ones(have)
+        for node in nodes:
+            odd.setdefault(node, {})[pkg] = {"version": have[node], "most_nodes": common}
+    return [
+        finding(
+            "NODE_PACKAGES_DIFFER",
+            node_subject(node),
+            f"{len(pkgs)} package version(s) on {node} differ from the other nodes",
+            {"packages": pkgs},
+        )
+        for node, pkgs in sorted(odd.items())
+    ]
+
+
+APT_REPOSITORIES = Need("apt_repositories", "/nodes/{node}/apt/repositories", per="node")
+
+
+def _sources(answer: Any) -> list[str]:
+    """Enabled repositories as 'URI suite components' lines, sorted (order does not matter)."""
+    out = set()
+    for f in (answer or {}).get("files") or []:
+        for r in f.get("repositories") or [] if isinstance(f, dict) else []:
+            if isinstance(r, dict) and str(r.get("Enabled", 1)) in ("1", "True", "true"):
+                for uri in r.get("URIs") or []:
+                    for suite in r.get("Suites") or []:
+                        out.add(" ".join([str(uri), str(suite), *map(str, r.get("Components") or [])]))
+    return sorted(out)
+
+
+@check(
+    "node",
+    codes=[
+        Code(
+            "NODE_APT_SOURCES_DIFFER",
+            "warning",
+            "APT repositories differ between nodes",
+            "The enabled repositories (URI, suite, components) of GET /nodes/{node}/apt/repositories differ from "
+            "those of most other nodes (cv4pve-diag WN0008): nodes upgrade to different package versions.",
+            "Use the same repositories everywhere: GUI Node > Updates > Repositories (enable/disable, Add).",
+        )
+    ],
+    needs=[APT_REPOSITORIES],
+    anchors=["cv4pve-diag:WN0008"],
+    pve="pve-manager PVE/API2/APT.pm repositories (proxmox-apt repositories: files, standard-repos)",
+)
+def apt_sources_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Enabled APT sources, node against node; the evidence names what only this node has or lacks."""
+    sources = {n: _sources(answer) for n, answer in data.read_nodes(APT_REPOSITORIES.key).items()}
+    if len(sources) < 2:
+        return []
+    odd, common = _odd_ones(sources)
+    return [
+        finding(
+            "NODE_APT_SOURCES_DIFFER",
+            node_subject(node),
+            f"APT repositories on {node} differ from the other nodes",
+            {
+                "only_here": sorted(set(sources[node]) - set(common)),
+                "missing_here": sorted(set(common) - set(sources[node])),
+            },
+        )
+        for node in odd
+    ]

@@ -1,0 +1,210 @@
+"""Storage definitions against where they are usable: disabled but used, shared but mounted once,
+no backup target at all, a backup job's target missing on a node.
+
+Reads: /storage and /cluster/resources (always read), plus /cluster/backup (one cluster-wide read).
+/cluster/resources lists a storage on a node only where it is enabled for that node (pve-manager
+PVE/API2/Cluster.pm resources: ``storage_check_enabled``), with status 'available' once pvestatd
+could activate it.
+"""
+
+from __future__ import annotations
+
+from pve_steward.analysis.catalog import Code, Need, check
+from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.pverules import pve_rule
+from pve_steward.analysis.thresholds import Thresholds
+
+BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
+# cv4pve-diag DiagnosticEngine.Storage.cs _sharedStorageTypes
+SHARED_TYPES = frozenset({"nfs", "cifs", "cephfs", "rbd", "iscsi", "iscsidirect", "glusterfs"})
+
+
+def _content(s: Row) -> set[str]:
+    return {c.strip() for c in str(s.get("content") or "").split(",") if c.strip()}
+
+
+def _disabled(s: Row) -> bool:
+    return str(s.get("disable", 0)) in ("1", "true", "True")
+
+
+def _enabled_jobs(data: ClusterData) -> list[Row]:
+    return [j for j in data.read(BACKUP_JOBS.key) or [] if str(j.get("enabled", 1)) != "0"]
+
+
+@pve_rule(
+    "storage.resources-where-enabled",
+    rule=(
+        "/cluster/resources lists a storage on a node only where storage_check_enabled passes (not disable=1,"
+        " node in its nodes list), with status 'available' once pvestatd activated it."
+    ),
+    pve="pve-manager PVE/API2/Cluster.pm resources; pve-storage src/PVE/Storage.pm storage_check_enabled",
+    codes=(
+        "STORAGE_DISABLED",
+        "STORAGE_SHARED_SINGLE_NODE",
+        "STORAGE_BACKUP_TARGET_MISSING",
+    ),
+)
+def _available_on(data: ClusterData) -> dict[str, set[str]]:
+    """Storage id -> online nodes where /cluster/resources says it is available."""
+    out: dict[str, set[str]] = {}
+    online = set(data.online_nodes)
+    for r in data.resources:
+        if r.get("type") == "storage" and r.get("status") == "available" and r.get("node") in online:
+            out.setdefault(str(r.get("storage")), set()).add(str(r["node"]))
+    return out
+
+
+def storage_subject(sid: str, node: str | None = None) -> Subject:
+    return Subject(kind="storage", id=sid if node is None else f"{node}:{sid}", name=sid, node=node)
+
+
+@check(
+    "storage",
+    codes=[
+        Code(
+            "STORAGE_DISABLED",
+            "warning",
+            "Storage is disabled",
+            "A storage.cfg entry has disable=1 (GET /storage): PVE hides it everywhere, yet backup jobs (GET "
+            "/cluster/backup) or guest disks may still point at it and fail.",
+            "Enable it (GUI Datacenter > Storage > Edit > Enable, `pvesm set <id> --disable 0`) or repoint the jobs "
+            "named in the evidence and remove it (`pvesm remove <id>`).",
+        )
+    ],
+    needs=[BACKUP_JOBS],
+    anchors=["cv4pve-diag:WS0008"],
+    pve="pve-storage src/PVE/Storage.pm storage_check_enabled (disable option)",
+)
+def disabled(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Disabled storages, with the enabled backup jobs that still target them."""
+    jobs = _enabled_jobs(data)
+    out = []
+    for s in sorted(data.storage_config, key=lambda r: str(r.get("storage"))):
+        if not _disabled(s):
+            continue
+        sid = str(s.get("storage"))
+        users = sorted(str(j.get("id")) for j in jobs if str(j.get("storage") or "") == sid)
+        out.append(
+            finding(
+                "STORAGE_DISABLED",
+                storage_subject(sid),
+                f"storage {sid} is disabled" + (f"; backup job(s) {', '.join(users)} still target it" if users else ""),
+                {"storage": sid, "type": s.get("type"), "disable": s.get("disable"), "backup_jobs": users},
+            )
+        )
+    return out
+
+
+@check(
+    "storage",
+    codes=[
+        Code(
+            "STORAGE_SHARED_SINGLE_NODE",
+            "warning",
+            "Shared storage is available on only one node",
+            "A storage of a shared type (nfs, cifs, cephfs, rbd, iscsi, iscsidirect, glusterfs) is 'available' "
+            "in /cluster/resources on exactly one of several online nodes, while its definition does not limit "
+            "it to that node: the other nodes cannot reach it (mount failure or misconfiguration).",
+            "On the other nodes: `pvesm status`, check the mount/network path; GUI Datacenter > Storage > Edit > "
+            "Nodes.",
+        )
+    ],
+    anchors=["cv4pve-diag:WS0005"],
+    pve="pve-manager PVE/API2/Cluster.pm resources (storage rows per node)",
+)
+def shared_single_node(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Shared storages mounted on a single node."""
+    if len(data.online_nodes) < 2:
+        return []
+    out = []
+    where = _available_on(data)
+    for s in sorted(data.storage_config, key=lambda r: str(r.get("storage"))):
+        sid, kind = str(s.get("storage")), str(s.get("type"))
+        allowed = [n for n in str(s.get("nodes") or "").split(",") if n]
+        if kind not in SHARED_TYPES or _disabled(s) or len(allowed) == 1 or len(where.get(sid, ())) != 1:
+            continue
+        only = next(iter(where[sid]))
+        out.append(
+            finding(
+                "STORAGE_SHARED_SINGLE_NODE",
+                storage_subject(sid),
+                f"shared storage {sid} ({kind}) is available only on {only}",
+                {"storage": sid, "type": kind, "available_on": [only], "online_nodes": data.online_nodes},
+            )
+        )
+    return out
+
+
+@check(
+    "storage",
+    codes=[
+        Code(
+            "STORAGE_NO_BACKUP_TARGET",
+            "warning",
+            "No storage can hold backups",
+            "No enabled storage of GET /storage has content type 'backup': vzdump has nowhere to write.",
+            "Add 'VZDump backup file' to a storage's content (GUI Datacenter > Storage > Edit > Content, "
+            "`pvesm set <id> --content backup,...`) or add a Proxmox Backup Server storage.",
+        )
+    ],
+    anchors=["cv4pve-diag:WS0006"],
+    pve="pve-manager PVE/VZDump.pm storage_info (storage must have content 'backup')",
+)
+def no_backup_target(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """The cluster has no storage for backups."""
+    if not data.storage_config or any("backup" in _content(s) and not _disabled(s) for s in data.storage_config):
+        return []
+    return [
+        finding(
+            "STORAGE_NO_BACKUP_TARGET",
+            Subject(kind="cluster", id="cluster"),
+            "no enabled storage has content type 'backup'",
+            {"storages": sorted(f"{s.get('storage')}:{','.join(sorted(_content(s)))}" for s in data.storage_config)},
+        )
+    ]
+
+
+@check(
+    "storage",
+    codes=[
+        Code(
+            "STORAGE_BACKUP_TARGET_MISSING",
+            "warning",
+            "A backup job's storage is not available on a node it runs on",
+            "An enabled backup job (GET /cluster/backup) writes to a storage that /cluster/resources does not "
+            "list as 'available' on an online node the job runs on (its node, or every node): guests there are "
+            "not backed up.",
+            "Make the storage available on that node (GUI Datacenter > Storage > Edit > Nodes; check the mount "
+            "with `pvesm status`) or restrict the job (GUI Datacenter > Backup > Edit > Node).",
+        )
+    ],
+    needs=[BACKUP_JOBS],
+    anchors=["cv4pve-diag:WS0007"],
+    pve="pve-manager PVE/VZDump.pm exec_backup (storage_info fails where the storage is not enabled/active)",
+)
+def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Pairs of (enabled job, online node) where the job's storage is not available."""
+    where = _available_on(data)
+    out = []
+    for job in sorted(_enabled_jobs(data), key=lambda j: str(j.get("id"))):
+        sid = str(job.get("storage") or "")
+        if not sid:
+            continue
+        nodes = [str(job["node"])] if job.get("node") else data.online_nodes
+        for node in nodes:
+            if node in data.online_nodes and node not in where.get(sid, set()):
+                out.append(
+                    finding(
+                        "STORAGE_BACKUP_TARGET_MISSING",
+                        storage_subject(sid, node),
+                        f"backup job {job.get('id')} writes to {sid}, which is not available on {node}",
+                        {
+                            "job": job.get("id"),
+                            "storage": sid,
+                            "node": node,
+                            "available_on": sorted(where.get(sid, ())),
+                        },
+                    )
+                )
+    return out

@@ -1,0 +1,112 @@
+"""Storage checks (analysis/checks/storage.py) on fixtures shaped like /storage, /cluster/resources
+and /cluster/backup answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pve_steward.analysis.checks import storage as sc
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.thresholds import Thresholds
+from tests.unit.pve_fixtures import GiB, cluster_status, data, node_row, storage_cfg
+from tests.unit.test_checks_node import codes
+
+T = Thresholds()
+NODES = ("pve1", "pve2", "pve3")
+
+
+def resource(sid: str, node: str, plugintype: str, available: bool = True, content: str = "images") -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": f"storage/{node}/{sid}",
+        "type": "storage",
+        "storage": sid,
+        "node": node,
+        "status": "available" if available else "unknown",
+        "plugintype": plugintype,
+        "shared": int(plugintype in sc.SHARED_TYPES or plugintype == "pbs"),
+        "content": content,
+    }
+    if available:
+        row.update({"disk": 100 * GiB, "maxdisk": 1000 * GiB})
+    return row
+
+
+def job(jid: str, storage: str, enabled: int = 1, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": jid,
+        "type": "vzdump",
+        "schedule": "21:00",
+        "storage": storage,
+        "all": 1,
+        "enabled": enabled,
+        "mode": "snapshot",
+        **extra,
+    }
+
+
+def cluster(
+    config: list[dict[str, Any]], resources: list[dict[str, Any]], jobs: list[dict[str, Any]] | None = None
+) -> ClusterData:
+    return data(
+        cluster_status=cluster_status(dict.fromkeys(NODES, True)),
+        resources=[node_row(n) for n in NODES] + resources,
+        storage_config=config,
+        reads={} if jobs is None else {"backup_job_config": {"": jobs}},
+    )
+
+
+HEALTHY_CONFIG = [
+    storage_cfg("local", "dir", "iso,vztmpl,backup", path="/var/lib/vz"),
+    storage_cfg("pbs-main", "pbs", "backup", server="10.0.0.50", datastore="main"),
+    storage_cfg("nfs-iso", "nfs", "iso", server="10.0.0.60", export="/export/iso"),
+]
+HEALTHY_RESOURCES = [
+    resource(sid, n, kind) for n in NODES for sid, kind in (("local", "dir"), ("pbs-main", "pbs"), ("nfs-iso", "nfs"))
+]
+
+
+def test_healthy_storage_is_no_finding() -> None:
+    d = cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, [job("backup-nightly", "pbs-main")])
+    found = sc.disabled(d, T) + sc.shared_single_node(d, T) + sc.no_backup_target(d, T) + sc.backup_target_missing(d, T)
+    assert found == []
+
+
+def test_disabled_storage_names_the_jobs_that_still_use_it() -> None:
+    config = [*HEALTHY_CONFIG, storage_cfg("nfs-archive", "nfs", "backup", disable=1)]
+    jobs = [job("old-archive", "nfs-archive"), job("off", "nfs-archive", enabled=0)]
+    found = sc.disabled(cluster(config, HEALTHY_RESOURCES, jobs), T)
+    assert codes(found) == [("STORAGE_DISABLED", "nfs-archive", "warning")]
+    assert found[0].evidence["backup_jobs"] == ["old-archive"]
+
+
+def test_shared_storage_on_one_node_only() -> None:
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "nfs-iso" and r["node"] != "pve1")]
+    resources += [resource("nfs-iso", n, "nfs", available=False) for n in ("pve2", "pve3")]
+    found = sc.shared_single_node(cluster(HEALTHY_CONFIG, resources), T)
+    assert codes(found) == [("STORAGE_SHARED_SINGLE_NODE", "nfs-iso", "warning")]
+    assert found[0].evidence["available_on"] == ["pve1"]
+
+
+def test_shared_storage_limited_to_one_node_on_purpose_is_no_finding() -> None:
+    config = [*HEALTHY_CONFIG[:2], storage_cfg("nfs-iso", "nfs", "iso", nodes="pve1")]
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "nfs-iso" and r["node"] != "pve1")]
+    assert sc.shared_single_node(cluster(config, resources), T) == []
+
+
+def test_no_storage_for_backups() -> None:
+    config = [storage_cfg("local", "dir", "iso,vztmpl"), storage_cfg("old", "nfs", "backup", disable=1)]
+    found = sc.no_backup_target(cluster(config, []), T)
+    assert codes(found) == [("STORAGE_NO_BACKUP_TARGET", "cluster", "warning")]
+
+
+def test_backup_job_storage_missing_on_a_node() -> None:
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "pbs-main" and r["node"] == "pve3")]
+    jobs = [job("backup-nightly", "pbs-main"), job("pinned", "pbs-main", node="pve1")]
+    found = sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, jobs), T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_MISSING", "pve3:pbs-main", "warning")]
+    assert found[0].evidence["job"] == "backup-nightly" and found[0].evidence["available_on"] == ["pve1", "pve2"]
+
+
+def test_unread_backup_jobs_give_no_backup_target_finding() -> None:
+    resources = [r for r in HEALTHY_RESOURCES if r["storage"] != "pbs-main"]
+    assert sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, None), T) == []
