@@ -38,6 +38,7 @@ TITLES = {
     "guests": "GUESTS",
     "operations": "OPERATIONS",
     "ceph": "CEPH",
+    "sdn": "SDN",
 }
 
 
@@ -103,7 +104,7 @@ def _section(area: str, found: list[Finding], complete: bool) -> list[tuple[str,
             if complete:
                 lines.append(("PASS", "every read the checks needed succeeded"))
         else:
-            lines.append(("PASS", f"no warnings or failures in {TITLES[area].lower()}"))
+            lines.append(("PASS", f"no warnings or failures in {TITLES.get(area, area.upper()).lower()}"))
     for f in found:
         lines.append((_label(f), f"[{f.code}] {f.message}"))
         if f.remediation and f.severity.value != "info":
@@ -126,7 +127,7 @@ def render(report: Report, color: bool, header: Header | None = None) -> str:
         section = _section(area, by_area.get(area, []), report.complete)
         if not section:
             continue
-        lines += [f"= {TITLES[area]} =", ""]
+        lines += [f"= {TITLES.get(area, area.upper())} =", ""]
         for label, text in section:
             tally[label] += 1
             lines.append(f"{paint(label)} {text}" if label else text)

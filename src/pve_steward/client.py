@@ -121,6 +121,13 @@ API_WORDS = frozenset(
         "pool",
         "mon",
         "cmd-safety",
+        "sdn",
+        "zones",
+        "vnets",
+        "interfaces",
+        "network-get-interfaces",
+        "get-osinfo",
+        "get-fsinfo",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).

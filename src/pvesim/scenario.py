@@ -25,6 +25,7 @@ from pvesim.access import ROLES, AclEntry, Principal, Token
 from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
+from pvesim.sdn import sdn_from
 from pvesim.state import (
     Clock,
     Cluster,
@@ -186,6 +187,7 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         c.tokens[token.full_id] = token
     c.options.setdefault("task_failures", list(data.get("task_failures", [])))
     c.ceph = ceph_from(data.get("ceph"), list(c.nodes))
+    c.sdn = sdn_from(data.get("sdn"), list(c.nodes), major(pve_version))
     return c
 
 
@@ -421,6 +423,7 @@ def _guest(gd: dict[str, Any], now: float) -> Guest:
         cpu_usage=float(gd.get("cpu", 0.05)),
         mem_fraction=float(gd.get("mem", 0.6)),
         agent_responding=bool(gd.get("agent_responding", True)),
+        agent_data=dict(gd.get("agent_data") or {}),
         pool=gd.get("pool"),
     )
     if g.status == "running":

@@ -14,6 +14,7 @@ from typing import Any
 from pvesim import pveconfig
 from pvesim.access import Token
 from pvesim.ceph import Ceph
+from pvesim.sdn import Sdn
 
 MiB = 1024**2
 GiB = 1024**3
@@ -135,6 +136,7 @@ class Guest:
     cpu_usage: float = 0.05
     mem_fraction: float = 0.6
     agent_responding: bool = True
+    agent_data: dict[str, Any] = field(default_factory=dict)  # what the guest agent answers: interfaces, osinfo, fsinfo
     pool: str | None = None  # resource pool membership (user.cfg)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
 
@@ -271,6 +273,7 @@ class Cluster:
     quorate: bool = True
     speed: float = 1.0
     ceph: Ceph | None = None  # None: Ceph is not installed
+    sdn: Sdn | None = None  # None: no SDN objects configured
     next_pid: int = 20_000
 
     @property

@@ -46,6 +46,9 @@ SubjectKind = Literal[
     "ceph",
     "repository",
     "data",
+    "sdn_zone",
+    "sdn_vnet",
+    "sdn_fabric",
 ]
 
 
