@@ -78,6 +78,19 @@ class Sdn:
                 out[v.zone]["status"] = "error"
         return out
 
+    def plug_error(self, bridge: str, node: str) -> str | None:
+        """Why a NIC on ``bridge`` cannot be plugged on ``node`` (Zones.pm tap_plug; a missing bridge makes
+        PVE::Network::tap_plug die), or None; a plain bridge is not SDN's concern."""
+        v = self.vnets.get(bridge)
+        if v is None or v.state == "new":
+            return None
+        zone = self.zones.get(v.zone)
+        if zone is None or not zone.on(node):
+            return f"vnet {bridge} is not allowed on this node"
+        if node in self.reload_pending:
+            return f"bridge '{bridge}' does not exist"
+        return None
+
     def vnet_status(self, node: str, zone: str) -> list[dict[str, Any]]:
         """The vnets of ``zone`` on ``node`` as ``/nodes/{node}/sdn/zones/{zone}/content`` lists them."""
         z = self.zones.get(zone)
