@@ -21,6 +21,7 @@ MODULES = (
     "writes",
     "config_writes",
     "ceph",
+    "agent",
 )
 
 

@@ -23,6 +23,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 
 ALL_AREAS = tuple(HEALTH_AREAS)
@@ -137,6 +138,8 @@ class Collector:
         if preconditions:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit)
+        if self._want("guests") and d.agent:  # in-guest filesystems of the VMs whose agent answered the probe
+            d.missing += await read_agent_filesystems(self.client, d)
         await self._declared_reads()
         if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
