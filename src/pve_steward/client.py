@@ -128,6 +128,8 @@ API_WORDS = frozenset(
         "network-get-interfaces",
         "get-osinfo",
         "get-fsinfo",
+        "fabrics",
+        "neighbors",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).
@@ -194,6 +196,16 @@ def replication_job(value: str, param: str = "job") -> Segment:
 def ceph_flag(value: str, param: str = "flag") -> Segment:
     if value not in CEPH_FLAGS:
         raise ids.InvalidIdentifier(param, value, f"Ceph flags are {', '.join(sorted(CEPH_FLAGS))}")
+    return Segment(value)
+
+
+# pve-network / proxmox-ve-rs FabricId: letters, digits and '-', at most 8 characters
+_SDN_FABRIC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,7}$")
+
+
+def sdn_fabric(value: str, param: str = "fabric") -> Segment:
+    if not _SDN_FABRIC.match(value):
+        raise ids.InvalidIdentifier(param, value, "SDN fabric ids are 1-8 letters, digits and '-'")
     return Segment(value)
 
 

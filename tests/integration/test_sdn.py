@@ -41,8 +41,12 @@ async def test_sdn_findings_in_the_health_check(start_sim: Any, server_for: Any,
     expected = {("SDN_ZONE_ERROR", "lab", "pve2"), ("SDN_CONFIG_PENDING", "dmz", None)}
     if version.startswith("9"):  # fabrics (and their status in /cluster/resources) came with PVE 9
         expected.add(("SDN_FABRIC_NOT_OK", "fab1", "pve3"))
+        expected |= {("SDN_FABRIC_NEIGHBOR_DOWN", "fab1", n) for n in ("pve1", "pve2", "pve3")}
     assert _sdn(report) == expected
     assert report["complete"] is True
+    if version.startswith("9"):
+        down = {f["evidence"]["neighbor"] for f in report["findings"] if f["code"] == "SDN_FABRIC_NEIGHBOR_DOWN"}
+        assert down == {"pve1", "pve2", "pve3"}  # pve1 and pve2 lost pve3; pve3 lost both
 
 
 async def test_a_zone_not_applied_on_a_node_is_pending(start_sim: Any, server_for: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pve_steward.analysis.checks.sdn import fabric_status, pending_config, zone_status
+from pve_steward.analysis.checks.sdn import fabric_neighbors, fabric_status, pending_config, zone_status
 from pve_steward.analysis.migration import assess
 from pve_steward.analysis.planner import plan_evacuation
 from pve_steward.analysis.thresholds import Thresholds
@@ -163,3 +163,30 @@ def test_evacuation_plan_places_the_vnet_guest_only_where_its_zone_is() -> None:
     assert any(b.code == "MIGRATE_SDN_VNET_UNAVAILABLE" for b in plan.blockers if b.vmid == 104), plan.blockers
     plan = plan_evacuation(d, "pve1")
     assert [(s.vmid, s.target) for s in plan.steps] == [(104, "pve2")]
+
+
+def test_fabric_neighbours_not_up_per_protocol() -> None:
+    rows = [fabric_row("pve1", "fab1", "ok"), {**fabric_row("pve1", "ospf1", "ok"), "protocol": "ospf"}]
+    d = _data(rows)
+    d.reads["sdn_fabric_neighbors"] = {
+        "pve1": {
+            "fab1": [
+                {"neighbor": "pve2", "status": "Up", "uptime": "12d4h"},
+                {"neighbor": "pve3", "status": "Down", "uptime": ""},
+                {"neighbor": "pve4", "status": "Initializing", "uptime": ""},
+            ],
+            "ospf1": [
+                {"neighbor": "10.99.0.2", "status": "Full/-", "uptime": "1d"},
+                {"neighbor": "10.99.0.3", "status": "2-Way/DROther", "uptime": "1d"},
+                {"neighbor": "10.99.0.4", "status": "Init/DROther", "uptime": "0s"},
+            ],
+        }
+    }
+    found = fabric_neighbors(d, Thresholds())
+    assert {(f.subject.id, f.evidence["neighbor"]) for f in found} == {
+        ("fab1", "pve3"),
+        ("fab1", "pve4"),
+        ("ospf1", "10.99.0.4"),
+    }
+    d.reads["sdn_fabric_neighbors"] = {"pve1": {"fab1": [{"neighbor": "pve2", "status": "Up", "uptime": "1d"}]}}
+    assert fabric_neighbors(d, Thresholds()) == []

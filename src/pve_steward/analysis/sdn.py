@@ -18,6 +18,7 @@ from pve_steward.pve.guestconfig import parse_property_string
 
 ZONES = "sdn_zones"
 VNETS = "sdn_vnets"
+FABRIC_NEIGHBORS = "sdn_fabric_neighbors"  # node -> fabric -> FRR neighbour rows (tools/sdnread.py)
 _NET_KEY = re.compile(r"^net\d+$")
 
 
@@ -106,6 +107,16 @@ def vnet_zones(data: ClusterData) -> dict[str, str] | None:
 def pending_objects(rows: list[Row]) -> list[Row]:
     """Objects whose config differs from the running config (``state`` set by pending_config)."""
     return [r for r in rows if r.get("state") in ("new", "changed", "deleted")]
+
+
+def neighbor_down(protocol: str, status: str) -> bool:
+    """Whether FRR's neighbour state means the adjacency is down: OpenFabric reports Up/Down/Initializing
+    (proxmox-frr de::openfabric::AdjacencyState), OSPF its state machine ("Full/-", "2-Way/DROther", "Init/..."),
+    where Full and 2-Way (neighbours that are not DR/BDR on a broadcast link) are healthy."""
+    state = status.strip().lower()
+    if protocol == "ospf":
+        return not state.startswith(("full", "2-way"))
+    return state != "up"
 
 
 def guest_bridges(raw: Row) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
+from pve_steward.tools.sdnread import read_fabric_neighbors
 
 ALL_AREAS = tuple(HEALTH_AREAS)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests"}
@@ -141,6 +142,8 @@ class Collector:
         if self._want("guests") and d.agent:  # in-guest filesystems of the VMs whose agent answered the probe
             d.missing += await read_agent_filesystems(self.client, d)
         await self._declared_reads()
+        if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read
+            d.missing += await read_fabric_neighbors(self.client, d)
         if self._want("ceph"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
             d.missing += gaps

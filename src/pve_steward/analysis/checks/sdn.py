@@ -11,7 +11,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.sdn import VNETS, ZONES, network_status, pending_objects
+from pve_steward.analysis.sdn import FABRIC_NEIGHBORS, VNETS, ZONES, neighbor_down, network_status, pending_objects
 from pve_steward.analysis.thresholds import Thresholds
 
 _AUDIT = "SDN.Audit on /sdn/zones"
@@ -131,6 +131,47 @@ def fabric_status(data: ClusterData, t: Thresholds) -> list[Finding]:
         for s in network_status(data)
         if s.kind == "fabric" and s.status != "ok"
     ]
+
+
+@check(
+    "sdn",
+    codes=[
+        Code(
+            "SDN_FABRIC_NEIGHBOR_DOWN",
+            "warning",
+            "SDN fabric neighbour down",
+            "PVE 9: FRR on a node reports a fabric neighbour whose adjacency is not up (OpenFabric: not 'Up'; "
+            "OSPF: not Full or 2-Way): the link to that node is lost, so the fabric runs without that path, or "
+            "not at all when it was the only one.",
+            "Check the link between the two nodes (cabling, the interfaces in the fabric, MTU) and FRR on both "
+            "(vtysh -c 'show openfabric neighbor' / 'show ip ospf neighbor').",
+        )
+    ],
+    needs=[],
+    pve="pve-network src/PVE/API2/Network/SDN/Nodes/Fabric.pm neighbors; proxmox-perl-rs pve-rs/src/sdn/status.rs "
+    "NeighborStatus",
+)
+def fabric_neighbors(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Fabric neighbours not up, as each node's FRR reports them (read by tools/sdnread.py)."""
+    protocols = {(s.id, s.node): s.detail for s in network_status(data) if s.kind == "fabric"}
+    out = []
+    for node, fabrics in sorted(data.read_nodes(FABRIC_NEIGHBORS).items()):
+        for fabric, rows in sorted(fabrics.items()):
+            protocol = protocols.get((fabric, node), "")
+            for r in rows if isinstance(rows, list) else []:
+                status = str(r.get("status", "")) if isinstance(r, dict) else ""
+                if not isinstance(r, dict) or not neighbor_down(protocol, status):
+                    continue
+                neighbor = str(r.get("neighbor", "?"))
+                out.append(
+                    finding(
+                        "SDN_FABRIC_NEIGHBOR_DOWN",
+                        Subject(kind="sdn_fabric", id=fabric, node=node),
+                        f"SDN fabric {fabric}: {node} sees neighbour {neighbor} as '{status}'",
+                        {"fabric": fabric, "node": node, "neighbor": neighbor, "status": status, "protocol": protocol},
+                    )
+                )
+    return out
 
 
 @check(
