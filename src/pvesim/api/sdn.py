@@ -36,26 +36,21 @@ def index(call: Call) -> list[dict[str, Any]]:
 def _row(obj: Zone | Vnet, key: str, mode: str) -> dict[str, Any] | None:
     """One object as the index shows it: ``PVE::Network::SDN::pending_config`` for ``pending``, the running
     config for ``running``, the edited config otherwise."""
-    head: dict[str, Any] = {key: obj.id}
-    if isinstance(obj, Zone):
-        head["type"] = obj.type
-    else:
-        head["zone"] = obj.zone
-    edited = {**obj.options, **{k: v for k, v in obj.pending.items() if v != "deleted"}}
-    edited = {k: v for k, v in edited.items() if obj.pending.get(k) != "deleted"}
+    head: dict[str, Any] = {key: obj.id, "type": obj.type} if isinstance(obj, Zone) else {key: obj.id}
+    own = {} if isinstance(obj, Zone) else {"zone": obj.zone}  # a vnet's zone is config like any other key
     if mode == "running":
-        return None if obj.state == "new" else {**head, **obj.options}
+        return None if obj.state == "new" else {**head, **own, **obj.options}
     if mode == "pending":
-        if obj.state == "new":
-            return {**head, "state": "new", "pending": dict(obj.pending or obj.options)}
-        row = {**head, **obj.options}
+        if obj.state == "new":  # pending_config: only type and vnet stay outside 'pending'
+            return {**head, "state": "new", "pending": {**own, **(obj.pending or obj.options)}}
+        row = {**head, **own, **obj.options}
         if obj.state:
             row["state"] = obj.state
             row["pending"] = dict(obj.pending)
         return row
     if obj.state == "deleted":
         return None
-    return {**head, **(edited if obj.state != "new" else {**obj.options, **obj.pending})}
+    return {**head, **own, **{k: v for k, v in {**obj.options, **obj.pending}.items() if v != "deleted"}}
 
 
 def _mode(call: Call) -> str:
