@@ -44,6 +44,7 @@ TITLES = {
     "upgrade": "UPGRADE READINESS (PVE 8 TO 9)",
     "node": "NODE HEALTH",
     "storage": "STORAGE",
+    "sdn": "SDN",
 }
 
 

@@ -161,6 +161,15 @@ API_WORDS = frozenset(
         "hosts",
         "hardware",
         "smart",
+        "sdn",
+        "zones",
+        "vnets",
+        "interfaces",
+        "network-get-interfaces",
+        "get-osinfo",
+        "get-fsinfo",
+        "fabrics",
+        "neighbors",
     }
 )
 # The OSD map flags PVE's Ceph API can set (pve-manager PVE/Ceph/Tools.pm get_possible_osd_flags).
@@ -237,6 +246,16 @@ _DATASTORE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._\-]{2,31}")
 def datastore(value: str, param: str = "store") -> Segment:
     if not isinstance(value, str) or not _DATASTORE_RE.fullmatch(value):
         raise ids.InvalidIdentifier(param, str(value), "a PBS datastore name: 3 to 32 of A-Z a-z 0-9 _ . -")
+    return Segment(value)
+
+
+# pve-network / proxmox-ve-rs FabricId: letters, digits and '-', at most 8 characters
+_SDN_FABRIC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,7}$")
+
+
+def sdn_fabric(value: str, param: str = "fabric") -> Segment:
+    if not _SDN_FABRIC.match(value):
+        raise ids.InvalidIdentifier(param, value, "SDN fabric ids are 1-8 letters, digits and '-'")
     return Segment(value)
 
 

@@ -335,11 +335,26 @@ def task_blocker(
             return f"can't migrate local disk '{disk.volid}': {err}"
         if running and disk.attached and not disk.unused and not disk.cdrom and not with_local_disks:
             return "can't live migrate attached local disks without with-local-disks option"
+    plug = _plug_error(c, g, target) if running and online else None
+    if plug:  # the target's 'qm start --migratedfrom' plugs the NICs (qemu-server src/usr/pve-bridge)
+        return f"migration problems: start failed on target: {plug}"
     if running and online and _cpu_host(g) and c.nodes[target].cpu_model != c.nodes[g.node].cpu_model:
         return (
             "migration problems: VM qmp command 'migrate' failed - target host CPU "
             f"'{c.nodes[target].cpu_model}' lacks features of the source host CPU (cpu: host)"
         )
+    return None
+
+
+def _plug_error(c: Cluster, g: Guest, target: str) -> str | None:
+    if c.sdn is None:
+        return None
+    for key, value in sorted(g.config.items()):
+        if key.startswith("net") and key[3:].isdecimal():
+            bridge = pveconfig.parse_property_string(value, "model").get("bridge", "")
+            err = c.sdn.plug_error(bridge, target)
+            if err:
+                return err
     return None
 
 

@@ -27,6 +27,7 @@ from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
 from pvesim.firewall import cluster_log_from, firewall_from
 from pvesim.nodehealth import health_from
+from pvesim.sdn import sdn_from
 from pvesim.state import (
     Clock,
     Cluster,
@@ -195,6 +196,7 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     c.cluster_log = cluster_log_from(data.get("cluster_log", []), c.tasks, now)
     c.options.setdefault("task_failures", list(data.get("task_failures", [])))
     c.ceph = ceph_from(data.get("ceph"), list(c.nodes))
+    c.sdn = sdn_from(data.get("sdn"), list(c.nodes), major(pve_version))
     return c
 
 
@@ -454,6 +456,7 @@ def _guest(gd: dict[str, Any], now: float) -> Guest:
         cpu_usage=float(gd.get("cpu", 0.05)),
         mem_fraction=float(gd.get("mem", 0.6)),
         agent_responding=bool(gd.get("agent_responding", True)),
+        agent_data=dict(gd.get("agent_data") or {}),
         pool=gd.get("pool"),
         pending={str(k): _config_value(v) for k, v in (gd.get("pending") or {}).items()},
         pending_delete={str(k).lstrip("!"): str(k).startswith("!") for k in gd.get("pending_delete") or []},

@@ -16,6 +16,7 @@ from pvesim.access import AccessDb, Token
 from pvesim.ceph import Ceph
 from pvesim.firewall import Firewall
 from pvesim.nodehealth import NodeHealth
+from pvesim.sdn import Sdn
 
 MiB = 1024**2
 GiB = 1024**3
@@ -145,6 +146,7 @@ class Guest:
     cpu_usage: float = 0.05
     mem_fraction: float = 0.6
     agent_responding: bool = True
+    agent_data: dict[str, Any] = field(default_factory=dict)  # what the guest agent answers: interfaces, osinfo, fsinfo
     pool: str | None = None  # resource pool membership (user.cfg)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     # the config's [PENDING] section: values waiting for a restart, and keys to delete (True: force)
@@ -304,6 +306,7 @@ class Cluster:
     firewall: Firewall = field(default_factory=Firewall)  # cluster.fw and each host.fw
     metric_servers: list[dict[str, Any]] = field(default_factory=list)  # status.cfg
     cluster_log: list[dict[str, Any]] = field(default_factory=list)  # the cluster log's entries, oldest first
+    sdn: Sdn | None = None  # None: no SDN objects configured
     next_pid: int = 20_000
     roles: dict[str, frozenset[str]] = field(default_factory=dict)  # built-in (as the release has them) + custom
     corosync: dict[str, Any] = field(default_factory=dict)  # knobs: nodes (per-node overrides), totem, qdevice

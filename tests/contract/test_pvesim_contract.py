@@ -23,6 +23,7 @@ SHARED = ROOT.parent / "shared" / "pve-api"
 UPID = re.compile(r"^UPID:[^:]+:[0-9A-F]{8}:[0-9A-F]{8}:[0-9A-F]{8}:[^:]+:[^:]*:[^:]+:$")
 # Routes that exist only from PVE 9 on (checked against the 8.4 schema in the test below).
 PVE9_ONLY = {("GET", "/cluster/ha/rules"), ("GET", "/nodes/{node}/lxc/{vmid}/migrate")}
+PVE9_ONLY |= {("GET", "/cluster/sdn/fabrics/fabric"), ("GET", "/nodes/{node}/sdn/fabrics/{fabric}/neighbors")}
 
 # Where real PVE contradicts its own schema and pvesim follows real PVE (see shared pve-api notes).
 KNOWN_DEVIATIONS = {
@@ -48,6 +49,9 @@ PARAMS: dict[str, dict[str, str]] = {
     "/cluster/ceph/flags/{flag}": {"flag": "noout"},
     "/nodes/{node}/disks/smart": {"node": "pve3"},
     "/nodes/{node}/disks/zfs/{name}": {"node": "pve3", "name": "tank"},
+    "/nodes/{node}/sdn/zones/{zone}/content": {"node": "pve2", "zone": "lab"},
+    "/nodes/{node}/sdn/fabrics/{fabric}/neighbors": {"node": "pve1", "fabric": "fab1"},
+    "/nodes/{node}/lxc/{vmid}/interfaces": {"node": "pve1", "vmid": "120"},
 }
 # Required query parameters of a GET, per template.
 QUERY: dict[str, dict[str, str]] = {

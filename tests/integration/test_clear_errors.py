@@ -41,7 +41,9 @@ async def test_meta_mode_names_the_action_it_needs(demo_sim: SimServer, tmp_path
         higher = text_of(await c.call_tool("operate", {"action": "guest_unlock", "vmid": 111}))
         no_tool = text_of(await c.call_tool("administer", {"action": "guest_unlock", "vmid": 111}))
         bad_value = text_of(await c.call_tool("guests", {"action": "list_guests", "type": "vm"}))
-    assert missing == "guests needs the parameter 'action', one of: get_guest, list_guests, list_snapshots"
+    assert missing == (
+        "guests needs the parameter 'action', one of: get_guest, guest_agent_info, list_guests, list_snapshots"
+    )
     assert unknown.startswith("unknown action 'delete_everything' for guests; 'action' must be one of: get_guest")
     assert wrong_type.startswith("unknown action 5 for guests")
     assert elsewhere == "action 'get_task' belongs to another tool: call tasks with action=get_task"

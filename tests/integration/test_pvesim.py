@@ -27,7 +27,8 @@ def test_every_read_endpoint_answers(demo_sim: SimServer) -> None:
     assert pve.version.get()["release"] == "9.1"
     status = pve.cluster.status.get()
     assert status[0]["type"] == "cluster" and status[0]["quorate"] == 1
-    assert {r["type"] for r in pve.cluster.resources.get()} == {"node", "qemu", "lxc", "storage"}
+    # "network": PVE 9.1's SDN zone and fabric status rows (pve-manager 9.0.12+)
+    assert {r["type"] for r in pve.cluster.resources.get()} == {"node", "qemu", "lxc", "storage", "network"}
     assert {r["type"] for r in pve.cluster.resources.get(type="node")} == {"node"}
     assert pve.cluster.tasks.get()
     assert {e["type"] for e in pve.cluster.ha.status.current.get()} >= {"quorum", "master", "lrm", "service"}

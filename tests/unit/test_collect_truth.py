@@ -76,6 +76,7 @@ async def test_agent_probe_only_pves_not_running_answer_is_a_verdict() -> None:
         fake.on("GET", f"/nodes/pve1/qemu/{vmid}/config", qemu_config(f"g{vmid}", agent="1"))
         fake.on("GET", f"/nodes/pve1/qemu/{vmid}/agent/info", answer)
     fake.on("GET", "/nodes/{node}/tasks", [])
+    fake.on("GET", "/nodes/pve1/qemu/100/agent/get-fsinfo", {"result": []})  # asked of answering agents only
     d = await collect(fake, NOW, ["guests"], agent_probe_limit=10)
     assert d.agent == {100: True, 101: False}
     skipped = [m for m in d.missing if m.optional]

@@ -34,7 +34,7 @@ XSS = "<img src=x onerror=alert(1)>"
 
 # the four viewed tools and the arguments the demo is shown with
 CALLS: dict[str, dict[str, Any]] = {
-    "check_cluster_health": {"limit": 20},  # past the demo's criticals, so the view has warnings to filter
+    "check_cluster_health": {"limit": 30},  # past the demo's criticals, so the view has warnings to filter
     "plan_node_evacuation": {"node": "pve2"},
     "diagnose_backups": {"detail": True},
     "diagnose_migratability": {"detail": True},

@@ -56,6 +56,9 @@ SubjectKind = Literal[
     "realm",
     "pool",
     "firewall_rule",
+    "sdn_zone",
+    "sdn_vnet",
+    "sdn_fabric",
 ]
 
 

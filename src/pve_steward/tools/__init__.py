@@ -23,6 +23,7 @@ MODULES = (
     "config_writes",
     "ceph",
     "upgrade",
+    "agent",
 )
 
 

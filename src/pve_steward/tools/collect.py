@@ -25,8 +25,10 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
+from pve_steward.tools.sdnread import read_fabric_neighbors
 
 ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
@@ -142,7 +144,11 @@ class Collector:
         if preconditions:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit, pending_probe_limit)
+        if self._want("guests") and d.agent:  # in-guest filesystems of the VMs whose agent answered the probe
+            d.missing += await read_agent_filesystems(self.client, d)
         await self._declared_reads()
+        if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read
+            d.missing += await read_fabric_neighbors(self.client, d)
         if self._want("ceph", "upgrade"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
             d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
             ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)

@@ -2,6 +2,7 @@
 
 from pvesim.api import (  # noqa: F401
     access,
+    agent,
     ceph,
     cluster,
     firewall,
@@ -10,6 +11,7 @@ from pvesim.api import (  # noqa: F401
     monitoring,
     nodehealth,
     nodes,
+    sdn,
     storage,
     system,
 )

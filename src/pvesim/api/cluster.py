@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from pvesim.api import render
+from pvesim.api import render, sdn
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Cluster, Guest
 
@@ -75,6 +75,8 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
                     or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
                 ):
                     rows.append(render.storage_resource(c, s, n.name))
+    if want in (None, "sdn"):  # PVE 9.1's network rows come only unfiltered: the type enum has no 'network'
+        rows += [r for r in sdn.resource_rows(call) if want is None or r["type"] == "sdn"]
     return rows
 
 

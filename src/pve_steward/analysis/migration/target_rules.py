@@ -10,6 +10,7 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.migration.devices import mapping_nodes
 from pve_steward.analysis.migration.model import Reason, TargetVerdict, reason
+from pve_steward.analysis.migration.sdn import guest_vnets, sdn_reasons
 from pve_steward.analysis.migration.storage import storage_on
 from pve_steward.analysis.migration.targets import cpu_model, replication_jobs_of
 from pve_steward.analysis.pverules import pve_rule
@@ -141,7 +142,8 @@ def target_groups(
     """Target-specific reasons, computed once per group of nodes that are alike for this guest."""
     storages, check_cpu = target_needs(cfg, running)
     jobs = replication_jobs_of(data, cfg.vmid) if cfg.type == "qemu" else []
-    per_node = per_node or bool(mapped)
+    vnets = guest_vnets(data, cfg.vmid)
+    per_node = per_node or bool(mapped) or bool(vnets)
     memo = data.memo["groups"]
     memo_key = (storages, check_cpu, targets_key)
     if not jobs and not per_node and memo_key in memo:
@@ -170,6 +172,8 @@ def target_groups(
         reasons += replication_reasons(jobs, repl, running)
         if mapped and one:
             reasons += mapping_reasons(data, mapped, one)
+        if vnets and one:
+            reasons += sdn_reasons(data, vnets, one)
         out.append(TargetVerdict(nodes=nodes, mode=None, reasons=reasons))
     out.sort(key=lambda t: t.nodes)
     if not jobs and not per_node:

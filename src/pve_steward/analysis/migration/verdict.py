@@ -12,6 +12,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.migration.devices import Devices, clipboard_vnc, local_resources, mapped_live
 from pve_steward.analysis.migration.model import RANK, Migratability, Reason, TargetVerdict, reason
 from pve_steward.analysis.migration.pvecheck import compare
+from pve_steward.analysis.migration.sdn import guest_vnets
 from pve_steward.analysis.migration.storage import parse_volname, storage_shared, storage_type
 from pve_steward.analysis.migration.target_rules import target_groups
 from pve_steward.analysis.migration.targets import eligible_targets
@@ -168,6 +169,8 @@ def situation(
     if vmid in data.snapshot_configs:
         return None
     if cfg.mapped_devices or any(k.startswith("virtiofs") for k in cfg.local_devices):
+        return None
+    if guest_vnets(data, vmid):  # SDN zones decide per node
         return None
     ha = vmid in data.ha_by_vmid
     return (shape(data, cfg), gtype, str(status), allow_downtime, targets_key(row, allowed, denied), ha)

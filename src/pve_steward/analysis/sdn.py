@@ -1,0 +1,130 @@
+"""SDN as the API shows it: zones and vnets (running config plus unapplied edits) and their status per node.
+
+Three reads feed it. ``GET /cluster/sdn/zones?pending=1`` and ``/cluster/sdn/vnets?pending=1`` answer
+``PVE::Network::SDN::pending_config`` (pve-network src/PVE/Network/SDN.pm): each object with its running
+values, and ``state`` (new / changed / deleted) plus ``pending`` (the edits) where the config differs from
+what was last applied. ``/cluster/resources`` (already read for everything else) carries each node's zone
+status as pvestatd broadcasts it (``PVE::Network::SDN::Zones::status``): ``sdn`` rows up to pve-manager
+9.0.11, ``network`` rows (zones and PVE 9 fabrics) from 9.0.12 on, when a node's ``sdn`` rows are hidden.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.pve.guestconfig import parse_property_string
+
+ZONES = "sdn_zones"
+VNETS = "sdn_vnets"
+FABRIC_NEIGHBORS = "sdn_fabric_neighbors"  # node -> fabric -> FRR neighbour rows (tools/sdnread.py)
+_NET_KEY = re.compile(r"^net\d+$")
+
+
+@dataclass(frozen=True)
+class ZoneStatus:
+    """One node's status of one zone or fabric, as a ``/cluster/resources`` row gives it."""
+
+    kind: str  # zone | fabric
+    id: str
+    node: str
+    status: str  # zone: available | pending | error (| ok for localnetwork); fabric: ok | not ok
+    detail: str = ""  # zone type or fabric protocol
+
+
+def network_status(data: ClusterData) -> list[ZoneStatus]:
+    """Every SDN status row of ``/cluster/resources`` (both row shapes); the built-in localnetwork left out."""
+    memo = data.memo["sdn_status"]
+    if "rows" not in memo:
+        out = []
+        for r in data.resources:
+            kind = r.get("type")
+            if kind == "sdn":
+                ident, what, detail = r.get("sdn"), "zone", r.get("zone-type")
+            elif kind == "network" and r.get("network-type") in ("zone", "fabric"):
+                ident, what = r.get("network"), str(r["network-type"])
+                detail = r.get("zone-type") if what == "zone" else r.get("protocol")
+            else:
+                continue
+            if not ident or ident == "localnetwork" or not r.get("node"):
+                continue
+            out.append(ZoneStatus(what, str(ident), str(r["node"]), str(r.get("status", "")), str(detail or "")))
+        memo["rows"] = out
+    return list(memo["rows"])
+
+
+def zone_status_on(data: ClusterData, zone: str, node: str) -> str | None:
+    """The status ``node`` reports for ``zone``; None when it reports none (zone not there, or no SDN row)."""
+    memo = data.memo["sdn_status"]
+    if "zones" not in memo:
+        memo["zones"] = {(s.id, s.node): s.status for s in network_status(data) if s.kind == "zone"}
+    status = memo["zones"].get((zone, node))
+    return None if status is None else str(status)
+
+
+@dataclass(frozen=True)
+class ZoneConfig:
+    id: str
+    type: str
+    nodes: tuple[str, ...] | None  # the running config's restriction; None: every node
+    applied: bool  # in the running config (False for a zone created but not applied)
+
+
+def zones(data: ClusterData) -> dict[str, ZoneConfig] | None:
+    """The running zones by id; None when the zones could not be read."""
+    rows = data.read(ZONES)
+    if rows is None:
+        return None
+    memo = data.memo["sdn_zones"]
+    if "zones" not in memo:
+        out = {}
+        for r in rows:
+            nodes = str(r.get("nodes") or "")
+            out[str(r.get("zone"))] = ZoneConfig(
+                id=str(r.get("zone")),
+                type=str(r.get("type", "")),
+                nodes=tuple(n.strip() for n in nodes.split(",") if n.strip()) or None,
+                applied=r.get("state") != "new",
+            )
+        memo["zones"] = out
+    return dict(memo["zones"])
+
+
+def vnet_zones(data: ClusterData) -> dict[str, str] | None:
+    """Running vnet -> zone; None when the vnets could not be read. A vnet not yet applied has no bridge."""
+    rows = data.read(VNETS)
+    if rows is None:
+        return None
+    memo = data.memo["sdn_zones"]
+    if "vnets" not in memo:
+        memo["vnets"] = {
+            str(r["vnet"]): str(r["zone"]) for r in rows if r.get("vnet") and r.get("zone") and r.get("state") != "new"
+        }
+    return dict(memo["vnets"])
+
+
+def pending_objects(rows: list[Row]) -> list[Row]:
+    """Objects whose config differs from the running config (``state`` set by pending_config)."""
+    return [r for r in rows if r.get("state") in ("new", "changed", "deleted")]
+
+
+def neighbor_down(protocol: str, status: str) -> bool:
+    """Whether FRR's neighbour state means the adjacency is down: OpenFabric reports Up/Down/Initializing
+    (proxmox-frr de::openfabric::AdjacencyState), OSPF its state machine ("Full/-", "2-Way/DROther", "Init/..."),
+    where Full and 2-Way (neighbours that are not DR/BDR on a broadcast link) are healthy."""
+    state = status.strip().lower()
+    if protocol == "ospf":
+        return not state.startswith(("full", "2-way"))
+    return state != "up"
+
+
+def guest_bridges(raw: Row) -> tuple[str, ...]:
+    """The bridges a guest config's NICs use (``netN: ...,bridge=<name>``, VMs and containers alike)."""
+    out = []
+    for key, value in raw.items():
+        if _NET_KEY.match(str(key)):
+            bridge = parse_property_string(str(value)).get("bridge")
+            if bridge:
+                out.append(bridge)
+    return tuple(sorted(set(out)))

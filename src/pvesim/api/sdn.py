@@ -1,0 +1,190 @@
+"""PVE's SDN read API (pve-network src/PVE/API2/Network/SDN.pm, SDN/Zones.pm, SDN/Vnets.pm, SDN/Nodes/*.pm,
+SDN/Fabrics/Fabric.pm, SDN/Nodes/Fabric.pm) and the SDN rows of ``/cluster/resources``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pvesim.api.registry import ApiError, Call, route
+from pvesim.sdn import Fabric, Sdn, Vnet, Zone
+from pvesim.state import Cluster
+
+_AUDIT = ("SDN.Audit", "SDN.Allocate")
+
+
+def _sdn(call: Call) -> Sdn:
+    return call.cluster.sdn or Sdn()
+
+
+def _major(c: Cluster) -> int:
+    head = c.version.split(".", 1)[0]
+    return int(head) if head.isdecimal() else 9
+
+
+def _can(call: Call, path: str) -> bool:
+    return any(call.can(path, p) for p in _AUDIT)
+
+
+@route("GET", "/cluster/sdn")
+def index(call: Call) -> list[dict[str, Any]]:
+    ids = ["vnets", "zones", "controllers", "ipams", "dns"]
+    if _major(call.cluster) >= 9:
+        ids.append("fabrics")
+    return [{"id": i} for i in ids]
+
+
+def _row(obj: Zone | Vnet, key: str, mode: str) -> dict[str, Any] | None:
+    """One object as the index shows it: ``PVE::Network::SDN::pending_config`` for ``pending``, the running
+    config for ``running``, the edited config otherwise."""
+    head: dict[str, Any] = {key: obj.id, "type": obj.type} if isinstance(obj, Zone) else {key: obj.id}
+    own = {} if isinstance(obj, Zone) else {"zone": obj.zone}  # a vnet's zone is config like any other key
+    if mode == "running":
+        return None if obj.state == "new" else {**head, **own, **obj.options}
+    if mode == "pending":
+        if obj.state == "new":  # pending_config: only type and vnet stay outside 'pending'
+            return {**head, "state": "new", "pending": {**own, **(obj.pending or obj.options)}}
+        row = {**head, **own, **obj.options}
+        if obj.state:
+            row["state"] = obj.state
+            row["pending"] = dict(obj.pending)
+        return row
+    if obj.state == "deleted":
+        return None
+    return {**head, **own, **{k: v for k, v in {**obj.options, **obj.pending}.items() if v != "deleted"}}
+
+
+def _mode(call: Call) -> str:
+    return "pending" if call.flag("pending") else "running" if call.flag("running") else "config"
+
+
+@route("GET", "/cluster/sdn/zones")
+def zones(call: Call) -> list[dict[str, Any]]:
+    out = []
+    for z in sorted(_sdn(call).zones.values(), key=lambda z: z.id):
+        if not _can(call, f"/sdn/zones/{z.id}") or (call.params.get("type") and call.params["type"] != z.type):
+            continue
+        row = _row(z, "zone", _mode(call))
+        if row is not None:
+            out.append(row)
+    return out
+
+
+@route("GET", "/cluster/sdn/vnets")
+def vnets(call: Call) -> list[dict[str, Any]]:
+    out = []
+    for v in sorted(_sdn(call).vnets.values(), key=lambda v: v.id):
+        if not _can(call, f"/sdn/zones/{v.zone}/{v.id}"):
+            continue
+        row = _row(v, "vnet", _mode(call))
+        if row is not None:
+            row["type"] = "vnet"
+            out.append(row)
+    return out
+
+
+@route("GET", "/nodes/{node}/sdn/zones")
+def node_zones(call: Call) -> list[dict[str, Any]]:
+    """SDN/Nodes/Zones.pm index: this node's zone status (``PVE::Network::SDN::status``)."""
+    status = _sdn(call).zone_status(call.params["node"])
+    return [
+        {"zone": z, "status": s["status"]}
+        for z, s in sorted(status.items())
+        if call.can(f"/sdn/zones/{z}", "SDN.Audit")
+    ]
+
+
+@route("GET", "/nodes/{node}/sdn/zones/{zone}/content")
+def zone_content(call: Call) -> list[dict[str, Any]]:
+    """SDN/Nodes/Zone.pm content: the zone's vnets on this node with their status."""
+    sdn, node, zone = _sdn(call), call.params["node"], call.params["zone"]
+    if zone not in sdn.zones:
+        raise ApiError(500, f"sdn zone '{zone}' does not exist")
+    return sdn.vnet_status(node, zone)
+
+
+def _fabric(call: Call) -> Fabric:
+    f = _sdn(call).fabrics.get(call.params["fabric"])
+    if f is None:
+        raise ApiError(500, f"fabric '{call.params['fabric']}' does not exist")
+    return f
+
+
+@route("GET", "/cluster/sdn/fabrics/fabric")
+def fabrics(call: Call) -> list[dict[str, Any]]:
+    return [
+        {"id": f.id, "protocol": f.protocol, **f.options}
+        for f in sorted(_sdn(call).fabrics.values(), key=lambda f: f.id)
+        if _can(call, f"/sdn/fabrics/{f.id}")
+    ]
+
+
+@route("GET", "/nodes/{node}/sdn/fabrics/{fabric}/neighbors")
+def fabric_neighbors(call: Call) -> list[dict[str, str]]:
+    """SDN/Nodes/Fabric.pm neighbors: FRR's adjacencies of this node in the fabric."""
+    return [dict(r) for r in _fabric(call).neighbors.get(call.params["node"], [])]
+
+
+def resource_rows(call: Call) -> list[dict[str, Any]]:
+    """``/cluster/resources`` SDN rows (pve-manager PVE/API2/Cluster.pm resources): pve-manager 9.0.12 on
+    broadcasts ``network`` rows (zones and fabrics, pvestatd update_network_status) and hides the node's old
+    ``sdn`` rows; before that, ``sdn`` rows per zone plus ``localnetwork`` on every node."""
+    c: Cluster = call.cluster
+    sdn = _sdn(call)
+    rows: list[dict[str, Any]] = []
+    major = _major(c)
+    network = major > 9 or (major == 9 and c.release != "9.0")
+    for n in c.nodes.values():
+        if not n.online:
+            continue  # a node that is down broadcasts nothing new; PVE keeps its last state, we drop it
+        if call.can("/sdn/zones/localnetwork", "SDN.Audit"):
+            if network:
+                rows.append(
+                    {
+                        "id": f"network/{n.name}/zone/localnetwork",
+                        "type": "network",
+                        "network-type": "zone",
+                        "network": "localnetwork",
+                        "node": n.name,
+                        "status": "ok",
+                    }
+                )
+            else:
+                rows.append(
+                    {"id": f"sdn/{n.name}/localnetwork", "sdn": "localnetwork", "node": n.name, "type": "sdn"}
+                    | {"status": "ok"}
+                )
+        for zid, st in sorted(sdn.zone_status(n.name).items()):
+            if not call.can(f"/sdn/zones/{zid}", "SDN.Audit"):
+                continue
+            if network:
+                rows.append(
+                    {
+                        "id": f"network/{n.name}/zone/{zid}",
+                        "type": "network",
+                        "network-type": "zone",
+                        "network": zid,
+                        "node": n.name,
+                        "status": st["status"],
+                        "zone-type": st["zone-type"],
+                    }
+                )
+            else:
+                row = {"id": f"sdn/{n.name}/{zid}", "sdn": zid, "node": n.name, "type": "sdn", "status": st["status"]}
+                if major >= 9:
+                    row["zone-type"] = st["zone-type"]
+                rows.append(row)
+        if network:
+            for f in sorted(sdn.fabrics.values(), key=lambda f: f.id):
+                if _can(call, f"/sdn/fabrics/{f.id}") and n.name in f.nodes:
+                    rows.append(
+                        {
+                            "id": f"network/{n.name}/fabric/{f.id}",
+                            "type": "network",
+                            "network-type": "fabric",
+                            "network": f.id,
+                            "node": n.name,
+                            "protocol": f.protocol,
+                            "status": "not ok" if n.name in f.not_ok else "ok",
+                        }
+                    )
+    return rows

@@ -1,0 +1,88 @@
+"""SDN end to end: MCP client -> server -> proxmoxer -> pvesim's SDN model, as PVE 8 and PVE 9.
+
+The demo plants: vnet lab20 failing its status check on pve2 (zone lab 'error' there), zone dmz created
+but not applied, fabric fab1 'not ok' on pve3, and VM 104 with a NIC on vnet tenant1 whose zone
+'tenants' covers pve1 and pve2 only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.conftest import wait_task
+from tests.integration.pve import api
+from tests.untrusted import plain
+
+pytestmark = pytest.mark.anyio
+
+
+async def _call(mcp: Any, tool: str, **args: Any) -> dict[str, Any]:
+    async with Client(mcp) as c:
+        result = await c.call_tool(tool, args)
+    assert result.is_error is False, result.content[0].text
+    return plain(result.structured_content)  # type: ignore[no-any-return]
+
+
+def _sdn(report: dict[str, Any]) -> set[tuple[str, str, str | None]]:
+    return {
+        (f["code"], f["subject"]["id"], f["subject"].get("node"))
+        for f in report["findings"]
+        if f["code"].startswith("SDN_")
+    }
+
+
+@pytest.mark.parametrize("version", ["8.4.1", "9.1.2"])
+async def test_sdn_findings_in_the_health_check(start_sim: Any, server_for: Any, version: str) -> None:
+    sim = start_sim("demo", version=version)
+    report = await _call(server_for(sim, "auditor@pve!mcp"), "check_cluster_health", areas=["sdn"], detail=True)
+    expected = {("SDN_ZONE_ERROR", "lab", "pve2"), ("SDN_CONFIG_PENDING", "dmz", None)}
+    if version.startswith("9"):  # fabrics (and their status in /cluster/resources) came with PVE 9
+        expected.add(("SDN_FABRIC_NOT_OK", "fab1", "pve3"))
+        expected |= {("SDN_FABRIC_NEIGHBOR_DOWN", "fab1", n) for n in ("pve1", "pve2", "pve3")}
+    assert _sdn(report) == expected
+    assert report["complete"] is True
+    if version.startswith("9"):
+        down = {f["evidence"]["neighbor"] for f in report["findings"] if f["code"] == "SDN_FABRIC_NEIGHBOR_DOWN"}
+        assert down == {"pve1", "pve2", "pve3"}  # pve1 and pve2 lost pve3; pve3 lost both
+
+
+async def test_a_zone_not_applied_on_a_node_is_pending(start_sim: Any, server_for: Any) -> None:
+    from pvesim import load_scenario
+
+    data = load_scenario("demo")
+    data["sdn"]["reload_pending"] = ["pve3"]
+    sim = start_sim(data)
+    report = await _call(server_for(sim, "auditor@pve!mcp"), "check_cluster_health", areas=["sdn"], detail=True)
+    assert ("SDN_ZONE_PENDING", "lab", "pve3") in _sdn(report)
+
+
+async def test_vnet_zone_makes_a_target_ineligible_in_the_plan(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo", speed=2000)
+    mcp = server_for(sim, "operator@pve!mcp")
+    only_pve3 = await _call(mcp, "plan_node_evacuation", node="pve1", targets=["pve3"], allow_offline=True)
+    blockers = {b["vmid"]: b for b in only_pve3["blockers"]}
+    assert blockers[104]["code"] == "MIGRATE_SDN_VNET_UNAVAILABLE", only_pve3["blockers"]
+    assert "tenant1" in blockers[104]["detail"]
+    assert 104 not in {s["vmid"] for s in only_pve3["steps"]}
+    plan = await _call(mcp, "plan_node_evacuation", node="pve1", allow_offline=True)
+    assert {s["vmid"]: s["target"] for s in plan["steps"]}[104] == "pve2"
+
+
+async def test_check_guest_migration_refuses_a_target_outside_the_zone(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo", speed=2000)
+    mcp = server_for(sim, "operator@pve!mcp")
+    move = await _call(mcp, "check_guest_migration", vmid=104, target="pve3")
+    assert move["can_move"] is False
+    assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
+    ok = await _call(mcp, "check_guest_migration", vmid=104, target="pve2")
+    assert ok["can_move"] is True and ok["mode"] == "live"
+    # and PVE agrees: the live move to pve3 fails when the target plugs the NIC, the one to pve2 succeeds
+    pve = api(sim)
+    upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve3", online=1)
+    status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
+    assert "vnet tenant1 is not allowed on this node" in str(status["exitstatus"])
+    upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
+    assert wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)["exitstatus"] == "OK"
