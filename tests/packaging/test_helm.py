@@ -58,7 +58,15 @@ def steward(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_every_manifest_is_valid_kubernetes() -> None:
-    docs = manifests({"pve.fingerprint": ":".join(["AB"] * 32), "audit.egressCIDRs": "{192.0.2.10/32}"})
+    docs = manifests(
+        {
+            "pve.fingerprint": ":".join(["AB"] * 32),
+            "audit.egressCIDRs": "{192.0.2.10/32}",
+            "pbs.url": "pbs.example.lan:8007",
+            "pbs.tokenId": "steward@pbs!monitor",
+            "pbs.egressCIDRs": "{10.0.20.5/32}",
+        }
+    )
     assert {d["kind"] for d in docs} >= {
         "Deployment",
         "Service",
@@ -94,7 +102,16 @@ def test_replicas_probes_and_security() -> None:
 
 def test_env_names_real_settings_and_secrets_are_references() -> None:
     """Every PVE_STEWARD_* variable the chart sets is a setting; no secret value is in the manifests."""
-    docs = manifests({"audit.syslog": "tls://siem.example:6514", "audit.required": "true", "pve.caSecret": "pve-ca"})
+    docs = manifests(
+        {
+            "audit.syslog": "tls://siem.example:6514",
+            "audit.required": "true",
+            "pve.caSecret": "pve-ca",
+            "pbs.url": "pbs.example.lan:8007",
+            "pbs.tokenId": "steward@pbs!monitor",
+            "pbs.fingerprint": ":".join(["CD"] * 32),
+        }
+    )
     env = steward(docs)["spec"]["template"]["spec"]["containers"][0]["env"]
     names = {e["name"].removeprefix("PVE_STEWARD_").lower() for e in env}
     assert names <= set(Settings.model_fields), names - set(Settings.model_fields)
@@ -119,6 +136,8 @@ def test_egress_goes_only_where_it_is_told() -> None:
 def test_missing_or_bad_values_are_named() -> None:
     no_url = render({"pve.url": ""}, check=False)
     assert no_url.returncode != 0 and "pve.url is required" in no_url.stderr
+    no_pbs_token = render({"pbs.url": "pbs.lan"}, check=False)
+    assert no_pbs_token.returncode != 0 and "pbs.tokenId is required" in no_pbs_token.stderr
     no_redis = render({"redis.enabled": "false"}, check=False)
     assert no_redis.returncode != 0 and "redis.externalUrl is required" in no_redis.stderr
     bad_tier = render({"pve.tier": "root"}, check=False)
