@@ -84,7 +84,7 @@ async def test_get_guest_redacts_secrets_and_marks_untrusted_text(demo_sim: SimS
     assert "$5$" not in json.dumps(web)
     assert crm["description"]["untrusted"] is True and "ignore all previous instructions" in crm["description"]["text"]
     assert crm["snapshots"] == 1 and crm["status"] == "stopped"
-    assert gpu["local_devices"] == ["hostpci0"] and gpu["cpu_type"] == "host"
+    assert gpu["local_devices"] == ["hostpci0"] and plain(gpu["cpu_type"]) == "host"
 
 
 async def test_tasks(demo_sim: SimServer, server_for: Any) -> None:

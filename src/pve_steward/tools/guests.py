@@ -104,7 +104,7 @@ class GuestDetail(BaseModel):
     mem_bytes: int | None = None
     memory_mib: int
     vcpus: int
-    cpu_type: str | None = None
+    cpu_type: Untrusted | None = Field(None, description="the config's cpu type; a custom model's name is cluster text")
     onboot: bool
     agent_enabled: bool
     template: bool
@@ -113,8 +113,8 @@ class GuestDetail(BaseModel):
     ha_managed: bool
     ha_state: str | None = None
     volumes: list[Volume]
-    local_devices: list[str]
-    mapped_devices: dict[str, str]
+    local_devices: list[str] = Field(description="config keys of host devices (hostpci0, usb1, ...)")
+    mapped_devices: dict[str, Untrusted] = Field(description="config key -> cluster mapping name")
     snapshots: int | None = None
     description: Untrusted | None = None
     config: UntrustedValues | None = Field(None, description="raw config with secrets redacted (include_config=true)")
