@@ -22,7 +22,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.request_state import RequestStateSecurity
-from mcp.types import INVALID_PARAMS, GetPromptResult, ToolAnnotations
+from mcp.types import INVALID_PARAMS, GetPromptResult, ListToolsResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
@@ -64,7 +64,7 @@ from pve_steward.registry import (
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
-from pve_steward.security.narrowing import narrowing, selection
+from pve_steward.security.narrowing import header_refusal, narrowing, selection
 from pve_steward.security.syslog import open_audit
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenSigner
@@ -134,6 +134,7 @@ class OpsServer(MCPServer[AppContext]):
     naming: Naming
     prompt_arguments: dict[str, frozenset[str]]
     readiness: Readiness  # GET /ready (http.py)
+    operations: dict[str, Operation]  # the registered operations (tools/list narrowing)
     identity: IdentityVerifier | None  # who is calling over HTTP (security/identity.py); None: not identified
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -204,6 +205,22 @@ class OpsServer(MCPServer[AppContext]):
             if cause is not None:
                 raise MCPError(INVALID_PARAMS, f"prompt '{name}': {cause}") from None
             raise
+
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        """tools/list as this request's narrowing headers leave it (security/narrowing.py): a tool is listed
+        when at least one of its operations may run, so a read-only client is not offered writes."""
+        result = await super()._handle_list_tools(ctx, params)
+        headers = getattr(getattr(ctx, "request", None), "headers", None)
+        ops: dict[str, Operation] = getattr(self, "operations", {})
+        tool_of = self.naming.tool_of if hasattr(self, "naming") else {}
+        if not headers or not ops or not any(h.lower().startswith("x-pve-steward-") for h in headers):
+            return result
+        allowed: dict[str, bool] = {}
+        for name, tool in tool_of.items():
+            op = ops[name]
+            ok = header_refusal(headers, op.name, op.toolset, op.tier, op.is_write) is None
+            allowed[tool] = allowed.get(tool, False) or ok
+        return result.model_copy(update={"tools": [t for t in result.tools if allowed.get(t.name, True)]})
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
@@ -548,6 +565,7 @@ def build_server(
         mcp.prompt_arguments = prompt_arguments
         mcp.readiness = readiness
         mcp.identity = verifier
+        mcp.operations = {op.name: op for op in ops}
     return mcp
 
 

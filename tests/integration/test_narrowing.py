@@ -79,15 +79,18 @@ async def test_headers_narrow_a_shared_server_and_never_widen_it(start_sim: Any,
         _, read, write, _ = await session(base)
         assert not read.is_error and not write.is_error  # no header: the server's own settings
 
-        _, read, write, sent = await session(base, **{"X-Pve-Steward-Read-Only": "1"})
+        everything, _, _, _ = await session(base)
+        listed, read, write, sent = await session(base, **{"X-Pve-Steward-Read-Only": "1"})
         assert not read.is_error and write.is_error and sent == 0
+        assert "guest_reboot" in everything and "guest_reboot" not in listed and "list_guests" in listed
         assert "asked for read-only (X-Pve-Steward-Read-Only)" in text(write)
 
         _, _, write, sent = await session(base, **{"X-Pve-Steward-Tier": "read_only"})
         assert write.is_error and sent == 0 and "narrowed the tier to read_only" in text(write)
 
-        _, read, write, _ = await session(base, **{"X-Pve-Steward-Toolsets": "tasks"})
+        listed, read, write, _ = await session(base, **{"X-Pve-Steward-Toolsets": "tasks"})
         assert read.is_error and "left out (X-Pve-Steward-Toolsets)" in text(read)
+        assert listed and "list_guests" not in listed and "list_tasks" in listed  # tools/list narrowed too
 
         # asking for more than the server allows: nothing above operator appears or runs
         tools, read, write, _ = await session(base, **{"X-Pve-Steward-Tier": "admin", "X-Pve-Steward-Read-Only": "0"})
