@@ -11,8 +11,8 @@ HTTP server a client may narrow its own requests with headers:
 
 A header never widens: the server's own settings are checked first (``guard.policy_refusal``) and the
 headers only add refusals. ``tools/list`` follows the headers too (server.py ``_handle_list_tools``): a
-tool is listed when at least one of its operations may run on that request. A header with a value that cannot be read refuses the call (a client trying to
-narrow must not be widened by a typo).
+tool is listed when at least one of its operations may run on that request. A header with a value that
+cannot be read refuses the call (a client trying to narrow must not be widened by a typo).
 """
 
 from __future__ import annotations
