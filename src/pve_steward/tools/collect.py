@@ -537,15 +537,11 @@ class Collector:
                 )
             )
         if denied:
-            self.data.missing.append(
-                Missing(
-                    what=f"PVE's migrate preconditions for {denied} VM(s)",
-                    path="/nodes/{node}/qemu/{vmid}/migrate",
-                    error="token lacks VM.Migrate",
-                    status=403,
-                    affects=("migration",),
-                    optional=True,
-                )
+            self._denied(
+                f"PVE's migrate preconditions for {denied} VM(s)",
+                "/nodes/{node}/qemu/{vmid}/migrate",
+                "token lacks VM.Migrate",
+                ("migration",),
             )
 
     async def _wave3(self, agent_probe_limit: int, pending_probe_limit: int | None = None) -> None:
@@ -655,15 +651,11 @@ class Collector:
                 g = self.data.guests.get(vmid, {})
                 self._miss(f"pending changes of guest {vmid}", key, value, g.get("node"), ("guests",))
         if denied:
-            self.data.missing.append(
-                Missing(
-                    what=f"pending changes of {denied} guest(s) (optional: needs more privileges)",
-                    path="/nodes/{node}/{type}/{vmid}/pending",
-                    error="token lacks VM.Audit on the guest",
-                    status=403,
-                    affects=("guests",),
-                    optional=True,
-                )
+            self._denied(
+                f"pending changes of {denied} guest(s) (optional: needs more privileges)",
+                "/nodes/{node}/{type}/{vmid}/pending",
+                "token lacks VM.Audit on the guest",
+                ("guests",),
             )
 
     def _take_agent_probes(self, got: dict[str, Any]) -> None:
@@ -686,16 +678,17 @@ class Collector:
                 g = self.data.guests.get(vmid, {})
                 self._miss(f"guest-agent state of VM {vmid}", key, value, g.get("node"), ("guests",))
         if denied:
-            self.data.missing.append(
-                Missing(
-                    what=f"guest-agent state of {denied} VM(s) (optional: needs more privileges)",
-                    path="/nodes/{node}/qemu/{vmid}/agent/info",
-                    error="token lacks VM.GuestAgent.Audit (PVE 9) or VM.Monitor (PVE 8)",
-                    status=403,
-                    affects=("guests",),
-                    optional=True,
-                )
+            self._denied(
+                f"guest-agent state of {denied} VM(s) (optional: needs more privileges)",
+                "/nodes/{node}/qemu/{vmid}/agent/info",
+                "token lacks VM.GuestAgent.Audit (PVE 9) or VM.Monitor (PVE 8)",
+                ("guests",),
             )
+
+    def _denied(self, what: str, path: str, error: str, affects: tuple[str, ...]) -> None:
+        """Per-guest reads a token may not make, said once for all of them: a check limited by privilege
+        (CHECK_SKIPPED), never a failure or a clean bill."""
+        self.data.missing.append(Missing(what=what, path=path, error=error, status=403, affects=affects, optional=True))
 
 
 async def collect(
