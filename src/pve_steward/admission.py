@@ -5,7 +5,7 @@ and every caller waited silently. Now a caller asking exactly what is already ru
 operation, same arguments) shares that run; at most ``heavy_calls`` different heavy operations
 run at once; a caller that cannot get a slot within ``busy_wait`` seconds is told "busy, retry
 in N s"; and the reads of a heavy operation are sent after the queued reads of cheap ones
-(client.py ``REQUEST_PRIORITY``), so a cheap call waits for a request, not for a queue.
+(requestpool.py ``REQUEST_PRIORITY``), so a cheap call waits for a request, not for a queue.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
-from pve_steward.client import BACKGROUND, REQUEST_PRIORITY
+from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
 from pve_steward.singleflight import SingleFlight
 
 R = TypeVar("R")

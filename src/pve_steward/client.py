@@ -10,25 +10,19 @@ has a timeout.
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import logging
-import queue
 import re
 import socket
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from contextvars import ContextVar
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
-from opentelemetry import context as otel_context
 from pydantic import SecretStr
 
 from pve_steward import metrics
@@ -48,6 +42,7 @@ from pve_steward.errors import (
     PveUnknownHost,
 )
 from pve_steward.pve import ids
+from pve_steward.requestpool import REQUEST_PRIORITY, RequestPool
 from pve_steward.security.tiers import Tier
 from pve_steward.telemetry import pve_request_span
 
@@ -324,6 +319,47 @@ def _adapter(fingerprint: str | None, pool_maxsize: int) -> HTTPAdapter:
     return cls(pool_connections=1, pool_maxsize=pool_maxsize)
 
 
+def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
+    """proxmoxer's session with a short path for reads; writes keep proxmoxer's own path.
+
+    ``requests.Session.request`` merges the session's defaults into every call (sessions.py
+    ``merge_setting``, with typing-Protocol ``isinstance`` checks) and resolves proxies, cookies and
+    redirects: about 30 % of a read's CPU, and reads are CPU-bound at the planner's concurrency
+    (issue 17). Our session has none of those to merge: token auth (no cookies), ``trust_env`` off
+    (no proxies), no hooks, and PVE's API does not redirect. So a GET is prepared once from the
+    session's headers and the token auth, and handed to the adapter (which pins the fingerprint).
+    """
+    from urllib.parse import urlencode
+
+    import requests
+    from proxmoxer.backends.https import ProxmoxHttpSession
+    from requests.structures import CaseInsensitiveDict
+
+    class LeanSession(ProxmoxHttpSession):  # type: ignore[misc]  # proxmoxer ships no types
+        def request(self, method: str, url: str, params: Any = None, **kwargs: Any) -> requests.Response:
+            if method != "GET" or any(v for v in kwargs.values()):
+                written: requests.Response = super().request(method, url, params=params, **kwargs)
+                return written
+            # What PreparedRequest.prepare builds for a body-less GET with these parts (models.py), without its
+            # generic URL re-parsing: proxmoxer's URL is already quoted, and urlencode(doseq) is what requests
+            # encodes parameters with (models.py _encode_params).
+            prepared = requests.PreparedRequest()
+            prepared.method = "GET"
+            prepared.url = f"{url}?{urlencode(params, doseq=True)}" if params else url
+            prepared.headers = CaseInsensitiveDict(self.headers)
+            auth = self.auth
+            auth(prepared)  # proxmoxer's token auth sets the Authorization header
+            response: requests.Response = self.get_adapter(url).send(
+                prepared, stream=False, timeout=auth.timeout, verify=auth.verify_ssl, cert=self.cert, proxies={}
+            )
+            response.content  # noqa: B018  (read the body now, as Session.send does without stream)
+            return response
+
+    lean = LeanSession()
+    lean.__dict__.update(proxmoxer_session.__dict__)  # auth, headers, adapters, cert, trust_env
+    return lean
+
+
 class WriteRefused(PveError):
     """The client itself refuses to send a write: the server runs read-only (defence in depth)."""
 
@@ -461,67 +497,6 @@ def _transient(err: PveError) -> bool:
     )
 
 
-# How urgent this task's requests are: cheap calls (URGENT) are served before the reads of heavy
-# diagnostics (BACKGROUND) queued ahead of them (tools/admission.py sets it for heavy operations).
-URGENT, BACKGROUND = 0, 1
-REQUEST_PRIORITY: ContextVar[int] = ContextVar("pve_request_priority", default=URGENT)
-
-
-class RequestPool:
-    """``workers`` threads that take the most urgent queued request first, oldest first within a priority.
-
-    A worker takes the next request as soon as it is free, without a round trip through the event
-    loop (261202-9). A queued request whose caller was cancelled is skipped, never sent.
-    """
-
-    def __init__(self, workers: int) -> None:
-        self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], Any] | None, Future[Any] | None]] = (
-            queue.PriorityQueue()
-        )
-        self._order = itertools.count()
-        self._workers = [threading.Thread(target=self._work, name=f"pve-api-{i}", daemon=True) for i in range(workers)]
-        for worker in self._workers:
-            worker.start()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, priority: int = URGENT) -> Future[Any]:
-        future: Future[Any] = Future()
-        caller = otel_context.get_current()  # the tool call's trace, carried into the worker thread
-
-        def job() -> Any:
-            token = otel_context.attach(caller)
-            try:
-                return fn(*args)
-            finally:
-                otel_context.detach(token)
-
-        self._queue.put((priority, next(self._order), job, future))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            _, _, job, future = self._queue.get()
-            if job is None or future is None:
-                return
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(job())
-            except BaseException as exc:  # handed to the caller, who decides
-                future.set_exception(exc)
-
-    def shutdown(self) -> None:
-        """Cancel what is queued and let the workers end after their current request."""
-        while True:
-            try:
-                _, _, _, future = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if future is not None:
-                future.cancel()
-        for _ in self._workers:
-            self._queue.put((-1, next(self._order), None, None))
-
-
 class ProxmoxerClient:
     """:class:`ProxmoxClient` over proxmoxer's HTTPS backend with token auth."""
 
@@ -610,6 +585,7 @@ class ProxmoxerClient:
         session: requests.Session = api._store["session"]  # proxmoxer 2.x keeps its session here
         session.trust_env = False  # environment CA bundles must not override our TLS choice
         session.mount("https://", _adapter(self._fingerprint, self._concurrency))
+        api._store["session"] = _lean_session(session)
         return api
 
     def _refuse_write(self, method: str, path: ApiPath) -> None:
@@ -663,8 +639,7 @@ class ProxmoxerClient:
         for attempt in range(self._retries + 1):
             try:
                 # cancelling the caller drops the request if it has not started yet
-                future = self._pool.submit(self._request, "GET", path, encoded, priority=REQUEST_PRIORITY.get())
-                return await asyncio.wrap_future(future)
+                return await self._pool.run(self._request, "GET", path, encoded, priority=REQUEST_PRIORITY.get())
             except PveError as err:
                 if attempt >= self._retries or not _transient(err):
                     raise

@@ -4,7 +4,7 @@ The MCP SDK already opens a span per request (``tools/call <name>``) through the
 without an SDK installed those spans cost nothing. With ``--otel-endpoint`` this module installs the
 OpenTelemetry SDK's tracer provider with a batching OTLP/HTTP exporter, and client.py adds one span per
 PVE API request (method, endpoint class, status) as a child of the tool call: the request runs in a
-worker thread, so the pool carries the caller's context across (client.RequestPool).
+worker thread, so the pool carries the caller's context across (requestpool.RequestPool).
 
 Span names and attributes carry path templates (``/nodes/{id}/qemu/{id}/config``: API words kept, every
 identifier replaced), never cluster names, parameters or secrets.

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from pve_steward.admission import Admission, Busy
-from pve_steward.client import BACKGROUND, REQUEST_PRIORITY, URGENT
+from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY, URGENT
 
 pytestmark = pytest.mark.anyio
 

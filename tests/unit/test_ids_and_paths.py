@@ -201,7 +201,8 @@ class _Recorder:
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
     rec = _Recorder()
-    monkeypatch.setattr(requests.Session, "send", lambda self, request, **kw: rec.send(request, **kw))
+    # the adapter: reads go to it directly (client.py _lean_session), writes through Session.send
+    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", lambda self, request, **kw: rec.send(request, **kw))
     return rec
 
 

@@ -1,0 +1,144 @@
+"""The worker threads that send PVE API requests, most urgent first, and hand the answers back.
+
+proxmoxer is synchronous, so each request in flight holds a thread. Reads are CPU-bound on the
+event loop's side as much as on the network (issue 17): a read awaits a plain asyncio future that a
+worker resolves in batches, with no ``concurrent.futures.Future`` (a lock and a condition each) and
+no event-loop wake-up per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+__all__ = ["BACKGROUND", "REQUEST_PRIORITY", "URGENT", "RequestPool"]
+
+# How urgent this task's requests are: cheap calls (URGENT) are served before the reads of heavy
+# diagnostics (BACKGROUND) queued ahead of them (tools/admission.py sets it for heavy operations).
+URGENT, BACKGROUND = 0, 1
+REQUEST_PRIORITY: ContextVar[int] = ContextVar("pve_request_priority", default=URGENT)
+
+
+class _Ticket:
+    """An awaited request: where its outcome goes, and whether its caller has gone."""
+
+    __slots__ = ("dropped", "loop", "waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
+        self.loop, self.waiter, self.dropped = loop, waiter, False
+
+    def drop_if_cancelled(self, waiter: asyncio.Future[Any]) -> None:
+        self.dropped = waiter.cancelled()  # a worker that has not started it skips it
+
+
+_Target = Future[Any] | _Ticket
+_Item = tuple[int, int, Callable[[], Any] | None, _Target | None]
+
+
+class RequestPool:
+    """``workers`` threads that take the most urgent queued request first, oldest first within a priority.
+
+    A worker takes the next request as soon as it is free, without a round trip through the event
+    loop (261202-9). A queued request whose caller was cancelled is skipped, never sent.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._queue: queue.PriorityQueue[_Item] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._answered: dict[asyncio.AbstractEventLoop, list[tuple[_Ticket, bool, Any]]] = {}
+        self._answered_lock = threading.Lock()
+        self._workers = [threading.Thread(target=self._work, name=f"pve-api-{i}", daemon=True) for i in range(workers)]
+        for worker in self._workers:
+            worker.start()
+
+    @staticmethod
+    def _job(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[[], Any]:
+        caller = otel_context.get_current()  # the tool call's trace, carried into the worker thread
+
+        def job() -> Any:
+            token = otel_context.attach(caller)
+            try:
+                return fn(*args)
+            finally:
+                otel_context.detach(token)
+
+        return job
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, priority: int = URGENT) -> Future[Any]:
+        """Queue ``fn(*args)``; its outcome is the future's (for callers outside the event loop, and writes)."""
+        future: Future[Any] = Future()
+        self._queue.put((priority, next(self._order), self._job(fn, args), future))
+        return future
+
+    async def run(self, fn: Callable[..., Any], /, *args: Any, priority: int = URGENT) -> Any:
+        """Run ``fn(*args)`` on a worker and await its outcome; cancelling the caller drops it if not started."""
+        loop = asyncio.get_running_loop()
+        ticket = _Ticket(loop, loop.create_future())
+        ticket.waiter.add_done_callback(ticket.drop_if_cancelled)
+        self._queue.put((priority, next(self._order), self._job(fn, args), ticket))
+        return await ticket.waiter
+
+    def _work(self) -> None:
+        while True:
+            _, _, job, target = self._queue.get()
+            if job is None or target is None:
+                return
+            if isinstance(target, _Ticket):
+                if not target.dropped:
+                    self._answer(target, job)
+                continue
+            if not target.set_running_or_notify_cancel():
+                continue
+            try:
+                target.set_result(job())
+            except BaseException as exc:  # handed to the caller, who decides
+                target.set_exception(exc)
+
+    def _answer(self, ticket: _Ticket, job: Callable[[], Any]) -> None:
+        try:
+            outcome: tuple[_Ticket, bool, Any] = (ticket, True, job())
+        except BaseException as exc:  # handed to the caller, who decides
+            outcome = (ticket, False, exc)
+        with self._answered_lock:
+            batch = self._answered.setdefault(ticket.loop, [])
+            batch.append(outcome)
+            if len(batch) > 1:
+                return  # a delivery is already scheduled and takes this answer too
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            ticket.loop.call_soon_threadsafe(self._deliver, ticket.loop)
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the event loop: resolve every answer that arrived since the last delivery."""
+        with self._answered_lock:
+            batch = self._answered.pop(loop, [])
+        for ticket, ok, value in batch:
+            if ticket.waiter.done():
+                continue
+            if ok:
+                ticket.waiter.set_result(value)
+            else:
+                ticket.waiter.set_exception(value)
+
+    def shutdown(self) -> None:
+        """Cancel what is queued and let the workers end after their current request."""
+        while True:
+            try:
+                _, _, _, target = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(target, Future):
+                target.cancel()
+            elif target is not None:
+                with contextlib.suppress(RuntimeError):  # its loop has closed
+                    target.loop.call_soon_threadsafe(target.waiter.cancel)
+        for _ in self._workers:
+            self._queue.put((-1, next(self._order), None, None))
