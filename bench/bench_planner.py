@@ -35,6 +35,7 @@ from pve_steward.analysis.planner import plan_evacuation
 from pve_steward.client import ProxmoxerClient, api_path
 from pve_steward.config import Settings, load_settings
 from pve_steward.server import build_server
+from pve_steward.serving import settle_heap
 from pve_steward.tools.collect import collect
 from pvesim.generator import generate
 
@@ -107,6 +108,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp_dir:
             tmp = Path(tmp_dir)
+            settle_heap()  # as `pve-steward serve` does once built
             client = ProxmoxerClient(settings_for(sim, args.concurrency, tmp))
             runs = [read_phase(sim, client) for _ in range(max(1, args.repeat))]
             client.close()

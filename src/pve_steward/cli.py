@@ -265,10 +265,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     pbs_link(settings)  # the PBS connection's settings too: refused at start, not on first use
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
     mcp = build_server(settings, client=client, clients=clients)
+    from pve_steward.serving import endpoint, say, serve_http, settle_heap
+
+    settle_heap()
     if settings.transport == "stdio":
         mcp.run()
         return 0
-    from pve_steward.serving import endpoint, say, serve_http
 
     def banner(port: int) -> None:
         lines = [f"pve-steward {__version__}: MCP endpoint {endpoint(settings, port)}"]
@@ -385,8 +387,9 @@ def _demo_clusters(args: argparse.Namespace, extra: dict[str, Any], tier: str, o
 
 
 def _run_demo(mcp: Any, settings: Settings, lines: list[str], out: Any) -> int:
-    from pve_steward.serving import endpoint, say, serve_http
+    from pve_steward.serving import endpoint, say, serve_http, settle_heap
 
+    settle_heap()
     if settings.transport == "stdio":
         say(lines, out)
         mcp.run()
