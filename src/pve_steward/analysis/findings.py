@@ -11,11 +11,11 @@ from collections import Counter
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.codes import CODES
-from pve_steward.models import UNTRUSTED_NOTE, Untrusted, UntrustedValues
+from pve_steward.models import UNTRUSTED_NOTE, Model, Untrusted, UntrustedValues
 
 
 class Severity(StrEnum):
@@ -65,14 +65,14 @@ SubjectKind = Literal[
 # Cluster text in a finding is marked (design record 261203-3): the subject's id, name and node
 # are names the cluster chose; the message is our sentence with such names in it, so the whole
 # sentence is marked; every string in the evidence is a value read from the cluster.
-class Subject(BaseModel):
+class Subject(Model):
     kind: SubjectKind
     id: Untrusted = Field(description=f"vmid, node name, storage id, job id, UPID... {UNTRUSTED_NOTE}")
     name: Untrusted | None = Field(None, description="guest name or another label")
     node: Untrusted | None = None
 
 
-class Finding(BaseModel):
+class Finding(Model):
     code: str = Field(description="stable UPPER_SNAKE code; see docs/tools.md")
     severity: Severity
     subject: Subject
@@ -115,13 +115,13 @@ def rank_key(f: Finding) -> tuple[int, str, str, str]:
     return (-_SEVERITY_RANK[f.severity], f.code, f.subject.kind, f.subject.id.zfill(12))
 
 
-class Counts(BaseModel):
+class Counts(Model):
     critical: int = 0
     warning: int = 0
     info: int = 0
 
 
-class SuppressionRef(BaseModel):
+class SuppressionRef(Model):
     """A configured suppression as reports name it (design record 261203-19)."""
 
     code: str
@@ -130,7 +130,7 @@ class SuppressionRef(BaseModel):
     expires: str | None = None
 
 
-class SuppressedFinding(BaseModel):
+class SuppressedFinding(Model):
     """A finding a configured suppression silenced: listed apart, never dropped."""
 
     code: str
@@ -140,7 +140,7 @@ class SuppressedFinding(BaseModel):
     suppressed_by: SuppressionRef
 
 
-class Report(BaseModel):
+class Report(Model):
     """Findings ranked worst first; compact by default."""
 
     area: str

@@ -8,8 +8,6 @@ answers per guest (``GET .../pending``): the collector reads those for running g
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding
@@ -23,21 +21,64 @@ KIND = {"qemu": "VM", "lxc": "CT"}
 
 def guests_with_config(
     data: ClusterData, gtype: str | None = None, templates: bool = False
-) -> Iterator[tuple[int, Row, Row, GuestConfig]]:
+) -> list[tuple[int, Row, Row, GuestConfig]]:
     """(vmid, resources row, raw config, parsed config) of each guest whose config was read, in vmid order.
 
-    A guest whose config could not be read is not judged: the collector's gap says so.
+    A guest whose config could not be read is not judged: the collector's gap says so. Some twenty
+    checks walk these lists, so each selection is made once per snapshot (``data.memo``).
     """
-    configs, parsed, guests = data.configs, data.parsed, data.guests
-    for vmid in data.guest_ids:
-        raw = configs.get(vmid)
-        g = guests[vmid]
-        if raw is None or (gtype is not None and g.get("type") != gtype):
-            continue
-        cfg = parsed[vmid]
-        if cfg.template and not templates:
-            continue
-        yield vmid, g, raw, cfg
+    memo = data.memo["guests_with_config"]
+    key = (gtype, templates)
+    if key not in memo:
+        configs, parsed, guests = data.configs, data.parsed, data.guests
+        memo[key] = [
+            (vmid, guests[vmid], configs[vmid], parsed[vmid])
+            for vmid in data.guest_ids
+            if configs.get(vmid) is not None
+            and (gtype is None or guests[vmid].get("type") == gtype)
+            and (templates or not parsed[vmid].template)
+        ]
+    return memo[key]  # type: ignore[no-any-return]
+
+
+# the keys PVE gives these devices: qemu-server MAX_NETS / pve-container MAX_LXC_NETWORKS (32 each), MAX_SERIAL_PORTS
+NET_KEYS = frozenset(f"net{i}" for i in range(32))
+SERIAL_KEYS = frozenset(f"serial{i}" for i in range(4))
+
+
+def keys_in(raw: Row, keys: frozenset[str]) -> list[str]:
+    """The config's keys among ``keys``, in config order: one C-level intersection first (most have one or none)."""
+    found = keys.intersection(raw)
+    return list(found) if len(found) < 2 else [k for k in raw if k in found]
+
+
+def nic(value: str, gtype: str) -> tuple[str | None, str | None]:
+    """A network device's (model, MAC): ``model=MAC,...`` or ``model=...,macaddr=...`` for VMs (qemu-server
+    Network.pm parse_net), ``hwaddr=`` for containers (pve-container parse_lxc_network); the MAC upper case."""
+    if gtype == "lxc":
+        at = value.find("hwaddr=")
+        if at < 0:
+            return None, None
+        if at and value[at - 1] != ",":  # not the key itself: the general parser decides
+            return None, parse_property_string(value).get("hwaddr", "").upper() or None
+        return None, value[at + 7 :].split(",", 1)[0].strip().upper() or None
+    head = value.split(",", 1)[0]
+    model, eq, mac = head.partition("=")
+    if eq and model in NIC_MODELS and "macaddr=" not in value and "model=" not in value:  # the common form
+        mac = mac.strip()
+        return model, mac.upper() if mac and mac != "1" else None
+    opts = parse_property_string(value)
+    named = opts.get("model") or next((k for k in opts if k in NIC_MODELS), None)
+    address = opts.get("macaddr") or next((v for k, v in opts.items() if k in NIC_MODELS and v != "1"), None)
+    return named, address.upper() if address else None
+
+
+def nics(data: ClusterData, vmid: int, raw: Row, gtype: str) -> dict[str, tuple[str | None, str | None]]:
+    """netN -> (model, MAC), read once per snapshot for the checks that need them (VirtIO, duplicate MACs)."""
+    memo = data.memo["nics"]
+    if vmid not in memo:
+        memo[vmid] = {k: nic(str(raw[k]), gtype) for k in keys_in(raw, NET_KEYS)}
+    return memo[vmid]  # type: ignore[no-any-return]
 
 
 def label(vmid: int, g: Row) -> str:
@@ -210,23 +251,9 @@ def cluster_wide(code: str, vmids: list[int], judged: int, text: str, **evidence
 # ---------------------------------------------------------------- duplicate MACs
 
 
-def macs(raw: Row, gtype: str) -> dict[str, str]:
+def macs(data: ClusterData, vmid: int, raw: Row, gtype: str) -> dict[str, str]:
     """netN -> MAC (upper case): ``model=MAC`` for VMs (qemu-server parse_net), ``hwaddr=`` for containers."""
-    out: dict[str, str] = {}
-    for key, value in raw.items():
-        if not (key.startswith("net") and key[3:].isdecimal()):
-            continue
-        opts = parse_property_string(str(value))
-        if gtype == "lxc":
-            mac = opts.get("hwaddr")
-        else:
-            mac = opts.get("macaddr") or next(
-                (v for k, v in opts.items() if k in NIC_MODELS and v != "1"),
-                None,
-            )
-        if mac:
-            out[key] = mac.upper()
-    return out
+    return {key: mac for key, (_model, mac) in nics(data, vmid, raw, gtype).items() if mac}
 
 
 # qemu-server src/PVE/QemuServer/Network.pm $nic_model_list: ``model=MAC`` names the model and the address
@@ -273,10 +300,10 @@ def duplicate_macs(data: ClusterData, t: Thresholds) -> list[Finding]:
     """One finding per guest that shares an address, naming the other guests."""
     holders: dict[str, list[tuple[int, str]]] = {}
     for vmid, g, raw, _cfg in guests_with_config(data):
-        for key, mac in macs(raw, str(g.get("type"))).items():
+        for key, mac in macs(data, vmid, raw, str(g.get("type"))).items():
             holders.setdefault(mac, []).append((vmid, key))
     out: list[Finding] = []
-    for mac, users in sorted(holders.items()):
+    for mac, users in sorted((mac, users) for mac, users in holders.items() if len(users) > 1):
         if len({v for v, _ in users}) < 2:
             continue
         for vmid, key in users:

@@ -8,27 +8,41 @@ means network,disk,usb. Non-template VMs only, except the template check.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
-from pve_steward.analysis.checks.guests_common import NIC_MODELS, cluster_wide, guests_with_config, label
+from pve_steward.analysis.checks.guests_common import (
+    NET_KEYS,
+    SERIAL_KEYS,
+    cluster_wide,
+    guests_with_config,
+    keys_in,
+    label,
+    nics,
+)
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_property_string
 
-_DRIVE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
 # a machine type that names its version (qemu-server QemuServer/Machine.pm $machine_fmt type pattern)
 _PINNED = re.compile(r"^(?P<family>pc-q35|pc-i440fx|pc|virt)-(?P<ver>\d+(?:\.\d+)+)(?:\+pve\d+)?(?:\.pxe)?$")
 _QS = "qemu-server src/PVE/QemuServer.pm"
 
 
-def _drives(raw: Row) -> dict[str, dict[str, str]]:
-    """Attached drives (not unusedN, EFI or TPM state) -> their options, ``file`` first (Drive.pm parse_drive)."""
-    return {k: parse_property_string(str(v), "file") for k, v in raw.items() if _DRIVE.match(k)}
+# qemu-server src/PVE/QemuServer/Drive.pm MAX_IDE_DISKS, MAX_SATA_DISKS, MAX_SCSI_DISKS, MAX_VIRTIO_DISKS
+_DRIVE_KEYS = frozenset(
+    [f"ide{i}" for i in range(4)]
+    + [f"sata{i}" for i in range(6)]
+    + [f"scsi{i}" for i in range(31)]
+    + [f"virtio{i}" for i in range(16)]
+)
+_BUSES = ("ide", "sata", "scsi", "virtio")
 
 
-def _disks(raw: Row) -> dict[str, dict[str, str]]:
-    return {k: o for k, o in _drives(raw).items() if o.get("media") != "cdrom" and o.get("file") != "cdrom"}
+def _drives(cfg: GuestConfig) -> list[Volume]:
+    """Attached drives (not unusedN, EFI or TPM state), CD-ROMs included, as the parsed config has them."""
+    return [v for v in cfg.volumes if v.key.startswith(_BUSES)]
 
 
 def _vm(data: ClusterData, code: str, vmid: int, g: Row, text: str, evidence: dict[str, object]) -> Finding:
@@ -36,7 +50,10 @@ def _vm(data: ClusterData, code: str, vmid: int, g: Row, text: str, evidence: di
 
 
 def _vms(data: ClusterData) -> list[tuple[int, Row, Row]]:
-    return [(vmid, g, raw) for vmid, g, raw, _cfg in guests_with_config(data, "qemu")]
+    memo = data.memo["vms"]
+    if "vms" not in memo:
+        memo["vms"] = [(vmid, g, raw) for vmid, g, raw, _cfg in guests_with_config(data, "qemu")]
+    return memo["vms"]  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- OS type
@@ -164,11 +181,11 @@ def agent_config(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw in _vms(data):
+    for vmid, g, raw, cfg in guests_with_config(data, "qemu"):
         scsihw = str(raw.get("scsihw") or "lsi")
         virtio_scsi = scsihw.startswith("virtio")
-        drives = _drives(raw)
-        if not virtio_scsi and any(k.startswith("scsi") for k in drives):
+        drives = _drives(cfg)
+        if not virtio_scsi and any(v.key.startswith("scsi") for v in drives):
             out.append(
                 _vm(
                     data,
@@ -180,9 +197,9 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
         slow = {
-            k: o.get("file")
-            for k, o in _disks(raw).items()
-            if k.startswith(("ide", "sata")) or (k.startswith("scsi") and not virtio_scsi)
+            v.key: v.volid
+            for v in drives
+            if not v.cdrom and (v.key.startswith(("ide", "sata")) or (v.key.startswith("scsi") and not virtio_scsi))
         }
         if slow:
             out.append(
@@ -195,22 +212,16 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"disks": slow, "scsihw": raw.get("scsihw")},
                 )
             )
-        nics = {}
-        for key, value in raw.items():
-            if key.startswith("net") and key[3:].isdecimal():
-                opts = parse_property_string(str(value))
-                model = opts.get("model") or next((k for k in opts if k in NIC_MODELS), None)
-                if model and model != "virtio":
-                    nics[key] = model
-        if nics:
+        emulated = {k: m for k, (m, _mac) in nics(data, vmid, raw, "qemu").items() if m and m != "virtio"}
+        if emulated:
             out.append(
                 _vm(
                     data,
                     "GUEST_NIC_NOT_VIRTIO",
                     vmid,
                     g,
-                    "has emulated network device(s): " + ", ".join(f"{k}={m}" for k, m in nics.items()),
-                    {"models": nics},
+                    "has emulated network device(s): " + ", ".join(f"{k}={m}" for k, m in emulated.items()),
+                    {"models": emulated},
                 )
             )
     return out
@@ -401,7 +412,7 @@ def balloon(data: ClusterData, t: Thresholds) -> list[Finding]:
 def disk_cache(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for vmid, g, raw in _vms(data):
-        disks = {k: o for k, o in _disks(raw).items() if o.get("cache")}
+        disks = _cached_disks(raw)
         unsafe = {k: o.get("file") for k, o in disks.items() if o["cache"] == "unsafe"}
         if unsafe:
             out.append(
@@ -430,6 +441,19 @@ def disk_cache(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 
 # ---------------------------------------------------------------- Windows 11
+
+
+def _cached_disks(raw: Row) -> dict[str, dict[str, str]]:
+    """Drives (not CD-ROMs) that set a cache mode -> their options; only those values are parsed."""
+    out: dict[str, dict[str, str]] = {}
+    for key in keys_in(raw, _DRIVE_KEYS):
+        value = str(raw[key])
+        if "cache=" not in value:
+            continue
+        opts = parse_property_string(value, "file")
+        if opts.get("cache") and opts.get("media") != "cdrom" and opts.get("file") != "cdrom":
+            out[key] = opts
+    return out
 
 
 @check(
@@ -535,14 +559,14 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
     for vmid, g, raw in _vms(data):
         if raw.get("rng0"):
             out.append(_vm(data, "GUEST_RNG_DEVICE", vmid, g, "has a VirtIO RNG device", {"rng0": raw.get("rng0")}))
-        serial = {k: raw[k] for k in raw if k.startswith("serial") and k[6:].isdecimal()}
+        serial = {k: raw[k] for k in keys_in(raw, SERIAL_KEYS)}
         if serial:
             out.append(
                 _vm(
                     data, "GUEST_SERIAL_CONSOLE", vmid, g, f"has serial port(s) {', '.join(serial)}", {"serial": serial}
                 )
             )
-        if not any(k.startswith("net") and k[3:].isdecimal() for k in raw):
+        if NET_KEYS.isdisjoint(raw):
             out.append(_vm(data, "GUEST_NO_NETWORK", vmid, g, "has no network device", {"net": None}))
     vms = _vms(data)
     unpinned = [vmid for vmid, _g, raw in vms if not _PINNED.match(_machine(raw))]
@@ -551,7 +575,13 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 def _machine(raw: Row) -> str:
     """The machine type without its options (``q35,viommu=virtio`` -> ``q35``)."""
-    return parse_property_string(str(raw.get("machine") or ""), "type").get("type", "")
+    machine = raw.get("machine")
+    return _machine_type(str(machine)) if machine else ""
+
+
+@lru_cache(maxsize=256)
+def _machine_type(value: str) -> str:  # a few distinct values across a cluster
+    return parse_property_string(value, "type").get("type", "")
 
 
 # ---------------------------------------------------------------- machine version

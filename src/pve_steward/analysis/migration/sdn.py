@@ -16,12 +16,14 @@ from pve_steward.analysis.sdn import guest_bridges, vnet_zones, zone_status_on, 
 
 def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
     """The running SDN vnets the guest's NICs are on (none when the SDN config is absent or unreadable)."""
+    vnets = vnet_zones(data)
+    if not vnets:
+        return ()
     memo = data.memo["guest_vnets"]
     if vmid not in memo:
-        vnets = vnet_zones(data) or {}
         raw = data.configs.get(vmid) or {}
-        memo[vmid] = tuple(b for b in guest_bridges(raw) if b in vnets) if vnets else ()
-    return tuple(memo[vmid])
+        memo[vmid] = tuple(b for b in guest_bridges(raw) if b in vnets)
+    return memo[vmid]  # type: ignore[no-any-return]
 
 
 @pve_rule(

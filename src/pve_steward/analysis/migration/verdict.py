@@ -294,6 +294,10 @@ def merge_alike(verdicts: list[TargetVerdict]) -> list[TargetVerdict]:
     return sorted(merged.values(), key=lambda t: t.nodes)
 
 
+# qemu-server src/PVE/QemuServer/Virtiofs.pm MAX_VIRTIOFS (10)
+_VIRTIOFS_KEYS = frozenset(f"virtiofs{i}" for i in range(10))
+
+
 def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     """Everything of a config that a verdict reads, except its identity (vmid, name, memory).
 
@@ -313,9 +317,13 @@ def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
         vn = parse_volname(storage_type(data, storage), v.volid.split(":", 1)[1])
         ident = (vn.owner == cfg.vmid, vn.base is not None, vn.is_base and v.volid, vn.format, vn.vtype)
         volumes.append((v.key, storage, v.size_bytes, False, False, v.shared_flag, v.cloudinit, ident))
-    raw = data.configs.get(cfg.vmid) or {}
-    features = tuple(raw.get(k) for k in ("amd-sev", "intel-tdx", "vga")) if cfg.type == "qemu" else ()
-    virtiofs = tuple(sorted(k for k in raw if k.startswith("virtiofs"))) if cfg.type == "qemu" else ()
+    features: tuple[object, ...] = ()
+    virtiofs: tuple[str, ...] = ()
+    if cfg.type == "qemu":
+        raw = data.configs.get(cfg.vmid) or {}
+        features = (raw.get("amd-sev"), raw.get("intel-tdx"), raw.get("vga"))
+        if not _VIRTIOFS_KEYS.isdisjoint(raw):
+            virtiofs = tuple(sorted(_VIRTIOFS_KEYS.intersection(raw)))
     return (
         cfg.type,
         cfg.lock,

@@ -12,24 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.ceph import osds
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.models import Model
 
 Row = dict[str, Any]
 
 
-class CephStep(BaseModel):
+class CephStep(Model):
     when: Literal["before", "after"] = Field(description="before the node goes down, or after it is back")
     action: str
     command: str = Field(description="the shell command on a Ceph node; the PVE API call follows in parentheses")
     why: str
 
 
-class CephDaemonCheck(BaseModel):
+class CephDaemonCheck(Model):
     daemon: str = Field(description="osd.<id> or mon.<name>")
     safe: bool | None = Field(description="Ceph's ok-to-stop answer; null when it could not be asked")
     status: str = Field("", description="Ceph's message (cluster text)")

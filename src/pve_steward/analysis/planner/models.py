@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.analysis.findings import Finding
 from pve_steward.analysis.migration import Migratability
 from pve_steward.analysis.migration.model import Basis
 from pve_steward.analysis.planner.ceph_steps import CephDaemonCheck, CephStep
-from pve_steward.models import Untrusted
+from pve_steward.models import Model, Untrusted
 
 Verdict = Literal["EVACUATION_READY", "EVACUATION_PARTIAL", "EVACUATION_BLOCKED"]
 Downtime = Literal["none", "restart", "full"]
 
 
-class Step(BaseModel):
+class Step(Model):
     order: int
     vmid: int
     name: Untrusted  # guest name
@@ -36,14 +36,14 @@ class Step(BaseModel):
     )
 
 
-class Blocker(BaseModel):
+class Blocker(Model):
     vmid: int
     name: Untrusted
     code: str
     detail: Untrusted  # our sentence quoting cluster names, HA and task error text: marked whole
 
 
-class HAGuest(BaseModel):
+class HAGuest(Model):
     vmid: int
     name: Untrusted
     sid: str
@@ -58,7 +58,7 @@ class HAGuest(BaseModel):
     action: Untrusted | None = Field(None, description="what the operator does for a guest HA leaves behind")
 
 
-class TargetCapacity(BaseModel):
+class TargetCapacity(Model):
     node: Untrusted
     total_bytes: int
     committed_before_bytes: int = Field(description="max(used memory, configured memory of its running guests)")
@@ -68,7 +68,7 @@ class TargetCapacity(BaseModel):
     guests_added: int
 
 
-class EvacuationPlan(BaseModel):
+class EvacuationPlan(Model):
     node: Untrusted
     verdict: Verdict
     summary: Untrusted  # counts, or why nothing can move (which may name nodes)
@@ -96,7 +96,7 @@ class EvacuationPlan(BaseModel):
     )
 
 
-class GuestMove(BaseModel):
+class GuestMove(Model):
     """Can guest X move to node Y (or anywhere), and how: the planner's logic for one guest."""
 
     vmid: int
