@@ -20,13 +20,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema, create_model
 
+from pve_steward.models import Model
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters
 
 # Parameters every write action shares; described once in the tool description, not per action.
 WRITE_COMMON = ("confirm_token", "wait", "wait_timeout")
 
 
-class ActionResult(BaseModel):
+class ActionResult(Model):
     """What every meta-tool returns: the action that ran and its result (that operation's own model).
 
     The advertised output schema is the bare envelope: each action's result schema is documented in
@@ -106,7 +107,7 @@ def _action(op: Operation, handler: Callable[..., Any]) -> Action:
         else:
             fields[p.name] = (annotation, p.default)
             optional.append(p.name)
-    model = create_model(f"{op.name}_parameters", __config__=ConfigDict(extra="forbid"), **fields)
+    model = create_model(f"{op.name}_parameters", __config__=ConfigDict(extra="forbid", defer_build=True), **fields)
     return Action(op=op, handler=handler, model=model, required=required, optional=optional, types=types)
 
 

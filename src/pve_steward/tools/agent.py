@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import gather
 from pve_steward.errors import PveError, PvePermissionError
-from pve_steward.models import Untrusted
+from pve_steward.models import Model, Untrusted
 from pve_steward.pve.ids import VmId
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
@@ -25,13 +25,13 @@ Part = Literal["interfaces", "os", "filesystems"]
 PRIVILEGE = "VM.GuestAgent.Audit (PVE 9) or VM.Monitor (PVE 8)"
 
 
-class GuestInterface(BaseModel):
+class GuestInterface(Model):
     name: Untrusted
     mac: Untrusted | None = None
     addresses: list[Untrusted] = Field(default_factory=list, description="address/prefix, IPv4 and IPv6")
 
 
-class GuestOs(BaseModel):
+class GuestOs(Model):
     id: Untrusted | None = None
     pretty_name: Untrusted | None = None
     version: Untrusted | None = None
@@ -39,7 +39,7 @@ class GuestOs(BaseModel):
     machine: Untrusted | None = None
 
 
-class GuestFilesystem(BaseModel):
+class GuestFilesystem(Model):
     mountpoint: Untrusted
     type: Untrusted | None = None
     devices: list[Untrusted] = Field(default_factory=list)
@@ -48,7 +48,7 @@ class GuestFilesystem(BaseModel):
     used_percent: float | None = Field(None, description="used-bytes / total-bytes as the agent reports them")
 
 
-class GuestAgentInfo(BaseModel):
+class GuestAgentInfo(Model):
     vmid: int
     name: Untrusted
     type: Literal["qemu", "lxc"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.analysis.backups import job_covers, visible_pools
 from pve_steward.analysis.schedule import interval_seconds
@@ -16,7 +16,7 @@ from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, Untrusted, iso, untrusted
+from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import BackupJobId, VmId
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
@@ -32,7 +32,7 @@ def _ok(value: Any) -> Any:
     return value
 
 
-class BackupJob(BaseModel):
+class BackupJob(Model):
     id: str
     enabled: bool
     schedule: str | None
@@ -77,7 +77,7 @@ def _job(r: dict[str, Any]) -> BackupJob:
     )
 
 
-class BackupJobs(BaseModel):
+class BackupJobs(Model):
     items: list[BackupJob]
     disabled: list[str]
 
@@ -90,13 +90,13 @@ async def list_backup_jobs(t: ToolContext) -> BackupJobs:
     return BackupJobs(items=items, disabled=[j.id for j in items if not j.enabled])
 
 
-class CoveredGuest(BaseModel):
+class CoveredGuest(Model):
     vmid: int
     name: Untrusted
     node: Untrusted
 
 
-class BackupJobDetail(BaseModel):
+class BackupJobDetail(Model):
     job: BackupJob
     covers_total: int = Field(description="how many guests the job covers")
     covers: list[CoveredGuest] = Field(description="the first `limit` guests it covers, by vmid")
@@ -131,7 +131,7 @@ async def get_backup_job(
     return BackupJobDetail(job=_job(row), covers_total=len(covers), covers=covers[:limit], unknown=unknown[:limit])
 
 
-class Backup(BaseModel):
+class Backup(Model):
     volid: str
     storage: Untrusted
     vmid: int | None
@@ -146,7 +146,7 @@ class Backup(BaseModel):
     notes: Untrusted | None = None
 
 
-class BackupList(BaseModel):
+class BackupList(Model):
     page: PageInfo
     items: list[Backup]
     storages_read: list[Untrusted]
@@ -220,13 +220,13 @@ async def list_backups(
     )
 
 
-class UncoveredGuest(BaseModel):
+class UncoveredGuest(Model):
     vmid: int
     name: Untrusted | None
     type: str | None
 
 
-class UncoveredGuests(BaseModel):
+class UncoveredGuests(Model):
     count: int
     items: list[UncoveredGuest]
 

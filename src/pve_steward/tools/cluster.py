@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.errors import PveError
-from pve_steward.models import Untrusted
+from pve_steward.models import Model, Untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
 
-class NodeSummary(BaseModel):
+class NodeSummary(Model):
     name: Untrusted
     online: bool
     cpu_fraction: float | None = Field(None, description="CPU utilisation 0..1")
@@ -25,7 +25,7 @@ class NodeSummary(BaseModel):
     guests_total: int = 0
 
 
-class GuestCounts(BaseModel):
+class GuestCounts(Model):
     total: int = 0
     running: int = 0
     stopped: int = 0
@@ -34,7 +34,7 @@ class GuestCounts(BaseModel):
     templates: int = 0
 
 
-class ClusterOverview(BaseModel):
+class ClusterOverview(Model):
     """Quorum, nodes with load, guest counts, PVE version."""
 
     cluster_name: Untrusted | None = Field(None, description="None for a single node outside a cluster")
@@ -107,14 +107,14 @@ async def cluster_overview(t: ToolContext) -> ClusterOverview:
     )
 
 
-class Member(BaseModel):
+class Member(Model):
     name: Untrusted
     nodeid: int | None = None
     ip: str | None = None
     online: bool
 
 
-class ClusterMembership(BaseModel):
+class ClusterMembership(Model):
     """Corosync's view: cluster name, config version, quorum, members."""
 
     cluster_name: Untrusted | None = Field(None, description="None for a standalone node")
@@ -148,7 +148,7 @@ async def cluster_membership(t: ToolContext) -> ClusterMembership:
     )
 
 
-class ClusterOptions(BaseModel):
+class ClusterOptions(Model):
     """Datacenter options (datacenter.cfg) that change how operations behave."""
 
     migration_type: str | None = Field(None, description="secure (SSH tunnel) or insecure")
@@ -190,7 +190,7 @@ async def cluster_options(t: ToolContext) -> ClusterOptions:
     )
 
 
-class TokenPermissions(BaseModel):
+class TokenPermissions(Model):
     """What the server's API token may do, per ACL path (privilege separation applied)."""
 
     token_id: str | None

@@ -5,19 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path
 from pve_steward.clusters import lower
 from pve_steward.compat import UnsupportedVersion, check_version
 from pve_steward.errors import PveError, connection_problem
+from pve_steward.models import Model
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import AppContext, ToolContext
 
 CONCURRENCY = 4  # clusters asked at once; a slow one holds one slot, not the answer for the others
 
 
-class ClusterStatus(BaseModel):
+class ClusterStatus(Model):
     name: str = Field(description="the value of the 'cluster' argument")
     url: str | None
     default: bool = Field(description="the cluster resources and prompts read")
@@ -28,7 +29,7 @@ class ClusterStatus(BaseModel):
     problem: str | None = Field(None, description="why the cluster cannot be used, if it cannot")
 
 
-class ClusterList(BaseModel):
+class ClusterList(Model):
     clusters: list[ClusterStatus]
     unreachable: list[str] = Field(default_factory=list, description="names of the clusters that did not answer")
 

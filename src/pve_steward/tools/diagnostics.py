@@ -7,7 +7,7 @@ import functools
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.admission import heavy
 from pve_steward.analysis.codes import CODES
@@ -19,6 +19,7 @@ from pve_steward.analysis.suppression import Suppression, with_suppressions
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
+from pve_steward.models import Model
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
@@ -168,7 +169,7 @@ async def diagnose_pbs(t: ToolContext, detail: bool = False, limit: Limit = 50) 
     return await _area(t, ["pbs"], detail, limit, "pbs")
 
 
-class MigratabilityReport(BaseModel):
+class MigratabilityReport(Model):
     report: Report
     verdicts: dict[str, int] = Field(description="how many guests can move live / offline / restart / not at all")
     guests: list[Migratability] = Field(
@@ -225,7 +226,7 @@ def _brief(m: Migratability) -> Migratability:
     return m
 
 
-class CodeDoc(BaseModel):
+class CodeDoc(Model):
     code: str
     area: str
     default_severity: str

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from pve_steward.client import ApiPath, ProxmoxClient, Segment, api_path
 from pve_steward.client import node as node_seg
 from pve_steward.client import vmid as vmid_seg
+from pve_steward.models import Model
 from pve_steward.pve import ids
 from pve_steward.security.guard import Refused
 
 
-class GuestRef(BaseModel):
+class GuestRef(Model):
     """A guest as resolved by the server from /cluster/resources (never from what a model claims)."""
 
     vmid: int

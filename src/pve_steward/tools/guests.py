@@ -5,11 +5,11 @@ from __future__ import annotations
 import fnmatch
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import gather
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, Untrusted, UntrustedValues, iso, untrusted
+from pve_steward.models import Model, PageInfo, Untrusted, UntrustedValues, iso, untrusted
 from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import guarded
@@ -19,7 +19,7 @@ from pve_steward.tools.fetch import guest_path, resolve_guest, vm_resources
 MAX_PAGE = 500
 
 
-class GuestRow(BaseModel):
+class GuestRow(Model):
     vmid: int
     name: Untrusted
     type: Literal["qemu", "lxc"]
@@ -35,7 +35,7 @@ class GuestRow(BaseModel):
     template: bool = False
 
 
-class GuestList(BaseModel):
+class GuestList(Model):
     page: PageInfo
     items: list[GuestRow]
 
@@ -92,7 +92,7 @@ async def list_guests(
     return GuestList(page=PageInfo(total=len(items), offset=offset, returned=len(page), next_offset=nxt), items=page)
 
 
-class GuestDetail(BaseModel):
+class GuestDetail(Model):
     vmid: int
     name: Untrusted
     type: Literal["qemu", "lxc"]
@@ -176,7 +176,7 @@ async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) ->
     )
 
 
-class Snapshot(BaseModel):
+class Snapshot(Model):
     name: Untrusted
     parent: Untrusted | None = None
     created: str | None = None
@@ -185,7 +185,7 @@ class Snapshot(BaseModel):
     description: Untrusted | None = None
 
 
-class SnapshotList(BaseModel):
+class SnapshotList(Model):
     vmid: int
     node: Untrusted
     current_parent: Untrusted | None = Field(None, description="the snapshot the running state derives from")

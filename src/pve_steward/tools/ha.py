@@ -5,30 +5,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path
 from pve_steward.errors import PveError, PveNotFound
-from pve_steward.models import Untrusted, untrusted
+from pve_steward.models import Model, Untrusted, untrusted
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
 _LRM = re.compile(r"^\S+ \((?P<state>[^,]+),")
 
 
-class Lrm(BaseModel):
+class Lrm(Model):
     node: Untrusted
     state: str = Field(description="active, idle, maintenance mode, old timestamp - dead?, ...")
 
 
-class HaService(BaseModel):
+class HaService(Model):
     sid: str
     node: Untrusted
     state: str = Field(description="what the HA manager is doing: started, stopped, fence, error, migrate...")
     requested: str | None = Field(None, description="the configured request state")
 
 
-class HaStatus(BaseModel):
+class HaStatus(Model):
     quorate: bool | None
     master: Untrusted | None = Field(None, description="node running the active CRM")
     lrms: list[Lrm]
@@ -71,7 +71,7 @@ async def ha_status(t: ToolContext) -> HaStatus:
     )
 
 
-class HaResource(BaseModel):
+class HaResource(Model):
     sid: str
     vmid: int
     state: str = Field(description="requested state: started, stopped, disabled, ignored")
@@ -82,7 +82,7 @@ class HaResource(BaseModel):
     comment: Untrusted | None = None
 
 
-class HaResources(BaseModel):
+class HaResources(Model):
     items: list[HaResource]
 
 
@@ -106,7 +106,7 @@ async def list_ha_resources(t: ToolContext) -> HaResources:
     return HaResources(items=sorted(items, key=lambda r: r.sid))
 
 
-class HaRule(BaseModel):
+class HaRule(Model):
     name: Untrusted
     kind: str = Field(description="node-affinity, resource-affinity (PVE 9 rules) or group (PVE 8)")
     resources: list[str] = Field(default_factory=list)
@@ -117,7 +117,7 @@ class HaRule(BaseModel):
     comment: Untrusted | None = None
 
 
-class HaRules(BaseModel):
+class HaRules(Model):
     items: list[HaRule]
     source: list[str] = Field(description="what was read: rules (PVE 9) and/or groups (PVE 8)")
     incomplete: list[str] = Field(default_factory=list)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path
 from pve_steward.client import node as node_seg
-from pve_steward.models import Untrusted, iso
+from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import NodeName
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -24,7 +24,7 @@ def _int(value: Any) -> int | None:
         return None
 
 
-class NodeRow(BaseModel):
+class NodeRow(Model):
     name: Untrusted
     online: bool
     subscription_level: str | None = Field(None, description="c, b, s, p for community..premium; null when none")
@@ -38,7 +38,7 @@ class NodeRow(BaseModel):
     ssl_fingerprint: str | None = None
 
 
-class NodeList(BaseModel):
+class NodeList(Model):
     items: list[NodeRow]
     online: int
     offline: list[Untrusted]
@@ -67,7 +67,7 @@ async def list_nodes(t: ToolContext) -> NodeList:
     return NodeList(items=items, online=sum(n.online for n in items), offline=[n.name for n in items if not n.online])
 
 
-class NodeStatus(BaseModel):
+class NodeStatus(Model):
     node: Untrusted
     pve_version: str | None = None
     kernel: str | None = None
@@ -111,7 +111,7 @@ async def node_status(t: ToolContext, node: NodeName) -> NodeStatus:
     )
 
 
-class Disk(BaseModel):
+class Disk(Model):
     devpath: str
     type: str | None = Field(None, description="ssd, hdd, nvme, usb or unknown")
     size_bytes: int | None = None
@@ -122,7 +122,7 @@ class Disk(BaseModel):
     used_by: str | None = Field(None, description="what uses the disk (ZFS, LVM, partitions, mounted...)")
 
 
-class NodeDisks(BaseModel):
+class NodeDisks(Model):
     node: Untrusted
     items: list[Disk]
     failing: list[str] = Field(description="devices whose SMART health is not PASSED/OK")
@@ -154,7 +154,7 @@ async def node_disks(t: ToolContext, node: NodeName) -> NodeDisks:
     )
 
 
-class ZfsPool(BaseModel):
+class ZfsPool(Model):
     name: Untrusted
     health: str
     size_bytes: int | None = None
@@ -164,7 +164,7 @@ class ZfsPool(BaseModel):
     fragmentation_percent: int | None = None
 
 
-class NodeZfs(BaseModel):
+class NodeZfs(Model):
     node: Untrusted
     pools: list[ZfsPool]
     degraded: list[Untrusted] = Field(description="pools whose health is not ONLINE")
@@ -191,7 +191,7 @@ async def node_zfs_pools(t: ToolContext, node: NodeName) -> NodeZfs:
     return NodeZfs(node=node, pools=pools, degraded=[p.name for p in pools if p.health != "ONLINE"])
 
 
-class PackageUpdate(BaseModel):
+class PackageUpdate(Model):
     package: str
     current: str | None
     new: str
@@ -199,7 +199,7 @@ class PackageUpdate(BaseModel):
     priority: str | None = None
 
 
-class NodeUpdates(BaseModel):
+class NodeUpdates(Model):
     node: Untrusted
     count: int
     proxmox_packages: int = Field(description="updates from Proxmox's repositories")
@@ -233,14 +233,14 @@ async def node_updates(t: ToolContext, node: NodeName) -> NodeUpdates:
     )
 
 
-class StandardRepo(BaseModel):
+class StandardRepo(Model):
     handle: str = Field(description="enterprise, no-subscription, test, ceph-...")
     name: str
     configured: bool
     enabled: bool | None = None
 
 
-class NodeRepositories(BaseModel):
+class NodeRepositories(Model):
     node: Untrusted
     standard: list[StandardRepo]
     enterprise_without_subscription: bool
@@ -278,7 +278,7 @@ async def node_repositories(t: ToolContext, node: NodeName) -> NodeRepositories:
     )
 
 
-class Certificate(BaseModel):
+class Certificate(Model):
     filename: str
     subject: str | None = None
     issuer: str | None = None
@@ -289,7 +289,7 @@ class Certificate(BaseModel):
     key: str | None = Field(None, description="public key type and size")
 
 
-class NodeCertificates(BaseModel):
+class NodeCertificates(Model):
     node: Untrusted
     items: list[Certificate]
     expiring_within_30_days: list[str]
@@ -323,7 +323,7 @@ async def node_certificates(t: ToolContext, node: NodeName) -> NodeCertificates:
     )
 
 
-class NodeSubscription(BaseModel):
+class NodeSubscription(Model):
     node: Untrusted
     status: str = Field(description="active, notfound, expired, invalid, new, suspended")
     level: str | None = None

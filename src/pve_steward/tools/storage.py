@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
-from pve_steward.models import PageInfo, Untrusted, iso, untrusted
+from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import NodeName, StorageId, VmId
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -18,7 +18,7 @@ from pve_steward.tools.context import ToolContext
 MAX_PAGE = 500
 
 
-class StorageOnNode(BaseModel):
+class StorageOnNode(Model):
     node: Untrusted
     active: bool
     total_bytes: int | None = None
@@ -27,7 +27,7 @@ class StorageOnNode(BaseModel):
     used_fraction: float | None = None
 
 
-class StorageRow(BaseModel):
+class StorageRow(Model):
     storage: Untrusted
     type: str
     content: list[str]
@@ -37,7 +37,7 @@ class StorageRow(BaseModel):
     usage: list[StorageOnNode] = Field(description="one row per node that reports it (one for shared storage)")
 
 
-class StorageList(BaseModel):
+class StorageList(Model):
     items: list[StorageRow]
     incomplete: list[str] = Field(default_factory=list, description="reads that failed; usage may be partial")
 
@@ -100,7 +100,7 @@ async def list_storage(
     return StorageList(items=items, incomplete=incomplete)
 
 
-class Volume(BaseModel):
+class Volume(Model):
     volid: str
     content: str
     format: str | None = None
@@ -112,7 +112,7 @@ class Volume(BaseModel):
     notes: Untrusted | None = None
 
 
-class StorageContent(BaseModel):
+class StorageContent(Model):
     storage: Untrusted
     node: Untrusted
     page: PageInfo
@@ -165,7 +165,7 @@ async def storage_content(
     )
 
 
-class ReplicationJob(BaseModel):
+class ReplicationJob(Model):
     id: str
     guest: int
     source: Untrusted | None
@@ -180,7 +180,7 @@ class ReplicationJob(BaseModel):
     comment: Untrusted | None = None
 
 
-class ReplicationJobs(BaseModel):
+class ReplicationJobs(Model):
     items: list[ReplicationJob]
     failing: list[str]
     incomplete: list[str] = Field(default_factory=list)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
-from pve_steward.models import Untrusted, iso
+from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import NodeName, Upid, VmId, parse_upid
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -18,7 +18,7 @@ from pve_steward.tools.context import ToolContext
 LOG_CAP = 5000
 
 
-class TaskRow(BaseModel):
+class TaskRow(Model):
     upid: str
     node: Untrusted
     type: str
@@ -58,7 +58,7 @@ def task_row(r: dict[str, Any]) -> TaskRow:
     )
 
 
-class TaskList(BaseModel):
+class TaskList(Model):
     total: int
     items: list[TaskRow]
     incomplete: list[str] = Field(default_factory=list)
@@ -101,7 +101,7 @@ def _rows(answer: Any) -> list[dict[str, Any]]:
     return [] if isinstance(answer, PveError) else list(answer)
 
 
-class TaskDetail(BaseModel):
+class TaskDetail(Model):
     task: TaskRow
     log_tail: list[Untrusted] = Field(description="last lines of the task log")
     log_lines: int
@@ -154,7 +154,7 @@ def _required(answer: Any) -> Any:
     return answer
 
 
-class TaskLog(BaseModel):
+class TaskLog(Model):
     upid: str
     start: int
     lines: list[Untrusted]

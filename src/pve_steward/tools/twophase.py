@@ -27,13 +27,13 @@ from typing import Any, Literal
 import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.client import api_path
 from pve_steward.client import node as node_seg
 from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError, PveUnavailable
-from pve_steward.models import Untrusted, iso
+from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import parse_upid
 from pve_steward.security.audit import redact_params
 from pve_steward.security.confirm import Confirm, NotAsked
@@ -44,7 +44,7 @@ from pve_steward.tools.context import ToolContext
 LOG_TAIL = 15
 
 
-class TargetRef(BaseModel):
+class TargetRef(Model):
     """What the write acts on, as resolved by the server."""
 
     vmid: int | None = None
@@ -55,13 +55,13 @@ class TargetRef(BaseModel):
     id: str | None = Field(None, description="a non-guest object: backup job, replication job or task")
 
 
-class Check(BaseModel):
+class Check(Model):
     check: str
     ok: bool
     detail: str
 
 
-class TaskOutcome(BaseModel):
+class TaskOutcome(Model):
     upid: str
     node: Untrusted
     state: Literal["running", "ok", "warning", "failed"]
@@ -70,7 +70,7 @@ class TaskOutcome(BaseModel):
     log_tail: list[Untrusted] = Field(default_factory=list)
 
 
-class WriteResult(BaseModel):
+class WriteResult(Model):
     operation: str
     status: Literal["preview", "completed", "failed", "running", "submitted", "unknown"] = Field(
         description="unknown: PVE has the request but its outcome could not be read; check, do not retry"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from pve_steward.admission import heavy
 from pve_steward.analysis.findings import Report
@@ -24,6 +24,7 @@ from pve_steward.analysis.upgradeinfo import (
 )
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
+from pve_steward.models import Model
 from pve_steward.security.guard import guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
@@ -32,12 +33,12 @@ from pve_steward.tools.diagnostics import Limit, page, refer, suppressions, thre
 AREA = "upgrade"
 
 
-class ShellCheck(BaseModel):
+class ShellCheck(Model):
     name: str = Field(description="the pve8to9 check, as docs/checks.md names it (anchor pve8to9:<name>)")
     what: str
 
 
-class UpgradeReadiness(BaseModel):
+class UpgradeReadiness(Model):
     """The report of the API-observable checks, which nodes they applied to, and what they cannot see."""
 
     target: int = Field(description="the PVE major release the upgrade goes to")
