@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pve_steward.client import ApiPath, ProxmoxClient, WriteMethod
+from pve_steward.requestpool import REQUEST_PRIORITY, URGENT
 from pve_steward.singleflight import SingleFlight
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
@@ -53,7 +54,7 @@ class ReadCache:
     max_entries: int = 4096
     stats: CacheStats = field(default_factory=CacheStats)
     _entries: dict[Key, _Entry] = field(default_factory=dict)
-    _inflight: SingleFlight[Key, tuple[Any, str]] = field(default_factory=SingleFlight)
+    _inflight: SingleFlight[tuple[Key, int], tuple[Any, str]] = field(default_factory=SingleFlight)
     _generation: int = 0
 
     @staticmethod
@@ -67,7 +68,11 @@ class ReadCache:
             self.stats.hits += 1
             return json.loads(entry.encoded)
         generation = self._generation
-        (result, encoded), first = await self._inflight.run(key, lambda: self._fetch(key, path, params, generation))
+        # A read joins one in flight at its own priority or a more urgent one, never a less urgent one: a
+        # cheap call must not wait for a request queued behind a heavy diagnostic's reads (requestpool.py).
+        priority = REQUEST_PRIORITY.get()
+        flight = (key, URGENT) if priority == URGENT or (key, URGENT) in self._inflight else (key, priority)
+        (result, encoded), first = await self._inflight.run(flight, lambda: self._fetch(key, path, params, generation))
         if first:
             return result  # the one caller that gets PVE's object itself
         self.stats.joined += 1

@@ -31,10 +31,10 @@ REQUEST_PRIORITY: ContextVar[int] = ContextVar("pve_request_priority", default=U
 class _Ticket:
     """An awaited request: where its outcome goes, and whether its caller has gone."""
 
-    __slots__ = ("dropped", "loop", "waiter")
+    __slots__ = ("dropped", "loop", "priority", "waiter")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
-        self.loop, self.waiter, self.dropped = loop, waiter, False
+    def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], priority: int) -> None:
+        self.loop, self.waiter, self.priority, self.dropped = loop, waiter, priority, False
 
     def drop_if_cancelled(self, waiter: asyncio.Future[Any]) -> None:
         self.dropped = waiter.cancelled()  # a worker that has not started it skips it
@@ -82,7 +82,7 @@ class RequestPool:
     async def run(self, fn: Callable[..., Any], /, *args: Any, priority: int = URGENT) -> Any:
         """Run ``fn(*args)`` on a worker and await its outcome; cancelling the caller drops it if not started."""
         loop = asyncio.get_running_loop()
-        ticket = _Ticket(loop, loop.create_future())
+        ticket = _Ticket(loop, loop.create_future(), priority)
         ticket.waiter.add_done_callback(ticket.drop_if_cancelled)
         self._queue.put((priority, next(self._order), self._job(fn, args), ticket))
         return await ticket.waiter
@@ -120,6 +120,7 @@ class RequestPool:
         """On the event loop: resolve every answer that arrived since the last delivery."""
         with self._answered_lock:
             batch = self._answered.pop(loop, [])
+        batch.sort(key=lambda answer: answer[0].priority)  # urgent callers resume first (a stable sort)
         for ticket, ok, value in batch:
             if ticket.waiter.done():
                 continue

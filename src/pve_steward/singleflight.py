@@ -29,6 +29,10 @@ class SingleFlight(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._running)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether a run for ``key`` is in flight (a later caller would join it)."""
+        return key in self._running
+
     async def run(self, key: K, start: Callable[[], Awaitable[V]]) -> tuple[V, bool]:
         """The result of the run for ``key`` and whether this caller started it (``start`` runs once)."""
         task = self._running.get(key)

@@ -11,6 +11,7 @@ import pytest
 from pve_steward.client import ApiPath, WriteMethod, api_path
 from pve_steward.errors import PveUnavailable
 from pve_steward.readcache import ReadCache
+from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
 
 RESOURCES = api_path("cluster", "resources")
 
@@ -194,5 +195,37 @@ def test_a_request_whose_callers_are_all_cancelled_is_cancelled_too() -> None:
         inner.gate.set()
         assert await cache.get(RESOURCES) == inner.answer
         assert len(inner.gets) == 2, "nobody was left to receive the first answer: it was dropped, not kept"
+
+    asyncio.run(run())
+
+
+async def _settle() -> None:
+    """Let every task started so far run up to its request (single-flight starts the request in a task)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_an_urgent_read_does_not_join_a_background_one_but_a_background_read_joins_an_urgent_one() -> None:
+    """A cheap call's read would otherwise wait behind every read a heavy diagnostic queued first."""
+
+    async def background_read(cache: ReadCache) -> Any:
+        REQUEST_PRIORITY.set(BACKGROUND)  # what admission.py does for a heavy operation (a task's own context)
+        return await cache.get(RESOURCES)
+
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=3.0)
+        heavy = asyncio.create_task(background_read(cache))
+        await _settle()
+        cheap = asyncio.create_task(cache.get(RESOURCES))
+        await _settle()
+        assert len(inner.gets) == 2, "the urgent read went out on its own"
+        later_heavy = asyncio.create_task(background_read(cache))
+        await _settle()
+        assert len(inner.gets) == 2, "a later background read joined one in flight"
+        inner.gate.set()
+        answers = await asyncio.gather(heavy, cheap, later_heavy)
+        assert all(a == inner.answer for a in answers)
+        assert cache.stats.requests == 2 and cache.stats.joined == 1
 
     asyncio.run(run())
