@@ -4,8 +4,8 @@ pvesim runs in its own process (bench/simproc.py) on generated clusters (pvesim.
 - **API calls**: the requests one `check_cluster_health` sends (counted where proxmoxer is called, after the
   read cache and single-flight) against the reads it truly needs: the distinct (path, parameters) among them,
   i.e. every repeat counts against it (target <= 1.1x at 10,000 guests). Split by scope (cluster-wide,
-  per node, per guest) so a per-guest read where PVE has a bulk endpoint would show: the only per-guest read
-  is the guest's config, which no PVE list carries (/cluster/resources and /nodes/{node}/qemu have no config);
+  per node, per guest) so a per-guest read where PVE has a bulk endpoint would show: the per-guest reads are
+  only what no PVE list carries (see PER_GUEST: /cluster/resources and /nodes/{node}/qemu have no config);
 - **memory**: the peak RSS of a `pve-steward serve` process (HTTP) while 50 health checks run at once
   (distinct `limit`s, so no answer is shared), target <= 300 MiB at 2,000 guests;
 - **analysis**: the whole health analysis against `json.loads` of its payload, best of interleaved rounds
@@ -53,7 +53,10 @@ from pvesim.payload import cluster_payload
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH = ("diagnostics", {"action": "check_cluster_health"})
 GUESTS = ("guests", {"action": "list_guests"})
-PER_GUEST = {"config", "agent/info", "snapshot"}  # no PVE list carries these; each is read per guest or not at all
+# No PVE list carries these; each is read per guest or not at all: the config (API2/Qemu.pm vm_config,
+# pve-container API2/LXC/Config.pm), pending changes (vm_pending; capped by pending_probe_limit), the agent's
+# info and filesystems (API2/Qemu/Agent.pm; capped by agent_probe_limit) and the snapshot list.
+PER_GUEST = {"config", "pending", "agent/info", "agent/get-fsinfo", "snapshot"}
 
 
 class Recorder:
@@ -276,7 +279,7 @@ def verdicts(rows: list[dict[str, Any]]) -> list[tuple[str, bool]]:
             biggest["sent"] / biggest["needed"] <= 1.1,
         ),
         (
-            "per-guest reads only where no PVE list carries the data (config, agent/info, snapshot)",
+            "per-guest reads only where no PVE list carries the data (config, pending, agent, snapshot)",
             set(biggest["guest_kinds"]) <= PER_GUEST,
         ),
         (
@@ -309,8 +312,9 @@ def write(path: Path, rows: list[dict[str, Any]], checks: int, started: str, whe
         "Requests are counted where the client hands them to proxmoxer (after the read cache and single-flight);",
         "'needed' is the distinct (path, parameters) among them, so any repeated read counts against the ratio.",
         "Per-guest reads are only what no PVE list carries: the guest's configuration (`/cluster/resources`",
-        "and `/nodes/{node}/qemu` have none), guest-agent probes of running VMs with the agent enabled (capped by",
-        "the `agent_probe_limit` threshold, 200) and the snapshot list of guests that have snapshots.",
+        "and `/nodes/{node}/qemu` have none), the pending changes of running guests (capped by the",
+        "`pending_probe_limit` threshold, 100), guest-agent probes (info, filesystems) of running VMs with the",
+        "agent enabled (capped by `agent_probe_limit`, 200) and the snapshot list of guests that have snapshots.",
         "Per-node reads grow with nodes, not guests.",
         "",
         "The concurrent checks ask for distinct `limit`s, so each is analysed and answered on its own (the reads",

@@ -125,3 +125,20 @@ async def test_get_task_takes_endtime_from_the_task_index(tmp_path: Path) -> Non
     async with Client(mcp) as c:
         rotated = (await c.call_tool("get_task", {"upid": row["upid"]})).structured_content
     assert rotated is not None and rotated["task"]["ended"] is None and rotated["task"]["state"] == "ok"
+
+
+async def test_a_health_check_reads_each_thing_once_and_each_area_gets_its_own_copy() -> None:
+    """Areas that need the same endpoint share one read per check, even when the read cache's TTL lapses
+    during a long check (issue 17); a repeat is a copy, so one area's analysis cannot change another's data."""
+    from pve_steward.analysis.health import AREAS
+
+    fake = _cluster("9.1.2", [guest_row(100, "pve1"), guest_row(101, "pve2")])
+    fake.on("GET", "/nodes/pve1/status", {"memory": {"total": 64 << 30, "used": 8 << 30}, "cpuinfo": {"cpus": 16}})
+    fake.on("GET", "/nodes/pve1/qemu/100/config", qemu_config("web"))
+    fake.on("GET", "/nodes/pve2/qemu/101/config", qemu_config("db"))
+    d = await collect(fake, NOW, list(AREAS))
+    calls = [(m, p, repr(sorted(params.items()))) for m, p, params in fake.calls]
+    repeated = sorted({c[1] for c in calls if calls.count(c) > 1})
+    assert repeated == [], f"read more than once in one check: {repeated}"
+    assert d.reads["node_status"]["pve1"] == d.node_status["pve1"], "both areas got the answer"
+    assert d.reads["node_status"]["pve1"] is not d.node_status["pve1"], "each its own copy"

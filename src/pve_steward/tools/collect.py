@@ -9,6 +9,7 @@ optional gap (CHECK_SKIPPED), not as a failure.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
@@ -36,6 +37,11 @@ NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
 
 Read = tuple[str, ApiPath, dict[str, Any]]
+ReadKey = tuple[str, str]
+
+
+def _read_key(path: ApiPath, params: dict[str, Any]) -> ReadKey:
+    return str(path), repr(sorted(params.items()))
 
 
 class Collector:
@@ -44,6 +50,7 @@ class Collector:
         self.pbs = pbs
         self.areas = set(areas)
         self.data = ClusterData(now=now)
+        self._answers: dict[ReadKey, Any] = {}  # every answer of this check, by what was read (see _read)
 
     def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
         optional = key.split(":", 1)[0] in OPTIONAL and isinstance(err, PvePermissionError)
@@ -60,7 +67,26 @@ class Collector:
         )
 
     async def _read(self, reads: list[Read]) -> dict[str, Any]:
-        return await gather(self.client, reads)
+        """Each (path, parameters) is read once per check, however many areas ask for it.
+
+        The read cache's TTL is seconds, but a check of a large cluster runs longer, so two areas
+        reading one endpoint minutes apart went to PVE twice (issue 17). A repeat gets a copy of
+        the first answer (or the same error), so no area's analysis sees another's changes.
+        """
+        fresh: dict[ReadKey, Read] = {}
+        for key, path, params in reads:
+            fresh.setdefault(_read_key(path, params), (key, path, params))
+        fresh = {k: r for k, r in fresh.items() if k not in self._answers}
+        got = await gather(self.client, fresh.values())
+        first = {r[0] for r in fresh.values()}
+        for read_key, (key, _path, _params) in fresh.items():
+            self._answers[read_key] = got[key]
+        out: dict[str, Any] = {}
+        for key, path, params in reads:
+            answer = self._answers[_read_key(path, params)]
+            out[key] = answer if key in first or isinstance(answer, PveError) else copy.deepcopy(answer)
+            first.discard(key)
+        return out
 
     def _want(self, *areas: str) -> bool:
         return bool(self.areas & set(areas))
