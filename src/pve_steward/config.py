@@ -14,7 +14,7 @@ import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -26,7 +26,14 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from pve_steward.analysis.suppression import Suppression, parse_suppressions
 from pve_steward.security.files import refuse_exposed
@@ -189,7 +196,7 @@ class Settings(BaseSettings):
         None,
         description="TOML: named static tokens (sha256 + tier) and OIDC group -> tier/cluster rules (docs/deploy.md)",
     )
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="extra Host headers accepted over HTTP (DNS-rebinding protection), e.g. mcp.lan:*",
     )
@@ -227,15 +234,17 @@ class Settings(BaseSettings):
     tier: Tier = Field(Tier.READ_ONLY, description="highest write tier to register: read_only, operator, admin")
     read_only: bool = Field(False, description="register no write tools at all (overrides --tier)")
     granular_tools: bool = Field(False, description="one MCP tool per operation instead of domain meta-tools")
-    toolsets: list[str] | None = Field(None, description="only these toolsets (comma-separated)")
-    disable_toolsets: list[str] = Field(default_factory=list, description="toolsets to leave out (comma-separated)")
+    toolsets: Annotated[list[str] | None, NoDecode] = Field(None, description="only these toolsets (comma-separated)")
+    disable_toolsets: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="toolsets to leave out (comma-separated)"
+    )
     tools_file: Path | None = Field(None, description="tool definitions file overriding the packaged tools.yaml")
-    allow_actions: list[str] | None = Field(
+    allow_actions: Annotated[list[str] | None, NoDecode] = Field(
         None,
         description="register only operations matching one of these globs (comma-separated, e.g. 'list_*,get_*'); "
         "narrows tiers and toolsets, never widens them",
     )
-    deny_actions: list[str] = Field(
+    deny_actions: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="never register operations matching these globs (comma-separated, e.g. guest_stop); wins "
         "over --allow-actions",
@@ -274,7 +283,7 @@ class Settings(BaseSettings):
     )
 
     # --- diagnostics
-    thresholds: dict[str, float] = Field(
+    thresholds: Annotated[dict[str, float], NoDecode] = Field(
         default_factory=dict, description="override diagnostic thresholds, e.g. storage_warning_pct=75"
     )
     suppress: list[Suppression] = Field(
@@ -330,6 +339,8 @@ class Settings(BaseSettings):
     @classmethod
     def _csv(cls, v: Any) -> Any:
         if isinstance(v, str):
+            if v.lstrip().startswith("["):  # the JSON form: environment values are not decoded for us (NoDecode)
+                return _json(v, list, 'a JSON list (["a", "b"]) or values separated by commas (a,b)')
             return [p.strip() for p in v.split(",") if p.strip()]
         return v
 
@@ -337,6 +348,8 @@ class Settings(BaseSettings):
     @classmethod
     def _kv(cls, v: Any) -> Any:
         if isinstance(v, str):
+            if v.lstrip().startswith("{"):
+                return _json(v, dict, "a JSON object or name=value pairs separated by commas")
             pairs = [p.split("=", 1) for p in v.split(",") if p.strip()]
             if any(len(p) != 2 for p in pairs):
                 raise ValueError("thresholds take name=value pairs separated by commas")
@@ -541,3 +554,29 @@ def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (
         return _FileSettings(**values)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, lambda n: _source(n, flags, env, path))) from None
+    except SettingsError as exc:  # pydantic-settings could not decode an environment value as JSON
+        raise ConfigError(_undecodable(str(exc))) from None
+
+
+def _json(text: str, kind: type, forms: str) -> Any:
+    """A setting given as JSON (in the environment, or a flag): decoded, or a sentence saying what it takes."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError(f"not valid JSON; give {forms}") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"give {forms}")
+    return value
+
+
+def _undecodable(message: str) -> str:
+    """pydantic-settings' 'error parsing value for field "x" from source "EnvSettingsSource"' (a structured
+    setting whose environment value is not JSON), as a sentence that names the variable."""
+    m = re.search(r'field "(\w+)"', message)
+    name = m.group(1) if m else ""
+    if name not in Settings.model_fields:
+        return f"invalid configuration: {message}"
+    return (
+        f"invalid configuration: {name} (env {ENV_PREFIX}{name.upper()}): not valid JSON; give it as JSON "
+        "(as the config file's table would be), or set it in the config file"
+    )

@@ -151,3 +151,26 @@ def test_each_command_lists_only_its_own_flags_in_plain_text(capsys: pytest.Capt
         assert flag not in check
     assert "--url" in check and "--thresholds" in check and "64 usage" in check
     assert "--url" not in tools and "--http-port" not in tools and "--tier" in tools
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "forms"),
+    [
+        ("PVE_STEWARD_ALLOWED_HOSTS", '["pve1.example"', r'a JSON list \(\["a", "b"\]\) or values separated by commas'),
+        ("PVE_STEWARD_THRESHOLDS", "{storage_warn", r"a JSON object or name=value pairs separated by commas"),
+        ("PVE_STEWARD_SUPPRESS", "[{code", r"it as JSON \(as the config file's table would be\)"),
+    ],
+)
+def test_an_environment_value_that_is_not_json_is_named_with_the_forms_it_takes(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, forms: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=rf"\(env {variable}\): not valid JSON; give {forms}"):
+        load_settings()
+
+
+def test_a_list_setting_takes_a_json_list_or_commas_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PVE_STEWARD_ALLOWED_HOSTS", '["a.example", "b.example"]')
+    assert load_settings().allowed_hosts == ["a.example", "b.example"]
+    monkeypatch.setenv("PVE_STEWARD_ALLOWED_HOSTS", "a.example, b.example")
+    assert load_settings().allowed_hosts == ["a.example", "b.example"]
