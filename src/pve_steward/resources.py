@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
+from pve_steward.compat import VersionGate
 from pve_steward.errors import PveError
 from pve_steward.nodecheck import unknown_guest
 from pve_steward.pve import ids
@@ -68,12 +69,26 @@ class Views:
         return all(op in self.selected for op in ops)
 
     async def run(self, op: str, **kwargs: Any) -> Any:
-        t = ToolContext(app=_app(), op=self.registry.operations[op])
+        app = _app()
+        await _version_checked(app)
+        t = ToolContext(app=app, op=self.registry.operations[op])
         t.audit_fields["via"] = "resource"
         try:
             return await self.registry.handlers[op](t, **kwargs)
         except ToolError as exc:
             raise ResourceError(str(exc)) from None
+
+
+async def _version_checked(app: AppContext) -> None:
+    """The version check tools make on first use (server.cluster_ready): a cluster view of an unsupported
+    release is refused with the same sentence, and nothing else is read."""
+    gate = app.gate
+    if not isinstance(gate, VersionGate):
+        return
+    problem = await gate.problem()
+    if problem:
+        raise ResourceError(problem)
+    app.pve_version = gate.version
 
 
 async def known_node(app: AppContext, node: str) -> str:
@@ -161,6 +176,7 @@ def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operat
             mime_type=JSON,
         )
         async def node_view(node: str) -> str:
+            await _version_checked(_app())
             name = await known_node(_app(), node)
             view: dict[str, Any] = {"status": (await views.run("node_status", node=name)).model_dump(mode="json")}
             if views.offers("list_guests"):
@@ -181,6 +197,7 @@ def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operat
         )
         async def guest_view(vmid: str) -> str:
             number = _vmid(vmid)
+            await _version_checked(_app())
             problem = await unknown_guest(_app(), number)
             if problem:
                 raise ResourceNotFoundError(problem)

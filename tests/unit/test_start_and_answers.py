@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from pve_steward.answers import compact_answer, render
 from pve_steward.config import Settings
@@ -137,3 +137,12 @@ def test_only_a_plain_structured_answer_is_rewritten() -> None:
     image = ImageContent(type="image", data="AAAA", mime_type="image/png")
     blocks = CallToolResult(content=[TextContent(type="text", text="x"), image], structured_content=structured)
     assert compact_answer(blocks) is blocks
+
+
+@pytest.mark.parametrize("uri", ["pve-steward://cluster", "pve-steward://nodes/pve1", "pve-steward://guests/100"])
+async def test_a_cluster_view_of_an_unsupported_version_is_refused_like_a_tool(tmp_path: Path, uri: str) -> None:
+    fake = demo_client().on("GET", "/version", {"version": "7.4.17"})
+    async with Client(build_server(_settings(tmp_path), client=fake)) as c:
+        with pytest.raises(MCPError, match=r"Proxmox VE 7\.4\.17 is not supported"):
+            await c.read_resource(uri)
+    assert fake.requested() == ["GET /version"]  # nothing else was read from an unsupported release
