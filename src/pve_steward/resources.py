@@ -24,7 +24,6 @@ from pydantic import BaseModel
 
 from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
-from pve_steward.compat import VersionGate
 from pve_steward.errors import PveError
 from pve_steward.nodecheck import unknown_guest
 from pve_steward.pve import ids
@@ -80,15 +79,10 @@ class Views:
 
 
 async def _version_checked(app: AppContext) -> None:
-    """The version check tools make on first use (server.cluster_ready): a cluster view of an unsupported
-    release is refused with the same sentence, and nothing else is read."""
-    gate = app.gate
-    if not isinstance(gate, VersionGate):
-        return
-    problem = await gate.problem()
+    """The version check tools make (server.cluster_ready): an unsupported release is refused alike."""
+    problem = await app.version_problem()
     if problem:
         raise ResourceError(problem)
-    app.pve_version = gate.version
 
 
 async def known_node(app: AppContext, node: str) -> str:

@@ -306,13 +306,9 @@ async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
 
 async def cluster_ready(app: AppContext) -> None:
     """The version check on first use: a tool answers "cannot reach ..." or the refusal, never a crash."""
-    gate = app.gate
-    if not isinstance(gate, VersionGate):
-        return
-    problem = await gate.problem()
+    problem = await app.version_problem()
     if problem:
         raise ToolError(problem)
-    app.pve_version = gate.version
 
 
 def _describe(annotation: Any, description: str | None) -> Any:

@@ -44,6 +44,19 @@ class AppContext:
     max_tier: Tier | None = None  # that cluster's tier ceiling
     clusters: Clusters | None = None  # every configured cluster, when there are several
 
+    async def version_problem(self) -> str | None:
+        """The version check on first use (kept once made): why this cluster is refused, or None.
+
+        Tools raise it as a tool error (server.cluster_ready), cluster views as a resource error.
+        """
+        gate = self.gate
+        if gate is None:
+            return None
+        problem: str | None = await gate.problem()
+        if problem is None:
+            self.pve_version = gate.version
+        return problem
+
 
 class UnknownCluster(ValueError):
     """A cluster argument that names no configured cluster."""
