@@ -31,6 +31,12 @@ class Missing:
     affects: tuple[str, ...] = ()  # areas whose checks are incomplete
     optional: bool = False  # a check limited on purpose (privileges, caps): CHECK_SKIPPED, not DATA_INCOMPLETE
 
+    @classmethod
+    def denied(cls, what: str, path: str, error: str, affects: tuple[str, ...]) -> Missing:
+        """Per-guest reads a token may not make, said once for all of them: a check limited by privilege
+        (CHECK_SKIPPED), never a failure or a clean bill."""
+        return cls(what=what, path=path, error=error, status=403, affects=affects, optional=True)
+
 
 @dataclass
 class ClusterData:

@@ -39,14 +39,12 @@ async def read_agent_filesystems(client: ProxmoxClient, data: ClusterData) -> li
     missing = []
     if denied:
         missing.append(
-            Missing(
-                what=f"in-guest filesystems of {len(denied)} VM(s) (skipped: needs VM.GuestAgent.Audit on PVE 9, "
+            Missing.denied(
+                f"in-guest filesystems of {len(denied)} VM(s) (skipped: needs VM.GuestAgent.Audit on PVE 9, "
                 "VM.Monitor on PVE 8)",
-                path=PATH,
-                error="permission denied",
-                status=403,
-                affects=("guests",),
-                optional=True,
+                PATH,
+                "permission denied",
+                ("guests",),
             )
         )
     if failed:

@@ -712,9 +712,7 @@ class Collector:
             )
 
     def _denied(self, what: str, path: str, error: str, affects: tuple[str, ...]) -> None:
-        """Per-guest reads a token may not make, said once for all of them: a check limited by privilege
-        (CHECK_SKIPPED), never a failure or a clean bill."""
-        self.data.missing.append(Missing(what=what, path=path, error=error, status=403, affects=affects, optional=True))
+        self.data.missing.append(Missing.denied(what, path, error, affects))
 
 
 async def collect(
