@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import h11
 import uvicorn
@@ -100,29 +100,21 @@ def make_certificate(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Pa
     return cert_path, key_path, ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
-class SimServer:
-    """A running simulator: ``with SimServer(cluster) as sim: sim.url, sim.fingerprint, sim.token(...)``."""
+class HttpsSim:
+    """A simulator app served over HTTPS by uvicorn in a thread, with a self-signed certificate made at start.
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        faults: Faults | None = None,
-        log_level: str = "warning",
-    ) -> None:
-        self.sim = Simulator(cluster, faults, control_secret=secrets.token_hex(16))
+    Subclasses give :meth:`config` (their app and uvicorn's settings) and ``thread_name``.
+    """
+
+    thread_name = "sim"
+
+    def __init__(self, host: str, port: int, prefix: str) -> None:
         self.host = host
         self.port = port
-        self.log_level = log_level
-        self._tmp = tempfile.TemporaryDirectory(prefix="pvesim-")
+        self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
         self.cert_path, self.key_path, self.fingerprint = make_certificate(Path(self._tmp.name), host)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
-
-    @property
-    def cluster(self) -> Cluster:
-        return self.sim.cluster
 
     @property
     def url(self) -> str:
@@ -132,34 +124,29 @@ class SimServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    @property
-    def control_secret(self) -> str:
-        return self.sim.control_secret
-
     def config(self) -> uvicorn.Config:
-        logging.getLogger("uvicorn.error").addFilter(_DropFilter())
-        return uvicorn.Config(
-            create_app(self.sim),
-            host=self.host,
-            port=self.port,
-            http=ReasonH11Protocol,
-            ssl_certfile=str(self.cert_path),
-            ssl_keyfile=str(self.key_path),
-            log_level=self.log_level,
-            lifespan="off",
-            access_log=False,
-            timeout_keep_alive=30,
-            limit_concurrency=2048,
-        )
+        raise NotImplementedError
 
-    def start(self) -> SimServer:
+    def _tls(self) -> dict[str, Any]:
+        """uvicorn settings every simulator shares: this certificate, PVE's reason phrases, no lifespan."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "http": ReasonH11Protocol,
+            "ssl_certfile": str(self.cert_path),
+            "ssl_keyfile": str(self.key_path),
+            "lifespan": "off",
+            "access_log": False,
+        }
+
+    def start(self) -> Self:
         self._server = uvicorn.Server(self.config())
-        self._thread = threading.Thread(target=self._server.run, name="pvesim", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name=self.thread_name, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 15
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"pvesim failed to start on {self.host}:{self.port}")
+                raise RuntimeError(f"{self.thread_name} failed to start on {self.host}:{self.port}")
             time.sleep(0.01)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
@@ -170,6 +157,7 @@ class SimServer:
             self._thread.join(0.5)
 
     def stop(self) -> None:
+        """Stop serving; stopping twice (a test stops it early) is fine."""
         if self._server is not None and self._server.started:
             server = self._server
             server.should_exit = True
@@ -184,13 +172,50 @@ class SimServer:
             server.servers[0].get_loop().call_soon_threadsafe(abort_idle)
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self._server = self._thread = None
         self._tmp.cleanup()
 
-    def __enter__(self) -> SimServer:
+    def __enter__(self) -> Self:
         return self if self._server is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SimServer(HttpsSim):
+    """A running simulator: ``with SimServer(cluster) as sim: sim.url, sim.fingerprint, sim.token(...)``."""
+
+    thread_name = "pvesim"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: Faults | None = None,
+        log_level: str = "warning",
+    ) -> None:
+        self.sim = Simulator(cluster, faults, control_secret=secrets.token_hex(16))
+        self.log_level = log_level
+        super().__init__(host, port, "pvesim-")
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.sim.cluster
+
+    @property
+    def control_secret(self) -> str:
+        return self.sim.control_secret
+
+    def config(self) -> uvicorn.Config:
+        logging.getLogger("uvicorn.error").addFilter(_DropFilter())
+        return uvicorn.Config(
+            create_app(self.sim),
+            **self._tls(),
+            log_level=self.log_level,
+            timeout_keep_alive=30,
+            limit_concurrency=2048,
+        )
 
     def token(self, tokenid: str) -> tuple[str, str]:
         """(full token id, secret) of a scenario token."""
