@@ -49,13 +49,6 @@ def _vm(data: ClusterData, code: str, vmid: int, g: Row, text: str, evidence: di
     return finding(code, guest_subject(data, vmid), f"{label(vmid, g)} {text}", evidence)
 
 
-def _vms(data: ClusterData) -> list[tuple[int, Row, Row]]:
-    memo = data.memo["vms"]
-    if "vms" not in memo:
-        memo["vms"] = [(vmid, g, raw) for vmid, g, raw, _cfg in guests_with_config(data, "qemu")]
-    return memo["vms"]  # type: ignore[no-any-return]
-
-
 # ---------------------------------------------------------------- OS type
 
 
@@ -90,7 +83,7 @@ _OS_EOL = {"win8", "win7", "wvista", "w2k8", "w2k3", "wxp", "w2k", "l24"}
 )
 def os_type(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw in _vms(data):
+    for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         ostype = raw.get("ostype")
         if not ostype:
             out.append(_vm(data, "GUEST_OSTYPE_UNSET", vmid, g, "has no OS type set", {"ostype": None}))
@@ -411,7 +404,7 @@ def balloon(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def disk_cache(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw in _vms(data):
+    for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         disks = _cached_disks(raw)
         unsafe = {k: o.get("file") for k, o in disks.items() if o["cache"] == "unsafe"}
         if unsafe:
@@ -482,7 +475,7 @@ def _cached_disks(raw: Row) -> dict[str, dict[str, str]]:
 )
 def windows11(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw in _vms(data):
+    for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         if raw.get("ostype") != "win11":
             continue
         if raw.get("bios") != "ovmf":
@@ -556,7 +549,7 @@ def windows11(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw in _vms(data):
+    for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         if raw.get("rng0"):
             out.append(_vm(data, "GUEST_RNG_DEVICE", vmid, g, "has a VirtIO RNG device", {"rng0": raw.get("rng0")}))
         serial = {k: raw[k] for k in keys_in(raw, SERIAL_KEYS)}
@@ -568,8 +561,8 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
             )
         if NET_KEYS.isdisjoint(raw):
             out.append(_vm(data, "GUEST_NO_NETWORK", vmid, g, "has no network device", {"net": None}))
-    vms = _vms(data)
-    unpinned = [vmid for vmid, _g, raw in vms if not _PINNED.match(_machine(raw))]
+    vms = guests_with_config(data, "qemu")
+    unpinned = [vmid for vmid, _g, raw, _cfg in vms if not _PINNED.match(_machine(raw))]
     return out + cluster_wide("GUEST_MACHINE_UNPINNED", unpinned, len(vms), "have no pinned machine version")
 
 
@@ -634,7 +627,7 @@ def _newest(machines: list[Row], family: str) -> str | None:
 )
 def machine_outdated(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw in _vms(data):
+    for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         kind = _machine(raw)
         pinned = _PINNED.match(kind)
         machines = data.read("qemu_machines", str(g.get("node")))
