@@ -37,6 +37,11 @@ class Missing:
         (CHECK_SKIPPED), never a failure or a clean bill."""
         return cls(what=what, path=path, error=error, status=403, affects=affects, optional=True)
 
+    @classmethod
+    def capped(cls, what: str, setting: str, affects: tuple[str, ...]) -> Missing:
+        """Reads left out above a configured cap (the setting names it): a limited check, not a failure."""
+        return cls(what=what, path=setting, error="capped by configuration", affects=affects, optional=True)
+
 
 @dataclass
 class ClusterData:

@@ -595,12 +595,10 @@ class Collector:
             ]
             if len(probes) > agent_probe_limit:
                 d.missing.append(
-                    Missing(
-                        what=f"guest-agent probes beyond the first {agent_probe_limit} of {len(probes)} VMs",
-                        path="agent_probe_limit",
-                        error="capped by configuration",
-                        affects=("guests",),
-                        optional=True,
+                    Missing.capped(
+                        f"guest-agent probes beyond the first {agent_probe_limit} of {len(probes)} VMs",
+                        "agent_probe_limit",
+                        ("guests",),
                     )
                 )
             for vmid in probes[:agent_probe_limit]:
@@ -648,12 +646,10 @@ class Collector:
         running = [v for v in sorted(d.configs) if d.guests[v].get("status") == "running"]
         if len(running) > limit:
             d.missing.append(
-                Missing(
-                    what=f"pending-change reads beyond the first {limit} of {len(running)} running guests",
-                    path="pending_probe_limit",
-                    error="capped by configuration",
-                    affects=("guests",),
-                    optional=True,
+                Missing.capped(
+                    f"pending-change reads beyond the first {limit} of {len(running)} running guests",
+                    "pending_probe_limit",
+                    ("guests",),
                 )
             )
         return [
