@@ -383,3 +383,32 @@ def test_checks_of_pve_defaults_give_one_finding_for_the_cluster(
     assert len(found) == 1 and found[0].subject.kind == "cluster"
     evidence = _unmark(found[0].model_dump()["evidence"])
     assert evidence["vmids"] == vmids and evidence["count"] == len(vmids)
+
+
+@pytest.mark.parametrize(
+    ("value", "gtype"),
+    [
+        ("virtio=BC:24:11:AA:BB:01,bridge=vmbr0,firewall=1", "qemu"),
+        ("e1000=bc:24:11:aa:bb:02,bridge=vmbr0", "qemu"),
+        ("model=vmxnet3,macaddr=BC:24:11:AA:BB:03,bridge=vmbr1", "qemu"),
+        ("bridge=vmbr0,virtio=BC:24:11:AA:BB:04", "qemu"),
+        ("virtio,bridge=vmbr0", "qemu"),
+        ("name=eth0,bridge=vmbr0,hwaddr=bc:24:11:aa:bb:05,ip=dhcp,type=veth", "lxc"),
+        ("hwaddr=BC:24:11:AA:BB:06,name=eth0,bridge=vmbr0", "lxc"),
+        ("name=eth0,bridge=vmbr0,ip=dhcp", "lxc"),
+    ],
+)
+def test_the_nic_fast_path_reads_what_the_general_parser_reads(value: str, gtype: str) -> None:
+    """nic() takes a shortcut for ``model=MAC,...`` and ``...,hwaddr=MAC,...``; every form must agree with
+    reading the whole property string (qemu-server Network.pm parse_net, pve-container parse_lxc_network)."""
+    from pve_steward.analysis.checks.guests_common import NIC_MODELS, nic
+    from pve_steward.pve.guestconfig import parse_property_string
+
+    opts = parse_property_string(value)
+    if gtype == "lxc":
+        expected: tuple[str | None, str | None] = (None, opts.get("hwaddr", "").upper() or None)
+    else:
+        model = opts.get("model") or next((k for k in opts if k in NIC_MODELS), None)
+        mac = opts.get("macaddr") or next((v for k, v in opts.items() if k in NIC_MODELS and v != "1"), None)
+        expected = (model, mac.upper() if mac else None)
+    assert nic(value, gtype) == expected
