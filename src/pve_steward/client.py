@@ -661,19 +661,29 @@ class ProxmoxerClient:
             self._workers.shutdown()
 
 
+GATHER_LANES = 128
+
+
 async def gather(
     client: ProxmoxClient, paths: Iterable[tuple[str, ApiPath, dict[str, Any]]]
 ) -> dict[str, Any | PveError]:
-    """Run many reads concurrently (the client bounds concurrency); each result is data or the error."""
-    results: dict[str, Any | PveError] = {}
+    """Run many reads concurrently (the client bounds concurrency); each result is data or the error.
 
-    async def one(key: str, path: ApiPath, params: dict[str, Any]) -> None:
-        try:
-            results[key] = await client.get(path, **params)
-        except PveError as err:
-            results[key] = err
+    At most ``GATHER_LANES`` tasks take the reads in turn: a task per read put thousands of task
+    starts on the event loop at once, ahead of a cheap call's next step (about 100 ms at 2,000
+    guests, issue 17). The lanes outnumber the client's requests in flight (``concurrency`` <= 64).
+    """
+    results: dict[str, Any | PveError] = {}
+    todo = iter(paths)
+
+    async def lane() -> None:
+        for key, path, params in todo:  # the lanes share one iterator: each read is taken once
+            try:
+                results[key] = await client.get(path, **params)
+            except PveError as err:
+                results[key] = err
 
     async with anyio.create_task_group() as tg:
-        for key, path, params in paths:
-            tg.start_soon(one, key, path, params)
+        for _ in range(GATHER_LANES):
+            tg.start_soon(lane)
     return results

@@ -15,17 +15,21 @@ caller's analysis can never change what another sees.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pve_steward.client import ApiPath, ProxmoxClient, WriteMethod
 from pve_steward.requestpool import REQUEST_PRIORITY, URGENT
 from pve_steward.singleflight import SingleFlight
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class CacheStats:
 class _Entry:
     encoded: str
     stored_at: float
+    derived: dict[Callable[[Any], Any], Any] = field(default_factory=dict)  # see ReadCache.indexed
 
 
 @dataclass
@@ -56,6 +61,7 @@ class ReadCache:
     _entries: dict[Key, _Entry] = field(default_factory=dict)
     _inflight: SingleFlight[tuple[Key, int], tuple[Any, str]] = field(default_factory=SingleFlight)
     _generation: int = 0
+    _refreshing: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # held: a task must not be collected
 
     @staticmethod
     def _key(path: ApiPath, params: dict[str, Any]) -> Key:
@@ -77,6 +83,47 @@ class ReadCache:
             return result  # the one caller that gets PVE's object itself
         self.stats.joined += 1
         return json.loads(encoded)
+
+    async def indexed(self, path: ApiPath, build: Callable[[Any], T], /, **params: Any) -> T:
+        """``build(answer)``, made once per cached answer and shared by every caller: never change it.
+
+        For a lookup in a large answer: ``get_guest`` found its guest by decoding a copy of all of
+        /cluster/resources on every call, the largest cost of a cheap call at 2,000 guests (issue 17).
+        """
+        key = self._key(path, params)
+        entry = self._entries.get(key)
+        age = self.clock() - entry.stored_at if entry is not None else self.ttl
+        if entry is None or age >= self.ttl:
+            return build(await self.get(path, **params))  # the next call in the TTL builds from the entry
+        self.stats.hits += 1
+        if age >= self.ttl / 2 and key not in self._refreshing:
+            self._refresh_ahead(key, path, params, list(entry.derived) or [build])
+        if build not in entry.derived:
+            entry.derived[build] = build(json.loads(entry.encoded))
+        return entry.derived[build]  # type: ignore[no-any-return]
+
+    def _refresh_ahead(
+        self, key: Key, path: ApiPath, params: dict[str, Any], builds: list[Callable[[Any], Any]]
+    ) -> None:
+        """Read a looked-up answer again before it expires, and index it, so no cheap call waits for
+        either (one read per half TTL while lookups come; what they see is never older than ``ttl``)."""
+        generation = self._generation
+
+        async def refresh() -> None:
+            REQUEST_PRIORITY.set(URGENT)  # this task's own context: cheap calls are waiting on it
+            try:
+                (result, encoded), first = await self._inflight.run(
+                    (key, URGENT), lambda: self._fetch(key, path, params, generation)
+                )
+                entry = self._entries.get(key)
+                if first and entry is not None and entry.encoded is encoded:  # the entry this read stored
+                    entry.derived.update((build, build(result)) for build in builds)
+            except Exception:  # the next lookup past the TTL reads it itself, and reports a failure
+                log.debug("refreshing %s ahead of its expiry failed", key[0], exc_info=True)
+            finally:
+                self._refreshing.pop(key, None)
+
+        self._refreshing[key] = asyncio.get_running_loop().create_task(refresh())
 
     async def _fetch(self, key: Key, path: ApiPath, params: dict[str, Any], generation: int) -> tuple[Any, str]:
         self.stats.requests += 1

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
 
-__all__ = ["BACKGROUND", "REQUEST_PRIORITY", "URGENT", "RequestPool"]
+__all__ = ["BACKGROUND", "REQUEST_PRIORITY", "URGENCY", "URGENT", "RequestPool", "Urgency"]
 
 # How urgent this task's requests are: cheap calls (URGENT) are served before the reads of heavy
 # diagnostics (BACKGROUND) queued ahead of them (tools/admission.py sets it for heavy operations).
@@ -40,8 +42,76 @@ class _Ticket:
         self.dropped = waiter.cancelled()  # a worker that has not started it skips it
 
 
+class Urgency:
+    """Cheap calls in flight; background work gives way to them at its checkpoints, for a bounded time.
+
+    Priority queues order the requests, yet a cheap call still waited on the GIL and on the API
+    behind the heavy work already running: JSON decoding in the workers, answers resuming on the
+    event loop, analysis threads (``get_guest`` p99 6x its idle latency beside one health check,
+    issue 17). While a cheap call runs, background requests are not started and their answers
+    are not delivered; each cheap call holds that priority for ``grace`` seconds at most, so heavy
+    work is slowed, never starved, and a slow "cheap" call loses its precedence.
+    """
+
+    def __init__(self, grace: float = 0.1) -> None:
+        self.grace = grace
+        self._open: dict[int, float] = {}  # cheap call -> the monotonic time its precedence ends
+        self._ids = itertools.count()
+        self._cond = threading.Condition()
+        self._on_clear: list[Callable[[], None]] = []
+
+    @contextlib.contextmanager
+    def urgent(self) -> Iterator[None]:
+        """Mark the enclosed work as a cheap call that background work gives way to."""
+        with self._cond:
+            ident = next(self._ids)
+            self._open[ident] = time.monotonic() + self.grace
+        try:
+            yield
+        finally:
+            with self._cond:
+                del self._open[ident]
+                clear, callbacks = self._until() <= 0, self._on_clear
+                if clear:
+                    self._on_clear = []
+                self._cond.notify_all()
+            if clear:
+                for callback in callbacks:
+                    callback()
+
+    def _until(self) -> float:
+        """Seconds background work should still wait (0: none); under the condition's lock."""
+        return max(self._open.values(), default=0.0) - time.monotonic() if self._open else 0.0
+
+    def holding(self) -> bool:
+        """Whether a cheap call is running (background work should give way); no lock, a hint."""
+        return bool(self._open)
+
+    def give_way(self) -> None:
+        """In a background thread: wait while a cheap call holds precedence (at most its grace)."""
+        if not self._open:  # the common case, without the lock
+            return
+        latest = time.monotonic() + self.grace  # never longer than one grace, however many calls follow
+        with self._cond:
+            while (left := min(self._until(), latest - time.monotonic())) > 0:
+                self._cond.wait(left)
+
+    def when_clear(self, callback: Callable[[], None]) -> float:
+        """Run ``callback`` (thread-safe, cheap) once no cheap call holds precedence; 0 if clear now,
+        else the longest wait, after which the caller must run it itself (it may then run twice)."""
+        with self._cond:
+            left = self._until()
+            if left > 0:
+                self._on_clear.append(callback)
+                return left
+        return 0.0
+
+
+URGENCY = Urgency()  # one per process, like the GIL it works around
+
 _Target = Future[Any] | _Ticket
 _Item = tuple[int, int, Callable[[], Any] | None, _Target | None]
+_Answer = tuple[_Ticket, bool, Any]
 
 
 class RequestPool:
@@ -51,10 +121,12 @@ class RequestPool:
     loop (261202-9). A queued request whose caller was cancelled is skipped, never sent.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, urgency: Urgency | None = None) -> None:
+        self._urgency = urgency or URGENCY
         self._queue: queue.PriorityQueue[_Item] = queue.PriorityQueue()
         self._order = itertools.count()
-        self._answered: dict[asyncio.AbstractEventLoop, list[tuple[_Ticket, bool, Any]]] = {}
+        self._answered: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
+        self._held: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}  # background answers a cheap call holds
         self._answered_lock = threading.Lock()
         self._workers = [threading.Thread(target=self._work, name=f"pve-api-{i}", daemon=True) for i in range(workers)]
         for worker in self._workers:
@@ -89,9 +161,11 @@ class RequestPool:
 
     def _work(self) -> None:
         while True:
-            _, _, job, target = self._queue.get()
+            priority, _, job, target = self._queue.get()
             if job is None or target is None:
                 return
+            if priority != URGENT:
+                self._urgency.give_way()
             if isinstance(target, _Ticket):
                 if not target.dropped:
                     self._answer(target, job)
@@ -105,7 +179,7 @@ class RequestPool:
 
     def _answer(self, ticket: _Ticket, job: Callable[[], Any]) -> None:
         try:
-            outcome: tuple[_Ticket, bool, Any] = (ticket, True, job())
+            outcome: _Answer = (ticket, True, job())
         except BaseException as exc:  # handed to the caller, who decides
             outcome = (ticket, False, exc)
         with self._answered_lock:
@@ -117,11 +191,45 @@ class RequestPool:
             ticket.loop.call_soon_threadsafe(self._deliver, ticket.loop)
 
     def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the event loop: resolve every answer that arrived since the last delivery."""
+        """On the event loop: resolve every answer that arrived since the last delivery.
+
+        Urgent callers resume first; background answers wait while a cheap call holds precedence
+        (``Urgency``), so heavy work does not resume on the event loop the cheap call needs.
+        """
         with self._answered_lock:
             batch = self._answered.pop(loop, [])
-        batch.sort(key=lambda answer: answer[0].priority)  # urgent callers resume first (a stable sort)
-        for ticket, ok, value in batch:
+        batch.sort(key=lambda answer: answer[0].priority)  # a stable sort
+        cut = len(batch)
+        if self._urgency.holding():
+            cut = next((i for i, answer in enumerate(batch) if answer[0].priority != URGENT), cut)
+        self._resolve(batch[:cut])
+        if cut == len(batch):
+            return
+        with self._answered_lock:
+            held = self._held.setdefault(loop, [])
+            scheduled = bool(held)  # a release is already on its way
+            held += batch[cut:]
+        if scheduled:
+            return
+        left = self._urgency.when_clear(functools.partial(self._release_soon, loop))
+        if left > 0:
+            loop.call_later(left, self._release, loop)
+        else:
+            self._release(loop)
+
+    def _release_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(self._release, loop)
+
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Resolve the background answers held for a cheap call (once it ended, or its grace did)."""
+        with self._answered_lock:
+            held = self._held.pop(loop, [])
+        self._resolve(held)
+
+    @staticmethod
+    def _resolve(answers: list[_Answer]) -> None:
+        for ticket, ok, value in answers:
             if ticket.waiter.done():
                 continue
             if ok:

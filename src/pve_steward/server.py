@@ -12,7 +12,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from functools import partial
 from typing import Annotated, Any
 
@@ -61,6 +61,7 @@ from pve_steward.registry import (
     handler_parameters,
     load_registry,
 )
+from pve_steward.requestpool import URGENCY
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
@@ -135,6 +136,7 @@ class OpsServer(MCPServer[AppContext]):
     prompt_arguments: dict[str, frozenset[str]]
     readiness: Readiness  # GET /ready (http.py)
     operations: dict[str, Operation]  # the registered operations (tools/list narrowing)
+    heavy: frozenset[str]  # the operations that share the heavy budget (admission.heavy)
     identity: IdentityVerifier | None  # who is calling over HTTP (security/identity.py); None: not identified
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -149,8 +151,9 @@ class OpsServer(MCPServer[AppContext]):
         if problem:
             raise ToolError(problem)
         try:
-            async with forwarded(context):
-                return compact_answer(await super().call_tool(name, arguments, context))
+            with URGENCY.urgent() if self.cheap(name, arguments) else nullcontext():
+                async with forwarded(context):
+                    return compact_answer(await super().call_tool(name, arguments, context))
         except UnexpectedToolError:
             raise
         except ToolError as exc:
@@ -160,6 +163,12 @@ class OpsServer(MCPServer[AppContext]):
             if isinstance(cause, ToolError | ResourceError):
                 raise ToolError(str(cause)) from None  # the handler's own sentence, without the SDK's prefix
             raise
+
+    def cheap(self, name: str, arguments: dict[str, Any]) -> bool:
+        """A call that heavy diagnostics give way to while it runs (requestpool.Urgency): not a heavy one."""
+        action = arguments.get("action")
+        op = action if isinstance(action, str) and name not in getattr(self, "operations", {}) else name
+        return op not in getattr(self, "heavy", frozenset())
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         if context is None:
@@ -583,6 +592,7 @@ def register_tools(
     signatures: dict[str, str] = {}
     if isinstance(mcp, OpsServer):
         mcp.argument_checks, mcp.signatures, mcp.naming = checks, signatures, naming
+        mcp.heavy = frozenset(op.name for op in ops if getattr(registry.handlers[op.name], "__heavy__", False))
     if granular:
         for op in ops:
             handler = registry.handlers[op.name]

@@ -229,3 +229,76 @@ def test_an_urgent_read_does_not_join_a_background_one_but_a_background_read_joi
         assert cache.stats.requests == 2 and cache.stats.joined == 1
 
     asyncio.run(run())
+
+
+def _by_vmid(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {int(r["vmid"]): r for r in rows}
+
+
+def test_an_index_is_built_once_per_cached_answer_and_shared() -> None:
+    built: list[int] = []
+
+    def index(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        built.append(len(rows))
+        return _by_vmid(rows)
+
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        clock = Clock()
+        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        first = await cache.indexed(RESOURCES, index, type="vm")  # a miss: read, built for this caller
+        second = await cache.indexed(RESOURCES, index, type="vm")  # built from the cached answer
+        third = await cache.indexed(RESOURCES, index, type="vm")  # shared
+        assert first == second == {100: {"vmid": 100, "node": "pve1", "type": "qemu"}}
+        assert third is second and built == [1, 1] and len(inner.gets) == 1
+        clock.now += 3.0  # expired: read again
+        await cache.indexed(RESOURCES, index, type="vm")
+        assert len(inner.gets) == 2
+
+    asyncio.run(run())
+
+
+def test_a_looked_up_answer_is_read_and_indexed_again_before_it_expires() -> None:
+    """No cheap call waits for the read at expiry: a lookup past half the TTL starts it ahead."""
+
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        clock = Clock()
+        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        await cache.indexed(RESOURCES, _by_vmid, type="vm")
+        await cache.indexed(RESOURCES, _by_vmid, type="vm")
+        clock.now += 1.4
+        await cache.indexed(RESOURCES, _by_vmid, type="vm")
+        await _settle()
+        assert len(inner.gets) == 1, "read again before half the TTL"
+        inner.answer = [{"vmid": 100, "node": "pve2", "type": "qemu"}]  # the guest migrated meanwhile
+        clock.now += 0.2
+        stale = await cache.indexed(RESOURCES, _by_vmid, type="vm")  # still within the TTL: served at once
+        assert stale[100]["node"] == "pve1"
+        await _settle()
+        assert len(inner.gets) == 2, "no read ahead of the expiry"
+        clock.now += 1.5  # the first answer would have expired now; the one read ahead has not
+        fresh = await cache.indexed(RESOURCES, _by_vmid, type="vm")
+        assert fresh[100]["node"] == "pve2" and len(inner.gets) == 2
+
+    asyncio.run(run())
+
+
+def test_a_failed_read_ahead_leaves_the_answer_to_expire_as_usual() -> None:
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        clock = Clock()
+        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        await cache.indexed(RESOURCES, _by_vmid, type="vm")
+        inner.error = PveUnavailable("pve1 is down")
+        clock.now += 2.0
+        assert 100 in await cache.indexed(RESOURCES, _by_vmid, type="vm")
+        await _settle()
+        clock.now += 1.5
+        with pytest.raises(PveUnavailable):  # past the TTL the lookup reads itself, and sees the failure
+            await cache.indexed(RESOURCES, _by_vmid, type="vm")
+
+    asyncio.run(run())

@@ -13,7 +13,7 @@ from pve_steward.analysis.suppression import Suppression, with_suppressions
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.errors import MALFORMED_VALUE_ERRORS
 
-Analyzer = Callable[[ClusterData, Thresholds], list[Finding]]
+Analyzer = Callable[[ClusterData, Thresholds, Callable[[], None]], list[Finding]]
 log = logging.getLogger(__name__)
 
 
@@ -45,10 +45,11 @@ def _failed(area: str, exc: Exception) -> Finding:
 def _area_analyzer(area: str) -> Analyzer:
     """Every ``@check`` of the area (analysis/catalog.py), in declaration order."""
 
-    def run(d: ClusterData, t: Thresholds) -> list[Finding]:
+    def run(d: ClusterData, t: Thresholds, between: Callable[[], None]) -> list[Finding]:
         found: list[Finding] = []
         for c in checks_in([area]):
             found += c.func(d, t)
+            between()
         return found
 
     return run
@@ -72,14 +73,16 @@ def diagnose(
     limit: int | None = 50,
     name: str = "health",
     suppress: Sequence[Suppression] = (),
+    between: Callable[[], None] = lambda: None,
 ) -> Report:
     """Run the chosen areas (default: all); every failed read is reported once; ``suppress`` silences
-    findings as configured (listed apart in the report, at ``data.now``)."""
+    findings as configured (listed apart in the report, at ``data.now``). ``between`` is called after
+    each check: the server's analysis thread gives way there to cheap calls (requestpool.Urgency)."""
     chosen = areas or list(AREAS)
     findings: list[Finding] = []
     for area in chosen:
         try:
-            findings += (AREAS.get(area) or EXTRA_AREAS[area])(data, t)
+            findings += (AREAS.get(area) or EXTRA_AREAS[area])(data, t, between)
         except MALFORMED_VALUE_ERRORS as exc:  # one area's bad data must not cost the whole report, nor pass silently
             log.warning("analysis of %s failed on cluster data", area, exc_info=True)
             findings.append(_failed(area, exc))

@@ -21,6 +21,7 @@ from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.models import Model
 from pve_steward.pve.ids import NodeName, VmId
+from pve_steward.requestpool import URGENCY
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
@@ -61,7 +62,9 @@ async def run_check(
         pbs=pbs,
     )
     # in a worker thread: the event loop keeps serving cheap calls while a large cluster is analysed
-    return await anyio.to_thread.run_sync(diagnose, data, t, areas, limit, name, suppressions(settings))
+    return await anyio.to_thread.run_sync(
+        diagnose, data, t, areas, limit, name, suppressions(settings), URGENCY.give_way
+    )
 
 
 # Findings per detail=true answer, as compact JSON: with the counts, under 100 KB (issue 17, 261203-11).

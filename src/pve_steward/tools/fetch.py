@@ -43,12 +43,31 @@ def guest_ref(row: dict[str, Any]) -> GuestRef:
     )
 
 
+def _guests_by_vmid(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """vmid -> its /cluster/resources row (the first, as PVE lists them), for guests only."""
+    found: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if row.get("type") in ("qemu", "lxc"):
+            found.setdefault(int(row["vmid"]), row)
+    return found
+
+
 async def resolve_guest(client: ProxmoxClient, vmid: int) -> GuestRef:
-    """Find where a guest lives now; refuses clearly when it is not visible."""
+    """Find where a guest lives now; refuses clearly when it is not visible.
+
+    Through the read cache, the index of the cached answer is shared (ReadCache.indexed); a write's
+    fresh client reads PVE's current answer.
+    """
     ids.check_vmid(vmid)
-    for row in await vm_resources(client):
-        if int(row["vmid"]) == vmid:
-            return guest_ref(row)
+    path = api_path("cluster", "resources")
+    indexed = getattr(client, "indexed", None)
+    if indexed is not None:
+        guests: dict[int, dict[str, Any]] = await indexed(path, _guests_by_vmid, type="vm")
+    else:
+        guests = _guests_by_vmid(await client.get(path, type="vm"))
+    row = guests.get(vmid)
+    if row is not None:
+        return guest_ref(row)
     raise Refused(
         f"no guest {vmid} is visible in this cluster (it does not exist, or the API token lacks "
         f"VM.Audit on /vms/{vmid})"

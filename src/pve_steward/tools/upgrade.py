@@ -25,6 +25,7 @@ from pve_steward.analysis.upgradeinfo import (
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.models import Model
+from pve_steward.requestpool import URGENCY
 from pve_steward.security.guard import guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
@@ -61,7 +62,7 @@ async def upgrade_readiness(
     t = thresholds(settings)
     data = await collect(client, now, [AREA])
     report = await anyio.to_thread.run_sync(
-        lambda: diagnose(data, t, [AREA], limit, AREA, suppress=suppressions(settings))
+        lambda: diagnose(data, t, [AREA], limit, AREA, suppress=suppressions(settings), between=URGENCY.give_way)
     )
     todo = nodes_to_upgrade(data)
     done = [n for n in data.online_nodes if n not in todo and (node_major(data, n) or 0) > FROM_MAJOR]

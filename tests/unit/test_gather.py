@@ -1,0 +1,43 @@
+"""``gather``: many reads through a bounded number of tasks, each read once, every answer or error kept."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pve_steward.client import GATHER_LANES, ApiPath, api_path, gather, node, vmid
+from pve_steward.errors import PveApiError
+
+
+class CountingClient:
+    def __init__(self) -> None:
+        self.pending = self.peak = 0
+        self.paths: list[str] = []
+
+    async def get(self, path: ApiPath, /, **params: Any) -> Any:
+        self.paths.append(str(path))
+        self.pending += 1
+        self.peak = max(self.peak, self.pending)
+        await asyncio.sleep(0)
+        self.pending -= 1
+        if str(path).endswith("/113/config"):
+            raise PveApiError("no such guest", path=str(path), status=500)
+        return {"path": str(path), **params}
+
+
+def test_thousands_of_reads_go_through_a_bounded_number_of_tasks_each_once() -> None:
+    """A task per read put thousands of task starts ahead of a cheap call's next step (issue 17)."""
+    client = CountingClient()
+    reads = [
+        (f"config:{i}", api_path("nodes", node("pve1"), "qemu", vmid(100 + i), "config"), {"current": 1})
+        for i in range(3000)
+    ]
+    got = asyncio.run(gather(client, reads))
+    assert len(got) == 3000 and len(client.paths) == 3000 and len(set(client.paths)) == 3000
+    assert got["config:7"] == {"path": "/nodes/pve1/qemu/107/config", "current": 1}
+    assert isinstance(got["config:13"], PveApiError)
+    assert client.peak <= GATHER_LANES < 3000
+
+
+def test_no_reads_answer_nothing() -> None:
+    assert asyncio.run(gather(CountingClient(), [])) == {}

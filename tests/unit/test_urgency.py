@@ -1,0 +1,122 @@
+"""Background work gives way to cheap calls: requests not started, answers held, for a bounded time.
+
+The request pool runs plain functions here (no proxmoxer): what is tested is the ordering and the
+bound, with generous waits, never a duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from pve_steward.config import load_settings
+from pve_steward.requestpool import BACKGROUND, URGENT, RequestPool, Urgency
+from pve_steward.server import OpsServer, build_server
+from pve_steward.testing import FakeClient
+
+
+def test_give_way_returns_at_once_when_no_cheap_call_runs() -> None:
+    urgency = Urgency(grace=60)
+    urgency.give_way()  # would hang the test for a minute if it waited
+    assert not urgency.holding()
+
+
+def test_a_background_thread_waits_until_the_cheap_call_ends() -> None:
+    urgency = Urgency(grace=60)
+    passed = threading.Event()
+
+    def background() -> None:
+        urgency.give_way()
+        passed.set()
+
+    with urgency.urgent():
+        worker = threading.Thread(target=background)
+        worker.start()
+        assert not passed.wait(0.2), "background work went on while a cheap call ran"
+    assert passed.wait(10), "background work did not resume when the cheap call ended"
+    worker.join()
+
+
+def test_a_cheap_call_holds_background_work_for_its_grace_at_most() -> None:
+    urgency = Urgency(grace=0.05)
+    passed = threading.Event()
+    with urgency.urgent():  # a "cheap" call that runs long loses its precedence
+        worker = threading.Thread(target=lambda: (urgency.give_way(), passed.set()))
+        worker.start()
+        assert passed.wait(10), "background work starved behind a long call"
+    worker.join()
+
+
+def test_when_clear_runs_the_callback_once_the_cheap_calls_end() -> None:
+    urgency = Urgency(grace=60)
+    ran: list[str] = []
+    assert urgency.when_clear(lambda: ran.append("now")) == 0.0 and ran == [], "clear: the caller runs it itself"
+    with urgency.urgent():
+        with urgency.urgent():
+            assert urgency.when_clear(lambda: ran.append("later")) > 0
+        assert ran == [], "one cheap call still runs"
+    assert ran == ["later"]
+
+
+def test_the_pool_starts_no_background_request_while_a_cheap_call_runs_but_starts_urgent_ones() -> None:
+    urgency = Urgency(grace=60)
+    pool = RequestPool(1, urgency)
+    started: list[str] = []
+    try:
+        with urgency.urgent():
+            heavy = pool.submit(started.append, "heavy", priority=BACKGROUND)
+            cheap = pool.submit(started.append, "cheap", priority=URGENT)
+            cheap.result(10)
+            assert not heavy.done() and started == ["cheap"]
+        heavy.result(10)
+        assert started == ["cheap", "heavy"]
+    finally:
+        pool.shutdown()
+
+
+def test_background_answers_are_held_while_a_cheap_call_runs_and_urgent_ones_are_not() -> None:
+    urgency = Urgency(grace=60)
+    pool = RequestPool(2, urgency)
+    release = threading.Event()
+    heavy_answered = threading.Event()
+
+    def slow(name: str) -> str:
+        release.wait(10)
+        if name == "heavy":
+            heavy_answered.set()
+        return name
+
+    async def run() -> None:
+        heavy = asyncio.ensure_future(pool.run(slow, "heavy", priority=BACKGROUND))
+        await asyncio.sleep(0.05)  # the background request has started before the cheap call
+        with urgency.urgent():
+            cheap = asyncio.ensure_future(pool.run(slow, "cheap", priority=URGENT))
+            release.set()
+            assert await asyncio.wait_for(cheap, 10) == "cheap"
+            assert await asyncio.to_thread(heavy_answered.wait, 10)
+            for _ in range(20):  # the background answer has reached the loop, and stays held
+                await asyncio.sleep(0.01)
+            assert not heavy.done(), "a background answer resumed heavy work during a cheap call"
+        assert await asyncio.wait_for(heavy, 10) == "heavy"
+
+    try:
+        asyncio.run(run())
+    finally:
+        pool.shutdown()
+
+
+def test_the_server_marks_every_call_cheap_except_the_heavy_operations(tmp_path: Path) -> None:
+    """Meta-tools name the operation in ``action``; granular tools are named for it."""
+    for granular in (False, True):
+        settings = load_settings(url="pve.invalid:8006", granular_tools=granular, audit_log=tmp_path / "audit.jsonl")
+        mcp = build_server(settings, client=FakeClient())
+        assert isinstance(mcp, OpsServer)
+        assert {"check_cluster_health", "plan_node_evacuation"} <= mcp.heavy
+        if granular:
+            assert not mcp.cheap("check_cluster_health", {"limit": 5})
+            assert mcp.cheap("get_guest", {"vmid": 100})
+        else:
+            assert not mcp.cheap("diagnostics", {"action": "check_cluster_health"})
+            assert mcp.cheap("guests", {"action": "get_guest", "vmid": 100})
+            assert mcp.cheap("guests", {})  # no action: refused as a cheap call, never held as heavy
