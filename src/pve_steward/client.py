@@ -674,7 +674,8 @@ async def gather(
     guests, issue 17). The lanes outnumber the client's requests in flight (``concurrency`` <= 64).
     """
     results: dict[str, Any | PveError] = {}
-    todo = iter(paths)
+    reads = list(paths)
+    todo = iter(reads)
 
     async def lane() -> None:
         for key, path, params in todo:  # the lanes share one iterator: each read is taken once
@@ -684,6 +685,6 @@ async def gather(
                 results[key] = err
 
     async with anyio.create_task_group() as tg:
-        for _ in range(GATHER_LANES):
+        for _ in range(min(GATHER_LANES, len(reads))):
             tg.start_soon(lane)
     return results
