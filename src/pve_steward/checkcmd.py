@@ -20,9 +20,8 @@ from typing import Any, TextIO
 
 from pve_steward.analysis.codes import AREAS, CODES
 from pve_steward.analysis.findings import Finding, Report
+from pve_steward.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING
 
-EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
-EXIT_USAGE = 64  # BSD sysexits EX_USAGE: far from the monitoring-plugin range 0..3
 LABELS = ("PASS", "INFO", "SKIP", "WARN", "FAIL")
 _LABEL = {"critical": "FAIL", "warning": "WARN", "info": "INFO"}
 _COLOR = {"FAIL": "\033[1;31m", "WARN": "\033[1;33m", "INFO": "\033[36m", "SKIP": "\033[2m", "PASS": "\033[32m"}

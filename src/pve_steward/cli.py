@@ -22,8 +22,8 @@ from typing import Any, NoReturn
 from pydantic import SecretStr, ValidationError
 
 from pve_steward import __version__
-from pve_steward.checkcmd import EXIT_UNKNOWN, EXIT_USAGE
 from pve_steward.config import ENV_PREFIX, ConfigError, Settings, default_state_dir, describe_errors, load_settings
+from pve_steward.exitcodes import EXIT_UNKNOWN, EXIT_USAGE
 from pve_steward.registry import RegistryError
 from pve_steward.security.files import make_private_dir
 
@@ -246,8 +246,8 @@ def _clusters_line(settings: Settings) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.client import ProxmoxerClient
     from pve_steward.clusters import cluster_targets
+    from pve_steward.pbslink import pbs_link
     from pve_steward.server import build_server
-    from pve_steward.tools.pbsread import pbs_link
 
     settings = settings_from(args)
     if settings.transport == "http":
@@ -264,7 +264,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     client = None if clients else ProxmoxerClient(settings)
     pbs_link(settings)  # the PBS connection's settings too: refused at start, not on first use
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
-    mcp = build_server(settings, client=client, clients=clients)
+    # The tool list is kept beside the audit log: a later start answers tools/list from it (surface.py).
+    mcp = build_server(settings, client=client, clients=clients, surface_dir=settings.audit_log.parent)
     from pve_steward.serving import endpoint, say, serve_http, settle_heap
 
     settle_heap()
@@ -466,9 +467,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from pve_steward.checkcmd import Header, cluster_name, print_error, print_report
     from pve_steward.client import ProxmoxerClient, api_path
     from pve_steward.errors import PveError
+    from pve_steward.pbslink import pbs_link
     from pve_steward.server import ConnectionProblem, check_cluster
     from pve_steward.tools.diagnostics import run_check
-    from pve_steward.tools.pbsread import pbs_link
 
     areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
     unknown = sorted(set(areas) - set(AREAS))

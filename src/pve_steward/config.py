@@ -35,7 +35,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from pve_steward.analysis.suppression import Suppression, parse_suppressions
+from pve_steward.analysis.suppressionrule import Suppression, parse_suppressions
 from pve_steward.security.files import refuse_exposed
 from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier

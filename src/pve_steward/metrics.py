@@ -13,64 +13,37 @@ the endpoint class is the first word of an API path (``nodes``, ``cluster``), ne
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
-from prometheus_client.registry import Collector
 from pydantic import BaseModel
 
-REGISTRY = CollectorRegistry(auto_describe=True)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The instruments (REGISTRY, TOOL_CALLS, ..., APPS, render) live in instruments.py, imported on first use.
+_INSTRUMENTS = frozenset(
+    {
+        "REGISTRY",
+        "TOOL_CALLS",
+        "TOOL_LATENCY",
+        "IN_FLIGHT",
+        "FINDINGS",
+        "BUSY",
+        "TOKENS",
+        "PVE_REQUESTS",
+        "PVE_LATENCY",
+        "APPS",
+        "render",
+        "_AppCollector",
+    }
+)
 
-TOOL_CALLS = Counter(
-    "pve_steward_tool_calls",
-    "Tool calls by operation and outcome (ok, denied, refused, invalid, failed, busy, crashed, task_failed)",
-    ["operation", "outcome"],
-    registry=REGISTRY,
-)
-TOOL_LATENCY = Histogram(
-    "pve_steward_tool_call_duration_seconds",
-    "Duration of tool calls by operation",
-    ["operation"],
-    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
-    registry=REGISTRY,
-)
-IN_FLIGHT = Gauge("pve_steward_tool_calls_in_flight", "Tool calls running now", registry=REGISTRY)
-FINDINGS = Counter(
-    "pve_steward_findings",
-    "Findings in the reports returned, by code and severity",
-    ["code", "severity"],
-    registry=REGISTRY,
-)
-BUSY = Counter(
-    "pve_steward_admission_busy",
-    "Heavy calls answered busy (no slot within --busy-wait), by operation",
-    ["operation"],
-    registry=REGISTRY,
-)
-TOKENS = Counter(
-    "pve_steward_confirmation_tokens",
-    "Confirmation tokens by event: issued, confirmed, refused (reason: expired, replayed, mismatch, invalid, "
-    "store_unavailable, other)",
-    ["event", "reason"],
-    registry=REGISTRY,
-)
-PVE_REQUESTS = Counter(
-    "pve_steward_pve_requests",
-    "PVE API requests by endpoint class (first path word), method and HTTP status (error: no answer)",
-    ["endpoint", "method", "status"],
-    registry=REGISTRY,
-)
-PVE_LATENCY = Histogram(
-    "pve_steward_pve_request_duration_seconds",
-    "Duration of PVE API requests by endpoint class",
-    ["endpoint"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-    registry=REGISTRY,
-)
+
+def __getattr__(name: str) -> Any:
+    if name in _INSTRUMENTS:
+        from pve_steward import instruments
+
+        return getattr(instruments, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def endpoint_class(segments: tuple[str, ...]) -> str:
@@ -80,6 +53,8 @@ def endpoint_class(segments: tuple[str, ...]) -> str:
 
 def count_findings(result: Any) -> None:
     """Count the findings of a returned report (nested reports included, each finding once)."""
+    from pve_steward.instruments import FINDINGS
+
     seen: set[int] = set()
     for item in _findings(result, depth=0):
         if id(item) in seen:
@@ -106,54 +81,3 @@ def _findings(node: Any, depth: int) -> Iterator[Any]:
         for value in node.values():
             if isinstance(value, BaseModel):
                 yield from _findings(value, depth + 1)
-
-
-class _AppCollector(Collector):
-    """Read-cache and admission counters of the app contexts that served calls (read at scrape time)."""
-
-    def __init__(self) -> None:
-        self._apps: dict[int, weakref.ref[Any]] = {}  # by id: app contexts are dataclasses, not hashable
-
-    def track(self, app: Any) -> None:
-        key = id(app)
-        if key not in self._apps:
-            self._apps[key] = weakref.ref(app, lambda _ref: self._apps.pop(key, None))
-
-    def collect(self) -> Iterable[Metric]:
-        reads = CounterMetricFamily(
-            "pve_steward_read_cache",
-            "Reads of read-only tools: hit (answered from the cache), joined (shared an identical request in "
-            "flight), miss (sent to PVE)",
-            labels=["result"],
-        )
-        joined = CounterMetricFamily(
-            "pve_steward_admission_joined", "Heavy calls that shared an identical run already going"
-        )
-        hits = shared = misses = admitted = 0
-        budgets: set[int] = set()  # several clusters share one admission budget: count it once
-        for ref in list(self._apps.values()):
-            app = ref()
-            stats = getattr(getattr(app, "reads", None), "stats", None)
-            if stats is not None:
-                hits, shared, misses = hits + stats.hits, shared + stats.joined, misses + stats.requests
-            admission = getattr(app, "admission", None)
-            if admission is not None and id(admission) not in budgets:
-                budgets.add(id(admission))
-                admitted += getattr(admission, "joined", 0)
-        for result, value in (("hit", hits), ("joined", shared), ("miss", misses)):
-            reads.add_metric([result], value)
-        joined.add_metric([], admitted)
-        yield reads
-        yield joined
-
-    def describe(self) -> Iterable[Metric]:
-        return []
-
-
-APPS = _AppCollector()
-REGISTRY.register(APPS)
-
-
-def render() -> bytes:
-    """The exposition text of every pve-steward series."""
-    return generate_latest(REGISTRY)

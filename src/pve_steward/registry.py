@@ -24,7 +24,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pve_steward.handlers import HANDLERS, spec_of
@@ -278,6 +277,8 @@ def read_tools_file(path: Path | None = None) -> ToolsFile:
         except OSError as exc:
             raise RegistryError(f"cannot read tools file {path}: {exc.strerror}") from exc
         where = str(path)
+    import yaml  # on first use: a start from a kept tool list reads no YAML (issue 17)
+
     try:
         # libyaml's loader when built in: the pure-Python one took 71 % of building the server (issue 17)
         raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

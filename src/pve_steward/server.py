@@ -14,10 +14,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any
 
 from mcp import MCPError
 from mcp.server import MCPServer
+from mcp.server.apps import Apps
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -28,8 +30,6 @@ from pydantic import Field, ValidationError
 
 from pve_steward import __version__
 from pve_steward.admission import Admission
-from pve_steward.analysis.suppression import check_known
-from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.answers import compact_answer
 from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
@@ -49,6 +49,7 @@ from pve_steward.metatools import (
 )
 from pve_steward.naming import Naming
 from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
+from pve_steward.pbslink import pbs_link
 from pve_steward.prompts import register_prompts
 from pve_steward.pve import ids
 from pve_steward.readcache import ReadCache
@@ -70,8 +71,8 @@ from pve_steward.security.syslog import open_audit
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
+from pve_steward.surface import Surface, fingerprint, forget_surface, read_surface, write_surface
 from pve_steward.tools.context import AppContext, Clusters, ToolContext, UnknownCluster
-from pve_steward.tools.pbsread import pbs_link
 from pve_steward.views import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,10 @@ def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
 Check = Callable[[dict[str, Any]], str | None]
 
 
+# What a start from a kept tool list answers without building the tools (OpsServer.defer).
+_ANSWERED_BEFORE_BUILDING = frozenset({"initialize", "tools/list", "ping", "server/discover"})
+
+
 class OpsServer(MCPServer[AppContext]):
     """MCPServer with compact tools/list schemas (every byte is paid for by the model's context),
     strict arguments (a parameter a tool does not take is an error, never silently dropped) and
@@ -138,6 +143,35 @@ class OpsServer(MCPServer[AppContext]):
     operations: dict[str, Operation]  # the registered operations (tools/list narrowing)
     heavy: frozenset[str]  # the operations that share the heavy budget (admission.heavy)
     identity: IdentityVerifier | None  # who is calling over HTTP (security/identity.py); None: not identified
+    _furnish: Callable[[], None] | None = None  # builds the tools on first need (a start from a kept list)
+    _kept_tools: list[MCPTool] | None = None  # tools/list as kept by an earlier start (surface.py)
+    keep_surface: Callable[[list[MCPTool]], None] | None = None  # keeps the first tools/list for the next start
+
+    def defer(self, furnish: Callable[[], None], tools: list[MCPTool]) -> None:
+        """Answer tools/list with ``tools`` and build the tools when a request first needs them."""
+        self._furnish, self._kept_tools = furnish, tools
+        self.middleware.insert(0, self._furnish_first)
+
+    def furnished(self) -> None:
+        """Build the tools now if the start deferred them (synchronously: one request waits, once)."""
+        furnish, self._furnish = self._furnish, None
+        if furnish is not None:
+            try:
+                furnish()
+            except BaseException:
+                self._furnish = furnish  # every later request fails the same way, none runs half-built
+                raise
+
+    async def _furnish_first(self, ctx: Any, call_next: Any) -> Any:
+        """Middleware: every request but those a kept list answers (initialize, tools/list, ping) builds first;
+        notifications never need the tools."""
+        if self._furnish is not None and ctx.request_id is not None and ctx.method not in _ANSWERED_BEFORE_BUILDING:
+            self.furnished()
+        return await call_next(ctx)
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        self.furnished()  # the SDK asks before the middleware runs (HTTP parameter headers)
+        return super()._tool_input_schema(name)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         arguments = arguments or {}
@@ -218,8 +252,10 @@ class OpsServer(MCPServer[AppContext]):
     async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
         """tools/list as this request's narrowing headers leave it (security/narrowing.py): a tool is listed
         when at least one of its operations may run, so a read-only client is not offered writes."""
-        result = await super()._handle_list_tools(ctx, params)
         headers = getattr(getattr(ctx, "request", None), "headers", None)
+        if headers and any(h.lower().startswith("x-pve-steward-") for h in headers):
+            self.furnished()  # narrowing reads the operations
+        result = await super()._handle_list_tools(ctx, params)
         ops: dict[str, Operation] = getattr(self, "operations", {})
         tool_of = self.naming.tool_of if hasattr(self, "naming") else {}
         if not headers or not ops or not any(h.lower().startswith("x-pve-steward-") for h in headers):
@@ -232,16 +268,25 @@ class OpsServer(MCPServer[AppContext]):
         return result.model_copy(update={"tools": [t for t in result.tools if allowed.get(t.name, True)]})
 
     async def list_tools(self) -> list[MCPTool]:
-        tools = await super().list_tools()
-        return [
+        if self._furnish is not None and self._kept_tools is not None:
+            return list(self._kept_tools)
+        self.furnished()
+        tools = [
             t.model_copy(
                 update={
                     "input_schema": compact_schema(t.input_schema),
                     "output_schema": None if t.output_schema is None else compact_schema(t.output_schema),
                 }
             )
-            for t in tools
+            for t in await super().list_tools()
         ]
+        keep, kept = self.keep_surface, self._kept_tools
+        self.keep_surface = self._kept_tools = None
+        if keep is not None and tools != kept:  # the first list built: keep it, or correct a kept one
+            if kept is not None:
+                log.warning("the kept tool list differs from the tools built; answering and keeping the built one")
+            keep(tools)
+        return tools
 
 
 def _only(name: str, allowed: frozenset[str]) -> Callable[[dict[str, Any]], str | None]:
@@ -450,27 +495,41 @@ def build_server(
     registry: Registry | None = None,
     clock: Callable[[], float] = time.time,
     check_version_on_start: bool = True,
+    surface_dir: Path | None = None,
 ) -> MCPServer[AppContext]:
     """Assemble the MCP server; ``client`` (or ``clients`` by cluster name) may be injected, else proxmoxer is used.
 
     ``check_version_on_start=False`` skips the version check (which runs on the first tool call,
-    never at start; the name is kept for its many callers).
+    never at start; the name is kept for its many callers). With ``surface_dir`` (``serve``), the tool
+    list is kept there, and a start that finds it for this fingerprint answers ``tools/list`` from it
+    and builds the tools on the first request that needs them (surface.py).
     """
-    registry = registry or load_registry(settings.tools_file)
-    thresholds_from(settings.thresholds)  # fail fast on an unknown or invalid threshold
-    check_known(settings.suppress)  # and on a suppression of a code no check emits
+    if settings.thresholds:  # fail fast on an unknown or invalid threshold (imports the checks: only if set)
+        from pve_steward.analysis.thresholds import thresholds_from
+
+        thresholds_from(settings.thresholds)
+    if settings.suppress:  # and on a suppression of a code no check emits
+        from pve_steward.analysis.suppression import check_known
+
+        check_known(settings.suppress)
     targets = cluster_targets(settings)
     several = len(targets) > 1
-    ops = registry.select(**(selection(settings) | {"tier": registration_tier(settings, targets), "several": several}))
+    digest = fingerprint(settings) if surface_dir is not None and registry is None else None
+    kept = read_surface(surface_dir, digest) if surface_dir is not None and digest is not None else None
+    if kept is None:
+        registry = registry or load_registry(settings.tools_file)
+        writes = any(op.is_write for op in _chosen(registry, settings, targets))
+    else:
+        writes = kept.writes
     audit = open_audit(
         settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
     )
-    writes = any(op.is_write for op in ops)
     store = open_store(settings.token_store, default_state_dir()) if writes else None  # fails closed at start
     signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store)
     readiness = Readiness()
     if store is not None:
         readiness.add_store(store)
+    made: list[AppContext] = []  # the lifespan's contexts: furnish() hands them the naming
 
     def context(target: ClusterTarget | None, api: ProxmoxClient, admission: Admission) -> AppContext:
         own = settings if target is None else target.settings
@@ -481,7 +540,7 @@ def build_server(
             lambda: api.get(api_path("version")),
             disabled=own.disable_version_check or not check_version_on_start,
         )
-        return AppContext(
+        app = AppContext(
             settings=own,
             client=api,
             reads=ReadCache(api, ttl=own.read_cache_ttl),
@@ -489,12 +548,14 @@ def build_server(
             audit=audit,
             signer=signer,
             clock=clock,
-            naming=naming,
+            naming=getattr(mcp, "naming", Naming()),
             gate=gate,
             cluster=None if target is None else target.name,
             max_tier=None if target is None else target.tier,
             pbs=pbs,
         )
+        made.append(app)
+        return app
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
@@ -519,6 +580,7 @@ def build_server(
             yield Clusters({str(app.cluster): app for app in apps}).default if several else apps[0]
         finally:
             for app in apps:
+                made.remove(app)
                 readiness.remove_cluster(app.cluster or "default")
                 if app.pbs is not None:
                     app.pbs.close()
@@ -530,7 +592,7 @@ def build_server(
         RequestStateSecurity(keys=[signer.derived_key("request-state")]) if settings.confirm_key_file else None
     )
     verifier, auth = identity_of(settings)
-    mcp: MCPServer[AppContext] = OpsServer(
+    mcp: OpsServer = OpsServer(
         "pve-steward",
         token_verifier=verifier,
         auth=auth,
@@ -539,16 +601,62 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         request_state_security=state_security,
-        extensions=[view_extension(registry, ops, settings)],
+        extensions=[Apps()],  # its ui:// views are added by furnish(), with the tools that point at them
     )
+    mcp.readiness = readiness
+    mcp.identity = verifier
+    offered: dict[tuple[str, str], frozenset[str]] = {}  # filled by furnish(): completions look it up per call
+    register_completions(mcp, offered)
+    register_logging(mcp)
+
+    def furnish() -> None:
+        """Import the handlers and register the tools, prompts, resources and views (what a call needs)."""
+        nonlocal registry
+        registry = registry or load_registry(settings.tools_file)
+        ops = _chosen(registry, settings, targets)
+        if store is None and any(op.is_write for op in ops):  # a kept list said "no writes": never without the store
+            if surface_dir is not None:
+                forget_surface(surface_dir)
+            raise RuntimeError("the kept tool list claimed no write tools, but this configuration has some; restart")
+        for resource in view_extension(registry, ops, settings).resources():
+            mcp.add_resource(resource.resource)
+        naming = _naming(registry, ops, settings, targets)
+        several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
+        register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
+        prompt_arguments = register_prompts(mcp, naming, several)
+        templates = register_resources(mcp, registry, ops)
+        offered.update({("ref/prompt", name): args for name, args in prompt_arguments.items()})
+        offered.update({("ref/resource", uri): args for uri, args in templates.items()})
+        mcp.prompt_arguments = prompt_arguments
+        mcp.operations = {op.name: op for op in ops}
+        for app in made:
+            app.naming = naming
+
+    if surface_dir is not None and digest is not None:
+        mcp.keep_surface = partial(_keep, surface_dir, digest, writes)
+    if kept is None:
+        furnish()
+    else:
+        mcp.defer(furnish, kept.tools)
+    return mcp
+
+
+def _chosen(registry: Registry, settings: Settings, targets: list[ClusterTarget]) -> list[Operation]:
+    """The operations this configuration registers."""
+    several = len(targets) > 1
+    return registry.select(**(selection(settings) | {"tier": registration_tier(settings, targets), "several": several}))
+
+
+def _naming(registry: Registry, ops: list[Operation], settings: Settings, targets: list[ClusterTarget]) -> Naming:
     narrowed = narrowing(settings)
+    several = len(targets) > 1
 
     def left_out(name: str) -> str | None:
         if name in SEVERAL_CLUSTERS and not several:
             return "it lists the clusters of a server configured for several ([clusters.NAME] tables)"
         return narrowed(name)
 
-    naming = Naming.build(
+    return Naming.build(
         registry,
         ops,
         granular=settings.granular_tools,
@@ -558,20 +666,10 @@ def build_server(
         disabled=settings.disable_toolsets,
         narrowed=left_out,
     )
-    several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
-    register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
-    prompt_arguments = register_prompts(mcp, naming, several)
-    templates = register_resources(mcp, registry, ops)
-    offered = {("ref/prompt", name): args for name, args in prompt_arguments.items()}
-    offered |= {("ref/resource", uri): args for uri, args in templates.items()}
-    register_completions(mcp, offered)
-    register_logging(mcp)
-    if isinstance(mcp, OpsServer):
-        mcp.prompt_arguments = prompt_arguments
-        mcp.readiness = readiness
-        mcp.identity = verifier
-        mcp.operations = {op.name: op for op in ops}
-    return mcp
+
+
+def _keep(folder: Path, digest: str, writes: bool, tools: list[MCPTool]) -> None:
+    write_surface(folder, digest, Surface(tools, writes))
 
 
 def register_tools(

@@ -18,8 +18,8 @@ from pve_steward.security.audit import AuditLog
 from pve_steward.security.tiers import Tier
 
 if TYPE_CHECKING:
+    from pve_steward.pbslink import PbsLink
     from pve_steward.security.tokens import TokenSigner
-    from pve_steward.tools.pbsread import PbsLink
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 

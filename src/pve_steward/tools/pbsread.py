@@ -11,42 +11,21 @@ usage row carries an error (it cannot be opened) is not read further: PBS_DATAST
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pve_steward.analysis.data import Missing, Row
 from pve_steward.analysis.pbs import PbsData, storage_maps
-from pve_steward.client import ApiPath, ProxmoxClient, ProxmoxerClient, api_path, datastore, gather, node
-from pve_steward.config import Settings
+from pve_steward.client import ApiPath, ProxmoxClient, api_path, datastore, gather, node
 from pve_steward.errors import PveError, PvePermissionError
+from pve_steward.pbslink import PbsLink, pbs_link
 from pve_steward.pve.ids import InvalidIdentifier
+
+__all__ = ["PbsLink", "not_configured", "pbs_link", "read_pbs"]
 
 AREA = ("pbs",)
 TASK_WINDOW = 24 * 3600
 PRIVILEGE = "Datastore.Audit on /datastore/{store}"
 SYSTEM_PRIVILEGE = {"updates": "Sys.Audit on /"}  # proxmox-backup src/api2/node/apt.rs apt_update_available
-
-
-@dataclass(frozen=True)
-class PbsLink:
-    """The PBS connection: its client, and its address and pinned fingerprint to match PVE storages."""
-
-    client: ProxmoxClient
-    host: str
-    fingerprint: str | None = None
-
-    def close(self) -> None:
-        close = getattr(self.client, "close", None)
-        if callable(close):
-            close()
-
-
-def pbs_link(settings: Settings) -> PbsLink | None:
-    """The PBS connection the settings describe, or None when no PBS is configured."""
-    if not settings.pbs_url:
-        return None
-    client = ProxmoxerClient.for_pbs(settings)  # checks the settings; touches nothing on the network
-    return PbsLink(client, settings.pbs_url, settings.pbs_fingerprint)
 
 
 def not_configured() -> Missing:

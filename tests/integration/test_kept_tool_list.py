@@ -1,0 +1,162 @@
+"""A start from a kept tool list: the same answers as a full build, the tools built on first need (surface.py).
+
+Driven through a real MCP client (in memory, and over stdio as a client starts the server) with real
+proxmoxer over HTTPS against pvesim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+
+from pve_steward.config import Settings, load_settings
+from pve_steward.server import OpsServer, build_server
+from pve_steward.surface import FILE_NAME
+from pvesim.server import SimServer
+
+pytestmark = pytest.mark.anyio
+
+
+def _settings(sim: SimServer, tmp_path: Path, **extra: Any) -> Settings:
+    token_id, secret = sim.token("root@pam!pvesim")
+    return load_settings(
+        url=sim.address,
+        token_id=token_id,
+        token_secret=secret,
+        fingerprint=sim.fingerprint,
+        audit_log=tmp_path / "audit.jsonl",
+        token_store=str(tmp_path / "used-tokens.sqlite3"),
+        retries=0,
+        **extra,
+    )
+
+
+async def _surface(mcp: OpsServer) -> dict[str, Any]:
+    """Everything a client lists, as JSON."""
+    async with Client(mcp) as c:
+        listed = {
+            "tools": (await c.list_tools()).tools,
+            "prompts": (await c.list_prompts()).prompts,
+            "resources": (await c.list_resources()).resources,
+            "templates": (await c.list_resource_templates()).resource_templates,
+        }
+    return {k: [item.model_dump(mode="json") for item in v] for k, v in listed.items()}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"granular_tools": True, "tier": "admin"},
+        {"tier": "operator", "toolsets": ["guests", "tasks", "diagnostics"]},
+        {"read_only": True, "tier": "admin"},
+    ],
+    ids=["meta-read-only", "granular-admin", "meta-operator-toolsets", "read-only-flag"],
+)
+async def test_a_start_from_the_kept_list_answers_what_a_full_build_answers(
+    demo_sim: SimServer, tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    settings = _settings(demo_sim, tmp_path, **extra)
+    first = build_server(settings, surface_dir=tmp_path)
+    assert isinstance(first, OpsServer) and first._furnish is None, "no kept list yet: a full build"
+    built = await _surface(first)
+    assert (tmp_path / FILE_NAME).exists()
+    second = build_server(settings, surface_dir=tmp_path)
+    assert isinstance(second, OpsServer) and second._furnish is not None, "the kept list was not used"
+    async with Client(second) as c:
+        tools = [t.model_dump(mode="json") for t in (await c.list_tools()).tools]
+    assert tools == built["tools"]
+    assert second._furnish is not None, "tools/list built the tools"
+    assert await _surface(second) == built  # prompts, resources and templates build them, the same
+    assert second._furnish is None
+
+
+async def test_the_first_call_builds_the_tools_and_works(demo_sim: SimServer, tmp_path: Path) -> None:
+    settings = _settings(demo_sim, tmp_path)
+    async with Client(build_server(settings, surface_dir=tmp_path)) as c:
+        await c.list_tools()
+    mcp = build_server(settings, surface_dir=tmp_path)
+    async with Client(mcp) as c:
+        overview = await c.call_tool("cluster", {"action": "cluster_overview"})
+        missing = await c.call_tool("guests", {"action": "get_guest", "vmid": 999})
+    assert not overview.is_error and overview.structured_content is not None
+    assert missing.is_error and "no guest 999 is visible" in missing.content[0].text  # type: ignore[union-attr]
+
+
+async def test_another_configuration_or_a_damaged_file_builds_in_full(demo_sim: SimServer, tmp_path: Path) -> None:
+    settings = _settings(demo_sim, tmp_path)
+    async with Client(build_server(settings, surface_dir=tmp_path)) as c:
+        await c.list_tools()
+    other = build_server(_settings(demo_sim, tmp_path, granular_tools=True), surface_dir=tmp_path)
+    assert isinstance(other, OpsServer) and other._furnish is None
+    (tmp_path / FILE_NAME).write_text("{not json")
+    damaged = build_server(settings, surface_dir=tmp_path)
+    assert isinstance(damaged, OpsServer) and damaged._furnish is None
+    async with Client(damaged) as c:
+        assert {t.name for t in (await c.list_tools()).tools} >= {"cluster", "guests", "diagnostics"}
+    assert json.loads((tmp_path / FILE_NAME).read_text())["tools"], "the damaged file was replaced"
+
+
+async def test_a_kept_list_that_differs_from_the_built_tools_is_corrected(demo_sim: SimServer, tmp_path: Path) -> None:
+    settings = _settings(demo_sim, tmp_path)
+    async with Client(build_server(settings, surface_dir=tmp_path)) as c:
+        true_tools = [t.model_dump(mode="json") for t in (await c.list_tools()).tools]
+    kept = json.loads((tmp_path / FILE_NAME).read_text())
+    kept["tools"][0]["description"] = "a description nobody wrote"
+    (tmp_path / FILE_NAME).write_text(json.dumps(kept))
+    mcp = build_server(settings, surface_dir=tmp_path)
+    async with Client(mcp) as c:
+        assert (await c.list_tools()).tools[0].description == "a description nobody wrote"  # as kept, until built
+        await c.call_tool("cluster", {"action": "cluster_overview"})  # builds the tools
+        assert [t.model_dump(mode="json") for t in (await c.list_tools()).tools] == true_tools
+    assert json.loads((tmp_path / FILE_NAME).read_text())["tools"][0]["description"] != "a description nobody wrote"
+
+
+async def test_a_kept_list_claiming_no_writes_never_runs_writes_without_the_token_store(
+    demo_sim: SimServer, tmp_path: Path
+) -> None:
+    settings = _settings(demo_sim, tmp_path, tier="operator")
+    async with Client(build_server(settings, surface_dir=tmp_path)) as c:
+        await c.list_tools()
+    kept = json.loads((tmp_path / FILE_NAME).read_text())
+    assert kept["writes"] is True
+    kept["writes"] = False
+    (tmp_path / FILE_NAME).write_text(json.dumps(kept))
+    mcp = build_server(settings, surface_dir=tmp_path)
+    async with Client(mcp) as c:
+        for _ in range(2):  # every request fails, none runs on half-built tools
+            with pytest.raises(MCPError):
+                await c.call_tool("guests", {"action": "get_guest", "vmid": 100})
+    assert not (tmp_path / FILE_NAME).exists(), "the wrong list was kept"
+
+
+async def test_stdio_starts_answer_from_the_kept_list_and_keep_no_secret(demo_sim: SimServer, tmp_path: Path) -> None:
+    """How a desktop client runs the server: a new process per session, the same configuration."""
+    token_id, secret = demo_sim.token("auditor@pve!mcp")
+    env = {
+        **os.environ,
+        "PVE_STEWARD_URL": demo_sim.address,
+        "PVE_STEWARD_TOKEN_ID": token_id,
+        "PVE_STEWARD_TOKEN_SECRET": secret,
+        "PVE_STEWARD_FINGERPRINT": demo_sim.fingerprint,
+        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pve_steward", "serve"], env=env)
+    listed, written = [], []
+    for _ in range(2):
+        async with Client(params) as c:
+            listed.append([t.model_dump(mode="json") for t in (await c.list_tools()).tools])
+            overview = await c.call_tool("cluster", {"action": "cluster_overview"})
+            assert not overview.is_error
+        written.append((tmp_path / FILE_NAME).stat().st_mtime_ns)
+    assert listed[0] == listed[1]
+    assert written[0] == written[1], "the second start built its tools for tools/list instead of using the kept list"
+    kept = (tmp_path / FILE_NAME).read_text()
+    assert secret not in kept and token_id not in kept
+    assert oct((tmp_path / FILE_NAME).stat().st_mode & 0o777) == "0o600"
