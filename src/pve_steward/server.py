@@ -615,8 +615,8 @@ def build_server(
         registry = registry or load_registry(settings.tools_file)
         ops = _chosen(registry, settings, targets)
         if store is None and any(op.is_write for op in ops):  # a kept list said "no writes": never without the store
-            if surface_dir is not None:
-                forget_surface(surface_dir)
+            if surface_dir is not None and digest is not None:
+                forget_surface(surface_dir, digest)
             raise RuntimeError("the kept tool list claimed no write tools, but this configuration has some; restart")
         for resource in view_extension(registry, ops, settings).resources():
             mcp.add_resource(resource.resource)

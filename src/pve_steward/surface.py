@@ -33,7 +33,7 @@ from pve_steward import __version__
 from pve_steward.config import Settings
 
 log = logging.getLogger(__name__)
-FILE_NAME = "surface.json"
+KEEP = 4  # configurations kept side by side (e.g. a read-only and an admin entry of one client)
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -78,10 +78,15 @@ def fingerprint(settings: Settings) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def surface_file(folder: Path, digest: str) -> Path:
+    """Where the surface of one configuration is kept: one file per fingerprint."""
+    return folder / f"surface-{digest[:32]}.json"
+
+
 def read_surface(folder: Path, digest: str) -> Surface | None:
     """The surface kept for this fingerprint, or None (none kept, another configuration, unreadable)."""
     try:
-        kept = json.loads((folder / FILE_NAME).read_text(encoding="utf-8"))
+        kept = json.loads(surface_file(folder, digest).read_text(encoding="utf-8"))
         if kept.get("fingerprint") != digest:
             return None
         return Surface([MCPTool.model_validate(t) for t in kept["tools"]], bool(kept["writes"]))
@@ -101,14 +106,24 @@ def write_surface(folder: Path, digest: str, surface: Surface) -> None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".surface-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump(body, out, separators=(",", ":"))
-        os.replace(tmp, folder / FILE_NAME)
+        os.replace(tmp, surface_file(folder, digest))
     except OSError as exc:
         log.info("could not keep the tool list in %s for the next start: %s", folder, exc)
         with contextlib.suppress(OSError, UnboundLocalError):
             os.unlink(tmp)
+        return
+    _prune(folder)
 
 
-def forget_surface(folder: Path) -> None:
-    """Remove the kept surface (it proved wrong); the next start builds and keeps a new one."""
+def _prune(folder: Path) -> None:
+    """Keep the ``KEEP`` most recently written surfaces: each upgrade or edited setting leaves one behind."""
     with contextlib.suppress(OSError):
-        (folder / FILE_NAME).unlink()
+        kept = sorted(folder.glob("surface-*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for stale in kept[KEEP:]:
+            stale.unlink(missing_ok=True)
+
+
+def forget_surface(folder: Path, digest: str) -> None:
+    """Remove a kept surface that proved wrong; the next start builds and keeps a new one."""
+    with contextlib.suppress(OSError):
+        surface_file(folder, digest).unlink()

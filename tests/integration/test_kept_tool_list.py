@@ -17,7 +17,7 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from pve_steward.config import Settings, load_settings
 from pve_steward.server import OpsServer, build_server
-from pve_steward.surface import FILE_NAME
+from pve_steward.surface import KEEP, fingerprint, surface_file
 from pvesim.server import SimServer
 
 pytestmark = pytest.mark.anyio
@@ -35,6 +35,12 @@ def _settings(sim: SimServer, tmp_path: Path, **extra: Any) -> Settings:
         retries=0,
         **extra,
     )
+
+
+def _kept(folder: Path) -> Path:
+    """The one kept surface in ``folder``."""
+    (only,) = folder.glob("surface-*.json")
+    return only
 
 
 async def _surface(mcp: OpsServer) -> dict[str, Any]:
@@ -66,7 +72,7 @@ async def test_a_start_from_the_kept_list_answers_what_a_full_build_answers(
     first = build_server(settings, surface_dir=tmp_path)
     assert isinstance(first, OpsServer) and first._furnish is None, "no kept list yet: a full build"
     built = await _surface(first)
-    assert (tmp_path / FILE_NAME).exists()
+    assert _kept(tmp_path) == surface_file(tmp_path, fingerprint(settings))
     second = build_server(settings, surface_dir=tmp_path)
     assert isinstance(second, OpsServer) and second._furnish is not None, "the kept list was not used"
     async with Client(second) as c:
@@ -93,29 +99,30 @@ async def test_another_configuration_or_a_damaged_file_builds_in_full(demo_sim: 
     settings = _settings(demo_sim, tmp_path)
     async with Client(build_server(settings, surface_dir=tmp_path)) as c:
         await c.list_tools()
+    kept = _kept(tmp_path)
     other = build_server(_settings(demo_sim, tmp_path, granular_tools=True), surface_dir=tmp_path)
     assert isinstance(other, OpsServer) and other._furnish is None
-    (tmp_path / FILE_NAME).write_text("{not json")
+    kept.write_text("{not json")
     damaged = build_server(settings, surface_dir=tmp_path)
     assert isinstance(damaged, OpsServer) and damaged._furnish is None
     async with Client(damaged) as c:
         assert {t.name for t in (await c.list_tools()).tools} >= {"cluster", "guests", "diagnostics"}
-    assert json.loads((tmp_path / FILE_NAME).read_text())["tools"], "the damaged file was replaced"
+    assert json.loads(kept.read_text())["tools"], "the damaged file was replaced"
 
 
 async def test_a_kept_list_that_differs_from_the_built_tools_is_corrected(demo_sim: SimServer, tmp_path: Path) -> None:
     settings = _settings(demo_sim, tmp_path)
     async with Client(build_server(settings, surface_dir=tmp_path)) as c:
         true_tools = [t.model_dump(mode="json") for t in (await c.list_tools()).tools]
-    kept = json.loads((tmp_path / FILE_NAME).read_text())
+    kept = json.loads((_kept(tmp_path)).read_text())
     kept["tools"][0]["description"] = "a description nobody wrote"
-    (tmp_path / FILE_NAME).write_text(json.dumps(kept))
+    (_kept(tmp_path)).write_text(json.dumps(kept))
     mcp = build_server(settings, surface_dir=tmp_path)
     async with Client(mcp) as c:
         assert (await c.list_tools()).tools[0].description == "a description nobody wrote"  # as kept, until built
         await c.call_tool("cluster", {"action": "cluster_overview"})  # builds the tools
         assert [t.model_dump(mode="json") for t in (await c.list_tools()).tools] == true_tools
-    assert json.loads((tmp_path / FILE_NAME).read_text())["tools"][0]["description"] != "a description nobody wrote"
+    assert json.loads((_kept(tmp_path)).read_text())["tools"][0]["description"] != "a description nobody wrote"
 
 
 async def test_a_kept_list_claiming_no_writes_never_runs_writes_without_the_token_store(
@@ -124,16 +131,16 @@ async def test_a_kept_list_claiming_no_writes_never_runs_writes_without_the_toke
     settings = _settings(demo_sim, tmp_path, tier="operator")
     async with Client(build_server(settings, surface_dir=tmp_path)) as c:
         await c.list_tools()
-    kept = json.loads((tmp_path / FILE_NAME).read_text())
+    kept = json.loads((_kept(tmp_path)).read_text())
     assert kept["writes"] is True
     kept["writes"] = False
-    (tmp_path / FILE_NAME).write_text(json.dumps(kept))
+    (_kept(tmp_path)).write_text(json.dumps(kept))
     mcp = build_server(settings, surface_dir=tmp_path)
     async with Client(mcp) as c:
         for _ in range(2):  # every request fails, none runs on half-built tools
             with pytest.raises(MCPError):
                 await c.call_tool("guests", {"action": "get_guest", "vmid": 100})
-    assert not (tmp_path / FILE_NAME).exists(), "the wrong list was kept"
+    assert not list(tmp_path.glob("surface-*.json")), "the wrong list was kept"
 
 
 async def test_stdio_starts_answer_from_the_kept_list_and_keep_no_secret(demo_sim: SimServer, tmp_path: Path) -> None:
@@ -154,9 +161,21 @@ async def test_stdio_starts_answer_from_the_kept_list_and_keep_no_secret(demo_si
             listed.append([t.model_dump(mode="json") for t in (await c.list_tools()).tools])
             overview = await c.call_tool("cluster", {"action": "cluster_overview"})
             assert not overview.is_error
-        written.append((tmp_path / FILE_NAME).stat().st_mtime_ns)
+        written.append((_kept(tmp_path)).stat().st_mtime_ns)
     assert listed[0] == listed[1]
     assert written[0] == written[1], "the second start built its tools for tools/list instead of using the kept list"
-    kept = (tmp_path / FILE_NAME).read_text()
+    kept = (_kept(tmp_path)).read_text()
     assert secret not in kept and token_id not in kept
-    assert oct((tmp_path / FILE_NAME).stat().st_mode & 0o777) == "0o600"
+    assert oct((_kept(tmp_path)).stat().st_mode & 0o777) == "0o600"
+
+
+async def test_a_few_configurations_are_kept_side_by_side(demo_sim: SimServer, tmp_path: Path) -> None:
+    """A client with a read-only and an admin entry for one cluster starts both from their kept lists."""
+    configurations = [{"heavy_calls": n} for n in range(1, KEEP + 3)]
+    for extra in configurations:
+        async with Client(build_server(_settings(demo_sim, tmp_path, **extra), surface_dir=tmp_path)) as c:
+            await c.list_tools()
+    assert len(list(tmp_path.glob("surface-*.json"))) == KEEP
+    for extra in configurations[-KEEP:]:
+        again = build_server(_settings(demo_sim, tmp_path, **extra), surface_dir=tmp_path)
+        assert isinstance(again, OpsServer) and again._furnish is not None, extra
