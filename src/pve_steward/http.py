@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 
 from pve_steward import __version__, metrics
 from pve_steward.config import Settings
+from pve_steward.requestpool import URGENCY
 
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -202,11 +203,26 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
         max_sessions=settings.http_max_sessions,
         host=settings.http_host,
     )
-    app = HostHint(app)
+    app = HostHint(Precedence(app))
     token = settings.http_bearer_token
     secret = token.get_secret_value() if token is not None else None
     verifier = getattr(mcp, "identity", None)
     return BearerAuth(app, secret, verifier) if secret is not None or verifier is not None else app
+
+
+class Precedence:
+    """ASGI middleware: an MCP request is a cheap call from its first byte (requestpool.Urgency), so its
+    parsing and answer go before heavy work too; a heavy tool call gives that up when it starts."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        with URGENCY.urgent():
+            await self.app(scope, receive, send)
 
 
 def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:

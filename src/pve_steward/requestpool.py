@@ -42,6 +42,9 @@ class _Ticket:
         self.dropped = waiter.cancelled()  # a worker that has not started it skips it
 
 
+_HELD: ContextVar[int | None] = ContextVar("pve_urgent_call", default=None)  # this task's mark (Urgency)
+
+
 class Urgency:
     """Cheap calls in flight; background work gives way to them at its checkpoints, for a bounded time.
 
@@ -62,22 +65,41 @@ class Urgency:
 
     @contextlib.contextmanager
     def urgent(self) -> Iterator[None]:
-        """Mark the enclosed work as a cheap call that background work gives way to."""
+        """Mark the enclosed work (this task's) as a cheap call that background work gives way to.
+
+        Nested marks are one: an HTTP request marked on arrival stays one cheap call in its tool.
+        """
+        held = _HELD.get()
+        if held is not None and held in self._open:
+            yield
+            return
         with self._cond:
             ident = next(self._ids)
             self._open[ident] = time.monotonic() + self.grace
+        token = _HELD.set(ident)
         try:
             yield
         finally:
-            with self._cond:
-                del self._open[ident]
-                clear, callbacks = self._until() <= 0, self._on_clear
-                if clear:
-                    self._on_clear = []
-                self._cond.notify_all()
+            _HELD.reset(token)
+            self._end(ident)
+
+    def release(self) -> None:
+        """This task's work turned out heavy (admission): it no longer holds background work back."""
+        held = _HELD.get()
+        if held is not None:
+            self._end(held)
+
+    def _end(self, ident: int) -> None:
+        with self._cond:
+            if self._open.pop(ident, None) is None:
+                return
+            clear, callbacks = self._until() <= 0, self._on_clear
             if clear:
-                for callback in callbacks:
-                    callback()
+                self._on_clear = []
+            self._cond.notify_all()
+        if clear:
+            for callback in callbacks:
+                callback()
 
     def _until(self) -> float:
         """Seconds background work should still wait (0: none); under the condition's lock."""

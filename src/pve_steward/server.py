@@ -185,7 +185,10 @@ class OpsServer(MCPServer[AppContext]):
         if problem:
             raise ToolError(problem)
         try:
-            with URGENCY.urgent() if self.cheap(name, arguments) else nullcontext():
+            cheap = self.cheap(name, arguments)
+            if not cheap:
+                URGENCY.release()  # the HTTP request was marked cheap on arrival (http.Precedence)
+            with URGENCY.urgent() if cheap else nullcontext():
                 async with forwarded(context):
                     return compact_answer(await super().call_tool(name, arguments, context))
         except UnexpectedToolError:

@@ -120,3 +120,23 @@ def test_the_server_marks_every_call_cheap_except_the_heavy_operations(tmp_path:
             assert not mcp.cheap("diagnostics", {"action": "check_cluster_health"})
             assert mcp.cheap("guests", {"action": "get_guest", "vmid": 100})
             assert mcp.cheap("guests", {})  # no action: refused as a cheap call, never held as heavy
+
+
+def test_a_mark_inside_a_marked_task_is_the_same_cheap_call() -> None:
+    """An HTTP request marked on arrival stays one cheap call when its tool marks itself again."""
+    urgency = Urgency(grace=60)
+    with urgency.urgent():
+        with urgency.urgent():
+            pass
+        assert urgency.holding(), "the inner mark ended the outer one"
+    assert not urgency.holding()
+
+
+def test_a_task_that_turns_out_heavy_releases_its_mark() -> None:
+    urgency = Urgency(grace=60)
+    with urgency.urgent():
+        assert urgency.holding()
+        urgency.release()  # what a heavy tool call does with the mark its HTTP request got
+        assert not urgency.holding()
+        urgency.give_way()  # returns at once: nothing holds background work back
+    assert not urgency.holding()

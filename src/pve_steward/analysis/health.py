@@ -42,10 +42,14 @@ def _failed(area: str, exc: Exception) -> Finding:
     )
 
 
+def _nothing() -> None:
+    return None
+
+
 def _area_analyzer(area: str) -> Analyzer:
     """Every ``@check`` of the area (analysis/catalog.py), in declaration order."""
 
-    def run(d: ClusterData, t: Thresholds, between: Callable[[], None]) -> list[Finding]:
+    def run(d: ClusterData, t: Thresholds, between: Callable[[], None] = _nothing) -> list[Finding]:
         found: list[Finding] = []
         for c in checks_in([area]):
             found += c.func(d, t)
@@ -73,7 +77,7 @@ def diagnose(
     limit: int | None = 50,
     name: str = "health",
     suppress: Sequence[Suppression] = (),
-    between: Callable[[], None] = lambda: None,
+    between: Callable[[], None] = _nothing,
 ) -> Report:
     """Run the chosen areas (default: all); every failed read is reported once; ``suppress`` silences
     findings as configured (listed apart in the report, at ``data.now``). ``between`` is called after
