@@ -7,7 +7,6 @@ proxmoxer over HTTPS against pvesim.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from pve_steward.config import Settings, load_settings
 from pve_steward.server import OpsServer, build_server
 from pve_steward.surface import KEEP, fingerprint, surface_file
 from pvesim.server import SimServer
+from tests.integration.test_cli import cluster_env
 
 pytestmark = pytest.mark.anyio
 
@@ -146,14 +146,7 @@ async def test_a_kept_list_claiming_no_writes_never_runs_writes_without_the_toke
 async def test_stdio_starts_answer_from_the_kept_list_and_keep_no_secret(demo_sim: SimServer, tmp_path: Path) -> None:
     """How a desktop client runs the server: a new process per session, the same configuration."""
     token_id, secret = demo_sim.token("auditor@pve!mcp")
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": demo_sim.address,
-        "PVE_STEWARD_TOKEN_ID": token_id,
-        "PVE_STEWARD_TOKEN_SECRET": secret,
-        "PVE_STEWARD_FINGERPRINT": demo_sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-    }
+    env = cluster_env(demo_sim, tmp_path, PVE_STEWARD_AUDIT_LOG=str(tmp_path / "audit.jsonl"))
     params = StdioServerParameters(command=sys.executable, args=["-m", "pve_steward", "serve"], env=env)
     listed, written = [], []
     for _ in range(2):

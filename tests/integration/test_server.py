@@ -17,6 +17,7 @@ from pve_steward.server import build_server
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
 from tests.integration.pve import api
+from tests.integration.test_cli import cluster_env
 from tests.unit.test_start_and_answers import untabulate
 from tests.untrusted import plain
 
@@ -175,15 +176,7 @@ async def test_every_call_is_audited_and_the_chain_verifies(
 
 
 async def test_stdio_subprocess_lists_tools(demo_sim: SimServer, tmp_path: Path) -> None:
-    token_id, secret = demo_sim.token("auditor@pve!mcp")
-    env = {
-        **os.environ,
-        "PVE_STEWARD_URL": demo_sim.address,
-        "PVE_STEWARD_TOKEN_ID": token_id,
-        "PVE_STEWARD_TOKEN_SECRET": secret,
-        "PVE_STEWARD_FINGERPRINT": demo_sim.fingerprint,
-        "PVE_STEWARD_AUDIT_LOG": str(tmp_path / "audit.jsonl"),
-    }
+    env = cluster_env(demo_sim, tmp_path, PVE_STEWARD_AUDIT_LOG=str(tmp_path / "audit.jsonl"))
     params = StdioServerParameters(command=sys.executable, args=["-m", "pve_steward", "--granular-tools"], env=env)
     async with Client(params) as c:
         names = {t.name for t in (await c.list_tools()).tools}

@@ -231,6 +231,14 @@ def test_an_urgent_read_does_not_join_a_background_one_but_a_background_read_joi
     asyncio.run(run())
 
 
+def _open_cache() -> tuple[GatedClient, Clock, ReadCache]:
+    """A cache with a 3 s TTL on a test clock, in front of a client that answers at once."""
+    inner = GatedClient()
+    inner.gate.set()
+    clock = Clock()
+    return inner, clock, ReadCache(inner, ttl=3.0, clock=clock)
+
+
 def _by_vmid(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(r["vmid"]): r for r in rows}
 
@@ -243,10 +251,7 @@ def test_an_index_is_built_once_per_cached_answer_and_shared() -> None:
         return _by_vmid(rows)
 
     async def run() -> None:
-        inner = GatedClient()
-        inner.gate.set()
-        clock = Clock()
-        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        inner, clock, cache = _open_cache()
         first = await cache.indexed(RESOURCES, index, type="vm")  # a miss: read, built for this caller
         second = await cache.indexed(RESOURCES, index, type="vm")  # built from the cached answer
         third = await cache.indexed(RESOURCES, index, type="vm")  # shared
@@ -263,10 +268,7 @@ def test_a_looked_up_answer_is_read_and_indexed_again_before_it_expires() -> Non
     """No cheap call waits for the read at expiry: a lookup past half the TTL starts it ahead."""
 
     async def run() -> None:
-        inner = GatedClient()
-        inner.gate.set()
-        clock = Clock()
-        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        inner, clock, cache = _open_cache()
         await cache.indexed(RESOURCES, _by_vmid, type="vm")
         await cache.indexed(RESOURCES, _by_vmid, type="vm")
         clock.now += 1.4
@@ -288,10 +290,7 @@ def test_a_looked_up_answer_is_read_and_indexed_again_before_it_expires() -> Non
 
 def test_a_failed_read_ahead_leaves_the_answer_to_expire_as_usual() -> None:
     async def run() -> None:
-        inner = GatedClient()
-        inner.gate.set()
-        clock = Clock()
-        cache = ReadCache(inner, ttl=3.0, clock=clock)
+        inner, clock, cache = _open_cache()
         await cache.indexed(RESOURCES, _by_vmid, type="vm")
         inner.error = PveUnavailable("pve1 is down")
         clock.now += 2.0
