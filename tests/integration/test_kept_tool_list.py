@@ -18,7 +18,7 @@ from pve_steward.config import Settings, load_settings
 from pve_steward.server import OpsServer, build_server
 from pve_steward.surface import KEEP, fingerprint, surface_file
 from pvesim.server import SimServer
-from tests.integration.test_cli import cluster_env
+from tests.integration.test_cli import STEWARD, cluster_env, endpoint, started
 
 pytestmark = pytest.mark.anyio
 
@@ -172,3 +172,20 @@ async def test_a_few_configurations_are_kept_side_by_side(demo_sim: SimServer, t
     for extra in configurations[-KEEP:]:
         again = build_server(_settings(demo_sim, tmp_path, **extra), surface_dir=tmp_path)
         assert isinstance(again, OpsServer) and again._furnish is not None, extra
+
+
+async def test_http_starts_answer_from_the_kept_list_and_build_on_the_first_call(
+    demo_sim: SimServer, tmp_path: Path
+) -> None:
+    """Over HTTP the SDK looks a tool's input schema up before any middleware: that builds the tools too."""
+    env = cluster_env(demo_sim, tmp_path, PVE_STEWARD_AUDIT_LOG=str(tmp_path / "audit.jsonl"))
+    cmd = [*STEWARD, "serve", "--transport", "http", "--http-port", "0"]
+    listed, written = [], []
+    for _ in range(2):
+        with started(cmd, env) as lines:
+            async with Client(endpoint(lines)) as c:
+                listed.append([t.model_dump(mode="json") for t in (await c.list_tools()).tools])
+                guest = await c.call_tool("guests", {"action": "get_guest", "vmid": 100})
+                assert not guest.is_error, guest.content
+        written.append(_kept(tmp_path).stat().st_mtime_ns)
+    assert listed[0] == listed[1] and written[0] == written[1]
