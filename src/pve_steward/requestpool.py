@@ -209,8 +209,10 @@ class RequestPool:
             batch.append(outcome)
             if len(batch) > 1:
                 return  # a delivery is already scheduled and takes this answer too
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+        try:
             ticket.loop.call_soon_threadsafe(self._deliver, ticket.loop)
+        except RuntimeError:  # the loop has closed: nobody waits any more, keep nothing for it
+            self._forget(ticket.loop)
 
     def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
         """On the event loop: resolve every answer that arrived since the last delivery.
@@ -240,8 +242,15 @@ class RequestPool:
             self._release(loop)
 
     def _release_soon(self, loop: asyncio.AbstractEventLoop) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+        try:
             loop.call_soon_threadsafe(self._release, loop)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            self._forget(loop)
+
+    def _forget(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._answered_lock:
+            self._answered.pop(loop, None)
+            self._held.pop(loop, None)
 
     def _release(self, loop: asyncio.AbstractEventLoop) -> None:
         """Resolve the background answers held for a cheap call (once it ended, or its grace did)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 from pve_steward.config import load_settings
 from pve_steward.requestpool import BACKGROUND, URGENT, RequestPool, Urgency
@@ -140,3 +141,23 @@ def test_a_task_that_turns_out_heavy_releases_its_mark() -> None:
         assert not urgency.holding()
         urgency.give_way()  # returns at once: nothing holds background work back
     assert not urgency.holding()
+
+
+def test_answers_for_a_closed_event_loop_are_not_kept() -> None:
+    pool = RequestPool(1, Urgency(grace=60))
+    release = threading.Event()
+
+    async def start() -> asyncio.Future[Any]:
+        return asyncio.ensure_future(pool.run(release.wait, 10))
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(start())
+    finally:
+        loop.close()  # the caller's loop ends while its request runs
+    release.set()
+    pool.submit(lambda: None).result(10)  # the worker has finished the request by now
+    try:
+        assert not pool._answered and not pool._held
+    finally:
+        pool.shutdown()
