@@ -11,8 +11,8 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,15 +29,15 @@ from mcp.types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
 from pve_steward import __version__
-from pve_steward.admission import Admission
 from pve_steward.answers import compact_answer
-from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
+from pve_steward.client import ProxmoxClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
 from pve_steward.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
-from pve_steward.compat import UnsupportedVersion, VersionGate, check_version
+from pve_steward.compat import UnsupportedVersion, check_version
 from pve_steward.completions import register_completions
 from pve_steward.config import Settings, default_state_dir
 from pve_steward.errors import PveError, connection_problem
+from pve_steward.lifespan import Lifespan
 from pve_steward.metatools import (
     Action,
     MetaTool,
@@ -49,10 +49,8 @@ from pve_steward.metatools import (
 )
 from pve_steward.naming import Naming
 from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
-from pve_steward.pbslink import pbs_link
 from pve_steward.prompts import register_prompts
 from pve_steward.pve import ids
-from pve_steward.readcache import ReadCache
 from pve_steward.readiness import Readiness
 from pve_steward.registry import (
     SEVERAL_CLUSTERS,
@@ -72,7 +70,7 @@ from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
 from pve_steward.surface import Surface, fingerprint, forget_surface, read_surface, write_surface
-from pve_steward.tools.context import AppContext, Clusters, ToolContext, UnknownCluster
+from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
 from pve_steward.views import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
@@ -516,7 +514,6 @@ def build_server(
 
         check_known(settings.suppress)
     targets = cluster_targets(settings)
-    several = len(targets) > 1
     digest = fingerprint(settings) if surface_dir is not None and registry is None else None
     kept = read_surface(surface_dir, digest) if surface_dir is not None and digest is not None else None
     if kept is None:
@@ -532,116 +529,69 @@ def build_server(
     readiness = Readiness()
     if store is not None:
         readiness.add_store(store)
-    made: list[AppContext] = []  # the lifespan's contexts: furnish() hands them the naming
-
-    def context(target: ClusterTarget | None, api: ProxmoxClient, admission: Admission) -> AppContext:
-        own = settings if target is None else target.settings
-        pbs = pbs_link(own)  # each cluster's own PBS connection ([clusters.NAME.pbs] or the pbs_* settings)
-        # No cluster I/O before serving: the version is checked by the first call that needs it.
-        gate = VersionGate(
-            own.url,
-            lambda: api.get(api_path("version")),
-            disabled=own.disable_version_check or not check_version_on_start,
-        )
-        app = AppContext(
-            settings=own,
-            client=api,
-            reads=ReadCache(api, ttl=own.read_cache_ttl),
-            admission=admission,
-            audit=audit,
-            signer=signer,
-            clock=clock,
-            naming=getattr(mcp, "naming", Naming()),
-            gate=gate,
-            cluster=None if target is None else target.name,
-            max_tier=None if target is None else target.tier,
-            pbs=pbs,
-        )
-        made.append(app)
-        return app
-
-    @asynccontextmanager
-    async def lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-        owned: list[ProxmoxerClient] = []
-
-        def client_for(target: ClusterTarget | None) -> ProxmoxClient:
-            given = client if target is None or not several else None
-            given = (clients or {}).get(target.name, given) if target is not None else given
-            if given is not None:
-                return given
-            owned.append(ProxmoxerClient(settings if target is None else target.client_settings))
-            return owned[-1]
-
-        # One budget of heavy calls for the process; runs are shared per cluster (admission.heavy's key).
-        admission = Admission(limit=settings.heavy_calls, wait=settings.busy_wait)
-        apps: list[AppContext] = []
-        try:
-            chosen: list[ClusterTarget | None] = [*targets] if targets else [None]
-            apps = [context(target, client_for(target), admission) for target in chosen]
-            for app in apps:  # GET /ready probes each cluster through its own client
-                readiness.add_cluster(app.cluster or "default", partial(app.client.get, api_path("version")))
-            yield Clusters({str(app.cluster): app for app in apps}).default if several else apps[0]
-        finally:
-            for app in apps:
-                made.remove(app)
-                readiness.remove_cluster(app.cluster or "default")
-                if app.pbs is not None:
-                    app.pbs.close()
-            for own in owned:
-                own.close()
-
+    life = Lifespan(settings, targets, audit, signer, readiness, clock, check_version_on_start, client, clients)
     # With a shared key file (HTTP replicas), the SDK's sealed elicitation state must open on any replica too.
     state_security = (
         RequestStateSecurity(keys=[signer.derived_key("request-state")]) if settings.confirm_key_file else None
     )
     verifier, auth = identity_of(settings)
-    mcp: OpsServer = OpsServer(
+    mcp = OpsServer(
         "pve-steward",
         token_verifier=verifier,
         auth=auth,
         version=__version__,
-        instructions=INSTRUCTIONS + (SEVERAL if several else ""),
-        lifespan=lifespan,
+        instructions=INSTRUCTIONS + (SEVERAL if len(targets) > 1 else ""),
+        lifespan=life,
         log_level="WARNING",
         request_state_security=state_security,
-        extensions=[Apps()],  # its ui:// views are added by furnish(), with the tools that point at them
+        extensions=[Apps()],  # its ui:// views are added by _furnish, with the tools that point at them
     )
     mcp.readiness = readiness
     mcp.identity = verifier
-    offered: dict[tuple[str, str], frozenset[str]] = {}  # filled by furnish(): completions look it up per call
+    offered: dict[tuple[str, str], frozenset[str]] = {}  # filled by _furnish: completions look it up per call
     register_completions(mcp, offered)
     register_logging(mcp)
-
-    def furnish() -> None:
-        """Import the handlers and register the tools, prompts, resources and views (what a call needs)."""
-        nonlocal registry
-        registry = registry or load_registry(settings.tools_file)
-        ops = _chosen(registry, settings, targets)
-        if store is None and any(op.is_write for op in ops):  # a kept list said "no writes": never without the store
-            if surface_dir is not None and digest is not None:
-                forget_surface(surface_dir, digest)
-            raise RuntimeError("the kept tool list claimed no write tools, but this configuration has some; restart")
-        for resource in view_extension(registry, ops, settings).resources():
-            mcp.add_resource(resource.resource)
-        naming = _naming(registry, ops, settings, targets)
-        several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
-        register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
-        prompt_arguments = register_prompts(mcp, naming, several)
-        templates = register_resources(mcp, registry, ops)
-        offered.update({("ref/prompt", name): args for name, args in prompt_arguments.items()})
-        offered.update({("ref/resource", uri): args for uri, args in templates.items()})
-        mcp.prompt_arguments = prompt_arguments
-        mcp.operations = {op.name: op for op in ops}
-        for app in made:
-            app.naming = naming
-
-    if surface_dir is not None and digest is not None:
-        mcp.keep_surface = partial(_keep, surface_dir, digest, writes)
+    kept_at = (surface_dir, digest) if surface_dir is not None and digest is not None else None
+    furnish = partial(_furnish, mcp, settings, registry, targets, store is not None, kept_at, offered, life)
+    if kept_at is not None:
+        mcp.keep_surface = partial(_keep, *kept_at, writes)
     if kept is None:
         furnish()
     else:
         mcp.defer(furnish, kept.tools)
     return mcp
+
+
+def _furnish(
+    mcp: OpsServer,
+    settings: Settings,
+    registry: Registry | None,
+    targets: list[ClusterTarget],
+    has_store: bool,
+    kept_at: tuple[Path, str] | None,
+    offered: dict[tuple[str, str], frozenset[str]],
+    life: Lifespan,
+) -> None:
+    """Import the handlers and register the tools, prompts, resources and views (what a call needs)."""
+    registry = registry or load_registry(settings.tools_file)
+    ops = _chosen(registry, settings, targets)
+    if not has_store and any(op.is_write for op in ops):  # a kept list said "no writes": never without the store
+        if kept_at is not None:
+            forget_surface(*kept_at)
+        raise RuntimeError("the kept tool list claimed no write tools, but this configuration has some; restart")
+    for resource in view_extension(registry, ops, settings).resources():
+        mcp.add_resource(resource.resource)
+    naming = _naming(registry, ops, settings, targets)
+    several = len(targets) > 1
+    several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
+    register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
+    prompt_arguments = register_prompts(mcp, naming, several)
+    templates = register_resources(mcp, registry, ops)
+    offered.update({("ref/prompt", name): args for name, args in prompt_arguments.items()})
+    offered.update({("ref/resource", uri): args for uri, args in templates.items()})
+    mcp.prompt_arguments = prompt_arguments
+    mcp.operations = {op.name: op for op in ops}
+    life.name_with(naming)
 
 
 def _chosen(registry: Registry, settings: Settings, targets: list[ClusterTarget]) -> list[Operation]:
