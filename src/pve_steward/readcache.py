@@ -32,6 +32,11 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
+def read_key(path: ApiPath, params: dict[str, Any]) -> Key:
+    """What a GET reads: the same path and parameters are the same read (the collector's key too)."""
+    return str(path), tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
 @dataclass
 class CacheStats:
     """Counters for benchmarks and metrics: what was answered from PVE and what was not."""
@@ -63,12 +68,8 @@ class ReadCache:
     _generation: int = 0
     _refreshing: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # held: a task must not be collected
 
-    @staticmethod
-    def _key(path: ApiPath, params: dict[str, Any]) -> Key:
-        return str(path), tuple(sorted((k, repr(v)) for k, v in params.items()))
-
     async def get(self, path: ApiPath, /, **params: Any) -> Any:
-        key = self._key(path, params)
+        key = read_key(path, params)
         entry = self._entries.get(key)
         if entry is not None and self.clock() - entry.stored_at < self.ttl:
             self.stats.hits += 1
@@ -90,7 +91,7 @@ class ReadCache:
         For a lookup in a large answer: ``get_guest`` found its guest by decoding a copy of all of
         /cluster/resources on every call, the largest cost of a cheap call at 2,000 guests (issue 17).
         """
-        key = self._key(path, params)
+        key = read_key(path, params)
         entry = self._entries.get(key)
         age = self.clock() - entry.stored_at if entry is not None else self.ttl
         if entry is None or age >= self.ttl:

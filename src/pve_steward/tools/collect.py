@@ -26,6 +26,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
@@ -37,11 +38,6 @@ NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
 
 Read = tuple[str, ApiPath, dict[str, Any]]
-ReadKey = tuple[str, str]
-
-
-def _read_key(path: ApiPath, params: dict[str, Any]) -> ReadKey:
-    return str(path), repr(sorted(params.items()))
 
 
 class Collector:
@@ -50,7 +46,7 @@ class Collector:
         self.pbs = pbs
         self.areas = set(areas)
         self.data = ClusterData(now=now)
-        self._answers: dict[ReadKey, Any] = {}  # every answer of this check, by what was read (see _read)
+        self._answers: dict[Key, Any] = {}  # every answer of this check, by what was read (see _read)
 
     def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
         optional = key.split(":", 1)[0] in OPTIONAL and isinstance(err, PvePermissionError)
@@ -73,17 +69,17 @@ class Collector:
         reading one endpoint minutes apart went to PVE twice (issue 17). A repeat gets a copy of
         the first answer (or the same error), so no area's analysis sees another's changes.
         """
-        fresh: dict[ReadKey, Read] = {}
+        fresh: dict[Key, Read] = {}
         for key, path, params in reads:
-            fresh.setdefault(_read_key(path, params), (key, path, params))
+            fresh.setdefault(read_key(path, params), (key, path, params))
         fresh = {k: r for k, r in fresh.items() if k not in self._answers}
         got = await gather(self.client, fresh.values())
         first = {r[0] for r in fresh.values()}
-        for read_key, (key, _path, _params) in fresh.items():
-            self._answers[read_key] = got[key]
+        for what, (key, _path, _params) in fresh.items():
+            self._answers[what] = got[key]
         out: dict[str, Any] = {}
         for key, path, params in reads:
-            answer = self._answers[_read_key(path, params)]
+            answer = self._answers[read_key(path, params)]
             out[key] = answer if key in first or isinstance(answer, PveError) else copy.deepcopy(answer)
             first.discard(key)
         return out
