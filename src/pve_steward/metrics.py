@@ -19,31 +19,18 @@ from typing import Any
 from pydantic import BaseModel
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# The instruments (REGISTRY, TOOL_CALLS, ..., APPS, render) live in instruments.py, imported on first use.
-_INSTRUMENTS = frozenset(
-    {
-        "REGISTRY",
-        "TOOL_CALLS",
-        "TOOL_LATENCY",
-        "IN_FLIGHT",
-        "FINDINGS",
-        "BUSY",
-        "TOKENS",
-        "PVE_REQUESTS",
-        "PVE_LATENCY",
-        "APPS",
-        "render",
-        "_AppCollector",
-    }
-)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _INSTRUMENTS:
-        from pve_steward import instruments
+    """The instruments (REGISTRY, TOOL_CALLS, ..., APPS, render) live in instruments.py, imported on first use."""
+    if name.startswith("__"):  # what tools probe modules for (__path__, __wrapped__, ...): no import for it
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pve_steward import instruments
 
+    try:
         return getattr(instruments, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 def endpoint_class(segments: tuple[str, ...]) -> str:

@@ -254,12 +254,13 @@ class OpsServer(MCPServer[AppContext]):
         """tools/list as this request's narrowing headers leave it (security/narrowing.py): a tool is listed
         when at least one of its operations may run, so a read-only client is not offered writes."""
         headers = getattr(getattr(ctx, "request", None), "headers", None)
-        if headers and any(h.lower().startswith("x-pve-steward-") for h in headers):
+        narrowed = headers is not None and any(h.lower().startswith("x-pve-steward-") for h in headers)
+        if narrowed:
             self.furnished()  # narrowing reads the operations
         result = await super()._handle_list_tools(ctx, params)
         ops: dict[str, Operation] = getattr(self, "operations", {})
         tool_of = self.naming.tool_of if hasattr(self, "naming") else {}
-        if not headers or not ops or not any(h.lower().startswith("x-pve-steward-") for h in headers):
+        if not narrowed or not ops:
             return result
         allowed: dict[str, bool] = {}
         for name, tool in tool_of.items():

@@ -64,15 +64,14 @@ def _tree_state(root: Path) -> list[tuple[str, int, int]]:
 def fingerprint(settings: Settings) -> str:
     """A digest of everything the tool list is derived from (see the module docstring)."""
     tools_file = settings.tools_file
+    tools_stat = tools_file.stat() if tools_file is not None and tools_file.exists() else None
     parts: dict[str, Any] = {
         "version": __version__,
         "python": list(sys.version_info[:3]),
         "mcp": _sdk_version(),
         "pydantic": pydantic.VERSION,
         "package": _tree_state(_PACKAGE),
-        "tools_file": (str(tools_file), tools_file.stat().st_size, tools_file.stat().st_mtime_ns)
-        if tools_file is not None and tools_file.exists()
-        else str(tools_file),
+        "tools_file": (str(tools_file), tools_stat.st_size, tools_stat.st_mtime_ns) if tools_stat else str(tools_file),
         "settings": settings.model_dump(mode="json"),  # SecretStr fields dump as "**********"
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
@@ -102,6 +101,7 @@ def write_surface(folder: Path, digest: str, surface: Surface) -> None:
         "writes": surface.writes,
         "tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in surface.tools],
     }
+    tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".surface-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -109,8 +109,9 @@ def write_surface(folder: Path, digest: str, surface: Surface) -> None:
         os.replace(tmp, surface_file(folder, digest))
     except OSError as exc:
         log.info("could not keep the tool list in %s for the next start: %s", folder, exc)
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return
     _prune(folder)
 
