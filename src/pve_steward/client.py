@@ -377,8 +377,18 @@ def _encode(params: dict[str, Any]) -> dict[str, Any]:
 _NOT_FOUND_HINTS = ("does not exist", "no such", "not found", "unable to find")
 
 
-def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
-    """Translate proxmoxer/requests exceptions into our error types (the one place that knows them)."""
+def map_error(exc: BaseException, method: str, path: ApiPath, service: str = "PVE") -> PveError:
+    """Translate proxmoxer/requests exceptions into our error types (the one place that knows them).
+
+    ``service`` is the API that answered ("PVE", or "PBS" for the backup server's client): it is named in
+    the wording and decides the advice (errors.advice).
+    """
+    err = _mapped(exc, method, path, service)
+    err.service = service
+    return err
+
+
+def _mapped(exc: BaseException, method: str, path: ApiPath, service: str) -> PveError:
     import requests
     from proxmoxer import AuthenticationError, ResourceException
 
@@ -398,13 +408,15 @@ def map_error(exc: BaseException, method: str, path: ApiPath) -> PveError:
             errors = exc.errors if isinstance(exc.errors, dict) else {}
             detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
             return PveParamError(
-                f"PVE rejected the parameters of {where}: {detail or message}",
+                f"{service} rejected the parameters of {where}: {detail or message}",
                 {str(k): str(v) for k, v in errors.items()},
                 status=status,
                 path=str(path),
             )
         if status in (404, 501):
-            return PveNotFound(f"{where}: not available on this PVE version ({message})", status=status, path=str(path))
+            return PveNotFound(
+                f"{where}: not available on this {service} version ({message})", status=status, path=str(path)
+            )
         if 595 <= status <= 599:
             return PveUnavailable(f"node unreachable for {where}: {message}", status=status, path=str(path))
         if any(h in message.lower() for h in _NOT_FOUND_HINTS):
@@ -535,6 +547,7 @@ class ProxmoxerClient:
         self.budget = open_budget(store, settings.url, settings.request_budget, settings.request_budget_burst)
         self._read_only = settings.read_only or settings.tier is Tier.READ_ONLY
         self.requests_made = 0
+        self.service = "PVE"  # the API this client speaks: its errors, metrics and spans name it
 
     @classmethod
     def for_pbs(cls, settings: Settings) -> ProxmoxerClient:
@@ -562,6 +575,7 @@ class ProxmoxerClient:
         )
         client = cls(pbs)
         client._connection["service"] = "PBS"
+        client.service = "PBS"
         return client
 
     @property
@@ -602,7 +616,7 @@ class ProxmoxerClient:
         self.budget.acquire()  # the shared per-cluster budget (budget.py); not part of PVE's latency
         started = time.monotonic()
         status = "error"
-        with pve_request_span(method, path.template()) as span:
+        with pve_request_span(method, path.template(), self.service) as span:
             try:
                 result = self._send(method, path, params)
                 status = "200"
@@ -612,8 +626,9 @@ class ProxmoxerClient:
                 raise
             finally:
                 span.set_attribute("http.response.status_code", status)
-                metrics.PVE_REQUESTS.labels(endpoint=endpoint, method=method, status=status).inc()
-                metrics.PVE_LATENCY.labels(endpoint=endpoint).observe(time.monotonic() - started)
+                requests_of, latency_of = metrics.api_instruments(self.service)
+                requests_of.labels(endpoint=endpoint, method=method, status=status).inc()
+                latency_of.labels(endpoint=endpoint).observe(time.monotonic() - started)
 
     def _send(self, method: str, path: ApiPath, params: dict[str, Any]) -> Any:
         resource = self._api(list(path.encoded()))
@@ -628,9 +643,11 @@ class ProxmoxerClient:
             else:
                 result = resource.delete(**params)
         except Exception as exc:  # the boundary: everything is mapped to our own types here
-            raise map_error(exc, method, path) from None
+            raise map_error(exc, method, path, self.service) from None
         if isinstance(result, dict) and set(result) == {"errors"} and isinstance(result["errors"], bytes):
-            raise PveApiError(f"{method} {path}: the API answered with a non-JSON body", path=str(path))
+            err = PveApiError(f"{method} {path}: the {self.service} API answered with a non-JSON body", path=str(path))
+            err.service = self.service
+            raise err
         return result
 
     async def get(self, path: ApiPath, /, **params: Any) -> Any:

@@ -41,9 +41,11 @@ _ROLE_FOR = {
 
 
 class PveError(Exception):
-    """Base class: something went wrong talking to the Proxmox VE API."""
+    """Base class: something went wrong talking to the Proxmox VE API (or, with ``service`` "PBS", to the
+    Proxmox Backup Server's, which the same client speaks)."""
 
     status: int | None = None
+    service: str = "PVE"  # which API answered: the client that maps the failure sets it
 
     def __init__(self, message: str, *, status: int | None = None, path: str | None = None) -> None:
         super().__init__(message)
@@ -110,6 +112,8 @@ class PveApiError(PveError):
 
 def advice(err: PveError) -> str:
     """One sentence on how to fix it, for tool error messages."""
+    if err.service == "PBS":
+        return _pbs_advice(err)
     if isinstance(err, PvePermissionError) and err.privilege:
         privs = err.privilege.split("|")
         role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
@@ -139,6 +143,42 @@ def advice(err: PveError) -> str:
         return "the API did not answer in time; raise --timeout or check the node"
     if isinstance(err, PveUnavailable):
         return "the node or cluster is unreachable; check that it is online (pvecm status)"
+    return ""
+
+
+# Which PBS role grants a privilege (proxmox-backup docs/config/acl: the roles acl.cfg knows)
+_PBS_ROLE_FOR = {"Datastore.Audit": "DatastoreAudit", "Sys.Audit": "Audit"}
+
+
+def _pbs_advice(err: PveError) -> str:
+    """The fix for a failed PBS read: PBS's own settings (--pbs-*), port, daemon and command line."""
+    if isinstance(err, PvePermissionError) and err.privilege:
+        role = _PBS_ROLE_FOR.get(err.privilege, "a role with " + err.privilege)
+        scope = err.acl_path or "/"
+        return (
+            f"the PBS token lacks {err.privilege} on {scope}: grant {role} "
+            f"(proxmox-backup-manager acl update {scope} {role} --auth-id '<user>@<realm>!<token>')"
+        )
+    if isinstance(err, PveAuthError):
+        return "check the PBS token id and secret (proxmox-backup-manager user list-tokens <user>@<realm>)"
+    if isinstance(err, PveTlsError) and err.presented:
+        return (
+            "compare the presented fingerprint with `proxmox-backup-manager cert info` on the PBS host; if it "
+            "matches (say, after a certificate renewal), pin it with --pbs-fingerprint"
+        )
+    if isinstance(err, PveTlsError):
+        return (
+            "pin the PBS certificate with --pbs-fingerprint (proxmox-backup-manager cert info) or give "
+            "--pbs-ca-file; verification is never silently disabled"
+        )
+    if isinstance(err, PveConnectionRefused):
+        return "check the host and port in --pbs-url (the PBS API listens on 8007) and that proxmox-backup-proxy runs"
+    if isinstance(err, PveUnknownHost):
+        return "check the host name in --pbs-url, or use the PBS host's IP address"
+    if isinstance(err, PveTimeout):
+        return "PBS did not answer in time; raise --timeout or check the PBS host"
+    if isinstance(err, PveUnavailable):
+        return "the PBS host is unreachable; check that it is online and proxmox-backup-proxy runs"
     return ""
 
 

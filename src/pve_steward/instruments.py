@@ -49,6 +49,7 @@ TOKENS = Counter(
     ["event", "reason"],
     registry=REGISTRY,
 )
+API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)  # PVE and PBS requests alike
 PVE_REQUESTS = Counter(
     "pve_steward_pve_requests",
     "PVE API requests by endpoint class (first path word), method and HTTP status (error: no answer)",
@@ -59,7 +60,20 @@ PVE_LATENCY = Histogram(
     "pve_steward_pve_request_duration_seconds",
     "Duration of PVE API requests by endpoint class",
     ["endpoint"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    buckets=API_BUCKETS,
+    registry=REGISTRY,
+)
+PBS_REQUESTS = Counter(
+    "pve_steward_pbs_requests",
+    "Proxmox Backup Server API requests by endpoint class (first path word), method and HTTP status",
+    ["endpoint", "method", "status"],
+    registry=REGISTRY,
+)
+PBS_LATENCY = Histogram(
+    "pve_steward_pbs_request_duration_seconds",
+    "Duration of Proxmox Backup Server API requests by endpoint class",
+    ["endpoint"],
+    buckets=API_BUCKETS,
     registry=REGISTRY,
 )
 

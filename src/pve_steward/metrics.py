@@ -3,7 +3,8 @@
 The instruments live in one registry of their own (not prometheus_client's global one), so tests
 and embedding applications see only pve-steward's series. They are incremented where the decision
 is made: the guard (tool calls, outcomes, latency, findings, in-flight calls, busy answers, refused
-tokens), the token signer (issued, confirmed) and the PVE client (API requests). Read-cache and
+tokens), the token signer (issued, confirmed) and the API clients (PVE's requests, and the backup
+server's in series of their own). Read-cache and
 admission counters already exist as plain numbers (``CacheStats``, ``Admission.joined``); a
 collector reads them at scrape time from the app contexts seen by the guard.
 
@@ -31,6 +32,16 @@ def __getattr__(name: str) -> Any:
         return getattr(instruments, name)
     except AttributeError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def api_instruments(service: str) -> tuple[Any, Any]:
+    """The request counter and latency histogram of an API: PBS's own series, so a backup server's reads
+    never show up as (or skew) the cluster's."""
+    from pve_steward import instruments
+
+    if service == "PBS":
+        return instruments.PBS_REQUESTS, instruments.PBS_LATENCY
+    return instruments.PVE_REQUESTS, instruments.PVE_LATENCY
 
 
 def endpoint_class(segments: tuple[str, ...]) -> str:

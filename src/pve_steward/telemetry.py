@@ -53,11 +53,12 @@ def setup_tracing(endpoint: str | None, service_name: str) -> bool:
 
 
 @contextmanager
-def pve_request_span(method: str, endpoint: str) -> Iterator[Any]:
-    """One span per PVE API request; the caller sets the status attribute when it knows it."""
+def pve_request_span(method: str, endpoint: str, service: str = "PVE") -> Iterator[Any]:
+    """One span per API request ("pve GET ...", "pbs GET ..." for the backup server); the caller sets the
+    status attribute when it knows it."""
     with TRACER.start_as_current_span(
-        f"pve {method} {endpoint}",
+        f"{service.lower()} {method} {endpoint}",
         kind=trace.SpanKind.CLIENT,
-        attributes={"http.request.method": method, "pve.endpoint": endpoint},
+        attributes={"http.request.method": method, "pve.endpoint": endpoint, "proxmox.service": service},
     ) as span:
         yield span

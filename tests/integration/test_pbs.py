@@ -67,13 +67,25 @@ def _found(report: dict[str, Any]) -> set[tuple[str, str]]:
     return {(f["code"], f["subject"]["id"]) for f in report["findings"]}
 
 
+def _requests(series: str) -> float:
+    """Requests counted so far in this process's ``pve_steward_<series>_requests_total``, all labels."""
+    from pve_steward.instruments import REGISTRY
+
+    name = f"pve_steward_{series}_requests_total"
+    return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)
+
+
 async def test_pbs_findings_in_health_and_diagnose_pbs(
     start_sim: Any, pbs_sim: PbsServer, server_for: Any, tmp_path: Path
 ) -> None:
     sim = start_sim("demo")
     assert attach(sim.cluster, pbs_sim) == ["pbs-main"]
     mcp = server_for(sim, **pbs_settings(pbs_sim))
+    counted = _requests("pbs"), _requests("pve"), pbs_sim.state.requests, sim.sim.requests
     health = await _call(mcp, "check_cluster_health", areas=["pbs", "backups"])
+    # PBS's reads are counted in series of their own, not as the cluster's
+    pbs_made, pve_made = pbs_sim.state.requests - counted[2], sim.sim.requests - counted[3]
+    assert pbs_made > 0 and (_requests("pbs") - counted[0], _requests("pve") - counted[1]) == (pbs_made, pve_made)
     assert _found(health) >= PLANTED, PLANTED - _found(health)
     assert health["complete"] is True and "CHECK_SKIPPED" not in health["by_code"]
     # the demo's nightly job prunes (prune-backups on the job): no retention finding on the PBS storage
@@ -122,6 +134,8 @@ async def test_pbs_down_is_data_incomplete(demo_sim: Any, pbs_sim: PbsServer, se
     assert report["complete"] is False
     gaps = [f for f in report["findings"] if f["code"] == "DATA_INCOMPLETE"]
     assert gaps and "connection refused" in gaps[0]["message"]
+    # the fix names PBS's own setting and port, not the cluster's
+    assert "Fix: check the host and port in --pbs-url (the PBS API listens on 8007)" in gaps[0]["message"]
     assert not any(f["code"].startswith("PBS_") for f in report["findings"])
 
 
@@ -163,6 +177,7 @@ def test_check_command_reads_pbs_and_pins_its_certificate(demo_sim: Any, pbs_sim
         demo_sim, tmp_path, "--areas", "pbs", "--json", **{**env, "PVE_STEWARD_PBS_FINGERPRINT": "AB" * 32}
     )
     assert "DATA_INCOMPLETE" in wrong_pin.stdout and "fingerprint mismatch" in wrong_pin.stdout
+    assert "proxmox-backup-manager cert info" in wrong_pin.stdout and "--pbs-fingerprint" in wrong_pin.stdout
     assert "PBS_" not in wrong_pin.stdout.replace("PBS datastore usage", "")
 
 

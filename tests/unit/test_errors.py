@@ -132,3 +132,41 @@ def test_booleans_are_sent_as_integers() -> None:
         "force": 0,
         "target": "pve2",
     }
+
+
+def test_pbs_failures_name_pbs_and_point_at_its_own_settings() -> None:
+    """The backup server's client maps failures alike, but names PBS and PBS's own settings, port and tools."""
+    pbs_path = api_path("admin", "datastore")
+    param = map_error(rex(400, "parameter verification failed", {"store": "bad"}), "GET", pbs_path, "PBS")
+    assert param.service == "PBS" and param.message.startswith("PBS rejected the parameters of GET /admin/datastore")
+    missing = map_error(rex(501, "Method not implemented"), "GET", pbs_path, "PBS")
+    assert "not available on this PBS version" in missing.message
+    assert "PVE" not in param.message + missing.message
+
+    refused_os = ConnectionRefusedError(111, "Connection refused")
+    new_conn = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: refused")  # type: ignore[arg-type]
+    new_conn.__cause__ = refused_os
+    refused = map_error(_connection_error(new_conn, "https://pbs.lan:8007/api2/json/version"), "GET", pbs_path, "PBS")
+    assert isinstance(refused, PveConnectionRefused) and "connection refused by pbs.lan:8007" in refused.message
+    hint = advice(refused)
+    assert "--pbs-url" in hint and "8007" in hint and "proxmox-backup-proxy" in hint and "8006" not in hint
+
+    auth = map_error(rex(401, "authentication failure"), "GET", pbs_path, "PBS")
+    assert "proxmox-backup-manager user list-tokens" in advice(auth) and "pveum" not in advice(auth)
+    got = "cd" * 32
+    pinned = map_error(
+        requests.exceptions.SSLError(f'Fingerprints did not match. Expected "{"00" * 32}", got "{got}"'),
+        "GET",
+        pbs_path,
+        "PBS",
+    )
+    assert "proxmox-backup-manager cert info" in advice(pinned) and "--pbs-fingerprint" in advice(pinned)
+    untrusted = map_error(requests.exceptions.SSLError("certificate verify failed"), "GET", pbs_path, "PBS")
+    assert "--pbs-ca-file" in advice(untrusted) and "pvenode" not in advice(untrusted)
+    denied = PvePermissionError("Permission check failed (/datastore/main, Datastore.Audit)")
+    denied.service = "PBS"
+    assert "grant DatastoreAudit (proxmox-backup-manager acl update /datastore/main DatastoreAudit" in advice(denied)
+
+    # the cluster's client keeps PVE's wording and advice
+    pve = map_error(rex(501, "Method not implemented"), "GET", PATH)
+    assert pve.service == "PVE" and "this PVE version" in pve.message

@@ -16,7 +16,7 @@ from typing import Any
 from pve_steward.analysis.data import Missing, Row
 from pve_steward.analysis.pbs import PbsData, storage_maps
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, datastore, gather, node
-from pve_steward.errors import PveError, PvePermissionError
+from pve_steward.errors import PveError, PvePermissionError, advice
 from pve_steward.pbslink import PbsLink, pbs_link
 from pve_steward.pve.ids import InvalidIdentifier
 
@@ -135,10 +135,12 @@ def _no_such(err: PveError) -> bool:
 def _missing(what: str, err: PveError, *, store: str | None = None, privilege: str | None = None) -> Missing:
     denied = isinstance(err, PvePermissionError)
     privilege = privilege or (PRIVILEGE.format(store=store) if store else "Datastore.Audit on /datastore")
+    # the fix is in PBS's own settings (--pbs-url, --pbs-fingerprint, its token), which no other answer names
+    hint = "" if denied else advice(err)
     return Missing(
         what=what + (f" (needs {privilege})" if denied else ""),
         path="pbs:" + (err.path or "/"),
-        error=err.message,
+        error=err.message + (f". Fix: {hint}" if hint else ""),
         status=err.status,
         affects=AREA,
         optional=denied,

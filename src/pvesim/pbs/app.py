@@ -277,6 +277,7 @@ def create_app(state: PbsState) -> Starlette:
 
     def endpoint(handler: Handler) -> Callable[[Request], Any]:
         async def serve(request: Request) -> Response:
+            state.requests += 1
             token = authenticate(state, request.headers.get("authorization"))
             if token is None:
                 return error_response(401, "authentication failed - invalid credentials")
@@ -292,6 +293,7 @@ def create_app(state: PbsState) -> Starlette:
         return serve
 
     async def unknown(request: Request) -> Response:
+        state.requests += 1
         return error_response(404, f"Path '{request.url.path}' not found.")
 
     routes = [Route("/api2/json" + p, endpoint(h), methods=["GET"]) for p, h in ROUTES]

@@ -99,6 +99,7 @@ class PbsState:
     tasks: list[dict[str, Any]]
     subscription: dict[str, Any]
     updates: list[dict[str, Any]] = field(default_factory=list)
+    requests: int = 0  # API requests served, answered or refused (as pvesim's Simulator counts them)
 
     def now(self) -> int:
         return int(time.time())
