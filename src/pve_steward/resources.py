@@ -12,8 +12,10 @@ the request's :class:`AppContext` while a read runs (:func:`bound_app`).
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Iterator
+import typing
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -28,7 +30,7 @@ from pve_steward.errors import PveError
 from pve_steward.nodecheck import unknown_guest
 from pve_steward.pve import ids
 from pve_steward.registry import Operation, Registry
-from pve_steward.tools.context import AppContext, ToolContext
+from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
 
 SCHEME = "pve-steward://"
 JSON = "application/json"
@@ -60,15 +62,15 @@ def _dump(value: Any) -> str:
 class Views:
     """The cluster views of one server: run a registered read operation for a resource read."""
 
-    def __init__(self, registry: Registry, ops: list[Operation]) -> None:
+    def __init__(self, registry: Registry, ops: list[Operation], clusters: list[str]) -> None:
         self.registry = registry
         self.selected = {op.name for op in ops}
+        self.clusters = clusters  # the configured clusters' names when there are several, else empty
 
     def offers(self, *ops: str) -> bool:
         return all(op in self.selected for op in ops)
 
-    async def run(self, op: str, **kwargs: Any) -> Any:
-        app = _app()
+    async def run(self, app: AppContext, op: str, **kwargs: Any) -> Any:
         await _version_checked(app)
         t = ToolContext(app=app, op=self.registry.operations[op])
         t.audit_fields["via"] = "resource"
@@ -76,6 +78,22 @@ class Views:
             return await self.registry.handlers[op](t, **kwargs)
         except ToolError as exc:
             raise ResourceError(str(exc)) from None
+
+    def dump(self, app: AppContext, view: Any) -> str:
+        """The view as JSON; with several clusters it says which one it shows."""
+        data = view.model_dump(mode="json") if isinstance(view, BaseModel) else view
+        return _dump({"cluster": app.cluster, **data} if self.clusters and isinstance(data, dict) else data)
+
+
+def _cluster_app(cluster: str | None) -> AppContext:
+    """The app of the cluster a URI names (``?cluster=NAME``, several clusters), else the default one."""
+    app = _app()
+    if cluster is None or app.clusters is None:
+        return app
+    try:
+        return app.clusters.get(cluster)
+    except UnknownCluster as exc:
+        raise ResourceNotFoundError(str(exc)) from None
 
 
 async def _version_checked(app: AppContext) -> None:
@@ -109,10 +127,119 @@ def _vmid(text: str) -> int:
         ) from None
 
 
-def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operation]) -> dict[str, frozenset[str]]:
-    """Register the catalogue and the cluster views; return each template's parameters (for completion)."""
-    views = Views(registry, ops)
-    templates: dict[str, frozenset[str]] = {}
+def register_resources(
+    mcp: MCPServer[Any], registry: Registry, ops: list[Operation], clusters: list[str] | None = None
+) -> dict[str, frozenset[str]]:
+    """Register the catalogue and the cluster views; return each template's parameters (for completion).
+
+    With several clusters (``clusters`` names them) a view reads any of them: the summary is listed
+    once per cluster (``pve-steward://cluster?cluster=NAME``), and the templates take an optional
+    ``{?cluster}``. Without it a view reads the default (first) cluster, and says which one it shows.
+    """
+    views = Views(registry, ops, clusters or [])
+    templates = _register_catalogue(mcp)
+    if views.offers("cluster_overview"):
+        _register_summary(mcp, views)
+    q = "{?cluster}" if views.clusters else ""
+    extra = frozenset({"cluster"}) if views.clusters else frozenset()
+
+    async def node_view(node: str, cluster: str | None = None) -> str:
+        app = _cluster_app(cluster)
+        await _version_checked(app)
+        name = await known_node(app, node)
+        view: dict[str, Any] = {"status": (await views.run(app, "node_status", node=name)).model_dump(mode="json")}
+        if views.offers("list_guests"):
+            guests = await views.run(app, "list_guests", node=name, limit=500)
+            view["guests"] = guests.model_dump(mode="json")
+        return views.dump(app, view)
+
+    async def guest_view(vmid: str, cluster: str | None = None) -> str:
+        number = _vmid(vmid)
+        app = _cluster_app(cluster)
+        await _version_checked(app)
+        problem = await unknown_guest(app, number)
+        if problem:
+            raise ResourceNotFoundError(problem)
+        return views.dump(app, await views.run(app, "get_guest", vmid=number))
+
+    async def task_view(upid: str, cluster: str | None = None) -> str:
+        try:
+            ids.check_upid(upid)
+        except ids.InvalidIdentifier as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+        app = _cluster_app(cluster)
+        return views.dump(app, await views.run(app, "get_task", upid=upid))
+
+    for op, uri, fn, (name, title, description) in (
+        ("node_status", f"{SCHEME}nodes/{{node}}{q}", node_view, _NODE),
+        ("get_guest", f"{SCHEME}guests/{{vmid}}{q}", guest_view, _GUEST),
+        ("get_task", f"{SCHEME}tasks/{{upid}}{q}", task_view, _TASK),
+    ):
+        if views.offers(op):
+            view = _cluster_param(fn, bool(views.clusters))
+            mcp.resource(uri, name=name, title=title, description=description, mime_type=JSON)(view)
+            templates[uri] = frozenset(p for p in inspect.signature(fn).parameters if p != "cluster") | extra
+    return templates
+
+
+# (name, title, description) of the templated views
+_NODE = ("node", "Node", "One node: status (memory, load, kernel, version) and the guests on it.")
+_GUEST = (
+    "guest",
+    "Guest",
+    "One VM or container: node, status, parsed config (secrets redacted; notes marked untrusted).",
+)
+_TASK = ("task", "Task", "One PVE task by UPID: state, exit status and the end of its log.")
+
+
+def _cluster_param(fn: Callable[..., Awaitable[str]], several: bool) -> Callable[..., Awaitable[str]]:
+    """The view as the SDK matches it to its URI: the ``cluster`` query parameter only with several clusters."""
+    if several:
+        return fn
+
+    async def view(**params: Any) -> str:
+        return await fn(**params)
+
+    signature = inspect.signature(fn)
+    view.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in signature.parameters.values() if p.name != "cluster"]
+    )
+    view.__annotations__ = {k: v for k, v in typing.get_type_hints(fn).items() if k != "cluster"}
+    view.__name__, view.__doc__ = fn.__name__, fn.__doc__
+    return view
+
+
+def _register_summary(mcp: MCPServer[Any], views: Views) -> None:
+    """The cluster summary: the default cluster's at ``pve-steward://cluster``, and each cluster's by name."""
+
+    def summary(cluster: str | None) -> Callable[[], Awaitable[str]]:
+        async def read() -> str:
+            app = _cluster_app(cluster)
+            return views.dump(app, await views.run(app, "cluster_overview"))
+
+        return read
+
+    about = "Inventory summary: quorum, nodes with load, guest counts, PVE version (cluster_overview)"
+    default = f" of the default cluster, {views.clusters[0]}" if views.clusters else ""
+    mcp.resource(
+        f"{SCHEME}cluster",
+        name="cluster-summary",
+        title="Cluster summary",
+        description=about + default + ".",
+        mime_type=JSON,
+    )(summary(None))
+    for name in views.clusters:
+        mcp.resource(
+            f"{SCHEME}cluster?cluster={name}",
+            name=f"cluster-summary-{name}",
+            title=f"Cluster summary: {name}",
+            description=f"{about} of cluster {name}.",
+            mime_type=JSON,
+        )(summary(name))
+
+
+def _register_catalogue(mcp: MCPServer[Any]) -> dict[str, frozenset[str]]:
+    """The finding codes: they need no cluster."""
 
     @mcp.resource(
         f"{SCHEME}codes",
@@ -146,73 +273,4 @@ def register_resources(mcp: MCPServer[Any], registry: Registry, ops: list[Operat
             f"Rule: {info.rule}\n\nFix: {fix}\n"
         )
 
-    templates[f"{SCHEME}codes/{{code}}"] = frozenset({"code"})
-
-    if views.offers("cluster_overview"):
-
-        @mcp.resource(
-            f"{SCHEME}cluster",
-            name="cluster-summary",
-            title="Cluster summary",
-            description="Inventory summary: quorum, nodes with load, guest counts, PVE version (cluster_overview).",
-            mime_type=JSON,
-        )
-        async def cluster() -> str:
-            return _dump(await views.run("cluster_overview"))
-
-    if views.offers("node_status"):
-
-        @mcp.resource(
-            f"{SCHEME}nodes/{{node}}",
-            name="node",
-            title="Node",
-            description="One node: status (memory, load, kernel, version) and the guests on it.",
-            mime_type=JSON,
-        )
-        async def node_view(node: str) -> str:
-            await _version_checked(_app())
-            name = await known_node(_app(), node)
-            view: dict[str, Any] = {"status": (await views.run("node_status", node=name)).model_dump(mode="json")}
-            if views.offers("list_guests"):
-                guests = await views.run("list_guests", node=name, limit=500)
-                view["guests"] = guests.model_dump(mode="json")
-            return _dump(view)
-
-        templates[f"{SCHEME}nodes/{{node}}"] = frozenset({"node"})
-
-    if views.offers("get_guest"):
-
-        @mcp.resource(
-            f"{SCHEME}guests/{{vmid}}",
-            name="guest",
-            title="Guest",
-            description="One VM or container: node, status, parsed config (secrets redacted; notes marked untrusted).",
-            mime_type=JSON,
-        )
-        async def guest_view(vmid: str) -> str:
-            number = _vmid(vmid)
-            await _version_checked(_app())
-            problem = await unknown_guest(_app(), number)
-            if problem:
-                raise ResourceNotFoundError(problem)
-            return _dump(await views.run("get_guest", vmid=number))
-
-        templates[f"{SCHEME}guests/{{vmid}}"] = frozenset({"vmid"})
-
-    if views.offers("get_task"):
-
-        @mcp.resource(
-            f"{SCHEME}tasks/{{upid}}",
-            name="task",
-            title="Task",
-            description="One PVE task by UPID: state, exit status and the end of its log.",
-            mime_type=JSON,
-        )
-        async def task_view(upid: str) -> str:
-            try:
-                ids.check_upid(upid)
-            except ids.InvalidIdentifier as exc:
-                raise ResourceNotFoundError(str(exc)) from None
-            return _dump(await views.run("get_task", upid=upid))
-
-    return templates
+    return {f"{SCHEME}codes/{{code}}": frozenset({"code"})}

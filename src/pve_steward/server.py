@@ -98,6 +98,7 @@ pve-steward operates a Proxmox VE cluster like a careful senior operator.
 SEVERAL = """\
 - This server operates several clusters: every tool takes `cluster`, the name of the cluster to act on
   (list_clusters shows each one, whether it answers and its version). Never assume a default cluster.
+  Resources name it too: pve-steward://nodes/pve1?cluster=NAME (without it: the first cluster).
 """
 
 
@@ -587,7 +588,7 @@ def _furnish(
     several_clusters = ClusterArgument({t.name: t.tier for t in targets}) if several else None
     register_tools(mcp, registry, ops, granular=settings.granular_tools, naming=naming, clusters=several_clusters)
     prompt_arguments = register_prompts(mcp, naming, several)
-    templates = register_resources(mcp, registry, ops)
+    templates = register_resources(mcp, registry, ops, [t.name for t in targets] if several else None)
     offered.update({("ref/prompt", name): args for name, args in prompt_arguments.items()})
     offered.update({("ref/resource", uri): args for uri, args in templates.items()})
     mcp.prompt_arguments = prompt_arguments

@@ -10,13 +10,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, MCPError
-from mcp.types import PromptReference
+from mcp.types import PromptReference, ResourceTemplateReference
 
 from pve_steward.config import Settings, load_settings
 from pve_steward.security.audit import verify
 from pve_steward.server import build_server
 from pvesim.server import SimServer
 from tests.httpserver import free_port
+from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
 
@@ -224,6 +225,47 @@ async def test_prompts_name_a_cluster_and_complete_from_it(
     assert "no node 'pve2'; nodes are: hv1, hv2, hv3" in str(wrong_node.value)
     assert "no cluster 'third'; clusters are: first, second" in str(wrong_cluster.value)
     assert "hv1" in resource.contents[0].text and "pve1" not in resource.contents[0].text  # type: ignore[union-attr]
+
+
+async def test_resources_read_the_cluster_their_uri_names(
+    start_sim: Callable[..., SimServer], several: Callable[..., Settings], tmp_path: Path
+) -> None:
+    a, b = start_sim("healthy"), start_sim("demo")
+    mcp = build_server(several({"first": table(a), "second": table(b)}))
+    nodes = ResourceTemplateReference(uri="pve-steward://nodes/{node}{?cluster}")
+    async with Client(mcp) as c:
+        listed = {str(r.uri): r for r in (await c.list_resources()).resources}
+        templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
+        default, first, second = [
+            json.loads((await c.read_resource(f"pve-steward://cluster{q}")).contents[0].text)  # type: ignore[union-attr]
+            for q in ("", "?cluster=first", "?cluster=second")
+        ]
+        node = json.loads((await c.read_resource("pve-steward://nodes/pve2?cluster=second")).contents[0].text)  # type: ignore[union-attr]
+        guest = json.loads((await c.read_resource("pve-steward://guests/100?cluster=second")).contents[0].text)  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as wrong_node:
+            await c.read_resource("pve-steward://nodes/pve2?cluster=first")
+        with pytest.raises(MCPError) as not_there:
+            await c.read_resource("pve-steward://guests/100")  # the default cluster has no guest 100
+        with pytest.raises(MCPError) as unknown:
+            await c.read_resource("pve-steward://nodes/pve2?cluster=third")
+        clusters = await c.complete(nodes, {"name": "cluster", "value": ""})
+        second_nodes = await c.complete(nodes, {"name": "node", "value": ""}, context_arguments={"cluster": "second"})
+    summaries = {"pve-steward://cluster", "pve-steward://cluster?cluster=first", "pve-steward://cluster?cluster=second"}
+    assert summaries <= set(listed)
+    assert "of the default cluster, first" in (listed["pve-steward://cluster"].description or "")
+    assert {"pve-steward://nodes/{node}{?cluster}", "pve-steward://guests/{vmid}{?cluster}"} <= templates
+    assert (default["cluster"], first["cluster"], second["cluster"]) == ("first", "first", "second")
+    assert default == first and {n["name"] for n in plain(second)["nodes"]} == {"pve1", "pve2", "pve3"}
+    assert node["cluster"] == "second" and plain(node)["status"]["node"] == "pve2"
+    assert guest["cluster"] == "second" and guest["vmid"] == 100
+    assert "no node 'pve2'; nodes are: hv1, hv2, hv3" in str(wrong_node.value)
+    assert "100" in str(not_there.value)
+    assert "no cluster 'third'" in str(unknown.value) and "first, second" in str(unknown.value)
+    assert clusters.completion.values == ["first", "second"]
+    assert second_nodes.completion.values == ["pve1", "pve2", "pve3"]
+    # audited like the tools: which cluster, and that a resource read it
+    reads = [r for r in records(tmp_path / "audit.jsonl") if r.get("via") == "resource"]
+    assert {(r["cluster"], r["tool"]) for r in reads} >= {("second", "node_status"), ("second", "get_guest")}
 
 
 @pytest.mark.parametrize("granular", [True, False])
