@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Any, Protocol
 
+from pve_steward.redisurl import is_redis
+
 log = logging.getLogger(__name__)
 
 # KEYS[1]: the cluster's key. ARGV: interval ms per request, burst tolerance ms.
@@ -84,12 +86,17 @@ class RedisBudget:
             time.sleep(wait_ms / 1000)
 
 
-def open_budget(url: str | None, cluster: str, rate: float | None, burst: int) -> RequestBudget:
-    if not rate:
-        return Unlimited()
-    if not url or not url.startswith(("redis://", "rediss://", "unix://")):
+def check_budget_store(rate: float | None, url: str | None) -> None:
+    """The one rule, for the settings and for the client alike: a budget needs a Redis URL the replicas share."""
+    if rate and not is_redis(url):
         raise ValueError(
-            "request_budget needs a Redis URL shared by the replicas: set request_budget_store "
+            "request_budget is shared by the replicas through Redis: set request_budget_store "
             "(or token_store) to redis://host:port/db"
         )
+
+
+def open_budget(url: str | None, cluster: str, rate: float | None, burst: int) -> RequestBudget:
+    check_budget_store(rate, url)
+    if not rate or url is None:
+        return Unlimited()
     return RedisBudget(url, cluster, rate, burst)

@@ -36,6 +36,7 @@ from pydantic_settings import (
 )
 
 from pve_steward.analysis.suppressionrule import Suppression, parse_suppressions
+from pve_steward.budget import check_budget_store
 from pve_steward.security.files import refuse_exposed
 from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier
@@ -383,12 +384,7 @@ class Settings(BaseSettings):
             raise ValueError("oidc_issuer needs oidc_audience (the aud claim tokens for this server carry)")
         if self.principals_file is not None:
             refuse_exposed(self.principals_file, "principals_file")
-        budget_store = self.request_budget_store or self.token_store or ""
-        if self.request_budget and not budget_store.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(
-                "request_budget is shared by the replicas through Redis: set request_budget_store "
-                "(or token_store) to redis://host:port/db"
-            )
+        check_budget_store(self.request_budget, self.request_budget_store or self.token_store)
         if self.token_secret_file is not None:
             refuse_exposed(self.token_secret_file, "token_secret_file")
         if self.confirm_key_file is not None:

@@ -34,8 +34,10 @@ def test_an_unreachable_redis_skips_the_budget_and_says_so(caplog: pytest.LogCap
 
 def test_a_budget_needs_a_shared_redis() -> None:
     assert isinstance(open_budget(None, "c", None, 10), Unlimited)
-    with pytest.raises(ValueError, match="request_budget needs a Redis URL"):
-        open_budget("sqlite", "c", 50, 10)
+    for store in ("sqlite", None, "https://redis.lan"):  # the settings' rule, worded alike (budget.check_budget_store)
+        with pytest.raises(ValueError, match="request_budget is shared by the replicas through Redis"):
+            open_budget(store, "c", 50, 10)
+    assert isinstance(open_budget("sqlite", "c", 0, 10), Unlimited)
 
 
 def test_settings_refuse_a_budget_without_redis() -> None:

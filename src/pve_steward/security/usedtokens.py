@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from pve_steward.redisurl import is_redis
+
 log = logging.getLogger(__name__)
 KEY_PREFIX = "pve-steward:used-token:"
 
@@ -156,7 +158,7 @@ def open_store(spec: str | None, state_dir: Path) -> UsedTokenStore:
         return SqliteStore(state_dir / "used-tokens.sqlite3")
     if spec == "memory":
         return MemoryStore()
-    if spec.startswith(("redis://", "rediss://", "unix://")):
+    if is_redis(spec):
         store = RedisStore(spec)
         try:
             store.is_used("startup-check")
