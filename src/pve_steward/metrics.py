@@ -15,10 +15,28 @@ the endpoint class is the first word of an API path (``nodes``, ``cluster``), ne
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+if TYPE_CHECKING:  # what __getattr__ hands out, typed for the checker (no import at run time)
+    from prometheus_client import Counter, Histogram
+
+    from pve_steward.instruments import APPS, BUSY, IN_FLIGHT, TOKENS, TOOL_CALLS, TOOL_LATENCY, render
+
+__all__ = [
+    "APPS",
+    "BUSY",
+    "CONTENT_TYPE",
+    "IN_FLIGHT",
+    "TOKENS",
+    "TOOL_CALLS",
+    "TOOL_LATENCY",
+    "api_instruments",
+    "count_findings",
+    "endpoint_class",
+    "render",
+]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -34,7 +52,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
-def api_instruments(service: str) -> tuple[Any, Any]:
+def api_instruments(service: str) -> tuple[Counter, Histogram]:
     """The request counter and latency histogram of an API: PBS's own series, so a backup server's reads
     never show up as (or skew) the cluster's."""
     from pve_steward import instruments

@@ -74,6 +74,10 @@ class ReadCache:
         if entry is not None and self.clock() - entry.stored_at < self.ttl:
             self.stats.hits += 1
             return json.loads(entry.encoded)
+        return (await self._read(key, path, params))[0]
+
+    async def _read(self, key: Key, path: ApiPath, params: dict[str, Any]) -> tuple[Any, str]:
+        """Read through single-flight: (the answer this caller may keep, its encoded form in the cache)."""
         generation = self._generation
         # A read joins one in flight at its own priority or a more urgent one, never a less urgent one: a
         # cheap call must not wait for a request queued behind a heavy diagnostic's reads (requestpool.py).
@@ -81,9 +85,9 @@ class ReadCache:
         flight = (key, URGENT) if priority == URGENT or (key, URGENT) in self._inflight else (key, priority)
         (result, encoded), first = await self._inflight.run(flight, lambda: self._fetch(key, path, params, generation))
         if first:
-            return result  # the one caller that gets PVE's object itself
+            return result, encoded  # the one caller that gets PVE's object itself
         self.stats.joined += 1
-        return json.loads(encoded)
+        return json.loads(encoded), encoded
 
     async def indexed(self, path: ApiPath, build: Callable[[Any], T], /, **params: Any) -> T:
         """``build(answer)``, made once per cached answer and shared by every caller: never change it.
@@ -95,7 +99,12 @@ class ReadCache:
         entry = self._entries.get(key)
         age = self.clock() - entry.stored_at if entry is not None else self.ttl
         if entry is None or age >= self.ttl:
-            return build(await self.get(path, **params))  # the next call in the TTL builds from the entry
+            answer, encoded = await self._read(key, path, params)
+            built = build(answer)
+            stored = self._entries.get(key)
+            if stored is not None and stored.encoded is encoded:  # kept with the answer it was built from
+                stored.derived.setdefault(build, built)
+            return built
         self.stats.hits += 1
         if age >= self.ttl / 2 and key not in self._refreshing:
             self._refresh_ahead(key, path, params, list(entry.derived) or [build])

@@ -252,11 +252,11 @@ def test_an_index_is_built_once_per_cached_answer_and_shared() -> None:
 
     async def run() -> None:
         inner, clock, cache = _open_cache()
-        first = await cache.indexed(RESOURCES, index, type="vm")  # a miss: read, built for this caller
-        second = await cache.indexed(RESOURCES, index, type="vm")  # built from the cached answer
-        third = await cache.indexed(RESOURCES, index, type="vm")  # shared
-        assert first == second == {100: {"vmid": 100, "node": "pve1", "type": "qemu"}}
-        assert third is second and built == [1, 1] and len(inner.gets) == 1
+        first = await cache.indexed(RESOURCES, index, type="vm")  # a miss: read, built, kept with the answer
+        second = await cache.indexed(RESOURCES, index, type="vm")  # shared: not built again from the entry
+        third = await cache.indexed(RESOURCES, index, type="vm")
+        assert first == {100: {"vmid": 100, "node": "pve1", "type": "qemu"}}
+        assert first is second is third and built == [1] and len(inner.gets) == 1
         clock.now += 3.0  # expired: read again
         await cache.indexed(RESOURCES, index, type="vm")
         assert len(inner.gets) == 2
