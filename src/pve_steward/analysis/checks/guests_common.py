@@ -30,14 +30,16 @@ def guests_with_config(
     memo = data.memo["guests_with_config"]
     key = (gtype, templates)
     if key not in memo:
-        configs, parsed, guests = data.configs, data.parsed, data.guests
-        memo[key] = [
-            (vmid, guests[vmid], configs[vmid], parsed[vmid])
-            for vmid in data.guest_ids
-            if configs.get(vmid) is not None
-            and (gtype is None or guests[vmid].get("type") == gtype)
-            and (templates or not parsed[vmid].template)
-        ]
+        every = memo.get((None, True))
+        if every is None:  # one pass over the lookups; the other selections filter its rows
+            configs, parsed, guests = data.configs, data.parsed, data.guests
+            every = memo[(None, True)] = [
+                (vmid, guests[vmid], configs[vmid], parsed[vmid])
+                for vmid in data.guest_ids
+                if configs.get(vmid) is not None
+            ]
+        # the parsed type is the resources row's for every listed guest (ClusterData.parsed)
+        memo[key] = [e for e in every if (gtype is None or e[3].type == gtype) and (templates or not e[3].template)]
     return memo[key]  # type: ignore[no-any-return]
 
 
