@@ -253,11 +253,6 @@ def cluster_wide(code: str, vmids: list[int], judged: int, text: str, **evidence
 # ---------------------------------------------------------------- duplicate MACs
 
 
-def macs(data: ClusterData, vmid: int, raw: Row, gtype: str) -> dict[str, str]:
-    """netN -> MAC (upper case): ``model=MAC`` for VMs (qemu-server parse_net), ``hwaddr=`` for containers."""
-    return {key: mac for key, (_model, mac) in nics(data, vmid, raw, gtype).items() if mac}
-
-
 # qemu-server src/PVE/QemuServer/Network.pm $nic_model_list: ``model=MAC`` names the model and the address
 NIC_MODELS = frozenset(
     [
@@ -301,9 +296,10 @@ NIC_MODELS = frozenset(
 def duplicate_macs(data: ClusterData, t: Thresholds) -> list[Finding]:
     """One finding per guest that shares an address, naming the other guests."""
     holders: dict[str, list[tuple[int, str]]] = {}
-    for vmid, g, raw, _cfg in guests_with_config(data):
-        for key, mac in macs(data, vmid, raw, str(g.get("type"))).items():
-            holders.setdefault(mac, []).append((vmid, key))
+    for vmid, _g, raw, cfg in guests_with_config(data):
+        for key, (_model, mac) in nics(data, vmid, raw, cfg.type).items():
+            if mac:
+                holders.setdefault(mac, []).append((vmid, key))
     out: list[Finding] = []
     for mac, users in sorted((mac, users) for mac, users in holders.items() if len(users) > 1):
         if len({v for v, _ in users}) < 2:
