@@ -1,8 +1,8 @@
 """Admission: heavy diagnostics share a budget, and their reads queue behind the reads of cheap calls.
 
 Fifty concurrent health checks used to make a `get_guest` wait up to 108 s behind their reads,
-and every caller waited silently. Now a caller asking exactly what is already running (same
-operation, same arguments) shares that run; at most ``heavy_calls`` different heavy operations
+and every caller waited silently. Now a caller asking what is already running (same operation, same
+arguments but for the page or detail it wants) shares that run; at most ``heavy_calls`` different heavy operations
 run at once; a caller that cannot get a slot within ``busy_wait`` seconds is told "busy, retry
 in N s"; and the reads of a heavy operation are sent after the queued reads of cheap ones
 (requestpool.py ``REQUEST_PRIORITY``), so a cheap call waits for a request, not for a queue.
@@ -11,11 +11,12 @@ in N s"; and the reads of a heavy operation are sent after the queued reads of c
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
@@ -80,15 +81,47 @@ class Admission:
             slots.release()
 
 
-def heavy(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
-    """Mark a handler as heavy: it takes a slot of the shared budget and its reads yield to cheap calls."""
+Handler = Callable[..., Awaitable[R]]
 
-    @functools.wraps(fn)
-    async def wrapper(t: Any, /, **kwargs: Any) -> R:  # a ToolContext (not imported: context.py imports us)
-        admission: Admission = t.app.admission
-        # The same call on another cluster is another run (the cluster is not among the handler's arguments).
-        key = (t.app.cluster, t.op.name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-        return await admission.run(t.op.name, key, lambda: fn(t, **kwargs))
 
-    wrapper.__heavy__ = True  # type: ignore[attr-defined]
-    return wrapper
+@overload
+def heavy(fn: Handler[R], /) -> Handler[R]: ...
+
+
+@overload
+def heavy(
+    *, presentation: tuple[str, ...], present: Callable[[Any, R, dict[str, Any]], R]
+) -> Callable[[Handler[R]], Handler[R]]: ...
+
+
+def heavy(
+    fn: Handler[R] | None = None,
+    /,
+    *,
+    presentation: tuple[str, ...] = (),
+    present: Callable[[Any, R, dict[str, Any]], R] | None = None,
+) -> Handler[R] | Callable[[Handler[R]], Handler[R]]:
+    """Mark a handler as heavy: it takes a slot of the shared budget and its reads yield to cheap calls.
+
+    ``presentation`` names arguments that only choose what of the result a caller sees (a page, the
+    detail): callers that differ only in them share one run, of the whole result (the handler is called
+    without them, so with their defaults), and ``present(t, result, arguments)`` cuts each caller's answer
+    (``arguments``: the call's, completed with the handler's defaults).
+    """
+
+    def decorate(fn: Handler[R]) -> Handler[R]:
+        defaults = {name: p.default for name, p in inspect.signature(fn).parameters.items() if p.default is not p.empty}
+
+        @functools.wraps(fn)
+        async def wrapper(t: Any, /, **kwargs: Any) -> R:  # a ToolContext (not imported: context.py imports us)
+            admission: Admission = t.app.admission
+            work = {k: v for k, v in kwargs.items() if k not in presentation}
+            # The same call on another cluster is another run (the cluster is not among the handler's arguments).
+            key = (t.app.cluster, t.op.name, tuple(sorted((k, repr(v)) for k, v in work.items())))
+            result = await admission.run(t.op.name, key, lambda: fn(t, **work))
+            return present(t, result, defaults | kwargs) if present is not None else result
+
+        wrapper.__heavy__ = True  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate

@@ -97,7 +97,8 @@ class _AppCollector(Collector):
             labels=["result"],
         )
         joined = CounterMetricFamily(
-            "pve_steward_admission_joined", "Heavy calls that shared an identical run already going"
+            "pve_steward_admission_joined",
+            "Heavy calls that shared a run already going (the same work; their pages may differ)",
         )
         hits = shared = misses = admitted = 0
         budgets: set[int] = set()  # several clusters share one admission budget: count it once

@@ -65,3 +65,40 @@ async def test_a_change_elsewhere_is_seen_after_the_ttl_and_our_write_clears_at_
         requests = sim.sim.requests
         await c.call_tool("cluster_options", {})
         assert sim.sim.requests == requests + 1, "our own write clears the cache"
+
+
+async def test_health_checks_that_differ_only_in_their_page_share_one_run(start_sim: Any, server_for: Any) -> None:
+    """Four pages of one health check asked at once: one run (admission.heavy's presentation arguments), its
+    reads no more than one check's, and each caller gets its own page of the same ranked findings."""
+    alone = start_sim("demo")
+    async with Client(server_for(alone, "root@pam!pvesim", read_cache_ttl=0)) as c:
+        before = alone.sim.requests
+        whole = (await c.call_tool("check_cluster_health", {"detail": True})).structured_content
+        one = alone.sim.requests - before
+
+    shared = start_sim("demo")
+    asked = [{"limit": 1}, {"limit": 3}, {"limit": 2, "offset": 2}, {"detail": True}]
+    answers: dict[int, Any] = {}
+    mcp = server_for(shared, "root@pam!pvesim", read_cache_ttl=0)
+    async with Client(mcp) as c:
+        (app,) = mcp.settings.lifespan.live  # the running server's context (lifespan.Lifespan)
+        before = shared.sim.requests
+
+        async def check(i: int) -> None:
+            result = await c.call_tool("check_cluster_health", asked[i])
+            assert not result.is_error, result.content
+            answers[i] = result.structured_content
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(asked)):
+                tg.start_soon(check, i)
+        together = shared.sim.requests - before
+        joined = app.admission.joined
+    assert joined == len(asked) - 1, "the other pages joined the first caller's run"
+    assert together == one, (together, one)
+    assert whole is not None and len(whole["findings"]) > 4
+    pages = {i: [(f["code"], str(f["subject"]["id"])) for f in a["findings"]] for i, a in answers.items()}
+    codes = pages[3]  # the detail answer: every finding of the one run, in rank order
+    assert len(codes) == len(whole["findings"]) and pages == {0: codes[:1], 1: codes[:3], 2: codes[2:4], 3: codes}
+    assert [answers[i]["next_offset"] for i in range(4)] == [1, 3, 4, None]
+    assert {a["summary"] for a in answers.values()} == {whole["summary"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio.to_thread
 from pydantic import Field
@@ -71,12 +71,24 @@ async def run_check(
 DETAIL_BUDGET = 80_000
 
 
-async def _area(t: ToolContext, areas: list[str], detail: bool, limit: int, name: str, offset: int = 0) -> Report:
+# Arguments that only choose what of a report a caller sees: callers that differ only in them share one
+# run (admission.heavy), and each gets its own page of the whole report.
+PAGING = ("detail", "limit", "offset")
+
+
+async def _whole(t: ToolContext, areas: list[str], name: str) -> Report:
+    """Every finding of the areas, ranked: one run serves every caller that differs only in PAGING."""
     await t.progress(0, 2, f"reading the cluster for {', '.join(areas)}")
-    whole = detail or offset > 0
-    report = await run_check(t.client, t.settings, t.now(), areas, None if whole else limit, name, t.app.pbs)
+    report = await run_check(t.client, t.settings, t.now(), areas, None, name, t.app.pbs)
     await t.progress(2, 2, report.summary)
-    return refer(t, page(report, offset, None if detail else limit) if whole else report)
+    return report
+
+
+def paged(t: ToolContext, report: Report, arguments: dict[str, Any]) -> Report:
+    """This caller's answer from a whole report: ``limit`` findings from ``offset``, or (detail) what fits
+    (``arguments``: the call's, with the handler's defaults; only the health check takes an offset)."""
+    offset = arguments.get("offset", 0)
+    return refer(t, page(report, offset, None if arguments["detail"] else arguments["limit"]))
 
 
 def page(report: Report, offset: int, limit: int | None) -> Report:
@@ -110,7 +122,7 @@ def refer(t: ToolContext, report: Report) -> Report:
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def check_cluster_health(
     t: ToolContext,
     areas: list[Area] | None = None,
@@ -119,57 +131,64 @@ async def check_cluster_health(
     offset: Annotated[int, Field(ge=0)] = 0,
 ) -> Report:
     """Every diagnostic in one call, findings ranked worst first."""
-    chosen: list[str] = list(areas) if areas else list(AREAS)
-    return await _area(t, chosen, detail, limit, "health", offset)
+    del detail, limit, offset  # each caller's page is cut by `paged`
+    return await _whole(t, list(areas) if areas else list(AREAS), "health")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_backups(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Backup coverage, freshness, failed runs, verification, retention."""
-    return await _area(t, ["backups"], detail, limit, "backups")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["backups"], "backups")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_capacity(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Storage usage and thin overcommit, node memory, swap, vCPU ratio, N+1."""
-    return await _area(t, ["capacity"], detail, limit, "capacity")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["capacity"], "capacity")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_ha(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Quorum, nodes, HA manager and resource states, maintenance, HA rules and groups."""
-    return await _area(t, ["cluster", "ha"], detail, limit, "cluster_ha")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["cluster", "ha"], "cluster_ha")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_replication(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failing, lagging, disabled replication jobs."""
-    return await _area(t, ["replication"], detail, limit, "replication")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["replication"], "replication")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Stuck locks, old snapshots, silent guest agents, onboot."""
-    return await _area(t, ["guests"], detail, limit, "guests")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["guests"], "guests")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Failed tasks, certificates, repositories, pending updates, SMART, ZFS."""
-    return await _area(t, ["operations"], detail, limit, "operations")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["operations"], "operations")
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged)
 async def diagnose_pbs(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
     """Proxmox Backup Server: datastores, GC, verify/prune/sync jobs, verification per group, PVE correlation."""
-    return await _area(t, ["pbs"], detail, limit, "pbs")
+    del detail, limit  # each caller's page is cut by `paged`
+    return await _whole(t, ["pbs"], "pbs")
 
 
 class MigratabilityReport(Model):
