@@ -111,75 +111,86 @@ class PveApiError(PveError):
 
 
 def advice(err: PveError) -> str:
-    """One sentence on how to fix it, for tool error messages."""
-    if err.service == "PBS":
-        return _pbs_advice(err)
+    """One sentence on how to fix it, for tool error messages: in PBS's own terms for a PBS failure."""
+    pbs = err.service == "PBS"
     if isinstance(err, PvePermissionError) and err.privilege:
-        privs = err.privilege.split("|")
-        role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
-        scope = err.acl_path or "/"
-        parent = scope.rsplit("/", 1)[0] if scope.count("/") > 1 else scope
-        return (
-            f"token lacks {err.privilege} on {scope}: grant {role} on {parent} "
-            f"(pveum acl modify {parent} --tokens '<user>@<realm>!<token>' --roles {role})"
-        )
-    if isinstance(err, PveAuthError):
-        return "check the API token id and secret (pveum user token list <user>@<realm>)"
-    if isinstance(err, PveTlsError) and err.presented:
-        return (
-            "compare the presented fingerprint with `pvenode cert info` on the node; if it matches (say, after a "
-            "certificate renewal), pin it with --fingerprint"
-        )
+        return _pbs_grant(err, err.privilege) if pbs else _pve_grant(err, err.privilege)
     if isinstance(err, PveTlsError):
-        return (
-            "pin the node certificate with --fingerprint (pvenode cert info) or give --ca-file; "
-            "verification is never silently disabled"
-        )
-    if isinstance(err, PveConnectionRefused):
-        return "check the host and port in --url (the PVE API listens on 8006) and that pveproxy runs on the node"
-    if isinstance(err, PveUnknownHost):
-        return "check the host name in --url, or use the node's IP address"
-    if isinstance(err, PveTimeout):
-        return "the API did not answer in time; raise --timeout or check the node"
-    if isinstance(err, PveUnavailable):
-        return "the node or cluster is unreachable; check that it is online (pvecm status)"
+        return _tls_fix(err, pbs)
+    for kind, pve_fix, pbs_fix in _FIXES:
+        if isinstance(err, kind):
+            return pbs_fix if pbs else pve_fix
     return ""
+
+
+# (error type, PVE's fix, PBS's fix), most specific type first
+_FIXES: tuple[tuple[type[PveError], str, str], ...] = (
+    (
+        PveAuthError,
+        "check the API token id and secret (pveum user token list <user>@<realm>)",
+        "check the PBS token id and secret (proxmox-backup-manager user list-tokens <user>@<realm>)",
+    ),
+    (
+        PveConnectionRefused,
+        "check the host and port in --url (the PVE API listens on 8006) and that pveproxy runs on the node",
+        "check the host and port in --pbs-url (the PBS API listens on 8007) and that proxmox-backup-proxy runs",
+    ),
+    (
+        PveUnknownHost,
+        "check the host name in --url, or use the node's IP address",
+        "check the host name in --pbs-url, or use the PBS host's IP address",
+    ),
+    (
+        PveTimeout,
+        "the API did not answer in time; raise --timeout or check the node",
+        "PBS did not answer in time; raise --timeout or check the PBS host",
+    ),
+    (
+        PveUnavailable,
+        "the node or cluster is unreachable; check that it is online (pvecm status)",
+        "the PBS host is unreachable; check that it is online and proxmox-backup-proxy runs",
+    ),
+)
+
+
+def _pve_grant(err: PvePermissionError, privilege: str) -> str:
+    privs = privilege.split("|")
+    role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
+    scope = err.acl_path or "/"
+    parent = scope.rsplit("/", 1)[0] if scope.count("/") > 1 else scope
+    return (
+        f"token lacks {privilege} on {scope}: grant {role} on {parent} "
+        f"(pveum acl modify {parent} --tokens '<user>@<realm>!<token>' --roles {role})"
+    )
 
 
 # Which PBS role grants a privilege (proxmox-backup docs/config/acl: the roles acl.cfg knows)
 _PBS_ROLE_FOR = {"Datastore.Audit": "DatastoreAudit", "Sys.Audit": "Audit"}
 
 
-def _pbs_advice(err: PveError) -> str:
-    """The fix for a failed PBS read: PBS's own settings (--pbs-*), port, daemon and command line."""
-    if isinstance(err, PvePermissionError) and err.privilege:
-        role = _PBS_ROLE_FOR.get(err.privilege, "a role with " + err.privilege)
-        scope = err.acl_path or "/"
+def _pbs_grant(err: PvePermissionError, privilege: str) -> str:
+    role = _PBS_ROLE_FOR.get(privilege, "a role with " + privilege)
+    scope = err.acl_path or "/"
+    return (
+        f"the PBS token lacks {privilege} on {scope}: grant {role} "
+        f"(proxmox-backup-manager acl update {scope} {role} --auth-id '<user>@<realm>!<token>')"
+    )
+
+
+def _tls_fix(err: PveTlsError, pbs: bool) -> str:
+    """Pin the certificate (or give its CA) with the API's own settings; never a hint to turn verification off."""
+    cert, pin, ca, host = (
+        ("proxmox-backup-manager cert info", "--pbs-fingerprint", "--pbs-ca-file", "PBS")
+        if pbs
+        else ("pvenode cert info", "--fingerprint", "--ca-file", "node")
+    )
+    if err.presented:
+        where = "the PBS host" if pbs else "the node"
         return (
-            f"the PBS token lacks {err.privilege} on {scope}: grant {role} "
-            f"(proxmox-backup-manager acl update {scope} {role} --auth-id '<user>@<realm>!<token>')"
+            f"compare the presented fingerprint with `{cert}` on {where}; if it matches (say, after a "
+            f"certificate renewal), pin it with {pin}"
         )
-    if isinstance(err, PveAuthError):
-        return "check the PBS token id and secret (proxmox-backup-manager user list-tokens <user>@<realm>)"
-    if isinstance(err, PveTlsError) and err.presented:
-        return (
-            "compare the presented fingerprint with `proxmox-backup-manager cert info` on the PBS host; if it "
-            "matches (say, after a certificate renewal), pin it with --pbs-fingerprint"
-        )
-    if isinstance(err, PveTlsError):
-        return (
-            "pin the PBS certificate with --pbs-fingerprint (proxmox-backup-manager cert info) or give "
-            "--pbs-ca-file; verification is never silently disabled"
-        )
-    if isinstance(err, PveConnectionRefused):
-        return "check the host and port in --pbs-url (the PBS API listens on 8007) and that proxmox-backup-proxy runs"
-    if isinstance(err, PveUnknownHost):
-        return "check the host name in --pbs-url, or use the PBS host's IP address"
-    if isinstance(err, PveTimeout):
-        return "PBS did not answer in time; raise --timeout or check the PBS host"
-    if isinstance(err, PveUnavailable):
-        return "the PBS host is unreachable; check that it is online and proxmox-backup-proxy runs"
-    return ""
+    return f"pin the {host} certificate with {pin} ({cert}) or give {ca}; verification is never silently disabled"
 
 
 def connection_problem(url: str | None, err: PveError) -> str:

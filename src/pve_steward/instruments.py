@@ -50,32 +50,28 @@ TOKENS = Counter(
     registry=REGISTRY,
 )
 API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)  # PVE and PBS requests alike
-PVE_REQUESTS = Counter(
-    "pve_steward_pve_requests",
-    "PVE API requests by endpoint class (first path word), method and HTTP status (error: no answer)",
-    ["endpoint", "method", "status"],
-    registry=REGISTRY,
-)
-PVE_LATENCY = Histogram(
-    "pve_steward_pve_request_duration_seconds",
-    "Duration of PVE API requests by endpoint class",
-    ["endpoint"],
-    buckets=API_BUCKETS,
-    registry=REGISTRY,
-)
-PBS_REQUESTS = Counter(
-    "pve_steward_pbs_requests",
-    "Proxmox Backup Server API requests by endpoint class (first path word), method and HTTP status",
-    ["endpoint", "method", "status"],
-    registry=REGISTRY,
-)
-PBS_LATENCY = Histogram(
-    "pve_steward_pbs_request_duration_seconds",
-    "Duration of Proxmox Backup Server API requests by endpoint class",
-    ["endpoint"],
-    buckets=API_BUCKETS,
-    registry=REGISTRY,
-)
+
+
+def _api_series(service: str, api: str) -> tuple[Counter, Histogram]:
+    """The request counter and duration histogram of one API (PVE's, and PBS's in series of their own)."""
+    requests = Counter(
+        f"pve_steward_{service}_requests",
+        f"{api} requests by endpoint class (first path word), method and HTTP status (error: no answer)",
+        ["endpoint", "method", "status"],
+        registry=REGISTRY,
+    )
+    duration = Histogram(
+        f"pve_steward_{service}_request_duration_seconds",
+        f"Duration of {api} requests by endpoint class",
+        ["endpoint"],
+        buckets=API_BUCKETS,
+        registry=REGISTRY,
+    )
+    return requests, duration
+
+
+PVE_REQUESTS, PVE_LATENCY = _api_series("pve", "PVE API")
+PBS_REQUESTS, PBS_LATENCY = _api_series("pbs", "Proxmox Backup Server API")
 
 
 class _AppCollector(Collector):
