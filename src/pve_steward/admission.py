@@ -14,6 +14,7 @@ import functools
 import inspect
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -25,6 +26,7 @@ from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
 from pve_steward.singleflight import SingleFlight
 
 R = TypeVar("R")
+KEPT_RUNS = 4  # paged results kept at once: a whole health report at 10,000 guests is some megabytes
 
 
 class Busy(ToolError):
@@ -40,8 +42,12 @@ class Admission:
     running: int = 0
     typical_seconds: float = 5.0  # a moving average of how long a heavy operation takes
     joined: int = 0  # callers that shared a run already going instead of starting their own
+    kept_seconds: float = 300.0  # how long a later page may still come from a paged run's result
+    continued: int = 0  # later pages answered from a kept result
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     _slots: anyio.Semaphore | None = field(default=None, repr=False)
     _calls: SingleFlight[Hashable, Any] = field(default_factory=SingleFlight, repr=False)
+    _kept: OrderedDict[Hashable, tuple[float, Any]] = field(default_factory=OrderedDict, repr=False)
 
     def _semaphore(self) -> anyio.Semaphore:
         if self._slots is None:  # made on first use, inside the event loop that serves the calls
@@ -57,6 +63,21 @@ class Admission:
         if not first:
             self.joined += 1
         return result  # type: ignore[no-any-return]
+
+    def keep(self, key: Hashable, result: Any) -> None:
+        """Keep a paged run's whole result, so later pages continue the same ranking (the latest KEPT_RUNS)."""
+        self._kept[key] = (self.clock(), result)
+        self._kept.move_to_end(key)
+        while len(self._kept) > KEPT_RUNS:
+            self._kept.popitem(last=False)
+
+    def kept(self, key: Hashable) -> Any | None:
+        """The kept result of the run ``key`` names, if it ended at most ``kept_seconds`` ago."""
+        entry = self._kept.get(key)
+        if entry is None or self.clock() - entry[0] > self.kept_seconds:
+            return None
+        self.continued += 1
+        return entry[1]
 
     async def _admitted(self, name: str, call: Callable[[], Awaitable[R]]) -> R:
         slots = self._semaphore()
@@ -90,7 +111,10 @@ def heavy(fn: Handler[R], /) -> Handler[R]: ...
 
 @overload
 def heavy(
-    *, presentation: tuple[str, ...], present: Callable[[Any, R, dict[str, Any]], R]
+    *,
+    presentation: tuple[str, ...],
+    present: Callable[[Any, R, dict[str, Any]], R],
+    continues: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Callable[[Handler[R]], Handler[R]]: ...
 
 
@@ -100,13 +124,16 @@ def heavy(
     *,
     presentation: tuple[str, ...] = (),
     present: Callable[[Any, R, dict[str, Any]], R] | None = None,
+    continues: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Handler[R] | Callable[[Handler[R]], Handler[R]]:
     """Mark a handler as heavy: it takes a slot of the shared budget and its reads yield to cheap calls.
 
     ``presentation`` names arguments that only choose what of the result a caller sees (a page, the
     detail): callers that differ only in them share one run, of the whole result (the handler is called
     without them, so with their defaults), and ``present(t, result, arguments)`` cuts each caller's answer
-    (``arguments``: the call's, completed with the handler's defaults).
+    (``arguments``: the call's, completed with the handler's defaults). With ``continues``, a call it says
+    asks for a later page is answered from the same work's last result while ``Admission.kept_seconds``
+    allow: the pages of one listing come from one run, and the next page costs no run.
     """
 
     def decorate(fn: Handler[R]) -> Handler[R]:
@@ -116,10 +143,14 @@ def heavy(
         async def wrapper(t: Any, /, **kwargs: Any) -> R:  # a ToolContext (not imported: context.py imports us)
             admission: Admission = t.app.admission
             work = {k: v for k, v in kwargs.items() if k not in presentation}
+            arguments = defaults | kwargs
             # The same call on another cluster is another run (the cluster is not among the handler's arguments).
             key = (t.app.cluster, t.op.name, tuple(sorted((k, repr(v)) for k, v in work.items())))
-            result = await admission.run(t.op.name, key, lambda: fn(t, **work))
-            return present(t, result, defaults | kwargs) if present is not None else result
+            kept = admission.kept(key) if continues is not None and continues(arguments) else None
+            result: R = kept if kept is not None else await admission.run(t.op.name, key, lambda: fn(t, **work))
+            if continues is not None and kept is None:
+                admission.keep(key, result)
+            return present(t, result, arguments) if present is not None else result
 
         wrapper.__heavy__ = True  # type: ignore[attr-defined]
         return wrapper

@@ -102,3 +102,32 @@ async def test_health_checks_that_differ_only_in_their_page_share_one_run(start_
     assert len(codes) == len(whole["findings"]) and pages == {0: codes[:1], 1: codes[:3], 2: codes[2:4], 3: codes}
     assert [answers[i]["next_offset"] for i in range(4)] == [1, 3, 4, None]
     assert {a["summary"] for a in answers.values()} == {whole["summary"]}
+
+
+async def test_later_pages_continue_the_run_of_the_first(start_sim: Any, server_for: Any) -> None:
+    """Paging through next_offset reads nothing again: the pages come from the first page's run, one ranking."""
+    sim = start_sim("demo")
+    mcp = server_for(sim, "root@pam!pvesim", read_cache_ttl=0)
+
+    async def health(c: Client, **arguments: Any) -> Any:
+        result = await c.call_tool("check_cluster_health", arguments)
+        assert not result.is_error, result.content
+        return result.structured_content
+
+    def ids(report: Any) -> list[tuple[str, str]]:
+        return [(f["code"], str(f["subject"]["id"])) for f in report["findings"]]
+
+    async with Client(mcp) as c:
+        (app,) = mcp.settings.lifespan.live
+        first = await health(c, limit=3)
+        requests = sim.sim.requests
+        second = await health(c, limit=3, offset=first["next_offset"])
+        rest = await health(c, detail=True, offset=1)
+        assert sim.sim.requests == requests, "later pages read nothing"
+        assert app.admission.continued == 2
+        await health(c, limit=3)  # a first page is a new run
+        assert sim.sim.requests > requests
+        other = await health(c, areas=["backups"], limit=3, offset=3)  # other work: no kept run to continue
+    assert first["next_offset"] == 3 and second["next_offset"] == 6
+    assert ids(rest)[:2] == ids(first)[1:] and ids(rest)[2:5] == ids(second)
+    assert other["findings"] and app.admission.continued == 2

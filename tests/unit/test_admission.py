@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from pve_steward.admission import Admission, Busy
+from pve_steward.admission import KEPT_RUNS, Admission, Busy
 from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY, URGENT
 
 pytestmark = pytest.mark.anyio
@@ -83,3 +83,18 @@ async def test_callers_asking_what_is_already_running_share_that_run() -> None:
         for _ in range(5):
             tg.start_soon(ask)
     assert results == ["report"] * 5 and runs == 1 and admission.joined == 4
+
+
+def test_kept_runs_expire_and_only_the_latest_are_kept() -> None:
+    now = [100.0]
+    admission = Admission(kept_seconds=10, clock=lambda: now[0])
+    for i in range(KEPT_RUNS + 1):
+        admission.keep(("health", i), f"report {i}")
+    assert admission.kept(("health", 0)) is None, "the oldest gave way"
+    assert admission.kept(("health", 1)) == "report 1"
+    admission.keep(("health", 1), "report 1 again")  # a new first page replaces the kept run
+    now[0] += 10
+    assert admission.kept(("health", 1)) == "report 1 again"
+    now[0] += 0.5
+    assert admission.kept(("health", 1)) is None, "past kept_seconds a later page runs again"
+    assert admission.continued == 2

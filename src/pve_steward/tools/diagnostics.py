@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 else:  # the areas are collected from the checks (analysis/catalog.py), so the schema lists each one
     Area = Literal[tuple(AREAS)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
+Offset = Annotated[int, Field(ge=0)]
 
 
 def thresholds(settings: Settings) -> Thresholds:
@@ -84,11 +85,15 @@ async def _whole(t: ToolContext, areas: list[str], name: str) -> Report:
     return report
 
 
+def later_page(arguments: dict[str, Any]) -> bool:
+    """A call for a page past the first: answered from the run that served the first (admission.heavy)."""
+    return bool(arguments.get("offset"))
+
+
 def paged(t: ToolContext, report: Report, arguments: dict[str, Any]) -> Report:
     """This caller's answer from a whole report: ``limit`` findings from ``offset``, or (detail) what fits
-    (``arguments``: the call's, with the handler's defaults; only the health check takes an offset)."""
-    offset = arguments.get("offset", 0)
-    return refer(t, page(report, offset, None if arguments["detail"] else arguments["limit"]))
+    (``arguments``: the call's, with the handler's defaults)."""
+    return refer(t, page(report, arguments["offset"], None if arguments["detail"] else arguments["limit"]))
 
 
 def page(report: Report, offset: int, limit: int | None) -> Report:
@@ -122,13 +127,13 @@ def refer(t: ToolContext, report: Report) -> Report:
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
+@heavy(presentation=PAGING, present=paged, continues=later_page)
 async def check_cluster_health(
     t: ToolContext,
     areas: list[Area] | None = None,
     detail: bool = False,
     limit: Limit = 50,
-    offset: Annotated[int, Field(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> Report:
     """Every diagnostic in one call, findings ranked worst first."""
     del detail, limit, offset  # each caller's page is cut by `paged`
@@ -136,58 +141,58 @@ async def check_cluster_health(
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_backups(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_backups(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Backup coverage, freshness, failed runs, verification, retention."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["backups"], "backups")
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_capacity(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_capacity(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Storage usage and thin overcommit, node memory, swap, vCPU ratio, N+1."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["capacity"], "capacity")
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_ha(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_ha(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Quorum, nodes, HA manager and resource states, maintenance, HA rules and groups."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["cluster", "ha"], "cluster_ha")
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_replication(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_replication(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Failing, lagging, disabled replication jobs."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["replication"], "replication")
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_guests(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Stuck locks, old snapshots, silent guest agents, onboot."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["guests"], "guests")
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_operations(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Failed tasks, certificates, repositories, pending updates, SMART, ZFS."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["operations"], "operations")
 
 
 @guarded(toolset="diagnostics")
-@heavy(presentation=PAGING, present=paged)
-async def diagnose_pbs(t: ToolContext, detail: bool = False, limit: Limit = 50) -> Report:
+@heavy(presentation=PAGING, present=paged, continues=later_page)
+async def diagnose_pbs(t: ToolContext, detail: bool = False, limit: Limit = 50, offset: Offset = 0) -> Report:
     """Proxmox Backup Server: datastores, GC, verify/prune/sync jobs, verification per group, PVE correlation."""
-    del detail, limit  # each caller's page is cut by `paged`
+    del detail, limit, offset  # each caller's page is cut by `paged`
     return await _whole(t, ["pbs"], "pbs")
 
 
