@@ -96,7 +96,11 @@ class _AppCollector(Collector):
             "pve_steward_admission_joined",
             "Heavy calls that shared a run already going (the same work; their pages may differ)",
         )
-        hits = shared = misses = admitted = 0
+        continued = CounterMetricFamily(
+            "pve_steward_admission_continued",
+            "Later pages of a diagnosis answered from the run of its first page (no run, no read)",
+        )
+        hits = shared = misses = admitted = followed = 0
         budgets: set[int] = set()  # several clusters share one admission budget: count it once
         for ref in list(self._apps.values()):
             app = ref()
@@ -107,11 +111,14 @@ class _AppCollector(Collector):
             if admission is not None and id(admission) not in budgets:
                 budgets.add(id(admission))
                 admitted += getattr(admission, "joined", 0)
+                followed += getattr(admission, "continued", 0)
         for result, value in (("hit", hits), ("joined", shared), ("miss", misses)):
             reads.add_metric([result], value)
         joined.add_metric([], admitted)
+        continued.add_metric([], followed)
         yield reads
         yield joined
+        yield continued
 
     def describe(self) -> Iterable[Metric]:
         return []

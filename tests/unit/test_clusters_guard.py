@@ -58,9 +58,10 @@ def test_the_shared_heavy_call_budget_is_counted_once_in_metrics(tmp_path: Path)
 
     a, b = _app(tmp_path, "a", Tier.ADMIN), _app(tmp_path, "b", Tier.ADMIN)
     a.admission = b.admission = Admission()
-    a.admission.joined = 3
+    a.admission.joined, a.admission.continued = 3, 2
     collector = metrics._AppCollector()
     collector.track(a)
     collector.track(b)
-    joined = next(m for m in collector.collect() if m.name == "pve_steward_admission_joined")
-    assert [s.value for s in joined.samples] == [3]
+    families = {m.name: [s.value for s in m.samples] for m in collector.collect()}
+    assert families["pve_steward_admission_joined"] == [3]
+    assert families["pve_steward_admission_continued"] == [2]
