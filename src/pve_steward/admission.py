@@ -72,8 +72,11 @@ class Admission:
             self._kept.popitem(last=False)
 
     def kept(self, key: Hashable) -> Any | None:
-        """The kept result of the run ``key`` names, if it ended at most ``kept_seconds`` ago."""
+        """The kept result of the run ``key`` names, if it ended at most ``kept_seconds`` ago and no newer
+        run of it is going (a later page then joins that one, the latest)."""
         entry = self._kept.get(key)
+        if key in self._calls:
+            return None
         if entry is None or self.clock() - entry[0] > self.kept_seconds:
             return None
         self.continued += 1

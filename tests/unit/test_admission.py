@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import anyio
 import pytest
 
@@ -98,3 +100,40 @@ def test_kept_runs_expire_and_only_the_latest_are_kept() -> None:
     now[0] += 0.5
     assert admission.kept(("health", 1)) is None, "past kept_seconds a later page runs again"
     assert admission.continued == 2
+
+
+async def test_a_later_page_joins_a_newer_run_of_its_work_rather_than_the_kept_one() -> None:
+    from types import SimpleNamespace
+
+    from pve_steward.admission import heavy
+
+    admission = Admission(limit=2, wait=1)
+    started, release = anyio.Event(), anyio.Event()
+    runs: list[int] = []
+
+    async def report(t: object, page: int = 0) -> list[int]:
+        runs.append(len(runs))
+        if len(runs) == 2:  # the second run: a new first page, still going while page 2 is asked for
+            started.set()
+            await release.wait()
+        return [len(runs)] * 3
+
+    handler = heavy(presentation=("page",), present=lambda t, r, a: [*r, a["page"]], continues=lambda a: a["page"] > 0)(
+        report
+    )
+    t = SimpleNamespace(app=SimpleNamespace(admission=admission, cluster=None), op=SimpleNamespace(name="health"))
+    assert await handler(t, page=0) == [1, 1, 1, 0]
+    assert await handler(t, page=1) == [1, 1, 1, 1], "from the kept run"
+    answers: list[list[int]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _collect(answers, handler(t, page=0)))
+        await started.wait()
+        tg.start_soon(lambda: _collect(answers, handler(t, page=2)))
+        await anyio.sleep(0.01)
+        release.set()
+    assert sorted(answers) == [[2, 2, 2, 0], [2, 2, 2, 2]] and len(runs) == 2, "page 2 joined the newer run"
+    assert admission.continued == 1 and admission.joined == 1
+
+
+async def _collect(into: list[list[int]], call: Awaitable[list[int]]) -> None:
+    into.append(await call)
