@@ -84,6 +84,23 @@ async def test_the_planted_upgrade_problems_are_found_and_graded_as_pve8to9(
     assert "run pve8to9 on each node" in answer["shell_advice"]
 
 
+async def test_pages_of_the_readiness_come_from_one_run(upgrade_sim: SimServer, server_for: Any) -> None:
+    mcp = server_for(upgrade_sim, "root@pam!pvesim")
+    async with Client(mcp) as c:
+        pages = []
+        for args in ({"limit": 2}, {"limit": 2, "offset": 2}, {"detail": True, "offset": 4}):
+            result = await c.call_tool("check_upgrade_readiness", args)
+            assert result.is_error is False, result.content[0].text
+            pages.append(plain(result.structured_content))
+        (app,) = mcp.settings.lifespan.live
+        continued = app.admission.continued
+    whole = (await _readiness(server_for(upgrade_sim, "root@pam!pvesim")))["report"]["findings"]
+    listed = [f for p in pages for f in p["report"]["findings"]]
+    assert continued == 2 and [p["report"]["next_offset"] for p in pages] == [2, 4, None]
+    assert {(f["code"], f["subject"]["id"]) for f in listed} == {(f["code"], f["subject"]["id"]) for f in whole}
+    assert all(p["nodes_to_upgrade"] == ["pve1", "pve2", "pve3"] for p in pages)
+
+
 async def test_a_token_without_sys_modify_skips_the_update_check_by_name(
     upgrade_sim: SimServer, server_for: Any
 ) -> None:

@@ -6,7 +6,7 @@ Shared by the MCP operation ``check_upgrade_readiness`` and ``pve-steward check 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Any, Literal
 
 import anyio.to_thread
 from pydantic import Field
@@ -29,7 +29,7 @@ from pve_steward.requestpool import URGENCY
 from pve_steward.security.guard import guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
-from pve_steward.tools.diagnostics import Limit, page, refer, suppressions, thresholds
+from pve_steward.tools.diagnostics import PAGING, Limit, Offset, later_page, paged, suppressions, thresholds
 
 AREA = "upgrade"
 
@@ -84,19 +84,23 @@ async def upgrade_readiness(
     )
 
 
+def paged_readiness(t: ToolContext, result: UpgradeReadiness, arguments: dict[str, Any]) -> UpgradeReadiness:
+    """This caller's page of the findings; the node lists and shell checks come whole."""
+    return result.model_copy(update={"report": paged(t, result.report, arguments)})
+
+
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=paged_readiness, continues=later_page)
 async def check_upgrade_readiness(
     t: ToolContext,
     target: Literal[9] = 9,
     detail: bool = False,
     limit: Limit = 50,
-    offset: Annotated[int, Field(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> UpgradeReadiness:
     """pve8to9's API-observable checks over every PVE 8 node, graded as pve8to9 grades them."""
+    del detail, limit, offset  # each caller's page is cut by `paged_readiness`
     await t.progress(0, 2, f"reading the cluster for the upgrade to PVE {target}")
-    whole = detail or offset > 0
-    result = await upgrade_readiness(t.client, t.settings, t.now(), None if whole else limit)
-    report = page(result.report, offset, None if detail else limit) if whole else result.report
+    result = await upgrade_readiness(t.client, t.settings, t.now(), None)
     await t.progress(2, 2, result.summary)
-    return result.model_copy(update={"report": refer(t, report)})
+    return result
