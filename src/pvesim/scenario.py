@@ -2,10 +2,12 @@
 
 Guest configs are written in PVE's own notation (``scsi0: local-lvm:vm-100-disk-0,size=32G``);
 times are ages relative to the simulator's clock (``age: 26h``), so scenarios never go stale.
-Sizes use PVE's suffixes (``32G``). Every scenario gets three API tokens unless it defines its
-own: ``root@pam!pvesim`` (full), ``auditor@pve!mcp`` (PVEAuditor on /) and
-``operator@pve!mcp`` (auditor plus PVEVMAdmin on /vms, PVEDatastoreUser on /storage and the
-custom role ``HAOperator`` = Sys.Console on /, which PVE requires for HA migrate/relocate).
+Sizes use PVE's suffixes (``32G``). Every scenario gets four API tokens unless it defines its
+own: ``root@pam!pvesim`` (full), ``auditor@pve!mcp`` (PVEAuditor on /), ``monitor@pve!mcp``
+(auditor plus the custom role ``BackupLister`` = Datastore.AllocateSpace and VM.Backup on /, without
+which PVE lists no backup) and ``operator@pve!mcp`` (auditor plus PVEVMAdmin on /vms,
+PVEDatastoreUser on /storage and the custom role ``HAOperator`` = Sys.Console on /, which PVE
+requires for HA migrate/relocate).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ DEFAULT_TOKENS: list[dict[str, Any]] = [
         "id": "auditor@pve!mcp",
         "user_acl": [{"path": "/", "role": "PVEAuditor"}],
         "acl": [{"path": "/", "role": "PVEAuditor"}],
+    },
+    {
+        "id": "monitor@pve!mcp",
+        "user_acl": [{"path": "/", "role": "PVEAuditor"}, {"path": "/", "role": "BackupLister"}],
+        "acl": [{"path": "/", "role": "PVEAuditor"}, {"path": "/", "role": "BackupLister"}],
     },
     {
         "id": "operator@pve!mcp",
@@ -131,6 +138,8 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
     roles = _version_roles(pve_version)
     builtin = frozenset(roles)
     roles["HAOperator"] = frozenset({"Sys.Console"})
+    # what the storage content index asks of a token before it lists a backup (pve-storage check_volume_access)
+    roles["BackupLister"] = frozenset({"Datastore.AllocateSpace", "VM.Backup"})
     for name, privs in (data.get("roles") or {}).items():
         roles[name] = frozenset(privs)
     for i, nd in enumerate(data.get("nodes", []), start=1):

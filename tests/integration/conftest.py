@@ -30,7 +30,7 @@ def scenario_with_limited_token(name: str = "demo") -> dict[str, Any]:
 
 @pytest.fixture
 def settings_for(tmp_path: Path) -> Callable[..., Settings]:
-    def _settings(sim: SimServer, token: str = "auditor@pve!mcp", **extra: Any) -> Settings:
+    def _settings(sim: SimServer, token: str = "monitor@pve!mcp", **extra: Any) -> Settings:
         token_id, secret = sim.token(token)
         values: dict[str, Any] = {
             "url": sim.address,
@@ -54,7 +54,7 @@ def settings_for(tmp_path: Path) -> Callable[..., Settings]:
 
 @pytest.fixture
 def server_for(settings_for: Callable[..., Settings]) -> Callable[..., MCPServer[Any]]:
-    def _server(sim: SimServer, token: str = "auditor@pve!mcp", **extra: Any) -> MCPServer[Any]:
+    def _server(sim: SimServer, token: str = "monitor@pve!mcp", **extra: Any) -> MCPServer[Any]:
         return build_server(settings_for(sim, token, **extra))
 
     return _server

@@ -129,7 +129,7 @@ async def test_area_tools_and_explain(demo_sim: SimServer, server_for: Any) -> N
 
 
 def _check(sim: SimServer, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    token_id, secret = sim.token("auditor@pve!mcp")
+    token_id, secret = sim.token("monitor@pve!mcp")  # the README's read-only token (backups listed)
     return subprocess.run(
         [
             sys.executable,
@@ -184,3 +184,22 @@ def test_check_command_prints_groups_and_exits_by_severity(demo_sim: SimServer, 
         check=False,
     )
     assert unreachable.returncode == 3 and "cannot reach" in unreachable.stderr
+
+
+async def test_backups_pve_hides_from_an_auditor_are_a_skipped_check_never_missing(
+    demo_sim: SimServer, server_for: Any
+) -> None:
+    """PVE lists backups only with Datastore.AllocateSpace + VM.Backup (pve-storage check_volume_access):
+    with PVEAuditor alone no guest's backup age is judged, instead of every guest 'never backed up'."""
+    hidden = await _health(server_for(demo_sim, "auditor@pve!mcp"), areas=["backups"])
+    seen = await _health(server_for(demo_sim), areas=["backups"])  # monitor: PVEAuditor + BackupLister
+    ages = {"BACKUP_NONE", "BACKUP_STALE", "BACKUP_ORPHANED", "BACKUP_VERIFY_FAILED"}
+    assert not ages & set(hidden["by_code"]), hidden["by_code"]
+    assert ages <= set(seen["by_code"])
+    skipped = [f for f in hidden["findings"] if f["code"] == "CHECK_SKIPPED" and "backup contents" in f["message"]]
+    assert skipped and all("VM.Backup" in str(f["evidence"]) for f in skipped), skipped
+    assert "BACKUP_JOB_FAILED" in hidden["by_code"], "what the token may read is still judged"
+    async with Client(server_for(demo_sim, "auditor@pve!mcp")) as c:
+        listed = plain((await c.call_tool("list_backups", {})).structured_content)
+    assert listed["items"] == [] and listed["incomplete"]
+    assert all("partial list" in why and "VM.Backup" in why for why in listed["incomplete"])

@@ -14,6 +14,7 @@ from pvesim.server import SimServer
 from tests.integration.test_cli import check
 from tests.untrusted import plain
 
+MONITOR = "monitor@pve!mcp"  # the README's read-only token: PVE lists backups to it
 pytestmark = pytest.mark.anyio
 
 CONFIG = """
@@ -71,7 +72,7 @@ async def test_suppressions_through_mcp(demo_sim: SimServer, server_for: Any, tm
 
 def test_suppressions_through_check(demo_sim: SimServer, tmp_path: Path) -> None:
     config = str(_config(tmp_path))
-    text = check(demo_sim, tmp_path, "--areas", "backups", "--config", config)
+    text = check(demo_sim, tmp_path, "--areas", "backups", "--config", config, token=MONITOR)
     assert text.returncode == 2, text.stderr
     section = text.stdout.split("= SUPPRESSED =")[1].split("= SUMMARY =")[0]
     assert "SUPPRESSED: [BACKUP_STALE]" in section and "reason: mail01 is being retired" in section
@@ -80,10 +81,11 @@ def test_suppressions_through_check(demo_sim: SimServer, tmp_path: Path) -> None
     assert "SUPPRESSED: 1 (not counted above" in text.stdout.split("= SUMMARY =")[1]
     findings = text.stdout.split("= SUPPRESSED =")[0]
     assert "[BACKUP_STALE] " in findings and "mail01" not in findings
-    body = plain(json.loads(check(demo_sim, tmp_path, "--areas", "backups", "--config", config, "--json").stdout))
+    backups = ("--areas", "backups", "--config", config)
+    body = plain(json.loads(check(demo_sim, tmp_path, *backups, "--json", token=MONITOR).stdout))
     assert [s["subject"]["id"] for s in body["suppressed"]] == ["104"]
     assert body["suppressed_counts"]["warning"] + body["suppressed_counts"]["critical"] == 1
-    md = check(demo_sim, tmp_path, "--areas", "backups", "--config", config, "--format", "markdown").stdout
+    md = check(demo_sim, tmp_path, *backups, "--format", "markdown", token=MONITOR).stdout
     assert (
         "### Suppressed" in md
         and "mail01 is being retired" in md

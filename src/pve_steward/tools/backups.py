@@ -18,6 +18,7 @@ from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import BackupJobId, VmId
+from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
 
@@ -150,7 +151,10 @@ class BackupList(Model):
     page: PageInfo
     items: list[Backup]
     storages_read: list[Untrusted]
-    incomplete: list[str] = Field(default_factory=list, description="backup storages that could not be read")
+    incomplete: list[str] = Field(
+        default_factory=list,
+        description="backup storages that could not be read, or whose list PVE shortens for this token's privileges",
+    )
 
 
 @guarded(toolset="backups")
@@ -162,9 +166,17 @@ async def list_backups(
 ) -> BackupList:
     """Backup archives on every backup storage, newest first: shared storage read once, node-local storage on
     every online node that has it (each node's directory holds its own archives)."""
-    got = await gather(t.client, [("config", api_path("storage"), {}), ("nodes", api_path("nodes"), {})])
+    got = await gather(
+        t.client,
+        [
+            ("config", api_path("storage"), {}),
+            ("nodes", api_path("nodes"), {}),
+            ("permissions", api_path("access", "permissions"), {}),  # is each storage's list whole? (volumeaccess)
+        ],
+    )
     config: list[dict[str, Any]] = _ok(got["config"])
     nodes: list[dict[str, Any]] = _ok(got["nodes"])
+    perms = got["permissions"]
     online = sorted(str(n["node"]) for n in nodes if n.get("status") == "online")
     reads: list[tuple[str, Any, dict[str, Any]]] = []
     incomplete: list[str] = []
@@ -176,6 +188,13 @@ async def list_backups(
         if not where:
             incomplete.append(f"{s['storage']}: no online node has it")
             continue
+        hidden = (
+            f"own privileges unread ({perms.message})"
+            if isinstance(perms, PveError)
+            else backups_hidden(perms, str(s["storage"]), vmid)
+        )
+        if hidden:
+            incomplete.append(f"{s['storage']}: partial list: {hidden}")
         params: dict[str, Any] = {"content": "backup"}
         if vmid is not None:
             params["vmid"] = vmid

@@ -26,6 +26,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
@@ -47,6 +48,7 @@ class Collector:
         self.areas = set(areas)
         self.data = ClusterData(now=now)
         self._answers: dict[Key, Any] = {}  # every answer of this check, by what was read (see _read)
+        self._permissions: Any = None  # this token's own /access/permissions (backups: is a content list whole?)
 
     def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
         optional = key.split(":", 1)[0] in OPTIONAL and isinstance(err, PvePermissionError)
@@ -112,12 +114,15 @@ class Collector:
             wave1 += [
                 ("backup_jobs", api_path("cluster", "backup"), {}),
                 ("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}),
+                # whether the storages' content lists show every backup to this token (pve/volumeaccess.py)
+                ("permissions", api_path("access", "permissions"), {}),
             ]
         if self._want("replication", "migration"):
             wave1.append(("replication_jobs", api_path("cluster", "replication"), {}))
         if self._want("migration"):  # mapped devices: which nodes have each mapping (Mapping.Audit filters rows)
             wave1 += [(f"mapping:{kind}", api_path("cluster", "mapping", kind), {}) for kind in ("pci", "usb", "dir")]
         got = await self._read(wave1)
+        self._permissions = got.pop("permissions", None)
         for key in [k for k in got if k.startswith("mapping:")]:
             value = got.pop(key)
             if not isinstance(value, PveError):
@@ -469,6 +474,8 @@ class Collector:
                 continue
             sid = str(s["storage"])
             nodes = [n for n in online if not s.get("nodes") or n in str(s["nodes"]).split(",")]
+            if nodes and not self._backups_visible(sid, nodes[0]):
+                continue
             shared = bool(int(s.get("shared", 0) or 0)) or s.get("type") in ("pbs", "nfs", "cifs", "cephfs")
             for n in nodes[:1] if shared else nodes:
                 reads.append(
@@ -479,6 +486,28 @@ class Collector:
                     )
                 )
         return reads
+
+    def _backups_visible(self, sid: str, node: str) -> bool:
+        """Whether PVE lists every backup of the storage to this token; if not, a skipped check says so and
+        the storage counts as unread (its guests' backup age is not judged, never called missing)."""
+        perms = self._permissions
+        why = (
+            f"own privileges unread ({perms.message})"
+            if isinstance(perms, PveError)
+            else backups_hidden(perms or {}, sid)
+        )
+        if why is None:
+            return True
+        self.data.missing.append(
+            Missing(
+                what=f"backup contents of {sid} (skipped: the list would be partial)",
+                path=f"/nodes/{node}/storage/{sid}/content",
+                error=why,
+                affects=("backups",),
+                optional=not isinstance(perms, PveError),
+            )
+        )
+        return False
 
     def _pve_major(self) -> int | None:
         version = str((self.data.version or {}).get("version") or "")

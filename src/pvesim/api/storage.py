@@ -80,6 +80,21 @@ def _disk_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _may_see(call: Call, sid: str, row: dict[str, Any]) -> bool:
+    """Whether the content index shows this volume to the caller (pve-storage src/PVE/API2/Storage/Content.pm
+    index skips what src/PVE/Storage.pm check_volume_access refuses)."""
+    if call.can(f"/storage/{sid}", "Datastore.Allocate"):
+        return True
+    content, owner = row["content"], row.get("vmid")
+    if content in ("iso", "vztmpl", "import"):
+        return _readable(call, sid)
+    if content == "backup" and owner:
+        return call.can(f"/storage/{sid}", "Datastore.AllocateSpace") and call.can(f"/vms/{owner}", "VM.Backup")
+    if content in ("images", "rootdir") and owner:
+        return call.can(f"/storage/{sid}", "Datastore.Audit") and call.can(f"/vms/{owner}", "VM.Config.Disk")
+    return False  # PVE: "missing privileges to access $volid"
+
+
 @route("GET", "/nodes/{node}/storage/{storage}/content")
 def storage_content(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
@@ -108,6 +123,7 @@ def storage_content(call: Call) -> list[dict[str, Any]]:
             if v.verification is not None:
                 row["verification"] = dict(v.verification)
         rows.append(row)
+    rows = [r for r in rows if _may_see(call, s.storage, r)]
     if "content" in call.params:
         rows = [r for r in rows if r["content"] == call.params["content"]]
     if "vmid" in call.params:
