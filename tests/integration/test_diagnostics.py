@@ -203,3 +203,13 @@ async def test_backups_pve_hides_from_an_auditor_are_a_skipped_check_never_missi
         listed = plain((await c.call_tool("list_backups", {})).structured_content)
     assert listed["items"] == [] and listed["incomplete"]
     assert all("partial list" in why and "VM.Backup" in why for why in listed["incomplete"])
+
+
+async def test_storage_content_says_when_pve_shortened_the_list(demo_sim: SimServer, server_for: Any) -> None:
+    where = {"node": "pve1", "storage": "local", "content": "backup"}
+    async with Client(server_for(demo_sim, "auditor@pve!mcp")) as c:
+        hidden = plain((await c.call_tool("storage_content", where)).structured_content)
+    async with Client(server_for(demo_sim, "root@pam!pvesim")) as c:
+        whole = plain((await c.call_tool("storage_content", where)).structured_content)
+    assert hidden["items"] == [] and "VM.Backup" in hidden["partial"]  # cluster text (the storage id): marked
+    assert whole["items"] and whole["partial"] is None

@@ -38,3 +38,15 @@ def test_vm_backup_without_space_on_the_storage_is_not_enough() -> None:
     perms = {"/": {"Datastore.Audit": 1, "VM.Backup": 1}, "/storage/nfs": {"Datastore.AllocateSpace": 1}}
     assert backups_hidden(perms, "local") is not None
     assert backups_hidden(perms, "nfs") is None
+
+
+def test_a_listing_of_every_content_type_names_each_rule_it_breaks() -> None:
+    from pve_steward.pve.volumeaccess import content_hidden
+
+    assert content_hidden(LISTER, "local", "backup") is None
+    assert content_hidden(LISTER, "local", "iso") is None, "ISOs need only what the listing itself needs"
+    images = content_hidden(LISTER, "local", "images") or ""
+    assert "VM.Config.Disk" in images and "VM.Backup" not in images
+    both = content_hidden(AUDITOR, "local", None) or ""
+    assert "VM.Backup" in both and "VM.Config.Disk" in both
+    assert content_hidden({"/": {"Datastore.Allocate": 1}}, "local", None) is None

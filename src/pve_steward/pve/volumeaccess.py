@@ -52,3 +52,31 @@ def backups_hidden(perms: Permissions, storage: str, vmid: int | None = None) ->
         f"PVE lists backups only with Datastore.AllocateSpace on /storage/{storage} and VM.Backup on {whose}, "
         f"or with Datastore.Allocate on /storage/{storage}"
     )
+
+
+def images_hidden(perms: Permissions, storage: str, vmid: int | None = None) -> str | None:
+    """Why the content index would hide disk images (``images``/``rootdir``) of ``storage`` from the caller:
+    they need Datastore.Audit on the storage and VM.Config.Disk on the guest, or Datastore.Allocate."""
+    on_storage = privileges_at(perms, f"/storage/{storage}")
+    if "Datastore.Allocate" in on_storage:
+        return None
+    guests = (
+        _every_guest_has(perms, "VM.Config.Disk")
+        if vmid is None
+        else "VM.Config.Disk" in privileges_at(perms, f"/vms/{vmid}")
+    )
+    if "Datastore.Audit" in on_storage and guests:
+        return None
+    whose = "each guest (/vms)" if vmid is None else f"/vms/{vmid}"
+    return (
+        f"PVE lists disk images only with Datastore.Audit on /storage/{storage} and VM.Config.Disk on {whose}, "
+        f"or with Datastore.Allocate on /storage/{storage}"
+    )
+
+
+def content_hidden(perms: Permissions, storage: str, content: str | None, vmid: int | None = None) -> str | None:
+    """Why a content listing of ``storage`` (one content type, or all) would be partial for the caller."""
+    rules = {"backup": backups_hidden, "images": images_hidden, "rootdir": images_hidden}
+    chosen = [rules[content]] if content in rules else [] if content else [backups_hidden, images_hidden]
+    reasons = [why for rule in chosen if (why := rule(perms, storage, vmid)) is not None]
+    return "; ".join(reasons) or None

@@ -12,6 +12,7 @@ from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import NodeName, StorageId, VmId
+from pve_steward.pve.volumeaccess import content_hidden
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
@@ -117,6 +118,9 @@ class StorageContent(Model):
     node: Untrusted
     page: PageInfo
     items: list[Volume]
+    partial: Untrusted | None = Field(
+        None, description="why PVE may have left volumes out of this list for this token's privileges"
+    )
 
 
 @guarded(toolset="storage")
@@ -135,8 +139,21 @@ async def storage_content(
         params["content"] = content
     if vmid is not None:
         params["vmid"] = vmid
-    rows: list[dict[str, Any]] = await t.client.get(
-        api_path("nodes", node_seg(node), "storage", storage_seg(storage), "content"), **params
+    got = await gather(
+        t.client,
+        [
+            ("rows", api_path("nodes", node_seg(node), "storage", storage_seg(storage), "content"), params),
+            ("permissions", api_path("access", "permissions"), {}),  # is the list whole? (pve/volumeaccess.py)
+        ],
+    )
+    if isinstance(got["rows"], PveError):
+        raise got["rows"]
+    rows: list[dict[str, Any]] = got["rows"]
+    perms = got["permissions"]
+    partial = (
+        f"own privileges unread ({perms.message})"
+        if isinstance(perms, PveError)
+        else content_hidden(perms, storage, content, vmid)
     )
     rows = sorted(rows, key=lambda r: (-(r.get("ctime") or 0), str(r.get("volid"))))
     page = rows[offset : offset + limit]
@@ -162,6 +179,7 @@ async def storage_content(
             total=len(rows), offset=offset, returned=len(items), next_offset=end if end < len(rows) else None
         ),
         items=items,
+        partial=untrusted(partial),
     )
 
 
