@@ -39,37 +39,28 @@ def _every_guest_has(perms: Permissions, privilege: str) -> bool:
 def backups_hidden(perms: Permissions, storage: str, vmid: int | None = None) -> str | None:
     """Why the content index would hide backups of ``storage`` (of every guest, or of ``vmid``) from the
     caller, or None if it shows them all."""
-    on_storage = privileges_at(perms, f"/storage/{storage}")
-    if "Datastore.Allocate" in on_storage:
-        return None
-    guests = (
-        _every_guest_has(perms, "VM.Backup") if vmid is None else "VM.Backup" in privileges_at(perms, f"/vms/{vmid}")
-    )
-    if "Datastore.AllocateSpace" in on_storage and guests:
-        return None
-    whose = "each guest (/vms)" if vmid is None else f"/vms/{vmid}"
-    return (
-        f"PVE lists backups only with Datastore.AllocateSpace on /storage/{storage} and VM.Backup on {whose}, "
-        f"or with Datastore.Allocate on /storage/{storage}"
-    )
+    return _owned_hidden(perms, storage, vmid, "backups", "Datastore.AllocateSpace", "VM.Backup")
 
 
 def images_hidden(perms: Permissions, storage: str, vmid: int | None = None) -> str | None:
-    """Why the content index would hide disk images (``images``/``rootdir``) of ``storage`` from the caller:
-    they need Datastore.Audit on the storage and VM.Config.Disk on the guest, or Datastore.Allocate."""
-    on_storage = privileges_at(perms, f"/storage/{storage}")
-    if "Datastore.Allocate" in on_storage:
+    """Why the content index would hide disk images (``images``/``rootdir``) of ``storage`` from the caller."""
+    return _owned_hidden(perms, storage, vmid, "disk images", "Datastore.Audit", "VM.Config.Disk")
+
+
+def _owned_hidden(
+    perms: Permissions, storage: str, vmid: int | None, what: str, on_storage: str, on_guest: str
+) -> str | None:
+    """A guest's volume is listed with ``on_storage`` on the storage and ``on_guest`` on the guest, or with
+    Datastore.Allocate on the storage (check_volume_access, per volume type)."""
+    held = privileges_at(perms, f"/storage/{storage}")
+    if "Datastore.Allocate" in held:
         return None
-    guests = (
-        _every_guest_has(perms, "VM.Config.Disk")
-        if vmid is None
-        else "VM.Config.Disk" in privileges_at(perms, f"/vms/{vmid}")
-    )
-    if "Datastore.Audit" in on_storage and guests:
+    guests = _every_guest_has(perms, on_guest) if vmid is None else on_guest in privileges_at(perms, f"/vms/{vmid}")
+    if on_storage in held and guests:
         return None
     whose = "each guest (/vms)" if vmid is None else f"/vms/{vmid}"
     return (
-        f"PVE lists disk images only with Datastore.Audit on /storage/{storage} and VM.Config.Disk on {whose}, "
+        f"PVE lists {what} only with {on_storage} on /storage/{storage} and {on_guest} on {whose}, "
         f"or with Datastore.Allocate on /storage/{storage}"
     )
 
