@@ -50,3 +50,12 @@ def test_a_listing_of_every_content_type_names_each_rule_it_breaks() -> None:
     both = content_hidden(AUDITOR, "local", None) or ""
     assert "VM.Backup" in both and "VM.Config.Disk" in both
     assert content_hidden({"/": {"Datastore.Allocate": 1}}, "local", None) is None
+
+
+def test_unread_privileges_decide_nothing() -> None:
+    from pve_steward.errors import PvePermissionError
+    from pve_steward.pve.volumeaccess import content_hidden
+
+    unread = PvePermissionError("Permission check failed (/access, Sys.Audit)")
+    assert backups_hidden(unread, "local") == f"own privileges unread ({unread.message})"
+    assert content_hidden(unread, "local", None) == f"own privileges unread ({unread.message})", "said once"

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pve_steward.errors import PveError
+
 Permissions = dict[str, dict[str, Any]]
+Answer = Permissions | PveError  # what the read of /access/permissions gave: unread privileges decide nothing
 
 
 def privileges_at(perms: Permissions, path: str) -> set[str]:
@@ -36,22 +39,24 @@ def _every_guest_has(perms: Permissions, privilege: str) -> bool:
     return privilege in privileges_at(perms, "/vms") and all(privilege in privileges_at(perms, p) for p in guests)
 
 
-def backups_hidden(perms: Permissions, storage: str, vmid: int | None = None) -> str | None:
+def backups_hidden(perms: Answer, storage: str, vmid: int | None = None) -> str | None:
     """Why the content index would hide backups of ``storage`` (of every guest, or of ``vmid``) from the
     caller, or None if it shows them all."""
     return _owned_hidden(perms, storage, vmid, "backups", "Datastore.AllocateSpace", "VM.Backup")
 
 
-def images_hidden(perms: Permissions, storage: str, vmid: int | None = None) -> str | None:
+def images_hidden(perms: Answer, storage: str, vmid: int | None = None) -> str | None:
     """Why the content index would hide disk images (``images``/``rootdir``) of ``storage`` from the caller."""
     return _owned_hidden(perms, storage, vmid, "disk images", "Datastore.Audit", "VM.Config.Disk")
 
 
 def _owned_hidden(
-    perms: Permissions, storage: str, vmid: int | None, what: str, on_storage: str, on_guest: str
+    perms: Answer, storage: str, vmid: int | None, what: str, on_storage: str, on_guest: str
 ) -> str | None:
     """A guest's volume is listed with ``on_storage`` on the storage and ``on_guest`` on the guest, or with
     Datastore.Allocate on the storage (check_volume_access, per volume type)."""
+    if isinstance(perms, PveError):
+        return f"own privileges unread ({perms.message})"
     held = privileges_at(perms, f"/storage/{storage}")
     if "Datastore.Allocate" in held:
         return None
@@ -65,9 +70,9 @@ def _owned_hidden(
     )
 
 
-def content_hidden(perms: Permissions, storage: str, content: str | None, vmid: int | None = None) -> str | None:
+def content_hidden(perms: Answer, storage: str, content: str | None, vmid: int | None = None) -> str | None:
     """Why a content listing of ``storage`` (one content type, or all) would be partial for the caller."""
     rules = {"backup": backups_hidden, "images": images_hidden, "rootdir": images_hidden}
     chosen = [rules[content]] if content in rules else [] if content else [backups_hidden, images_hidden]
     reasons = [why for rule in chosen if (why := rule(perms, storage, vmid)) is not None]
-    return "; ".join(reasons) or None
+    return "; ".join(dict.fromkeys(reasons)) or None  # an unread answer gives one reason, not two

@@ -188,11 +188,7 @@ async def list_backups(
         if not where:
             incomplete.append(f"{s['storage']}: no online node has it")
             continue
-        hidden = (
-            f"own privileges unread ({perms.message})"
-            if isinstance(perms, PveError)
-            else backups_hidden(perms, str(s["storage"]), vmid)
-        )
+        hidden = backups_hidden(perms, str(s["storage"]), vmid)
         if hidden:
             incomplete.append(f"{s['storage']}: partial list: {hidden}")
         params: dict[str, Any] = {"content": "backup"}

@@ -491,11 +491,7 @@ class Collector:
         """Whether PVE lists every backup of the storage to this token; if not, a skipped check says so and
         the storage counts as unread (its guests' backup age is not judged, never called missing)."""
         perms = self._permissions
-        why = (
-            f"own privileges unread ({perms.message})"
-            if isinstance(perms, PveError)
-            else backups_hidden(perms or {}, sid)
-        )
+        why = backups_hidden(perms if perms is not None else {}, sid)
         if why is None:
             return True
         self.data.missing.append(

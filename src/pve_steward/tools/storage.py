@@ -149,12 +149,7 @@ async def storage_content(
     if isinstance(got["rows"], PveError):
         raise got["rows"]
     rows: list[dict[str, Any]] = got["rows"]
-    perms = got["permissions"]
-    partial = (
-        f"own privileges unread ({perms.message})"
-        if isinstance(perms, PveError)
-        else content_hidden(perms, storage, content, vmid)
-    )
+    partial = content_hidden(got["permissions"], storage, content, vmid)
     rows = sorted(rows, key=lambda r: (-(r.get("ctime") or 0), str(r.get("volid"))))
     page = rows[offset : offset + limit]
     items = [
