@@ -704,4 +704,4 @@ async def gather(
     async with anyio.create_task_group() as tg:
         for _ in range(min(GATHER_LANES, len(reads))):
             tg.start_soon(lane)
-    return results
+    return {key: results[key] for key, _, _ in reads}  # in the order asked, not the order answered

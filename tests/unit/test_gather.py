@@ -41,3 +41,18 @@ def test_thousands_of_reads_go_through_a_bounded_number_of_tasks_each_once() -> 
 
 def test_no_reads_answer_nothing() -> None:
     assert asyncio.run(gather(CountingClient(), [])) == {}
+
+
+class ReversedClient:
+    """Answers the last read asked first: completion order is the reverse of the order asked."""
+
+    async def get(self, path: ApiPath, /, **params: Any) -> Any:
+        await asyncio.sleep(0.001 * (10 - int(str(path).split("/")[4]) % 100))
+        return str(path)
+
+
+def test_answers_come_in_the_order_asked_whatever_order_they_arrive_in() -> None:
+    """Tools list failed reads from this order (cluster_overview.incomplete): it must not depend on timing."""
+    reads = [(f"r{i}", api_path("nodes", node("pve1"), "qemu", vmid(100 + i), "config"), {}) for i in range(10)]
+    got = asyncio.run(gather(ReversedClient(), reads))
+    assert list(got) == [f"r{i}" for i in range(10)]
