@@ -69,9 +69,9 @@ def real_failures(sim: SimServer, since: int, op: str, args: dict[str, Any]) -> 
 
 
 def flagged(body: Any) -> bool:
-    """Does the answer say, somewhere, that it is partial or that a read failed (``unread``)?"""
+    """Does the answer say, somewhere, that it is partial (``partial``, ``incomplete``) or that a read failed?"""
     if isinstance(body, dict):
-        if body.get("incomplete") or body.get("unread") or body.get("complete") is False:
+        if body.get("incomplete") or body.get("unread") or body.get("partial") or body.get("complete") is False:
             return True
         if body.get("code") in ("DATA_INCOMPLETE", "CHECK_SKIPPED"):
             return True
