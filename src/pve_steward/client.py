@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import quote, urlsplit
@@ -49,7 +49,7 @@ from pve_steward.telemetry import pve_request_span
 if TYPE_CHECKING:  # imported on first use: proxmoxer and requests cost ~0.15 s of every start (issue 17)
     import requests
     from proxmoxer import ProxmoxAPI
-    from requests.adapters import HTTPAdapter
+    from requests.adapters import BaseAdapter
 
 log = logging.getLogger(__name__)
 logging.getLogger("proxmoxer").setLevel(logging.WARNING)  # proxmoxer logs request bodies at INFO
@@ -305,9 +305,19 @@ class ProxmoxClient(Protocol):
 # ---------------------------------------------------------------- proxmoxer-backed implementation
 
 
-def _adapter(fingerprint: str | None, pool_maxsize: int) -> HTTPAdapter:
-    """The session's HTTPS adapter; with a fingerprint it verifies the server certificate by its SHA-256
-    fingerprint (what PVE admins have for self-signed certs)."""
+def _adapter(fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
+    """The session's HTTPS transport: libcurl (curltransport.py), or requests' own where pycurl has no
+    wheel (musl, 32-bit). Either way a fingerprint verifies the server certificate by its SHA-256 (what
+    PVE admins have for self-signed certs)."""
+    try:
+        from pve_steward.curltransport import CurlAdapter
+    except ImportError:
+        return _urllib3_adapter(fingerprint, pool_maxsize)
+    return CurlAdapter(fingerprint)
+
+
+def _urllib3_adapter(fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
+    """requests' urllib3 transport: the same TLS choices, about nine times the Python per request (261203-32)."""
     from requests.adapters import HTTPAdapter
 
     class PinnedAdapter(HTTPAdapter):
@@ -317,6 +327,9 @@ def _adapter(fingerprint: str | None, pool_maxsize: int) -> HTTPAdapter:
 
     cls = PinnedAdapter if fingerprint else HTTPAdapter
     return cls(pool_connections=1, pool_maxsize=pool_maxsize)
+
+
+_LAST_BODY = threading.local()  # the body of this worker thread's last GET: ProxmoxerClient.get_with_body
 
 
 def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
@@ -352,7 +365,7 @@ def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
             response: requests.Response = self.get_adapter(url).send(
                 prepared, stream=False, timeout=auth.timeout, verify=auth.verify_ssl, cert=self.cert, proxies={}
             )
-            response.content  # noqa: B018  (read the body now, as Session.send does without stream)
+            _LAST_BODY.value = response.content  # read now, as Session.send does without stream; kept for the cache
             return response
 
     lean = LeanSession()
@@ -651,12 +664,27 @@ class ProxmoxerClient:
         return result
 
     async def get(self, path: ApiPath, /, **params: Any) -> Any:
+        return (await self._retried(self._request_with_body, path, params))[0]
+
+    async def get_with_body(self, path: ApiPath, /, **params: Any) -> tuple[Any, bytes | None]:
+        """The answer, and the JSON body PVE sent it in (``{"data": ...}``): the read cache keeps that
+        instead of encoding the answer again on the event loop (readcache.RawReads)."""
+        return await self._retried(self._request_with_body, path, params)  # type: ignore[no-any-return]
+
+    def _request_with_body(self, method: str, path: ApiPath, params: dict[str, Any]) -> tuple[Any, bytes | None]:
+        _LAST_BODY.value = None
+        result = self._request(method, path, params)
+        body: bytes | None = _LAST_BODY.value  # set by this thread's LeanSession for this GET
+        _LAST_BODY.value = None
+        return result, body
+
+    async def _retried(self, request: Callable[..., Any], path: ApiPath, params: dict[str, Any]) -> Any:
         encoded = _encode(params)
         delay = 0.2
         for attempt in range(self._retries + 1):
             try:
                 # cancelling the caller drops the request if it has not started yet
-                return await self._pool.run(self._request, "GET", path, encoded, priority=REQUEST_PRIORITY.get())
+                return await self._pool.run(request, "GET", path, encoded, priority=REQUEST_PRIORITY.get())
             except PveError as err:
                 if attempt >= self._retries or not _transient(err):
                     raise

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pve_steward.client import ApiPath, ProxmoxClient, WriteMethod
 from pve_steward.requestpool import REQUEST_PRIORITY, URGENT
@@ -49,9 +49,24 @@ class CacheStats:
 
 @dataclass
 class _Entry:
-    encoded: str
+    """One answer as JSON text: PVE's own body (``{"data": ...}``) when the client kept it, else ours."""
+
+    encoded: str | bytes
     stored_at: float
+    wrapped: bool = False  # PVE's body: the answer is its "data"
     derived: dict[Callable[[Any], Any], Any] = field(default_factory=dict)  # see ReadCache.indexed
+
+    def copy(self) -> Any:
+        """A caller's own copy of the answer (callers may change what they get)."""
+        value = json.loads(self.encoded)
+        return value["data"] if self.wrapped else value
+
+
+@runtime_checkable
+class RawReads(Protocol):
+    """A client that also hands back the body PVE sent, so the cache need not encode the answer again."""
+
+    async def get_with_body(self, path: ApiPath, /, **params: Any) -> tuple[Any, bytes | None]: ...
 
 
 @dataclass
@@ -64,30 +79,33 @@ class ReadCache:
     max_entries: int = 4096
     stats: CacheStats = field(default_factory=CacheStats)
     _entries: dict[Key, _Entry] = field(default_factory=dict)
-    _inflight: SingleFlight[tuple[Key, int], tuple[Any, str]] = field(default_factory=SingleFlight)
+    _inflight: SingleFlight[tuple[Key, int], tuple[Any, _Entry]] = field(default_factory=SingleFlight)
     _generation: int = 0
     _refreshing: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # held: a task must not be collected
+
+    def __post_init__(self) -> None:
+        self._raw: RawReads | None = self.inner if isinstance(self.inner, RawReads) else None
 
     async def get(self, path: ApiPath, /, **params: Any) -> Any:
         key = read_key(path, params)
         entry = self._entries.get(key)
         if entry is not None and self.clock() - entry.stored_at < self.ttl:
             self.stats.hits += 1
-            return json.loads(entry.encoded)
+            return entry.copy()
         return (await self._read(key, path, params))[0]
 
-    async def _read(self, key: Key, path: ApiPath, params: dict[str, Any]) -> tuple[Any, str]:
-        """Read through single-flight: (the answer this caller may keep, its encoded form in the cache)."""
+    async def _read(self, key: Key, path: ApiPath, params: dict[str, Any]) -> tuple[Any, _Entry]:
+        """Read through single-flight: (the answer this caller may keep, its entry in the cache)."""
         generation = self._generation
         # A read joins one in flight at its own priority or a more urgent one, never a less urgent one: a
         # cheap call must not wait for a request queued behind a heavy diagnostic's reads (requestpool.py).
         priority = REQUEST_PRIORITY.get()
         flight = (key, URGENT) if priority == URGENT or (key, URGENT) in self._inflight else (key, priority)
-        (result, encoded), first = await self._inflight.run(flight, lambda: self._fetch(key, path, params, generation))
+        (result, entry), first = await self._inflight.run(flight, lambda: self._fetch(key, path, params, generation))
         if first:
-            return result, encoded  # the one caller that gets PVE's object itself
+            return result, entry  # the one caller that gets PVE's object itself
         self.stats.joined += 1
-        return json.loads(encoded), encoded
+        return entry.copy(), entry
 
     async def indexed(self, path: ApiPath, build: Callable[[Any], T], /, **params: Any) -> T:
         """``build(answer)``, made once per cached answer and shared by every caller: never change it.
@@ -99,17 +117,17 @@ class ReadCache:
         entry = self._entries.get(key)
         age = self.clock() - entry.stored_at if entry is not None else self.ttl
         if entry is None or age >= self.ttl:
-            answer, encoded = await self._read(key, path, params)
+            answer, read = await self._read(key, path, params)
             built = build(answer)
             stored = self._entries.get(key)
-            if stored is not None and stored.encoded is encoded:  # kept with the answer it was built from
+            if stored is read:  # kept with the answer it was built from
                 stored.derived.setdefault(build, built)
             return built
         self.stats.hits += 1
         if age >= self.ttl / 2 and key not in self._refreshing:
             self._refresh_ahead(key, path, params, list(entry.derived) or [build])
         if build not in entry.derived:
-            entry.derived[build] = build(json.loads(entry.encoded))
+            entry.derived[build] = build(entry.copy())
         return entry.derived[build]  # type: ignore[no-any-return]
 
     def _refresh_ahead(
@@ -122,12 +140,11 @@ class ReadCache:
         async def refresh() -> None:
             REQUEST_PRIORITY.set(URGENT)  # this task's own context: cheap calls are waiting on it
             try:
-                (result, encoded), first = await self._inflight.run(
+                (result, read), first = await self._inflight.run(
                     (key, URGENT), lambda: self._fetch(key, path, params, generation)
                 )
-                entry = self._entries.get(key)
-                if first and entry is not None and entry.encoded is encoded:  # the entry this read stored
-                    entry.derived.update((build, build(result)) for build in builds)
+                if first and self._entries.get(key) is read:  # the entry this read stored
+                    read.derived.update((build, build(result)) for build in builds)
             except Exception:  # the next lookup past the TTL reads it itself, and reports a failure
                 log.debug("refreshing %s ahead of its expiry failed", key[0], exc_info=True)
             finally:
@@ -135,15 +152,24 @@ class ReadCache:
 
         self._refreshing[key] = asyncio.get_running_loop().create_task(refresh())
 
-    async def _fetch(self, key: Key, path: ApiPath, params: dict[str, Any], generation: int) -> tuple[Any, str]:
+    async def _fetch(self, key: Key, path: ApiPath, params: dict[str, Any], generation: int) -> tuple[Any, _Entry]:
         self.stats.requests += 1
-        result = await self.inner.get(path, **params)
-        encoded = json.dumps(result, separators=(",", ":"))
+        body: bytes | None = None
+        if self._raw is not None:
+            result, body = await self._raw.get_with_body(path, **params)
+        else:
+            result = await self.inner.get(path, **params)
+        # PVE's body as it came: encoding a 2,000-guest answer again took the event loop up to 20 ms (issue 17)
+        entry = (
+            _Entry(body, self.clock(), wrapped=True)
+            if body is not None
+            else _Entry(json.dumps(result, separators=(",", ":")), self.clock())
+        )
         if self.ttl > 0 and generation == self._generation:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
-            self._entries[key] = _Entry(encoded, self.clock())
-        return result, encoded
+            self._entries[key] = entry
+        return result, entry
 
     def invalidate(self) -> None:
         """Forget every answer, and keep none of those in flight (they may predate a change)."""

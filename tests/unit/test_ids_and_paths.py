@@ -201,8 +201,10 @@ class _Recorder:
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
     rec = _Recorder()
-    # the adapter: reads go to it directly (client.py _lean_session), writes through Session.send
-    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", lambda self, request, **kw: rec.send(request, **kw))
+    # the transport: reads go to it directly (client.py _lean_session), writes through Session.send
+    from pve_steward.curltransport import CurlAdapter
+
+    monkeypatch.setattr(CurlAdapter, "send", lambda self, request, **kw: rec.send(request, **kw))
     return rec
 
 

@@ -118,18 +118,19 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         if t.app.cluster is not None:
             base["cluster"] = t.app.cluster
 
-        def audit(outcome: str, **extra: Any) -> None:
+        async def audit(outcome: str, **extra: Any) -> None:
             metrics.TOOL_CALLS.labels(operation=name, outcome=outcome).inc()
             if op.is_write or t.settings.audit_reads or outcome not in ("ok",):
-                t.app.audit.append(
-                    {
-                        **base,
-                        **t.audit_fields,
-                        "outcome": outcome,
-                        "duration_ms": round((time.monotonic() - started) * 1000, 1),
-                        **extra,
-                    }
-                )
+                record = {
+                    **base,
+                    **t.audit_fields,
+                    "outcome": outcome,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                    **extra,
+                }
+                # in a worker thread: its fsync held the event loop, and every call on it, up to 20 ms (issue 17);
+                # not abandoned on cancel, so the record is written before the call ends
+                await anyio.to_thread.run_sync(t.app.audit.append, record)
 
         refusal = (
             policy_refusal(t, op)
@@ -137,39 +138,39 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             or header_refusal(request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write)
         )
         if refusal:
-            audit("denied", reason=refusal)
+            await audit("denied", reason=refusal)
             raise Refused(refusal)
         if op.is_write and t.app.audit.required:  # before any request: the write's records must leave the box
             undelivered = await anyio.to_thread.run_sync(t.app.audit.delivery_problem)
             if undelivered:
-                audit("refused", reason=undelivered)
+                await audit("refused", reason=undelivered)
                 raise Refused(undelivered + "; nothing was sent to the cluster")
         try:
             result = await fn(t, **kwargs)
         except TokenRefused as exc:
             metrics.TOKENS.labels(event="refused", reason=exc.kind).inc()
-            audit("refused", reason=str(exc))
+            await audit("refused", reason=str(exc))
             raise Refused(f"confirmation refused: {exc}") from None
         except Refused as exc:
-            audit("refused", reason=str(exc))
+            await audit("refused", reason=str(exc))
             raise
         except InvalidIdentifier as exc:
-            audit("invalid", reason=str(exc))
+            await audit("invalid", reason=str(exc))
             raise Refused(str(exc)) from None
         except PveError as exc:
             hint = advice(exc)
-            audit("failed", error=exc.message, error_type=type(exc).__name__)
+            await audit("failed", error=exc.message, error_type=type(exc).__name__)
             raise ToolError(exc.message + (f". Fix: {hint}" if hint else "")) from None
         except Busy as exc:
             metrics.BUSY.labels(operation=name).inc()
-            audit("busy", error=str(exc))
+            await audit("busy", error=str(exc))
             raise
         except ToolError as exc:
-            audit("failed", error=str(exc))
+            await audit("failed", error=str(exc))
             raise
         except MALFORMED_VALUE_ERRORS as exc:
             log.exception("tool %s crashed", op.name)
-            audit("crashed", error_type=type(exc).__name__)
+            await audit("crashed", error_type=type(exc).__name__)
             raise ToolError(
                 f"{op.name} stopped on an unexpected {type(exc).__name__}: a value of unexpected type or form in "
                 "the cluster's answer, or a bug. The server log has the traceback."
@@ -177,10 +178,10 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
             ) from None
         except Exception:
             log.exception("tool %s crashed", op.name)
-            audit("crashed")
+            await audit("crashed")
             raise
         # A write whose PVE task failed is a failed call in the audit trail, even though the tool answered.
-        audit("task_failed" if t.audit_fields.get("task_state") == "failed" else "ok")
+        await audit("task_failed" if t.audit_fields.get("task_state") == "failed" else "ok")
         metrics.count_findings(result)
         return result
 

@@ -1,0 +1,183 @@
+"""proxmoxer's HTTPS transport (libcurl, curltransport.py) against pvesim: TLS choices, bodies, failures.
+
+A TCP relay stands between the client and the simulators, so the server behind one address can
+change (a certificate replaced by another with a different key) while the client keeps its pin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import pvesim
+from pve_steward.client import ProxmoxerClient, api_path, node, vmid
+from pve_steward.config import load_settings
+from pve_steward.errors import PveTlsError
+from pve_steward.readcache import ReadCache
+from pvesim.server import SimServer
+
+
+class Relay:
+    """Forwards TCP connections on a local port to ``target``; ``switch`` drops them and changes it."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                inbound, _ = self._listener.accept()
+            except OSError:
+                return
+            outbound = socket.create_connection(self.target)
+            with self._lock:
+                self._open += [inbound, outbound]
+            for a, b in ((inbound, outbound), (outbound, inbound)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def switch(self, target: tuple[str, int]) -> None:
+        with self._lock:
+            self.target = target
+            for s in self._open:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)  # the pipes see the end and close both sides
+            self._open.clear()
+
+    def close(self) -> None:
+        self._listener.close()
+        self.switch(self.target)
+
+
+@pytest.fixture
+def two_sims() -> Iterator[tuple[SimServer, SimServer]]:
+    first, second = pvesim.start_scenario("demo"), pvesim.start_scenario("demo")
+    try:
+        yield first, second
+    finally:
+        first.stop()
+        second.stop()
+
+
+@pytest.fixture
+def client_for(tmp_path: Path) -> Iterator[Callable[..., ProxmoxerClient]]:
+    """Makes clients for a simulator's token at an address; closes every one at the end of the test."""
+    made: list[ProxmoxerClient] = []
+
+    def make(sim: SimServer, address: str, token: str = "monitor@pve!mcp", **extra: object) -> ProxmoxerClient:
+        token_id, secret = sim.token(token)
+        values = {"url": address, "token_id": token_id, "token_secret": secret, "retries": 0, **extra}
+        made.append(ProxmoxerClient(load_settings(audit_log=tmp_path / "audit.jsonl", **values)))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.mark.anyio
+async def test_a_pinned_client_sends_nothing_to_a_server_whose_key_changed(
+    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient]
+) -> None:
+    first, second = two_sims
+    relay = Relay(("127.0.0.1", first.port))
+    client = client_for(first, f"127.0.0.1:{relay.port}", fingerprint=first.fingerprint)
+    try:
+        assert (await client.get(api_path("version")))["version"]
+        session = client._api([])._store["session"]
+        assert type(session.get_adapter(f"https://127.0.0.1:{relay.port}")).__name__ == "CurlAdapter"
+        relay.switch(("127.0.0.1", second.port))  # same address, another certificate and key
+        before = second.sim.requests
+        with pytest.raises(PveTlsError) as refused:
+            await client.get(api_path("version"))
+        assert "fingerprint mismatch" in str(refused.value)
+        assert refused.value.presented == second.fingerprint  # named as PVE shows it (pvenode cert info)
+        assert second.sim.requests == before  # the TLS handshake failed: no request, so no token, reached it
+    finally:
+        relay.close()
+
+
+@pytest.mark.anyio
+async def test_the_ca_file_verifies_and_a_foreign_ca_is_refused(
+    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient]
+) -> None:
+    first, second = two_sims
+    trusted = client_for(first, first.address, ca_file=first.cert_path)
+    foreign = client_for(first, first.address, ca_file=second.cert_path)
+    assert (await trusted.get(api_path("version")))["version"]
+    before = first.sim.requests
+    with pytest.raises(PveTlsError, match="certificate not trusted"):
+        await foreign.get(api_path("version"))
+    assert first.sim.requests == before
+
+
+@pytest.mark.anyio
+async def test_writes_carry_their_body_and_reads_after_them_reuse_the_connection(
+    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient]
+) -> None:
+    sim, _ = two_sims
+    client = client_for(sim, sim.address, fingerprint=sim.fingerprint)
+    writer = client_for(sim, sim.address, "root@pam!pvesim", fingerprint=sim.fingerprint, tier="admin")
+    guest, where = next((g.vmid, g.node) for g in sim.cluster.guests.values() if g.type == "qemu")
+    path = api_path("nodes", node(where), "qemu", vmid(guest), "config")
+    await writer.call("PUT", path, description="set through libcurl")
+    config = await client.get(path)
+    assert config["description"] == "set through libcurl"
+    await writer.call("PUT", path, delete="description")  # a second write on the same handle: no body left over
+    assert "description" not in await client.get(path)
+
+
+@pytest.mark.anyio
+async def test_the_read_cache_keeps_the_body_pve_sent(
+    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient]
+) -> None:
+    sim, _ = two_sims
+    inner = client_for(sim, sim.address, fingerprint=sim.fingerprint)
+    cache = ReadCache(inner, ttl=60)
+    first = await cache.get(api_path("cluster", "resources"))
+    first.clear()  # a caller changing its answer changes no one else's
+    again = await cache.get(api_path("cluster", "resources"))
+    assert again and cache.stats.requests == 1 and cache.stats.hits == 1
+    assert again == await inner.get(api_path("cluster", "resources"))
+
+
+@pytest.mark.anyio
+async def test_without_pycurl_requests_own_transport_keeps_the_pin(
+    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where pycurl has no wheel (musl, 32-bit) the client uses urllib3, with the same TLS choice."""
+    monkeypatch.setitem(sys.modules, "pycurl", None)  # import pycurl raises ImportError
+    monkeypatch.delitem(sys.modules, "pve_steward.curltransport", raising=False)
+    first, second = two_sims
+    pinned = client_for(first, first.address, fingerprint=first.fingerprint)
+    foreign = client_for(first, first.address, fingerprint=second.fingerprint)
+    assert (await pinned.get(api_path("version")))["version"]
+    before = first.sim.requests
+    with pytest.raises(PveTlsError, match="fingerprint mismatch") as refused:
+        await foreign.get(api_path("version"))
+    assert refused.value.presented == first.fingerprint and first.sim.requests == before
+    session = pinned._api([])._store["session"]
+    assert type(session.get_adapter(first.url)).__name__ == "PinnedAdapter"
