@@ -168,7 +168,7 @@ async def test_the_read_cache_keeps_the_body_pve_sent(
 async def test_without_pycurl_requests_own_transport_keeps_the_pin(
     two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where pycurl has no wheel (musl, 32-bit) the client uses urllib3, with the same TLS choice."""
+    """Where pycurl is not installed (32-bit, ARMv7, ...) the client uses urllib3, with the same TLS choice."""
     monkeypatch.setitem(sys.modules, "pycurl", None)  # import pycurl raises ImportError
     monkeypatch.delitem(sys.modules, "pve_steward.curltransport", raising=False)
     first, second = two_sims
