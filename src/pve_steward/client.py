@@ -306,9 +306,9 @@ class ProxmoxClient(Protocol):
 
 
 def _adapter(fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
-    """The session's HTTPS transport: libcurl (curltransport.py), or requests' own where pycurl has no
-    wheel (musl, 32-bit). Either way a fingerprint verifies the server certificate by its SHA-256 (what
-    PVE admins have for self-signed certs)."""
+    """The session's HTTPS transport: libcurl (curltransport.py), or requests' own where pycurl is not
+    installed (machines without its wheel: 32-bit, ARMv7). Either way a fingerprint verifies the server
+    certificate by its SHA-256 (what PVE admins have for self-signed certs)."""
     try:
         from pve_steward.curltransport import CurlAdapter
     except ImportError:
@@ -672,11 +672,12 @@ class ProxmoxerClient:
         return await self._retried(self._request_with_body, path, params)  # type: ignore[no-any-return]
 
     def _request_with_body(self, method: str, path: ApiPath, params: dict[str, Any]) -> tuple[Any, bytes | None]:
-        _LAST_BODY.value = None
-        result = self._request(method, path, params)
-        body: bytes | None = _LAST_BODY.value  # set by this thread's LeanSession for this GET
-        _LAST_BODY.value = None
-        return result, body
+        try:
+            result = self._request(method, path, params)
+            body: bytes | None = getattr(_LAST_BODY, "value", None)  # set by this thread's LeanSession for this GET
+            return result, body
+        finally:
+            _LAST_BODY.value = None  # a failed read leaves no body for the next one to take
 
     async def _retried(self, request: Callable[..., Any], path: ApiPath, params: dict[str, Any]) -> Any:
         encoded = _encode(params)

@@ -103,8 +103,9 @@ class CurlAdapter(BaseAdapter):
         if parts.scheme != "https" or not parts.hostname:
             raise requests.exceptions.InvalidURL(f"only https URLs are sent: {url}")
         connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        host, port = parts.hostname, parts.port or 443
         curl = self._handle()
-        self._secure(curl, request, parts.hostname, parts.port or 443, verify, connect)
+        self._secure(curl, request, host, port, verify, connect)
         body = BytesIO()
         head: list[bytes] = []
         curl.setopt(pycurl.URL, url)
@@ -123,7 +124,7 @@ class CurlAdapter(BaseAdapter):
             errno = curl.getinfo(pycurl.OS_ERRNO)
             self._local.curl = None  # a failed handle is not reused: its connection state is unknown
             curl.close()
-            raise self._failure(exc, errno, request, parts.hostname, parts.port or 443, connect) from None
+            raise self._failure(exc, errno, request, host, port, connect) from None
         content = body.getvalue()
         body.seek(0)
         body.truncate()  # the handle keeps its buffer until the next request: not the answer too
@@ -166,13 +167,16 @@ class CurlAdapter(BaseAdapter):
 
     def _pin(self, request: Any, host: str, port: int, connect: Any) -> str:
         """The public-key pin of the certificate whose fingerprint is pinned, checked once per address."""
+        pin = self._pins.get((host, port))  # every request asks: no lock once the address is checked
+        if pin is not None:
+            return pin
         with self._pin_lock:
             pin = self._pins.get((host, port))
             if pin is not None:
                 return pin
             try:
                 der = certificate(host, port, float(connect or 10))
-            except (OSError, ssl.SSLError) as exc:
+            except OSError as exc:  # ssl.SSLError is an OSError
                 raise self._os_failure(exc, request) from None
             presented = hashlib.sha256(der).hexdigest()
             if presented != self._fingerprint:  # urllib3's wording (util/ssl_.py assert_fingerprint)
@@ -252,8 +256,6 @@ class CurlAdapter(BaseAdapter):
         """The fingerprint check's own connection failed: the same types as a request's failure."""
         if isinstance(exc, ssl.SSLError):
             return requests.exceptions.SSLError(str(exc), request=request)
-        if isinstance(exc, TimeoutError | socket.timeout):
+        if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
             return requests.exceptions.ConnectTimeout(str(exc), request=request)
-        if isinstance(exc, socket.gaierror):
-            return requests.exceptions.ConnectionError(exc, request=request)
-        return requests.exceptions.ConnectionError(exc, request=request)
+        return requests.exceptions.ConnectionError(exc, request=request)  # refused, unknown host (gaierror), ...

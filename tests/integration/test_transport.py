@@ -7,6 +7,7 @@ change (a certificate replaced by another with a different key) while the client
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import sys
 import threading
@@ -62,14 +63,18 @@ class Relay:
     def switch(self, target: tuple[str, int]) -> None:
         with self._lock:
             self.target = target
-            for s in self._open:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)  # the pipes see the end and close both sides
-            self._open.clear()
+            self._drop()
 
     def close(self) -> None:
         self._listener.close()
-        self.switch(self.target)
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        for s in self._open:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)  # the pipes see the end and close both sides
+        self._open.clear()
 
 
 @pytest.fixture
@@ -162,6 +167,8 @@ async def test_the_read_cache_keeps_the_body_pve_sent(
     again = await cache.get(api_path("cluster", "resources"))
     assert again and cache.stats.requests == 1 and cache.stats.hits == 1
     assert again == await inner.get(api_path("cluster", "resources"))
+    (kept,) = cache._entries.values()
+    assert kept.wrapped and json.loads(kept.encoded)["data"] == again  # PVE's own body, not ours encoded again
 
 
 @pytest.mark.anyio
