@@ -1,7 +1,8 @@
 """Fill a :class:`ClusterData` for the diagnostics, with every read concurrent and bounded.
 
-Reads happen in three waves (cluster-wide, then per node and per guest, then what depends on
-those answers). Offline nodes are not queried; what could not be read is recorded in
+Cluster-wide reads come first; then branches that depend only on them run side by side (per node
+and per guest, then what their answers ask for; the checks' declared reads; Ceph; PBS), so no
+branch's last round waits for another's. Offline nodes are not queried; what could not be read is recorded in
 ``missing`` with the areas it affects, so reports say what they could not check. A 403 on a
 read that needs more than auditor rights (pending updates need Sys.Modify) is recorded as an
 optional gap (CHECK_SKIPPED), not as a failure.
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from typing import Any
+
+import anyio
 
 from pve_steward.analysis.catalog import Need, needs_of
 from pve_steward.analysis.data import ClusterData, Missing
@@ -40,6 +44,9 @@ OPTIONAL = {"updates"}  # reads that need more than an auditor role
 
 Read = tuple[str, ApiPath, dict[str, Any]]
 
+# where a branch of the collection (Collector._branches) records its gaps; None: straight into the data
+_GAPS: ContextVar[list[Missing] | None] = ContextVar("collector_gaps", default=None)
+
 
 class Collector:
     def __init__(self, client: ProxmoxClient, now: float, areas: Iterable[str], pbs: PbsLink | None = None) -> None:
@@ -48,11 +55,18 @@ class Collector:
         self.areas = set(areas)
         self.data = ClusterData(now=now)
         self._answers: dict[Key, Any] = {}  # every answer of this check, by what was read (see _read)
+        self._reading: dict[Key, anyio.Event] = {}  # reads another branch has in flight (see _read)
         self._permissions: Any = None  # this token's own /access/permissions (backups: is a content list whole?)
+
+    @property
+    def _gaps(self) -> list[Missing]:
+        """The list this branch's gaps go to (the data's own outside :meth:`_branches`)."""
+        sink = _GAPS.get()
+        return self.data.missing if sink is None else sink
 
     def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
         optional = key.split(":", 1)[0] in OPTIONAL and isinstance(err, PvePermissionError)
-        self.data.missing.append(
+        self._gaps.append(
             Missing(
                 what=what + (" (optional: needs more privileges)" if optional else ""),
                 path=err.path or key,
@@ -74,11 +88,22 @@ class Collector:
         fresh: dict[Key, Read] = {}
         for key, path, params in reads:
             fresh.setdefault(read_key(path, params), (key, path, params))
-        fresh = {k: r for k, r in fresh.items() if k not in self._answers}
-        got = await gather(self.client, fresh.values())
+        # another branch reading the same thing: wait for its answer instead of asking PVE again
+        elsewhere = {self._reading[k] for k in fresh if k in self._reading}
+        fresh = {k: r for k, r in fresh.items() if k not in self._answers and k not in self._reading}
+        done = anyio.Event()
+        self._reading.update(dict.fromkeys(fresh, done))
+        try:
+            got = await gather(self.client, fresh.values())
+            for what, (key, _path, _params) in fresh.items():
+                self._answers[what] = got[key]
+        finally:
+            for what in fresh:
+                del self._reading[what]
+            done.set()
+        for event in elsewhere:
+            await event.wait()
         first = {r[0] for r in fresh.values()}
-        for what, (key, _path, _params) in fresh.items():
-            self._answers[what] = got[key]
         out: dict[str, Any] = {}
         for key, path, params in reads:
             answer = self._answers[read_key(path, params)]
@@ -129,7 +154,7 @@ class Collector:
                 d.mappings[key.split(":", 1)[1]] = value
             elif not isinstance(value, PveNotFound):  # a release without this mapping kind has nothing to read
                 # unreadable: guests with mapped devices stay "not provable"; said once, as a skipped check
-                d.missing.append(
+                self._gaps.append(
                     Missing(
                         what=f"{key.split(':', 1)[1]} device mappings (guests using them stay not provable)",
                         path=value.path or key,
@@ -167,32 +192,65 @@ class Collector:
         if node is not None:
             on_node = {v for v, g in d.guests.items() if g.get("node") == node}
             wanted = on_node if wanted is None else wanted & on_node
+        # what depends only on wave 1 runs side by side: a branch's last round no longer waits for
+        # another's (one round trip each at the end of a check, issue 17); gaps keep this order
+        steps: list[Callable[[], Awaitable[None]]] = [
+            lambda: self._guest_reads(wanted, preconditions, agent_probe_limit, pending_probe_limit),
+            self._declared_branch,
+        ]
+        if self._want("ceph", "upgrade"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
+            steps.append(self._ceph_branch)
+        if self._want("pbs", "backups"):  # backups: retention on PBS storages consults PBS prune jobs
+            steps.append(self._pbs)
+        await self._branches(steps)
+        return d
+
+    async def _branches(self, steps: list[Callable[[], Awaitable[None]]]) -> None:
+        """Run the steps concurrently; each records its gaps apart, appended in the steps' order so a
+        report does not depend on which answer came first."""
+        sinks: list[list[Missing]] = [[] for _ in steps]
+
+        async def branch(step: Callable[[], Awaitable[None]], sink: list[Missing]) -> None:
+            _GAPS.set(sink)  # this task's own context: the other branches keep theirs
+            await step()
+
+        async with anyio.create_task_group() as tg:
+            for step, sink in zip(steps, sinks, strict=True):
+                tg.start_soon(branch, step, sink)
+        for sink in sinks:
+            self.data.missing += sink
+
+    async def _guest_reads(
+        self, wanted: set[int] | None, preconditions: bool, agent_probe_limit: int, pending_probe_limit: int | None
+    ) -> None:
+        """Per node and per guest (wave 2), then what their answers ask for (snapshots, wave 3, agents)."""
         await self._wave2(wanted, preconditions)
         if preconditions:
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit, pending_probe_limit)
-        if self._want("guests") and d.agent:  # in-guest filesystems of the VMs whose agent answered the probe
-            d.missing += await read_agent_filesystems(self.client, d)
+        if self._want("guests") and self.data.agent:  # in-guest filesystems of the VMs whose agent answered
+            self._gaps.extend(await read_agent_filesystems(self.client, self.data))
+
+    async def _declared_branch(self) -> None:
         await self._declared_reads()
         if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read
-            d.missing += await read_fabric_neighbors(self.client, d)
-        if self._want("ceph", "upgrade"):  # only where Ceph answers; a cluster without Ceph gets no Ceph reads
-            d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
-            ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)
-            d.missing += [dataclasses.replace(g, affects=ceph_areas) for g in gaps]
-            if d.ceph is not None and self._want("upgrade") and d.online_nodes:
-                await self._ceph_config(d.online_nodes[0])
-        if self._want("pbs", "backups"):  # backups: retention on PBS storages consults PBS prune jobs
-            await self._pbs()
-        return d
+            self._gaps.extend(await read_fabric_neighbors(self.client, self.data))
+
+    async def _ceph_branch(self) -> None:
+        d = self.data
+        d.ceph, gaps = await read_ceph(self.client, d.online_nodes)
+        ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)
+        self._gaps.extend([dataclasses.replace(g, affects=ceph_areas) for g in gaps])
+        if d.ceph is not None and self._want("upgrade") and d.online_nodes:
+            await self._ceph_config(d.online_nodes[0])
 
     async def _pbs(self) -> None:
         if self.pbs is None:
             if self._want("pbs"):
-                self.data.missing.append(not_configured())
+                self._gaps.append(not_configured())
             return
         self.data.pbs, gaps = await read_pbs(self.pbs, self.data.storage_config, self.data.now)
-        self.data.missing += gaps
+        self._gaps.extend(gaps)
 
     async def _declared_reads(self) -> None:
         """The reads the chosen areas' checks declare (analysis/catalog.py ``Need``): each key once,
@@ -254,7 +312,7 @@ class Collector:
 
     def _gap(self, need: Need, node: str, why: str, areas: tuple[str, ...]) -> None:
         """A read over rows left out on purpose (the per-node bound, a name PVE cannot address): CHECK_SKIPPED."""
-        self.data.missing.append(
+        self._gaps.append(
             Missing(
                 what=f"{need.key.replace('_', ' ')} of {node}: {why}",
                 path=need.path,
@@ -302,7 +360,7 @@ class Collector:
     ) -> None:
         denied = isinstance(err, PvePermissionError)
         privilege = need.privilege.replace("{node}", node or "")
-        self.data.missing.append(
+        self._gaps.append(
             Missing(
                 what=(what or need.key.replace("_", " "))
                 + (f" of {node}" if node else "")
@@ -365,7 +423,7 @@ class Collector:
         d = self.data
         online, offline = d.online_nodes, sorted(set(d.nodes) - set(d.online_nodes))
         for node in offline:
-            self.data.missing.append(
+            self._gaps.append(
                 Missing(
                     what=f"everything on offline node {node}",
                     path=f"/nodes/{node}",
@@ -494,7 +552,7 @@ class Collector:
         why = backups_hidden(perms if perms is not None else {}, sid)
         if why is None:
             return True
-        self.data.missing.append(
+        self._gaps.append(
             Missing(
                 what=f"backup contents of {sid} (skipped: the list would be partial)",
                 path=f"/nodes/{node}/storage/{sid}/content",
@@ -573,7 +631,7 @@ class Collector:
             else:
                 self.data.preconditions[int(key.split(":", 1)[1])] = value
         if unread:
-            self.data.missing.append(
+            self._gaps.append(
                 Missing(
                     what=f"PVE's migrate preconditions (the cross-check) for {len(unread)} VM(s)",
                     path="/nodes/{node}/qemu/{vmid}/migrate",
@@ -615,7 +673,7 @@ class Collector:
                 and parse_property_string(str(raw.get("agent", "0")), "enabled").get("enabled") == "1"
             ]
             if len(probes) > agent_probe_limit:
-                d.missing.append(
+                self._gaps.append(
                     Missing.capped(
                         f"guest-agent probes beyond the first {agent_probe_limit} of {len(probes)} VMs",
                         "agent_probe_limit",
@@ -666,7 +724,7 @@ class Collector:
         d = self.data
         running = [v for v in sorted(d.configs) if d.guests[v].get("status") == "running"]
         if len(running) > limit:
-            d.missing.append(
+            self._gaps.append(
                 Missing.capped(
                     f"pending-change reads beyond the first {limit} of {len(running)} running guests",
                     "pending_probe_limit",
@@ -729,7 +787,7 @@ class Collector:
             )
 
     def _denied(self, what: str, path: str, error: str, affects: tuple[str, ...]) -> None:
-        self.data.missing.append(Missing.denied(what, path, error, affects))
+        self._gaps.append(Missing.denied(what, path, error, affects))
 
 
 async def collect(
