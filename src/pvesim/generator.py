@@ -8,7 +8,9 @@ puts that many guests on the first node, for evacuation benchmarks.
 
 from __future__ import annotations
 
+import hashlib
 import random
+import uuid
 from typing import Any
 
 ROLES = [
@@ -142,6 +144,7 @@ def generate(
             if rng.random() < 0.015:
                 cfg["hostpci0"] = f"0000:{rng.randint(16, 200):02x}:00.0,pcie=1"
         _hygiene(cfg, hygiene, vmid, storage, is_ct)
+        _as_created(cfg, vmid, seed, is_ct)
         if rng.random() < 0.005:
             cfg["lock"] = "backup"
         guest = {
@@ -189,6 +192,31 @@ def generate(
         if health:
             node["health"] = health
     return data
+
+
+def _as_created(cfg: dict[str, Any], vmid: int, seed: int, is_ct: bool) -> None:
+    """The keys PVE and its GUI wizard write into every new guest's config, which no check reads but every
+    config answer carries: create_vm adds meta, boot, smbios1 and vmgenid (qemu-server src/PVE/API2/Qemu.pm
+    create_vm; boot from get_default_bootdevices: first disk, first CD-ROM, first NIC), the wizard sends an
+    empty CD-ROM, numa, sockets, iothread on virtio-scsi-single and the NIC firewall flag; containers carry
+    arch, ostype and the NIC type (pve-container). Derived from the vmid, so no random draw moves."""
+    digest = hashlib.sha256(f"{seed}:{vmid}".encode()).digest()
+    ctime = 1_700_000_000 + int.from_bytes(digest[:3], "big")  # created at some point in late 2023 / 2024
+    cfg["net0"] = cfg["net0"].replace(",bridge=vmbr0", ",bridge=vmbr0,firewall=1")
+    if is_ct:
+        cfg["arch"] = "amd64"
+        cfg["ostype"] = "debian"
+        cfg["net0"] += ",type=veth"
+        return
+    disk, options = cfg["scsi0"].split(",", 1)
+    cfg["scsi0"] = f"{disk},iothread=1,{options}"
+    cfg["ide2"] = "none,media=cdrom"
+    cfg["boot"] = "order=scsi0;ide2;net0"
+    cfg["meta"] = f"creation-qemu=9.2.0,ctime={ctime}"
+    cfg["numa"] = 0
+    cfg["sockets"] = 1
+    cfg["smbios1"] = f"uuid={uuid.UUID(bytes=digest[:16], version=4)}"
+    cfg["vmgenid"] = str(uuid.UUID(bytes=digest[16:], version=4))
 
 
 def _hygiene(cfg: dict[str, Any], rng: random.Random, vmid: int, storage: str, is_ct: bool) -> None:
