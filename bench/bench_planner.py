@@ -5,6 +5,9 @@ pvesim runs in its own process (as a real cluster would). Printed:
   bound ceil(calls / concurrency) x latency and their ratio (target <= 1.3). The read phase runs
   ``--repeat`` times on one client, as a long-running server would: the first run also opens the
   connections (printed), the ratio uses the best run (shared 2-core machines are noisy);
+- the time inside a request against the time a worker spends between two (this client's share), for
+  both runs: the concurrent run's requests take longer inside (pvesim serves 16 at once in one
+  process), which caps the speed-up below 16x whatever the client does;
 - the same read phase one request at a time (target: concurrent >= 15x faster);
 - the planning itself, and the whole MCP tool call (which adds the SDK's output-schema validation
   of a ~1,000-step plan on both ends).
@@ -18,8 +21,10 @@ import argparse
 import asyncio
 import math
 import os
+import statistics
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -70,15 +75,47 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def read_phase(sim: SimProcess, client: ProxmoxerClient) -> tuple[float, int, Any, float, float]:
-    """Wall time, API calls, the data, and the CPU seconds this process and pvesim's spent on it."""
+Span = tuple[int, float, float]  # worker thread, start, end of one request
+
+
+def record_requests(client: ProxmoxerClient) -> list[Span]:
+    """Time every request the client sends, per worker thread (the instance's own ``_send``, wrapped)."""
+    spans: list[Span] = []
+    send = client._send
+
+    def timed(method: str, path: Any, params: dict[str, Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return send(method, path, params)
+        finally:
+            spans.append((threading.get_ident(), t0, time.perf_counter()))
+
+    client._send = timed  # type: ignore[method-assign]
+    return spans
+
+
+def split(spans: list[Span]) -> tuple[float, float]:
+    """Mean seconds inside a request (latency, simulator, TLS, proxmoxer) and mean seconds a worker spends
+    between two of its requests (the client: answer taken, next read handed over)."""
+    inside = statistics.fmean(end - start for _, start, end in spans)
+    by_worker: dict[int, list[Span]] = {}
+    for span in spans:
+        by_worker.setdefault(span[0], []).append(span)
+    gaps = [b[1] - a[2] for runs in by_worker.values() for a, b in zip(sorted(runs), sorted(runs)[1:], strict=False)]
+    return inside, statistics.fmean(gaps) if gaps else 0.0
+
+
+def read_phase(sim: SimProcess, client: ProxmoxerClient) -> tuple[float, int, Any, float, float, list[Span]]:
+    """Wall time, API calls, the data, the CPU seconds this process and pvesim's spent on it, the requests."""
+    spans = record_requests(client)
     before = request_count(sim)
     sim_cpu, own_cpu = cpu_seconds(sim.proc.pid), time.process_time()
     t0 = time.perf_counter()
     data = asyncio.run(collect(client, time.time(), ["migration", "ha"], node=NODE, preconditions=True))
     wall = time.perf_counter() - t0
     own_cpu, sim_cpu = time.process_time() - own_cpu, cpu_seconds(sim.proc.pid) - sim_cpu
-    return wall, request_count(sim) - before - 1, data, own_cpu, sim_cpu
+    del client._send  # the class's own again
+    return wall, request_count(sim) - before - 1, data, own_cpu, sim_cpu, spans
 
 
 async def tool_call(sim: SimProcess, concurrency: int, tmp: Path) -> tuple[float, dict[str, Any]]:
@@ -113,7 +150,8 @@ def main() -> int:
             runs = [read_phase(sim, client) for _ in range(max(1, args.repeat))]
             client.close()
             first = runs[0][0]
-            wall, calls, data, own_cpu, sim_cpu = min(runs, key=lambda r: r[0])
+            wall, calls, data, own_cpu, sim_cpu, spans = min(runs, key=lambda r: r[0])
+            inside, between = split(spans)
             t0 = time.perf_counter()
             plan = plan_evacuation(data, NODE, allow_offline=True)
             planning = time.perf_counter() - t0
@@ -136,16 +174,23 @@ def main() -> int:
                 f"CPU floor:       {own_cpu:.2f} s on one core (the client's GIL); {own_cpu + sim_cpu:.2f} s in all"
                 f" on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (load stretches the read phase)"
             )
+            print(
+                f"per request:     {inside * 1000:.1f} ms inside it (latency, pvesim serving {args.concurrency} at"
+                f" once, TLS, proxmoxer); {between * 1000:.2f} ms between a worker's requests (this client)"
+            )
             print(f"planning:        {planning * 1000:.0f} ms")
             tool_wall, _ = asyncio.run(tool_call(sim, args.concurrency, tmp))
             print(f"MCP tool call:   {tool_wall:.2f} s  (reads + planning + SDK output validation, both ends)")
             if not args.skip_sequential:
                 seq_client = ProxmoxerClient(settings_for(sim, 1, tmp))
                 asyncio.run(seq_client.get(api_path("version")))  # its connection opened, like the best run's
-                seq_wall, seq_calls, *_ = read_phase(sim, seq_client)
+                seq_wall, seq_calls, *_, seq_spans = read_phase(sim, seq_client)
                 seq_client.close()
                 speedup = seq_wall / wall
-                print(f"sequential:      {seq_wall:.2f} s for {seq_calls} calls, one request at a time")
+                print(
+                    f"sequential:      {seq_wall:.2f} s for {seq_calls} calls, one request at a time"
+                    f" ({split(seq_spans)[0] * 1000:.1f} ms inside each)"
+                )
                 print(f"speed-up:        {speedup:.1f}x  (target >= 15x: {'met' if speedup >= 15 else 'MISSED'})")
     finally:
         sim.stop()
