@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation
 from pydantic import Field
@@ -339,10 +340,10 @@ async def execute_audited(
     wait_timeout: float,
 ) -> WriteResult:
     """Write-ahead audit around the request and its follow-up; see the module docstring."""
-    audit = t.app.audit
     write_id = secrets.token_hex(8)
     fingerprint_ = redact_params({"confirm_token": confirm_token})["confirm_token"]
-    audit.append(
+    await _record(
+        t,
         {
             "event": "write_executing",
             "write_id": write_id,
@@ -354,7 +355,7 @@ async def execute_audited(
             "cluster": {"url": t.settings.url, "pve_token": t.settings.token_id}
             | ({"name": t.app.cluster} if t.app.cluster is not None else {}),
             "client": t.client_identity,
-        }
+        },
     )
     end: dict[str, Any] = {"outcome": "cancelled"}  # until the request is on its way
     try:
@@ -368,7 +369,14 @@ async def execute_audited(
             raise
         return result
     finally:
-        audit.append({"event": "write_outcome", "write_id": write_id, "operation": t.op.name, **end})
+        await _record(t, {"event": "write_outcome", "write_id": write_id, "operation": t.op.name, **end})
+
+
+async def _record(t: ToolContext, record: dict[str, Any]) -> None:
+    """Append an audit record in a worker thread, shielded: its fsync held the event loop (and every call
+    on it) before (issue 17), and a cancelled call still writes its record before it ends."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(t.app.audit.append, record)
 
 
 _OUTCOME = {
@@ -448,7 +456,7 @@ async def _follow(
     if plan.follow == "task":
         upid = str(answer)
         t.audit_fields["upid"] = end["upid"] = upid
-        t.app.audit.append({"event": "write_submitted", "write_id": write_id, "upid": upid})
+        await _record(t, {"event": "write_submitted", "write_id": write_id, "upid": upid})
         if not wait:
             return WriteResult(
                 **base,
