@@ -83,6 +83,29 @@ def nics(data: ClusterData, vmid: int, raw: Row, gtype: str) -> dict[str, tuple[
     return memo[vmid]  # type: ignore[no-any-return]
 
 
+def all_nics(data: ClusterData) -> dict[int, dict[str, tuple[str | None, str | None]]]:
+    """:func:`nics` of every non-template guest with a config, in vmid order, in one pass (10,000 guests: a
+    function call and two lookups less per guest and check)."""
+    memo: dict[int, dict[str, tuple[str | None, str | None]]] = data.memo["nics"]
+    out: dict[int, dict[str, tuple[str | None, str | None]]] = {}
+    intersect = NET_KEYS.intersection
+    for vmid, _g, raw, cfg in guests_with_config(data):
+        found = memo.get(vmid)
+        if found is None:
+            keys = intersect(raw)
+            if not keys:
+                found = {}
+            elif len(keys) == 1:
+                (key,) = keys
+                value = raw[key]
+                found = {key: nic(value if type(value) is str else str(value), cfg.type)}
+            else:
+                found = {k: nic(str(raw[k]), cfg.type) for k in raw if k in keys}
+            memo[vmid] = found
+        out[vmid] = found
+    return out
+
+
 def label(vmid: int, g: Row) -> str:
     return f"{KIND.get(str(g.get('type')), 'guest')} {vmid} ({g.get('name')})"
 
@@ -296,8 +319,8 @@ NIC_MODELS = frozenset(
 def duplicate_macs(data: ClusterData, t: Thresholds) -> list[Finding]:
     """One finding per guest that shares an address, naming the other guests."""
     holders: dict[str, list[tuple[int, str]]] = {}
-    for vmid, _g, raw, cfg in guests_with_config(data):
-        for key, (_model, mac) in nics(data, vmid, raw, cfg.type).items():
+    for vmid, devices in all_nics(data).items():
+        for key, (_model, mac) in devices.items():
             if mac:
                 holders.setdefault(mac, []).append((vmid, key))
     out: list[Finding] = []

@@ -38,6 +38,7 @@ _DRIVE_KEYS = frozenset(
     + [f"virtio{i}" for i in range(16)]
 )
 _BUSES = ("ide", "sata", "scsi", "virtio")
+_EMULATED_BUSES = ("ide", "sata")
 
 
 def _drives(cfg: GuestConfig) -> list[Volume]:
@@ -177,8 +178,18 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
     for vmid, g, raw, cfg in guests_with_config(data, "qemu"):
         scsihw = str(raw.get("scsihw") or "lsi")
         virtio_scsi = scsihw.startswith("virtio")
-        drives = _drives(cfg)
-        if not virtio_scsi and any(v.key.startswith("scsi") for v in drives):
+        scsi = False
+        slow: dict[str, str] = {}
+        for v in cfg.volumes:  # attached drives (_drives) in one pass: this runs for every VM
+            key = v.key
+            if key.startswith(_EMULATED_BUSES):
+                if not v.cdrom:
+                    slow[key] = v.volid
+            elif key.startswith("scsi"):
+                scsi = True
+                if not virtio_scsi and not v.cdrom:
+                    slow[key] = v.volid
+        if scsi and not virtio_scsi:
             out.append(
                 _vm(
                     data,
@@ -189,11 +200,6 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"scsihw": raw.get("scsihw")},
                 )
             )
-        slow = {
-            v.key: v.volid
-            for v in drives
-            if not v.cdrom and (v.key.startswith(("ide", "sata")) or (v.key.startswith("scsi") and not virtio_scsi))
-        }
         if slow:
             out.append(
                 _vm(
