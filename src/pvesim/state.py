@@ -134,6 +134,9 @@ class Snapshot:
     config: dict[str, str] = field(default_factory=dict)
 
 
+_MAXDISK_KEYS = frozenset(["rootfs", "scsi0", "virtio0", "sata0", "ide0"])
+
+
 @dataclass
 class Guest:
     vmid: int
@@ -199,9 +202,12 @@ class Guest:
         return out
 
     def maxdisk(self) -> int:
-        for key, _volid, opts in self.volumes():
-            if key in ("rootfs", "scsi0", "virtio0", "sata0", "ide0") and "size" in opts:
-                return pveconfig.parse_size(opts["size"])
+        # only these keys are parsed: /cluster/resources asks this of every guest on every call
+        for key, value in self.config.items():
+            if key in _MAXDISK_KEYS:
+                vol = pveconfig.volume_of(key, value, self.type)
+                if vol is not None and "size" in vol[1]:
+                    return pveconfig.parse_size(vol[1]["size"])
         return 0
 
     @property
