@@ -25,13 +25,17 @@ from pve_steward.registry import Operation, Registry, handler_hints, handler_par
 
 # Parameters every write action shares; described once in the tool description, not per action.
 WRITE_COMMON = ("confirm_token", "wait", "wait_timeout")
+# The optional parameters of a paged diagnosis; where several actions take all three, the description
+# says so once and marks them (+), as it marks task actions (*) (bench_catalog's token budget).
+PAGING = ("detail", "limit", "offset")
 
 
 class ActionResult(Model):
     """What every meta-tool returns: the action that ran and its result (that operation's own model).
 
-    The advertised output schema is the bare envelope: each action's result schema is documented in
-    docs/tools.md and advertised in full by ``--granular-tools``.
+    The advertised output schema says only "an object": an envelope of ``action`` (a string) and
+    ``result`` (an object) told a client nothing more, at 85 bytes a tool on every turn. Each action's
+    result schema is documented in docs/tools.md and advertised in full by ``--granular-tools``.
     """
 
     model_config = ConfigDict(json_schema_extra=lambda schema, _cls: _bare_envelope(schema))
@@ -40,9 +44,8 @@ class ActionResult(Model):
 
 
 def _bare_envelope(schema: dict[str, Any]) -> None:
-    for key in ("description", "title", "required"):
-        schema.pop(key, None)
-    schema["properties"] = {"action": {"type": "string"}, "result": {"type": "object"}}
+    schema.clear()
+    schema["type"] = "object"
 
 
 @dataclass
@@ -54,10 +57,16 @@ class Action:
     optional: list[str]
     types: dict[str, Any]  # parameter -> its type as the handler declares it (with constraints)
 
-    def signature_line(self) -> str:
-        params = list(self.required) + [f"{p}?" for p in self.optional if p not in WRITE_COMMON]
-        task = "*" if "wait" in self.types else ""
-        return f"- {self.op.name}{task}({', '.join(params)}): {self.op.summary}"
+    @property
+    def paged(self) -> bool:
+        return all(p in self.optional for p in PAGING)
+
+    def signature_line(self, paging_said: bool = False) -> str:
+        """``name*+(required, optional?): summary``; the shared parameters said once are left out."""
+        left_out = WRITE_COMMON + (PAGING if paging_said and self.paged else ())
+        params = list(self.required) + [f"{p}?" for p in self.optional if p not in left_out]
+        marks = ("*" if "wait" in self.types else "") + ("+" if paging_said and self.paged else "")
+        return f"{self.op.name}{marks}({', '.join(params)}): {self.op.summary}"
 
 
 @dataclass
@@ -81,15 +90,18 @@ class MetaTool:
 
     @property
     def description(self) -> str:
-        lines = [f"{self.toolset_description}. Actions:"]
+        actions = sorted(self.actions.values(), key=lambda a: a.op.name)
+        paging_said = sum(a.paged for a in actions) > 1
+        head = f"{self.toolset_description}."
         if self.write:
-            lines[0] = (
-                f"{self.toolset_description}. Two-phase: without confirm_token an action only previews and returns "
-                "a token; after the user agrees, call again with the same parameters + confirm_token. "
-                "* = runs a PVE task, also takes wait?, wait_timeout?. Actions:"
+            head += (
+                " Two-phase: without confirm_token an action only previews and returns a token; after the user"
+                " agrees, call again with the same parameters + confirm_token. * = runs a PVE task; also wait?,"
+                " wait_timeout?."
             )
-        lines += [a.signature_line() for a in sorted(self.actions.values(), key=lambda a: a.op.name)]
-        return "\n".join(lines)
+        if paging_said:
+            head += " + = paged: also detail?, limit?, offset?."
+        return "\n".join([f"{head} Actions:", *(a.signature_line(paging_said) for a in actions)])
 
 
 def _action(op: Operation, handler: Callable[..., Any]) -> Action:
