@@ -11,7 +11,9 @@ from mcp import Client
 from pydantic import TypeAdapter
 
 from pve_steward.config import load_settings
-from pve_steward.registry import SEVERAL_CLUSTERS, handler_hints, load_registry
+from pve_steward.handlers import HANDLERS
+from pve_steward.metatools import PAGING, WRITE_COMMON
+from pve_steward.registry import SEVERAL_CLUSTERS, handler_hints, handler_parameters, load_registry
 from pve_steward.security.tiers import Tier
 from pve_steward.server import build_server
 from pve_steward.testing import FakeClient
@@ -213,3 +215,26 @@ async def test_elicitation_works_through_meta_tools(start_sim: Any, tmp_path: Pa
     assert len(asked) == 1 and "VM 104" in asked[0]
     assert done.is_error and "decline" in done.content[0].text
     assert sim.cluster.guests[104].qmpstatus != "paused"
+
+
+async def test_each_action_line_names_every_parameter_once_said_or_marked(tmp_path: Path) -> None:
+    """``name*+(required, optional?): summary``: task parameters are said once (*), and so are a paged
+    diagnosis's detail/limit/offset (+) where more than one action of the tool takes them."""
+    tools = await catalog(offline_server(tmp_path, tier="admin"))
+    for name, tool in tools.items():
+        head, *lines = tool.description.split("\n")
+        assert head.endswith("Actions:") and len(lines) == len(tool.input_schema["properties"]["action"]["enum"])
+        for line in lines:
+            signature, _, summary = line.partition("): ")
+            action, _, params = signature.partition("(")
+            marks = action[len(action.rstrip("*+")) :]
+            hints = handler_parameters(HANDLERS[action.rstrip("*+")])
+            named = {p.rstrip("?") for p in params.split(", ") if p}
+            said_once = set(WRITE_COMMON) | (set(PAGING) if "+" in marks else set())
+            expected = {p for p in hints if p not in said_once}
+            assert named == expected, (name, line)
+            assert summary and ("*" in marks) == ("wait" in hints), (name, line)
+            if "+" in marks:
+                assert "+ = paged: also detail?, limit?, offset?." in head and set(PAGING) <= set(hints)
+        paged = [line for line in lines if all(f"{p}?" in line for p in PAGING)]
+        assert len(paged) <= 1, (name, paged)  # with two or more, they are marked instead of listed
