@@ -123,12 +123,25 @@ class Token:
     privsep: bool = True
     acl: list[AclEntry] = field(default_factory=list)
     roles: dict[str, frozenset[str]] = field(default_factory=lambda: dict(ROLES))
+    # path -> privileges: every request and every row of /cluster/resources asks; set_acl forgets them
+    _known: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def full_id(self) -> str:
         return f"{self.user.userid}!{self.tokenid}"
 
+    def set_acl(self, acl: list[AclEntry]) -> None:
+        """Replace the token's ACL (the control endpoint); the privileges it gave are forgotten."""
+        self.acl = acl
+        self._known.clear()
+
     def privileges(self, path: str) -> frozenset[str]:
+        known = self._known.get(path)
+        if known is None:
+            known = self._known[path] = self._privileges(path)
+        return known
+
+    def _privileges(self, path: str) -> frozenset[str]:
         user_privs = self.user.privileges(path)
         if not self.privsep:
             return user_privs

@@ -211,7 +211,7 @@ def _control(sim: Simulator, c: Cluster, action: str, body: dict[str, Any]) -> d
             guest.agent_responding = bool(body["agent_responding"])
     elif action.startswith("tokens/"):
         token = c.tokens[action.split("/", 1)[1]]
-        token.acl = [AclEntry(e["path"], e["role"], e.get("propagate", True)) for e in body["acl"]]
+        token.set_acl([AclEntry(e["path"], e["role"], e.get("propagate", True)) for e in body["acl"]])
     elif action == "quorum":
         c.quorate = bool(body["quorate"])
     elif action == "state":
