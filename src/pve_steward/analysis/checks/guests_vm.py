@@ -445,6 +445,9 @@ def disk_cache(data: ClusterData, t: Thresholds) -> list[Finding]:
 def _cached_disks(raw: Row) -> dict[str, dict[str, str]]:
     """Drives (not CD-ROMs) that set a cache mode -> their options; only those values are parsed."""
     out: dict[str, dict[str, str]] = {}
+    drives = _DRIVE_KEYS.intersection(raw)
+    if not any("cache=" in str(raw[k]) for k in drives):  # nearly every VM: no drive sets a cache mode
+        return out
     for key in keys_in(raw, _DRIVE_KEYS):
         value = str(raw[key])
         if "cache=" not in value:
@@ -558,7 +561,7 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
     for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         if raw.get("rng0"):
             out.append(_vm(data, "GUEST_RNG_DEVICE", vmid, g, "has a VirtIO RNG device", {"rng0": raw.get("rng0")}))
-        serial = {k: raw[k] for k in keys_in(raw, SERIAL_KEYS)}
+        serial = {} if SERIAL_KEYS.isdisjoint(raw) else {k: raw[k] for k in keys_in(raw, SERIAL_KEYS)}
         if serial:
             out.append(
                 _vm(
