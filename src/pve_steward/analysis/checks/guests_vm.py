@@ -23,7 +23,7 @@ from pve_steward.analysis.checks.guests_common import (
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_property_string
+from pve_steward.pve.guestconfig import parse_property_string
 
 # a machine type that names its version (qemu-server QemuServer/Machine.pm $machine_fmt type pattern)
 _PINNED = re.compile(r"^(?P<family>pc-q35|pc-i440fx|pc|virt)-(?P<ver>\d+(?:\.\d+)+)(?:\+pve\d+)?(?:\.pxe)?$")
@@ -37,13 +37,7 @@ _DRIVE_KEYS = frozenset(
     + [f"scsi{i}" for i in range(31)]
     + [f"virtio{i}" for i in range(16)]
 )
-_BUSES = ("ide", "sata", "scsi", "virtio")
 _EMULATED_BUSES = ("ide", "sata")
-
-
-def _drives(cfg: GuestConfig) -> list[Volume]:
-    """Attached drives (not unusedN, EFI or TPM state), CD-ROMs included, as the parsed config has them."""
-    return [v for v in cfg.volumes if v.key.startswith(_BUSES)]
 
 
 def _vm(data: ClusterData, code: str, vmid: int, g: Row, text: str, evidence: dict[str, object]) -> Finding:
@@ -180,7 +174,7 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
         virtio_scsi = scsihw.startswith("virtio")
         scsi = False
         slow: dict[str, str] = {}
-        for v in cfg.volumes:  # attached drives (_drives) in one pass: this runs for every VM
+        for v in cfg.volumes:  # the attached drives (ide, sata, scsi; virtio is neither), in one pass
             key = v.key
             if key.startswith(_EMULATED_BUSES):
                 if not v.cdrom:
