@@ -306,13 +306,12 @@ def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     copy. Built for every guest, so plain loops.
     """
     volumes: list[tuple[object, ...]] = []
-    shared = data.memo["shared"]  # storage_shared's memo, read directly: this runs per volume of every guest
     for v in cfg.volumes:
         storage = v.storage
         if storage is None or v.cdrom or v.host_path:
             volumes.append((v.key, storage, v.size_bytes, v.cdrom, v.host_path, v.shared_flag, v.cloudinit, v.volid))
             continue
-        if shared[storage] if storage in shared else storage_shared(data, storage):
+        if storage_shared(data, storage):
             volumes.append((v.key, storage, None, False, False, v.shared_flag, v.cloudinit, v.volid.endswith(".qcow2")))
             continue
         vn = parse_volname(storage_type(data, storage), v.volid.split(":", 1)[1])
