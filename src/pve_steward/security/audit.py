@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel, Field
 
 log = logging.getLogger(__name__)
@@ -198,6 +200,12 @@ class AuditLog:
             if w.forward is not None:
                 w.forward.enqueue(line)  # under the lock: the forwarded order is the chain's order
             return record
+
+    async def record(self, fields: dict[str, Any]) -> None:
+        """:meth:`append` from the event loop: in a worker thread, since its fsync held the loop and every
+        call on it up to 20 ms (issue 17); shielded, so a cancelled call still leaves its record."""
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.append, fields)
 
     def delivery_problem(self, timeout: float = 3.0) -> str | None:
         """With required delivery: why records are not reaching the receiver now (None: they are)."""

@@ -128,9 +128,7 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
                     "duration_ms": round((time.monotonic() - started) * 1000, 1),
                     **extra,
                 }
-                # in a worker thread: its fsync held the event loop, and every call on it, up to 20 ms (issue 17);
-                # not abandoned on cancel, so the record is written before the call ends
-                await anyio.to_thread.run_sync(t.app.audit.append, record)
+                await t.app.audit.record(record)
 
         refusal = (
             policy_refusal(t, op)

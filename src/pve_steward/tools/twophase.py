@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
-import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation
 from pydantic import Field
@@ -342,8 +341,7 @@ async def execute_audited(
     """Write-ahead audit around the request and its follow-up; see the module docstring."""
     write_id = secrets.token_hex(8)
     fingerprint_ = redact_params({"confirm_token": confirm_token})["confirm_token"]
-    await _record(
-        t,
+    await t.app.audit.record(
         {
             "event": "write_executing",
             "write_id": write_id,
@@ -369,14 +367,7 @@ async def execute_audited(
             raise
         return result
     finally:
-        await _record(t, {"event": "write_outcome", "write_id": write_id, "operation": t.op.name, **end})
-
-
-async def _record(t: ToolContext, record: dict[str, Any]) -> None:
-    """Append an audit record in a worker thread, shielded: its fsync held the event loop (and every call
-    on it) before (issue 17), and a cancelled call still writes its record before it ends."""
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(t.app.audit.append, record)
+        await t.app.audit.record({"event": "write_outcome", "write_id": write_id, "operation": t.op.name, **end})
 
 
 _OUTCOME = {
@@ -456,7 +447,7 @@ async def _follow(
     if plan.follow == "task":
         upid = str(answer)
         t.audit_fields["upid"] = end["upid"] = upid
-        await _record(t, {"event": "write_submitted", "write_id": write_id, "upid": upid})
+        await t.app.audit.record({"event": "write_submitted", "write_id": write_id, "upid": upid})
         if not wait:
             return WriteResult(
                 **base,
