@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import math
 import os
 import statistics
@@ -101,7 +102,7 @@ def split(spans: list[Span]) -> tuple[float, float]:
     by_worker: dict[int, list[Span]] = {}
     for span in spans:
         by_worker.setdefault(span[0], []).append(span)
-    gaps = [b[1] - a[2] for runs in by_worker.values() for a, b in zip(sorted(runs), sorted(runs)[1:], strict=False)]
+    gaps = [b[1] - a[2] for runs in map(sorted, by_worker.values()) for a, b in itertools.pairwise(runs)]
     return inside, statistics.fmean(gaps) if gaps else 0.0
 
 

@@ -100,7 +100,7 @@ class MetaTool:
                 " wait_timeout?."
             )
         if paging_said:
-            head += " + = paged: also detail?, limit?, offset?."
+            head += f" + = paged: also {', '.join(f'{p}?' for p in PAGING)}."
         return "\n".join([f"{head} Actions:", *(a.signature_line(paging_said) for a in actions)])
 
 
