@@ -196,10 +196,15 @@ def generate(
 
 def _as_created(cfg: dict[str, Any], vmid: int, seed: int, is_ct: bool) -> None:
     """The keys PVE and its GUI wizard write into every new guest's config, which no check reads but every
-    config answer carries: create_vm adds meta, boot, smbios1 and vmgenid (qemu-server src/PVE/API2/Qemu.pm
-    create_vm; boot from get_default_bootdevices: first disk, first CD-ROM, first NIC), the wizard sends an
-    empty CD-ROM, numa, sockets, iothread on virtio-scsi-single and the NIC firewall flag; containers carry
-    arch, ostype and the NIC type (pve-container). Derived from the vmid, so no random draw moves."""
+    config answer carries. Derived from the vmid, so no random draw moves.
+
+    - qemu-server src/PVE/API2/Qemu.pm create_vm: meta (MetaInfo new_meta_info_string), boot
+      (get_default_bootdevices: first disk, first CD-ROM, first NIC), smbios1 uuid, vmgenid.
+    - pve-manager www/manager6/qemu: the wizard's CD-ROM drive (ide2), ProcessorEdit sockets and numa
+      (uncheckedValue 0), HDEdit iothread on SCSI behind virtio-scsi-single, NetworkEdit firewall checked.
+    - pve-container: src/PVE/LXC/Setup.pm sets arch, src/PVE/LXC/Create.pm ostype, Config.pm
+      parse_lxc_network type=veth; www/manager6/lxc/Network.js firewall checked in the wizard.
+    """
     digest = hashlib.sha256(f"{seed}:{vmid}".encode()).digest()
     ctime = 1_700_000_000 + int.from_bytes(digest[:3], "big")  # created at some point in late 2023 / 2024
     cfg["net0"] = cfg["net0"].replace(",bridge=vmbr0", ",bridge=vmbr0,firewall=1")
