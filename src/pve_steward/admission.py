@@ -106,6 +106,7 @@ class Admission:
 
 
 Handler = Callable[..., Awaitable[R]]
+HEAVY: dict[str, Handler[Any]] = {}  # operation name -> its heavy wrapper (what the diagnostics process runs)
 
 
 @overload
@@ -144,18 +145,23 @@ def heavy(
 
         @functools.wraps(fn)
         async def wrapper(t: Any, /, **kwargs: Any) -> R:  # a ToolContext (not imported: context.py imports us)
+            offload = getattr(t.app, "worker", None)
+            if offload is not None:  # the diagnostics process runs it all: sharing, the budget, the pages (worker/)
+                result: R = await offload.call(t, kwargs)
+                return result
             admission: Admission = t.app.admission
             work = {k: v for k, v in kwargs.items() if k not in presentation}
             arguments = defaults | kwargs
             # The same call on another cluster is another run (the cluster is not among the handler's arguments).
             key = (t.app.cluster, t.op.name, tuple(sorted((k, repr(v)) for k, v in work.items())))
             kept = admission.kept(key) if continues is not None and continues(arguments) else None
-            result: R = kept if kept is not None else await admission.run(t.op.name, key, lambda: fn(t, **work))
+            result = kept if kept is not None else await admission.run(t.op.name, key, lambda: fn(t, **work))
             if continues is not None and kept is None:
                 admission.keep(key, result)
             return present(t, result, arguments) if present is not None else result
 
         wrapper.__heavy__ = True  # type: ignore[attr-defined]
+        HEAVY[fn.__name__] = wrapper
         return wrapper
 
     return decorate(fn) if fn is not None else decorate

@@ -72,6 +72,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "read_cache_ttl",
         "heavy_calls",
         "busy_wait",
+        "diagnostics_process",
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
     "who is calling (HTTP)": (

@@ -230,6 +230,11 @@ class Settings(BaseSettings):
     busy_wait: float = Field(
         15.0, ge=0, le=300, description="seconds a heavy call waits for a slot before it answers busy (retry in N s)"
     )
+    diagnostics_process: bool | None = Field(
+        None,
+        description="run heavy diagnostics and plans in a process of their own, so cheap calls stay fast beside "
+        "them (default: on when serving HTTP, off over stdio)",
+    )
 
     # --- what is registered
     tier: Tier = Field(Tier.READ_ONLY, description="highest write tier to register: read_only, operator, admin")
@@ -430,6 +435,11 @@ class Settings(BaseSettings):
             unknown = sorted(f"pbs_{k}" for k in cluster.pbs or {} if f"pbs_{k}" not in type(self).model_fields)
             if unknown:
                 raise ValueError(f"clusters.{name}.pbs: unknown PBS setting(s) {', '.join(unknown)}")
+
+    @property
+    def offload_heavy(self) -> bool:
+        """Whether heavy calls run in the diagnostics process (worker/): by default when many callers may come."""
+        return self.transport == "http" if self.diagnostics_process is None else self.diagnostics_process
 
     def secret(self) -> str | None:
         """The token secret, read from the file if one is configured."""

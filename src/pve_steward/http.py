@@ -190,7 +190,10 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics_text(request: Request) -> Response:
-        return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+        from pve_steward.worker.link import LINKS
+
+        others = [await link.metrics() for link in list(LINKS)]  # the diagnostics process's series, added in
+        return Response(metrics.render(others), media_type=metrics.CONTENT_TYPE)
 
     mcp.custom_route("/health", methods=["GET"])(health)
     mcp.custom_route("/ready", methods=["GET"])(ready)

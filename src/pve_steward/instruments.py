@@ -6,6 +6,7 @@ serves ``/metrics`` and has not yet answered a tool call has no use for it.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -128,6 +129,37 @@ APPS = _AppCollector()
 REGISTRY.register(APPS)
 
 
-def render() -> bytes:
-    """The exposition text of every pve-steward series."""
-    return generate_latest(REGISTRY)
+def render(others: Iterable[list[Metric]] = ()) -> bytes:
+    """The exposition text of every pve-steward series, this process's plus ``others``' (the diagnostics
+    process's families, worker/link.py): one series per name and labels, their values added."""
+    extra = [family for families in others for family in families]
+    if not extra:
+        return generate_latest(REGISTRY)
+    return generate_latest(_Merged([*REGISTRY.collect(), *extra]))
+
+
+class _Merged:
+    """Families of several processes as one registry: same family, same labels -> one sample, summed
+    (a counter or histogram bucket adds up; a ``_created`` time is the earliest)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        merged: dict[str, Metric] = {}
+        values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], Any]] = {}
+        for family in self.families:
+            merged.setdefault(family.name, copy.copy(family))  # its samples are replaced below
+            samples = values.setdefault(family.name, {})
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                before = samples.get(key)
+                if before is None:
+                    samples[key] = sample
+                elif sample.name.endswith("_created"):
+                    samples[key] = before._replace(value=min(before.value, sample.value))
+                else:
+                    samples[key] = before._replace(value=before.value + sample.value)
+        for name, family in merged.items():
+            family.samples = list(values[name].values())
+            yield family

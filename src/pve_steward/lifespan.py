@@ -7,6 +7,7 @@ a tool call needs it (issue 17).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -81,6 +82,11 @@ class Lifespan:
         owned.append(ProxmoxerClient(self.settings if target is None else target.client_settings))
         return owned[-1]
 
+    def _plain(self, apps: list[AppContext]) -> bool:
+        """The diagnostics process can stand in for these contexts: it builds the same from the settings
+        (proxmoxer clients, the real clock); a test's injected client or clock stays in this process."""
+        return self.clock is time.time and all(type(app.client) is ProxmoxerClient for app in apps)
+
     @asynccontextmanager
     async def __call__(self, server: Any) -> AsyncIterator[AppContext]:
         owned: list[ProxmoxerClient] = []
@@ -90,11 +96,19 @@ class Lifespan:
         try:
             chosen: list[ClusterTarget | None] = [*self.targets] if self.targets else [None]
             apps = [self.context(target, self._client_for(target, owned), admission) for target in chosen]
+            if self.settings.offload_heavy and self._plain(apps):
+                from pve_steward.worker.link import WorkerLink
+
+                worker = WorkerLink(self.settings, self.targets)  # started by the first heavy call
+                for app in apps:
+                    app.worker = worker
             self.live += apps
             for app in apps:  # GET /ready probes each cluster through its own client
                 self.readiness.add_cluster(app.cluster or "default", partial(app.client.get, api_path("version")))
             yield Clusters({str(app.cluster): app for app in apps}).default if len(self.targets) > 1 else apps[0]
         finally:
+            if apps and apps[0].worker is not None:
+                await apps[0].worker.close()
             for app in apps:
                 self.live.remove(app)
                 self.readiness.remove_cluster(app.cluster or "default")

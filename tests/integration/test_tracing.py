@@ -84,8 +84,12 @@ async def test_a_tool_call_and_its_pve_requests_are_one_trace(demo_sim: Any, tmp
                 Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
             ):
                 result = await c.call_tool("get_guest", {"vmid": 100})
+                heavy = await c.call_tool("diagnose_backups", {})  # run by the diagnostics process (worker/)
             deadline = time.monotonic() + 20
-            while not any("tools/call" in s["name"] for s in spans) and time.monotonic() < deadline:
+            while time.monotonic() < deadline and not (
+                sum("tools/call" in s["name"] for s in spans) >= 2
+                and any(s["attributes"].get("pve.endpoint") == "/cluster/backup" for s in spans)
+            ):
                 time.sleep(0.1)
     assert not result.is_error
     pve = [s for s in spans if s["name"].startswith("pve GET")]
@@ -96,3 +100,7 @@ async def test_a_tool_call_and_its_pve_requests_are_one_trace(demo_sim: Any, tmp
     assert config["attributes"]["http.response.status_code"] == "200"
     assert config["name"] == "pve GET /nodes/{id}/qemu/{id}/config"
     assert not any("pve1" in str(s["attributes"]) or "web" in str(s["attributes"]) for s in pve)
+    assert not heavy.is_error
+    backups_call = next(s for s in spans if "tools/call diagnose_backups" in s["name"])
+    jobs = next(s for s in pve if s["attributes"]["pve.endpoint"] == "/cluster/backup")
+    assert jobs["trace"] == backups_call["trace"] != call["trace"]  # the child's requests joined the call's trace

@@ -39,6 +39,17 @@ class InvalidIdentifier(ValueError):
         super().__init__(f"invalid {param} {shown}: {why}")
         self.param = param
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled whole: it crosses from the diagnostics process to the front end's guard (worker/)."""
+        return (_invalid, (self.param, str(self)))
+
+
+def _invalid(param: str, text: str) -> InvalidIdentifier:
+    exc = InvalidIdentifier.__new__(InvalidIdentifier)
+    ValueError.__init__(exc, text)
+    exc.param = param
+    return exc
+
 
 def _check(rx: re.Pattern[str], param: str, why: str) -> AfterValidator:
     def validate(value: str) -> str:

@@ -221,6 +221,24 @@ class AuditLog:
         )
 
 
+class NoAudit(AuditLog):
+    """The audit log of the diagnostics process (worker/child.py), which has nothing to record.
+
+    The front end's guard records every call before and after handing it over; the child runs read
+    operations only. A record reaching here is a bug, and it fails loudly rather than fork the chain.
+    """
+
+    def __init__(self) -> None:  # no file: the front end holds the log's lock
+        self.path = Path("/dev/null")
+        self.required = False
+
+    def append(self, fields: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("the diagnostics process keeps no audit log; the front end's guard records calls")
+
+    def delivery_problem(self, timeout: float = 3.0) -> str | None:
+        return None
+
+
 def _bounded(fields: dict[str, Any]) -> dict[str, Any]:
     """Client-supplied identity is cut to a bounded length (a client names itself; it could send megabytes)."""
     client = fields.get("client")

@@ -20,6 +20,7 @@ from pve_steward.security.tiers import Tier
 if TYPE_CHECKING:
     from pve_steward.pbslink import PbsLink
     from pve_steward.security.tokens import TokenSigner
+    from pve_steward.worker.link import WorkerLink
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -43,6 +44,7 @@ class AppContext:
     cluster: str | None = None  # the [clusters.NAME] this context serves (None: the single-cluster settings)
     max_tier: Tier | None = None  # that cluster's tier ceiling
     clusters: Clusters | None = None  # every configured cluster, when there are several
+    worker: WorkerLink | None = None  # runs the heavy operations in the diagnostics process (worker/), if on
 
     async def version_problem(self) -> str | None:
         """The version check on first use (kept once made): why this cluster is refused, or None.

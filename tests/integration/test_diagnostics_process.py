@@ -1,0 +1,181 @@
+"""The diagnostics process (worker/): heavy calls over HTTP run in a child of the server, and say the same.
+
+A real `pve-steward serve` over HTTP (which turns the process on by default), a real MCP client,
+proxmoxer over HTTPS against pvesim; the in-process server on the same cluster is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from pve_steward.config import Settings
+from pve_steward.server import build_server
+from pvesim.server import SimServer
+from tests.httpserver import free_port, server_env
+from tests.integration.pve import control
+
+pytestmark = pytest.mark.anyio
+
+
+@contextmanager
+def http_server(sim: SimServer, tmp_path: Path, **extra: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    port = free_port()
+    tmp_path = tmp_path / "http"  # its own audit log: an in-process server of the test may hold the other
+    tmp_path.mkdir()
+    env = server_env(
+        sim, tmp_path, "root@pam!pvesim", PVE_STEWARD_HTTP_PORT=str(port), PVE_STEWARD_GRANULAR_TOOLS="true", **extra
+    )
+    with (tmp_path / "stderr").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"server did not start: {(tmp_path / 'stderr').read_text()[-800:]}")
+            time.sleep(0.1)
+        yield proc, base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def diagnostics_children(pid: int) -> list[int]:
+    return [kid for kid in children(pid) if b"pve_steward.worker.child" in Path(f"/proc/{kid}/cmdline").read_bytes()]
+
+
+def without_times(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer without evidence and messages (they name ages and times: the simulated cluster's clock runs)."""
+    text = json.dumps(answer, sort_keys=True)
+    timeless = ("evidence", "message")
+    return dict(json.loads(text, object_hook=lambda o: {k: v for k, v in o.items() if k not in timeless}))
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content[0].text
+    return dict(result.structured_content)
+
+
+async def test_heavy_calls_run_in_a_child_and_answer_as_in_process(
+    start_sim: Callable[..., SimServer], tmp_path: Path, settings_for: Callable[..., Settings]
+) -> None:
+    sim = start_sim("demo")
+    async with Client(build_server(settings_for(sim, "root@pam!pvesim"))) as c:
+        reference = structured(await c.call_tool("check_cluster_health", {"limit": 500}))
+        ref_migration = structured(await c.call_tool("diagnose_migratability", {}))
+    with http_server(sim, tmp_path) as (proc, base):
+        assert diagnostics_children(proc.pid) == []  # started by the first heavy call, not before
+        notes: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            notes.append((done, total, message))
+
+        async with Client(base + "/mcp") as c:
+            health = structured(
+                await c.call_tool("check_cluster_health", {"limit": 500}, progress_callback=on_progress)
+            )
+            migration = structured(await c.call_tool("diagnose_migratability", {}))
+            [child] = diagnostics_children(proc.pid)
+            assert os.getpriority(os.PRIO_PROCESS, child) > os.getpriority(os.PRIO_PROCESS, proc.pid)
+            guest = structured(await c.call_tool("get_guest", {"vmid": 100}))  # cheap: the front end answers
+        metrics = httpx2.get(base + "/metrics").text
+    assert without_times(health) == without_times(reference)  # every finding, count and summary alike
+    assert without_times(migration) == without_times(ref_migration)
+    assert guest["vmid"] == 100
+    assert [n[0] for n in notes] == [0, 2] and notes[0][2].startswith("reading the cluster")  # relayed by the child
+    nodes = [
+        line for line in metrics.splitlines() if line.startswith('pve_steward_pve_requests_total{endpoint="nodes"')
+    ]
+    assert nodes and float(nodes[0].rsplit(" ", 1)[1]) > 20  # the child's reads are in the front end's /metrics
+    assert (
+        metrics.count("# TYPE pve_steward_pve_requests_total counter") == 1
+    )  # one family, the processes' values added
+    deadline = time.monotonic() + 10
+    while diagnostics_children(proc.pid) and time.monotonic() < deadline:  # ends with the server
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or b"zombie" in Path(f"/proc/{child}/status").read_bytes().lower()
+
+
+async def test_a_refusal_in_the_child_reaches_the_caller_and_the_audit(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("demo")
+    with http_server(sim, tmp_path, PVE_STEWARD_AUDIT_READS="true") as (_proc, base):
+        async with Client(base + "/mcp") as c:
+            result = await c.call_tool("diagnose_migratability", {"vmid": 999_999})
+    assert result.is_error
+    assert result.content[0].text == "no guest 999999 is visible in this cluster"
+    records = [json.loads(line) for line in (tmp_path / "http" / "audit.jsonl").read_text().splitlines()]
+    [record] = [r for r in records if r.get("tool") == "diagnose_migratability"]
+    assert record["outcome"] == "refused" and "999999" in record["reason"]  # the front end's guard recorded it
+
+
+async def test_a_dead_child_is_a_clear_error_and_the_next_call_starts_another(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("demo")
+    with http_server(sim, tmp_path, PVE_STEWARD_READ_CACHE_TTL="0") as (proc, base):
+        async with Client(base + "/mcp") as c:
+            structured(await c.call_tool("diagnose_backups", {}))
+            [first] = diagnostics_children(proc.pid)
+            control(sim, "faults", {"slow": [{"pattern": "^/cluster/resources", "delay": 5.0}]})
+            async with anyio.create_task_group() as tg:
+                answers: list[Any] = []
+
+                async def ask() -> None:
+                    answers.append(await c.call_tool("diagnose_capacity", {}))
+
+                tg.start_soon(ask)
+                await anyio.sleep(1.0)  # the run waits on the slow read in the child
+                os.kill(first, signal.SIGKILL)
+            control(sim, "faults", {})
+            [gone] = answers
+            assert gone.is_error
+            assert gone.content[0].text.startswith("the diagnostics process ended (exit code -9) before it answered")
+            again = structured(await c.call_tool("diagnose_capacity", {}))
+            [second] = diagnostics_children(proc.pid)
+    assert second != first and again["area"] == "capacity"
+
+
+async def test_stdio_and_injected_clients_keep_heavy_calls_in_process(
+    start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
+) -> None:
+    sim = start_sim("demo")
+    assert settings_for(sim).offload_heavy is False  # stdio: one caller, nothing to keep responsive
+    assert settings_for(sim, transport="http").offload_heavy is True
+    assert settings_for(sim, transport="http", diagnostics_process=False).offload_heavy is False
+    before = set(children(os.getpid()))
+    async with Client(build_server(settings_for(sim, diagnostics_process=True), clock=lambda: 1.8e9)) as c:
+        structured(await c.call_tool("diagnose_backups", {}))  # an injected clock: the child could not share it
+        assert set(children(os.getpid())) == before

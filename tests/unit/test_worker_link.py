@@ -1,0 +1,91 @@
+"""What crosses between the front end and the diagnostics process: frames, errors, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+from mcp.server.mcpserver.exceptions import ToolError
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from pve_steward import errors
+from pve_steward.admission import Busy
+from pve_steward.instruments import render
+from pve_steward.pve.ids import InvalidIdentifier
+from pve_steward.security.guard import Refused
+from pve_steward.worker.child import _error_frame
+from pve_steward.worker.frames import encode, read_frame
+from pve_steward.worker.link import ProcessGone, revive
+
+
+def test_frames_round_trip_and_end_cleanly() -> None:
+    async def run() -> list[object]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(encode(("call", 1, {"a": [1, 2]})) + encode(("cancel", 1)) + encode(("x",))[:3])
+        reader.feed_eof()
+        return [await read_frame(reader) for _ in range(3)]
+
+    assert asyncio.run(run()) == [("call", 1, {"a": [1, 2]}), ("cancel", 1), None]  # a cut frame is the end
+
+
+def test_a_corrupt_length_is_refused() -> None:
+    async def run() -> object:
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"\xff\xff\xff\xff")
+        reader.feed_eof()
+        return await read_frame(reader)
+
+    with pytest.raises(ValueError, match="corrupt"):
+        asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        Refused("no guest 5 is visible in this cluster"),
+        Busy("busy: 4 heavy operations are running"),
+        ToolError("plain"),
+        ProcessGone("gone"),
+        errors.PveError("boom", status=500, path="/cluster/resources"),
+        errors.PvePermissionError("Permission check failed (/vms/100, VM.Audit)", path="/nodes"),
+        errors.PveParamError("Parameter verification failed.", {"vmid": "invalid"}, status=400),
+        errors.PveTimeout("timed out", path="/nodes"),
+        InvalidIdentifier("vmid", 5, "must be 100-999999999"),
+        errors.PveTlsError("certificate verify failed", path="/version"),
+        TypeError("a value of unexpected type"),
+    ],
+)
+def test_errors_the_guard_maps_cross_as_themselves(exc: BaseException) -> None:
+    kind, call_id, blob, text = _error_frame(7, exc)
+    back = revive(blob, text)
+    assert (kind, call_id, type(back), str(back), back.__dict__) == ("error", 7, type(exc), str(exc), exc.__dict__)
+
+
+def test_an_error_that_does_not_pickle_keeps_its_words() -> None:
+    class Local(Exception):  # a class defined in a function cannot be pickled
+        pass
+
+    _kind, _id, blob, text = _error_frame(1, Local("the words"))
+    back = revive(blob, text)
+    assert isinstance(back, ToolError) and str(back) == "the words"
+    assert isinstance(revive(pickle.dumps("not an exception"), "why"), ToolError)
+
+
+def test_metrics_of_both_processes_are_one_family_with_values_added() -> None:
+    child = CollectorRegistry()
+    requests = Counter("pve_steward_pve_requests", "PVE API requests", ["endpoint"], registry=child)
+    latency = Histogram("pve_steward_pve_request_duration_seconds", "d", ["endpoint"], buckets=(0.1, 1), registry=child)
+    requests.labels(endpoint="nodes").inc(5)
+    latency.labels(endpoint="nodes").observe(0.05)
+    front = render()
+    merged = render([list(child.collect())]).decode()
+    base = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in front.decode().splitlines()
+        if line and not line.startswith("#")
+    }
+    bucket = 'pve_steward_pve_request_duration_seconds_bucket{endpoint="nodes",le="0.1"}'
+    assert merged.count("# TYPE pve_steward_pve_requests_total counter") == 1
+    assert 'pve_steward_pve_requests_total{endpoint="nodes"} 5.0' in merged  # the child's own label set
+    assert f"{bucket} {base.get(bucket, 0.0) + 1}" in merged  # this process's count plus the child's one
