@@ -25,6 +25,7 @@ import httpx2
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procmem import tree_rss_kib
 from simproc import SimProcess
 
 import pvesim
@@ -37,13 +38,6 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("ha", {"action": "ha_status"}),
     ("diagnostics", {"action": "explain_finding", "code": "BACKUP_STALE"}),
 ]
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 async def client_loop(url: str, deadline: float, latencies: list[float], errors: list[str], seed: int) -> None:
@@ -94,9 +88,9 @@ def main() -> int:
             except httpx2.HTTPError:
                 time.sleep(0.2)
         asyncio.run(run_clients(url, args.clients, 3.0))  # warm-up: imports, pools, caches
-        before = rss_kib(server.pid)
+        before = tree_rss_kib(server.pid)
         latencies, errors, wall = asyncio.run(run_clients(url, args.clients, args.seconds))
-        after = rss_kib(server.pid)
+        after = tree_rss_kib(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=10)

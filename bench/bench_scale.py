@@ -42,6 +42,7 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analysis import best_interleaved, to_data
+from procmem import tree_rss_kib
 from simproc import SimProcess
 
 from pve_steward.analysis.health import AREAS, diagnose
@@ -138,13 +139,6 @@ async def one_check(sim: SimProcess, tmp: Path) -> dict[str, Any]:
     return out
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 async def tool(url: str, name: str, args: dict[str, Any]) -> str:
     async with Client(url) as c:
         result = await c.call_tool(name, args)
@@ -174,7 +168,7 @@ def memory(sim: SimProcess, tmp: Path, checks: int) -> dict[str, Any]:
     def watch() -> None:
         nonlocal peak
         while not stop.is_set():
-            peak = max(peak, rss_kib(server.pid))
+            peak = max(peak, tree_rss_kib(server.pid))
             time.sleep(0.05)
 
     try:
@@ -186,7 +180,7 @@ def memory(sim: SimProcess, tmp: Path, checks: int) -> dict[str, Any]:
             except httpx2.HTTPError:
                 time.sleep(0.2)
         asyncio.run(tool(url, *HEALTH))  # warm: imports, connections, the version check
-        settled = rss_kib(server.pid)
+        settled = tree_rss_kib(server.pid)
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
 
