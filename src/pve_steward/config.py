@@ -230,10 +230,10 @@ class Settings(BaseSettings):
     busy_wait: float = Field(
         15.0, ge=0, le=300, description="seconds a heavy call waits for a slot before it answers busy (retry in N s)"
     )
-    diagnostics_process: bool | None = Field(
-        None,
+    diagnostics_process: bool = Field(
+        False,
         description="run heavy diagnostics and plans in a process of their own, so cheap calls stay fast beside "
-        "them (default: on when serving HTTP, off over stdio)",
+        "them (HTTP; costs a second process's memory, about 150 MiB at 2,000 guests)",
     )
 
     # --- what is registered
@@ -438,8 +438,8 @@ class Settings(BaseSettings):
 
     @property
     def offload_heavy(self) -> bool:
-        """Whether heavy calls run in the diagnostics process (worker/): by default when many callers may come."""
-        return self.transport == "http" if self.diagnostics_process is None else self.diagnostics_process
+        """Whether heavy calls run in the diagnostics process (worker/): asked for, and serving many callers."""
+        return self.diagnostics_process and self.transport == "http"
 
     def secret(self) -> str | None:
         """The token secret, read from the file if one is configured."""

@@ -1,6 +1,6 @@
 """The diagnostics process (worker/): heavy calls over HTTP run in a child of the server, and say the same.
 
-A real `pve-steward serve` over HTTP (which turns the process on by default), a real MCP client,
+A real `pve-steward serve --diagnostics-process` over HTTP, a real MCP client,
 proxmoxer over HTTPS against pvesim; the in-process server on the same cluster is the reference.
 """
 
@@ -37,7 +37,13 @@ def http_server(sim: SimServer, tmp_path: Path, **extra: str) -> Iterator[tuple[
     tmp_path = tmp_path / "http"  # its own audit log: an in-process server of the test may hold the other
     tmp_path.mkdir()
     env = server_env(
-        sim, tmp_path, "root@pam!pvesim", PVE_STEWARD_HTTP_PORT=str(port), PVE_STEWARD_GRANULAR_TOOLS="true", **extra
+        sim,
+        tmp_path,
+        "root@pam!pvesim",
+        PVE_STEWARD_HTTP_PORT=str(port),
+        PVE_STEWARD_GRANULAR_TOOLS="true",
+        PVE_STEWARD_DIAGNOSTICS_PROCESS="true",
+        **extra,
     )
     with (tmp_path / "stderr").open("wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=log)
@@ -172,10 +178,11 @@ async def test_stdio_and_injected_clients_keep_heavy_calls_in_process(
     start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
 ) -> None:
     sim = start_sim("demo")
-    assert settings_for(sim).offload_heavy is False  # stdio: one caller, nothing to keep responsive
-    assert settings_for(sim, transport="http").offload_heavy is True
-    assert settings_for(sim, transport="http", diagnostics_process=False).offload_heavy is False
+    assert settings_for(sim).offload_heavy is False  # off unless asked for (it costs a second process's memory)
+    assert settings_for(sim, transport="http", diagnostics_process=True).offload_heavy is True
+    assert settings_for(sim, diagnostics_process=True).offload_heavy is False  # stdio: one caller
     before = set(children(os.getpid()))
-    async with Client(build_server(settings_for(sim, diagnostics_process=True), clock=lambda: 1.8e9)) as c:
+    settings = settings_for(sim, transport="http", diagnostics_process=True)
+    async with Client(build_server(settings, clock=lambda: 1.8e9)) as c:
         structured(await c.call_tool("diagnose_backups", {}))  # an injected clock: the child could not share it
         assert set(children(os.getpid())) == before

@@ -77,6 +77,7 @@ async def test_a_tool_call_and_its_pve_requests_are_one_trace(demo_sim: Any, tmp
             PVE_STEWARD_GRANULAR_TOOLS="true",
             PVE_STEWARD_HTTP_PORT=str(port),
             OTEL_BSP_SCHEDULE_DELAY="100",
+            PVE_STEWARD_DIAGNOSTICS_PROCESS="true",  # a heavy call's PVE spans come from its child process
         )
         with serving([sys.executable, "-m", "pve_steward", "serve"], port, env) as base:
             async with (
