@@ -39,6 +39,15 @@ def free_port() -> int:
 @contextmanager
 def serving(cmd: list[str], port: int, env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[str]:
     """Start ``cmd`` (which must listen on ``port``), wait until /health answers, yield the base URL."""
+    with serving_process(cmd, port, env, cwd) as (_proc, base):
+        yield base
+
+
+@contextmanager
+def serving_process(
+    cmd: list[str], port: int, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """As ``serving``, and yield the process too (for tests that look at what it started)."""
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -53,7 +62,7 @@ def serving(cmd: list[str], port: int, env: dict[str, str] | None = None, cwd: P
                 err = proc.stderr.read().decode() if proc.stderr else ""
                 raise AssertionError(f"server did not start: {err}")
             time.sleep(0.1)
-        yield base
+        yield proc, base
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -25,7 +25,7 @@ from mcp import Client
 from pve_steward.config import Settings
 from pve_steward.server import build_server
 from pvesim.server import SimServer
-from tests.httpserver import free_port, server_env
+from tests.httpserver import free_port, server_env, serving_process
 from tests.integration.pve import control
 
 pytestmark = pytest.mark.anyio
@@ -45,24 +45,8 @@ def http_server(sim: SimServer, tmp_path: Path, **extra: str) -> Iterator[tuple[
         PVE_STEWARD_DIAGNOSTICS_PROCESS="true",
         **extra,
     )
-    with (tmp_path / "stderr").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"server did not start: {(tmp_path / 'stderr').read_text()[-800:]}")
-            time.sleep(0.1)
-        yield proc, base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+    with serving_process([sys.executable, "-m", "pve_steward", "serve"], port, env) as started:
+        yield started
 
 
 def children(pid: int) -> list[int]:
