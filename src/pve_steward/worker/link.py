@@ -95,8 +95,14 @@ class WorkerLink:
     async def _ready(self) -> Sender:
         async with self._starting:
             if self._sender is None or self._proc is None or self._proc.returncode is not None:
-                with anyio.fail_after(START_TIMEOUT):
+                with anyio.move_on_after(START_TIMEOUT) as waited:
                     await self._spawn()
+                if waited.cancelled_caught:
+                    await self._ended()
+                    raise ToolError(
+                        f"the diagnostics process did not start within {START_TIMEOUT:g} s; nothing was sent to the "
+                        "cluster. Retry, or run without --diagnostics-process"
+                    )
             assert self._sender is not None
             return self._sender
 
@@ -140,7 +146,10 @@ class WorkerLink:
             sender.close()
         code = None
         if proc is not None:
-            with anyio.move_on_after(5):
+            with anyio.move_on_after(5, shield=True):
+                code = await proc.wait()
+            if code is None:  # closed socket, still running: hung, so it does not get to linger
+                proc.kill()
                 code = await proc.wait()
         for call_id, queue in list(self._pending.items()):
             gone = ProcessGone(
