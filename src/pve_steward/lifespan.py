@@ -99,7 +99,8 @@ class Lifespan:
             if self.settings.offload_heavy and self._plain(apps):
                 from pve_steward.worker.link import WorkerLink
 
-                worker = WorkerLink(self.settings, self.targets)  # started by the first heavy call
+                worker = WorkerLink(self.settings, self.targets)
+                worker.warm()  # in the background: serving does not wait for it
                 for app in apps:
                     app.worker = worker
             self.live += apps

@@ -1,4 +1,4 @@
-"""The front end's side: start the diagnostics process on first need, hand it heavy calls, relay progress.
+"""The front end's side: start the diagnostics process with the server, hand it heavy calls, relay progress.
 
 A call sends the operation's name, its arguments and what the child cannot know by itself (the
 cluster, how texts name operations, the PVE version found by the front end's version check); the
@@ -75,7 +75,7 @@ def revive(blob: bytes, text: str) -> BaseException:
 
 
 class WorkerLink:
-    """One diagnostics process for this server's heavy calls, started on the first one."""
+    """One diagnostics process for this server's heavy calls (started by ``warm``, or by the first one)."""
 
     def __init__(self, settings: Settings, targets: list[ClusterTarget]) -> None:
         self._start = Start(settings, targets)
@@ -85,12 +85,25 @@ class WorkerLink:
         self._sender: Sender | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
+        self._warming: asyncio.Task[None] | None = None
         self.started = 0  # processes started (a restart after a crash counts again)
         LINKS.add(self)
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.returncode is None else None
+
+    def warm(self) -> None:
+        """Start the child now, in the background, so the first heavy call finds it ready (it reads nothing
+        from a cluster until a call asks); a start that fails is logged, and the first heavy call retries."""
+
+        async def start() -> None:
+            try:
+                await self._ready()
+            except Exception as exc:
+                log.warning("the diagnostics process did not start (%s); the first heavy call tries again", exc)
+
+        self._warming = asyncio.get_running_loop().create_task(start())
 
     async def _ready(self) -> Sender:
         async with self._starting:
@@ -207,6 +220,10 @@ class WorkerLink:
             del self._pending[call_id]
 
     async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
         proc, sender = self._proc, self._sender
         if sender is not None:
             sender.close()  # the child reads the end of its socket and exits
