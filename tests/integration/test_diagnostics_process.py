@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +24,9 @@ import pytest
 from mcp import Client
 
 from pve_steward.config import Settings
+from pve_steward.naming import Naming
 from pve_steward.server import build_server
+from pve_steward.worker.link import ProcessGone, WorkerLink
 from pvesim.server import SimServer
 from tests.httpserver import free_port, server_env, serving_process
 from tests.integration.pve import control
@@ -174,3 +177,52 @@ async def test_stdio_and_injected_clients_keep_heavy_calls_in_process(
     async with Client(build_server(settings, clock=lambda: 1.8e9)) as c:
         structured(await c.call_tool("diagnose_backups", {}))  # an injected clock: the child could not share it
         assert set(children(os.getpid())) == before
+
+
+class _Call:
+    """What WorkerLink.call reads of a tool call's context: the cluster, the operation, progress."""
+
+    def __init__(self, op: str) -> None:
+        self.app = types.SimpleNamespace(cluster=None, naming=Naming(), pve_version=None)
+        self.op = types.SimpleNamespace(name=op)
+
+    async def progress(self, done: float, total: float | None, message: str | None) -> None:
+        return None
+
+
+async def test_a_caller_cancelled_while_the_child_starts_leaves_a_link_that_still_answers(
+    start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
+) -> None:
+    link = WorkerLink(settings_for(start_sim("demo"), transport="http"), [])
+    try:
+        with anyio.move_on_after(0.3):  # the child is still importing
+            await link.call(_Call("diagnose_ha"), {})
+        with anyio.fail_after(30):
+            report = await link.call(_Call("diagnose_ha"), {"limit": 5})
+        assert report.area == "cluster_ha" and link.started == 1  # the cancelled start left nothing half-set
+    finally:
+        await link.close()
+
+
+async def test_close_answers_the_calls_still_waiting(
+    start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
+) -> None:
+    sim = start_sim("demo")
+    control(sim, "faults", {"slow": [{"pattern": "^/cluster/resources", "delay": 20.0}]})
+    link = WorkerLink(settings_for(sim, transport="http"), [])
+    outcome: list[BaseException] = []
+
+    async def waiting() -> None:
+        try:
+            await link.call(_Call("diagnose_capacity"), {})
+        except ProcessGone as exc:
+            outcome.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiting)
+        await anyio.sleep(3)  # started, sent, and waiting on the slow read
+        with anyio.fail_after(10):
+            await link.close()
+    assert len(outcome) == 1 and "ended" in str(outcome[0])
+    with pytest.raises(ProcessGone, match="stopping"):
+        await link.call(_Call("diagnose_capacity"), {})  # no new child after close

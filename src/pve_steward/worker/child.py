@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import pickle
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
@@ -91,15 +93,21 @@ class Child:
             result = await handler(ToolContext(app=app, op=_Op(call.op), progress=progress), **call.arguments)
             frame: tuple[Any, ...] = ("result", call_id, _blob(result))
         except asyncio.CancelledError:
-            return  # the front end's caller went away: it expects no answer
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                return  # the front end's caller went away (its "cancel"): it expects no answer
+            # a shared run its other callers gave up on just as this call joined it: this call still needs an answer
+            frame = _error_frame(call_id, ToolError(f"{call.op} was stopped by its other callers; retry it"))
         except Exception as exc:
             if not _expected(exc):
                 log.exception("heavy operation %s crashed in the diagnostics process", call.op)
             frame = _error_frame(call_id, exc)
         finally:
             otel_context.detach(attached)
-            self.running.pop(call_id, None)
         await self.sender.send(frame)
+
+    def _done(self, call_id: int, _task: asyncio.Task[None]) -> None:
+        self.running.pop(call_id, None)
 
     async def metrics(self, call_id: int) -> None:
         from pve_steward import metrics
@@ -118,6 +126,7 @@ class Child:
             if kind == "call":
                 task = asyncio.create_task(self.run(call_id, frame[2]))
                 self.running[call_id] = task
+                task.add_done_callback(functools.partial(self._done, call_id))  # also a task that never started
             elif kind == "cancel" and call_id in self.running:
                 self.running[call_id].cancel()
             elif kind == "metrics":

@@ -19,12 +19,14 @@ import pickle
 import socket
 import sys
 import weakref
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry import propagate
+from pydantic import SecretStr
 
 from pve_steward.clusters import ClusterTarget
 from pve_steward.config import Settings
@@ -57,8 +59,14 @@ class Start:
 
 
 def _plain(settings: Settings) -> Settings:
-    """The same values in the plain Settings class (load_settings' per-file subclass does not pickle)."""
-    return Settings.model_construct(_fields_set=settings.model_fields_set, **dict(settings))
+    """The same values in the plain Settings class (load_settings' per-file subclass does not pickle), with
+    the secrets read from their files now: the child uses what the front end uses, whatever the files say later."""
+    values = dict(settings)
+    if settings.token_secret_file is not None:
+        values.update(token_secret=SecretStr(settings.secret() or ""), token_secret_file=None)
+    if settings.pbs_token_secret_file is not None:
+        values.update(pbs_token_secret=SecretStr(settings.pbs_secret() or ""), pbs_token_secret_file=None)
+    return Settings.model_construct(_fields_set=settings.model_fields_set | set(values), **values)
 
 
 class ProcessGone(ToolError):
@@ -80,12 +88,13 @@ class WorkerLink:
     def __init__(self, settings: Settings, targets: list[ClusterTarget]) -> None:
         self._start = Start(settings, targets)
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Queue[tuple[Any, ...]]] = {}
+        self._pending: dict[int, tuple[asyncio.Queue[tuple[Any, ...]], Sender]] = {}  # call -> its queue, its child
         self._proc: asyncio.subprocess.Process | None = None
         self._sender: Sender | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
         self._warming: asyncio.Task[None] | None = None
+        self._closed = False
         self.started = 0  # processes started (a restart after a crash counts again)
         LINKS.add(self)
 
@@ -105,66 +114,87 @@ class WorkerLink:
 
         self._warming = asyncio.get_running_loop().create_task(start())
 
+    def _running(self) -> bool:
+        proc, reading = self._proc, self._reader_task is not None
+        return reading and self._sender is not None and proc is not None and proc.returncode is None
+
     async def _ready(self) -> Sender:
-        async with self._starting:
-            if self._sender is None or self._proc is None or self._proc.returncode is not None:
-                with anyio.move_on_after(START_TIMEOUT) as waited:
+        """The running child's sender; one start at a time, and every waiter within one START_TIMEOUT."""
+        if self._closed:
+            raise ProcessGone("the server is stopping; nothing was sent to the cluster")
+        with anyio.move_on_after(START_TIMEOUT):
+            async with self._starting:
+                if not self._running():
                     await self._spawn()
-                if waited.cancelled_caught:
-                    await self._ended()
-                    raise ToolError(
-                        f"the diagnostics process did not start within {START_TIMEOUT:g} s; nothing was sent to the "
-                        "cluster. Retry, or run without --diagnostics-process"
-                    )
-            assert self._sender is not None
-            return self._sender
+                assert self._sender is not None
+                return self._sender
+        raise ToolError(
+            f"the diagnostics process did not start within {START_TIMEOUT:g} s; nothing was sent to the cluster. "
+            "Retry, or run without --diagnostics-process"
+        )
 
     async def _spawn(self) -> None:
+        """Start a child and wait for its "ready"; whatever stops the start (an error, a cancelled caller,
+        the timeout) leaves no child and no half-set link behind."""
         ours, theirs = socket.socketpair()
+        proc: asyncio.subprocess.Process | None = None
+        sender: Sender | None = None
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "pve_steward.worker.child",
-                str(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=sys.stderr,  # stdout may be the MCP stdio channel: the child's output goes to the log
-                start_new_session=True,  # a Ctrl-C to the front end does not reach it; it ends when we close
-            )
-        finally:
-            theirs.close()
-        reader, writer = await asyncio.open_connection(sock=ours)
-        self._sender = Sender(writer)
-        await self._sender.send(("start", pickle.dumps(self._start, protocol=pickle.HIGHEST_PROTOCOL)))
-        first = await read_frame(reader)
-        if first is None or first[0] != "ready":
-            problem = first[1] if first is not None and first[0] == "failed" else "it ended while starting"
-            await self._ended()
-            raise ToolError(f"the diagnostics process could not start: {problem}")
+            try:
+                proc = self._proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "pve_steward.worker.child",
+                    str(theirs.fileno()),
+                    pass_fds=(theirs.fileno(),),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=sys.stderr,  # stdout may be the MCP stdio channel: the child's output goes to the log
+                    start_new_session=True,  # a Ctrl-C to the front end does not reach it; it ends when we close
+                )
+            finally:
+                theirs.close()
+            reader, writer = await asyncio.open_connection(sock=ours)
+            sender = self._sender = Sender(writer)
+            await sender.send(("start", pickle.dumps(self._start, protocol=pickle.HIGHEST_PROTOCOL)))
+            first = await read_frame(reader)
+            if first is None or first[0] != "ready":
+                problem = first[1] if first is not None and first[0] == "failed" else "it ended while starting"
+                raise ToolError(f"the diagnostics process could not start: {problem}")
+        except BaseException:
+            if sender is None:  # else closing the sender closes the socket
+                ours.close()
+            await _unstoppable(self._ended(proc, sender))
+            raise
         self.started += 1
-        self._reader_task = asyncio.create_task(self._read(reader))
+        self._reader_task = asyncio.create_task(self._read(reader, proc, sender))
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        while (frame := await read_frame(reader)) is not None:
-            queue = self._pending.get(frame[1])
-            if queue is not None:
-                queue.put_nowait(frame)
-        await self._ended()
+    async def _read(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process, sender: Sender) -> None:
+        try:
+            while (frame := await read_frame(reader)) is not None:
+                waiting = self._pending.get(frame[1])
+                if waiting is not None:  # a call that went away meanwhile: its answer is dropped
+                    waiting[0].put_nowait(frame)
+        except Exception:
+            log.exception("the diagnostics process sent what this server cannot read; it is stopped")
+        finally:
+            await _unstoppable(self._ended(proc, sender))
 
-    async def _ended(self) -> None:
-        """The child is gone: every waiting call hears it, the next call starts a new one."""
-        proc, self._proc, sender, self._sender = self._proc, None, self._sender, None
+    async def _ended(self, proc: asyncio.subprocess.Process | None, sender: Sender | None) -> None:
+        """A child is gone: the calls sent to it hear it, and the next call starts a new one (a child started
+        meanwhile, and its calls, are not touched)."""
+        if self._proc is proc:
+            self._proc = self._sender = self._reader_task = None
+        waiting = [(call_id, queue) for call_id, (queue, to) in self._pending.items() if to is sender]
         if sender is not None:
             sender.close()
         code = None
         if proc is not None:
-            with anyio.move_on_after(5, shield=True):
+            with anyio.move_on_after(5):
                 code = await proc.wait()
-            if code is None:  # closed socket, still running: hung, so it does not get to linger
+            if code is None:  # its socket is closed and it still runs: hung, so it does not get to linger
                 proc.kill()
                 code = await proc.wait()
-        for call_id, queue in list(self._pending.items()):
+        for call_id, queue in waiting:
             gone = ProcessGone(
                 f"the diagnostics process ended (exit code {code}) before it answered; nothing was changed. "
                 "Retry the call: a new process starts for it"
@@ -176,14 +206,20 @@ class WorkerLink:
         sender = await self._ready()
         call_id = next(self._ids)
         queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        self._pending[call_id] = queue
+        self._pending[call_id] = (queue, sender)
         answered = False
         try:
             app = t.app
             trace: dict[str, str] = {}
             propagate.inject(trace)
-            call = Call(app.cluster, t.op.name, arguments, app.naming, app.pve_version, trace)
-            await sender.send(("call", call_id, call))
+            try:
+                call = Call(app.cluster, t.op.name, arguments, app.naming, app.pve_version, trace)
+                await sender.send(("call", call_id, call))
+            except OSError:
+                answered = True
+                raise ProcessGone(
+                    "the diagnostics process ended before the call reached it; nothing was changed. Retry the call"
+                ) from None
             while True:
                 frame = await queue.get()
                 if frame[0] == "progress":
@@ -204,11 +240,11 @@ class WorkerLink:
     async def metrics(self) -> list[Any]:
         """The child's Prometheus families (its API requests, read cache, admission), or none if it is not running."""
         sender = self._sender
-        if sender is None or self._proc is None or self._proc.returncode is not None:
+        if sender is None or not self._running():
             return []
         call_id = next(self._ids)
         queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
-        self._pending[call_id] = queue
+        self._pending[call_id] = (queue, sender)
         try:
             await sender.send(("metrics", call_id))
             with anyio.move_on_after(5):
@@ -216,23 +252,30 @@ class WorkerLink:
                 return list(pickle.loads(frame[2])) if frame[0] == "metrics" else []
             log.warning("the diagnostics process did not send its metrics within 5 s")
             return []
+        except OSError:  # it has just ended: the next scrape has the new one's
+            return []
         finally:
             del self._pending[call_id]
 
     async def close(self) -> None:
+        """Stop the child with the server: it reads the end of its socket and exits (or is killed after 5 s);
+        a call still waiting hears that it ended, and no later call starts another."""
+        self._closed = True
+        LINKS.discard(self)
         if self._warming is not None and not self._warming.done():
             self._warming.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._warming
-        proc, sender = self._proc, self._sender
-        if sender is not None:
-            sender.close()  # the child reads the end of its socket and exits
-        if proc is not None and proc.returncode is None:
-            with anyio.move_on_after(5, shield=True) as scope:
-                await proc.wait()
-            if scope.cancelled_caught:
-                proc.kill()
-                await proc.wait()
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-        LINKS.discard(self)
+        reader = self._reader_task
+        if self._sender is not None:
+            self._sender.close()
+        if reader is not None:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({reader}, timeout=15)  # its end reaps the child and answers the waiting calls
+        for call_id, (queue, _to) in list(self._pending.items()):
+            queue.put_nowait(("gone", call_id, ProcessGone("the server is stopping; nothing was changed")))
+
+
+async def _unstoppable(step: Awaitable[None]) -> None:
+    """Run ``step`` to its end even if the caller is cancelled meanwhile (the caller still sees its cancel)."""
+    await asyncio.shield(asyncio.ensure_future(step))
