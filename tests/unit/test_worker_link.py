@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+from pathlib import Path
 
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
@@ -11,12 +12,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pve_steward import errors
 from pve_steward.admission import Busy
+from pve_steward.config import Settings, load_settings
 from pve_steward.instruments import render
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.security.guard import Refused
 from pve_steward.worker.child import _error_frame
 from pve_steward.worker.frames import encode, read_frame
-from pve_steward.worker.link import ProcessGone, revive
+from pve_steward.worker.link import ProcessGone, Start, revive
 
 
 def test_frames_round_trip_and_end_cleanly() -> None:
@@ -89,3 +91,26 @@ def test_metrics_of_both_processes_are_one_family_with_values_added() -> None:
     assert merged.count("# TYPE pve_steward_pve_requests_total counter") == 1
     assert 'pve_steward_pve_requests_total{endpoint="nodes"} 5.0' in merged  # the child's own label set
     assert f"{bucket} {base.get(bucket, 0.0) + 1}" in merged  # this process's count plus the child's one
+
+
+def test_the_child_gets_the_secrets_the_front_end_read_not_the_files(tmp_path: Path) -> None:
+    secret, pbs = tmp_path / "secret", tmp_path / "pbs"
+    secret.write_text("front-end-secret\n")
+    pbs.write_text("pbs-secret\n")
+    secret.chmod(0o600)
+    pbs.chmod(0o600)
+    settings = load_settings(
+        url="pve.example:8006",
+        token_id="ops@pve!mcp",
+        token_secret_file=secret,
+        pbs_url="pbs.example",
+        pbs_token_id="ops@pbs!mcp",
+        pbs_token_secret_file=pbs,
+        audit_log=tmp_path / "audit.jsonl",
+    )
+    start = pickle.loads(pickle.dumps(Start(settings, [])))
+    secret.write_text("rotated\n")  # what the file says after the front end started does not reach the child
+    pbs.unlink()
+    assert (start.settings.secret(), start.settings.pbs_secret()) == ("front-end-secret", "pbs-secret")
+    assert start.settings.token_secret_file is None and start.settings.pbs_token_secret_file is None
+    assert type(start.settings) is Settings  # not load_settings' per-file subclass, which does not pickle
