@@ -82,7 +82,7 @@ class Lifespan:
         owned.append(ProxmoxerClient(self.settings if target is None else target.client_settings))
         return owned[-1]
 
-    def _plain(self, apps: list[AppContext]) -> bool:
+    def _rebuildable(self, apps: list[AppContext]) -> bool:
         """The diagnostics process can stand in for these contexts: it builds the same from the settings
         (proxmoxer clients, the real clock); a test's injected client or clock stays in this process."""
         return self.clock is time.time and all(type(app.client) is ProxmoxerClient for app in apps)
@@ -96,7 +96,7 @@ class Lifespan:
         try:
             chosen: list[ClusterTarget | None] = [*self.targets] if self.targets else [None]
             apps = [self.context(target, self._client_for(target, owned), admission) for target in chosen]
-            if self.settings.offload_heavy and self._plain(apps):
+            if self.settings.offload_heavy and self._rebuildable(apps):
                 from pve_steward.worker.link import WorkerLink
 
                 worker = WorkerLink(self.settings, self.targets)

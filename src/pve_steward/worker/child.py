@@ -19,7 +19,6 @@ import pickle
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -30,23 +29,6 @@ from pve_steward.worker.frames import Sender, read_frame
 from pve_steward.worker.link import Call, Start
 
 log = logging.getLogger("pve_steward.worker")
-
-
-@dataclass(frozen=True)
-class _Op:
-    """What a handler's context says about the operation (handlers.OperationView): heavy ones only read."""
-
-    name: str
-
-    @property
-    def is_write(self) -> bool:
-        return False
-
-    @property
-    def tier(self) -> Any:
-        from pve_steward.security.tiers import Tier
-
-        return Tier.READ_ONLY
 
 
 def _blob(value: Any) -> bytes:
@@ -76,6 +58,7 @@ class Child:
 
     async def run(self, call_id: int, call: Call) -> None:
         from pve_steward.admission import HEAVY
+        from pve_steward.handlers import HANDLERS, spec_of
         from pve_steward.tools.context import ToolContext
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -87,10 +70,11 @@ class Child:
             app.naming = call.naming
             if call.pve_version is not None:
                 app.pve_version = call.pve_version
-            handler = HEAVY.get(call.op)
-            if handler is None:
+            handler, guarded = HEAVY.get(call.op), HANDLERS.get(call.op)
+            spec = spec_of(guarded) if guarded is not None else None  # the operation as its handler declares it
+            if handler is None or spec is None:
                 raise LookupError(f"{call.op} is not a heavy operation")
-            result = await handler(ToolContext(app=app, op=_Op(call.op), progress=progress), **call.arguments)
+            result = await handler(ToolContext(app=app, op=spec, progress=progress), **call.arguments)
             frame: tuple[Any, ...] = ("result", call_id, _blob(result))
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -139,8 +123,6 @@ class Child:
 
 def _expected(exc: Exception) -> bool:
     """Errors the guard turns into answers (refusals, PVE's errors, busy); anything else is logged here."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
     from pve_steward.errors import PveError
     from pve_steward.pve.ids import InvalidIdentifier
     from pve_steward.security.tokens import TokenRefused

@@ -98,10 +98,6 @@ class WorkerLink:
         self.started = 0  # processes started (a restart after a crash counts again)
         LINKS.add(self)
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.returncode is None else None
-
     def warm(self) -> None:
         """Start the child now, in the background, so the first heavy call finds it ready (it reads nothing
         from a cluster until a call asks); a start that fails is logged, and the first heavy call retries."""
