@@ -104,6 +104,27 @@ async def test_vzdump_defaults_read_per_node_for_jobs_that_do_not_settle_retenti
     assert set(d.vzdump_defaults) == {"pve1@local", "pve2@local"}
 
 
+async def test_the_few_cluster_and_storage_reads_go_ahead_of_the_per_guest_ones() -> None:
+    """The pool takes reads in the order asked: HA rules asked after a thousand configs were the whole last round
+    trip of an evacuation's read phase (bench_planner, issue 17)."""
+    guests = [guest_row(v, "pve1" if v % 2 else "pve2") for v in range(100, 140)]
+    fake = _cluster("9.1.2", guests)
+    fake.on("GET", "/cluster/backup", [{"id": "daily", "storage": "local", "all": 1, "enabled": 1}])
+    fake.on("GET", "/cluster/backup-info/not-backed-up", []).on(
+        "GET", "/access/permissions", {"/": {"Datastore.Allocate": 1}}
+    )
+    fake.on("GET", "/nodes/{node}/storage/{storage}/content", []).on("GET", "/nodes/{node}/tasks", [])
+    fake.on("GET", "/nodes/{node}/vzdump/defaults", lambda p: {"storage": p["storage"], "prune-backups": "keep-all=1"})
+    fake.on("GET", "/nodes/{node}/qemu/{vmid}/config", qemu_config("g"))
+    fake.on("GET", "/nodes/{node}/qemu/{vmid}/migrate", {"running": 1, "local_disks": [], "local_resources": []})
+    d = await collect(fake, NOW, ["ha", "backups", "migration"], preconditions=True)
+    asked = fake.requested("GET")
+    per_guest = [i for i, call in enumerate(asked) if call.endswith(("/config", "/migrate"))]
+    few = [i for i, call in enumerate(asked) if call.endswith(("/ha/rules", "/content", "/vzdump/defaults"))]
+    assert len(per_guest) == 80 and len(few) >= 4 and max(few) < min(per_guest)
+    assert len(d.configs) == 40 and d.ha_rules
+
+
 async def test_get_task_takes_endtime_from_the_task_index(tmp_path: Path) -> None:
     """Tasks.pm read_task_status has no endtime; node_tasks rows have it."""
     row = task("pve1", "vzdump", "", 3600, duration=300)

@@ -455,6 +455,13 @@ class Collector:
                     (f"disks:{n}", api_path("nodes", seg, "disks", "list"), {}),
                     (f"zfs:{n}", api_path("nodes", seg, "disks", "zfs"), {}),
                 ]
+        # the few cluster-wide and per-storage reads go ahead of the thousands per guest: the pool takes reads
+        # in order, so a lone one asked last was the whole last round trip of a check (issue 17)
+        if self._want("ha"):
+            reads += self._ha_constraint_reads()
+        if self._want("backups"):
+            reads += self._backup_content_reads(online)
+            reads += self._vzdump_defaults_reads(online)
         if self.areas & NEEDS_CONFIGS:
             for vmid, g in d.guests.items():
                 if g.get("node") in online and (wanted is None or vmid in wanted):
@@ -475,11 +482,6 @@ class Collector:
                             {},
                         )
                     )
-        if self._want("backups"):
-            reads += self._backup_content_reads(online)
-            reads += self._vzdump_defaults_reads(online)
-        if self._want("ha"):
-            reads += self._ha_constraint_reads()
         got = await self._read(reads)
         self._take_preconditions(got)
         self._take_ha_constraints(got)
