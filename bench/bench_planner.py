@@ -110,11 +110,17 @@ def read_phase(sim: SimProcess, client: ProxmoxerClient) -> tuple[float, int, An
     """Wall time, API calls, the data, the CPU seconds this process and pvesim's spent on it, the requests."""
     spans = record_requests(client)
     before = request_count(sim)
-    sim_cpu, own_cpu = cpu_seconds(sim.proc.pid), time.process_time()
-    t0 = time.perf_counter()
-    data = asyncio.run(collect(client, time.time(), ["migration", "ha"], node=NODE, preconditions=True))
-    wall = time.perf_counter() - t0
-    own_cpu, sim_cpu = time.process_time() - own_cpu, cpu_seconds(sim.proc.pid) - sim_cpu
+
+    async def timed() -> tuple[float, Any, float, float]:
+        # timed on a running loop, as the server runs it: asyncio.run's own start and end (a new loop,
+        # its executor's shutdown) are not part of the read phase
+        sim_cpu, own_cpu = cpu_seconds(sim.proc.pid), time.process_time()
+        t0 = time.perf_counter()
+        data = await collect(client, time.time(), ["migration", "ha"], node=NODE, preconditions=True)
+        wall = time.perf_counter() - t0
+        return wall, data, time.process_time() - own_cpu, cpu_seconds(sim.proc.pid) - sim_cpu
+
+    wall, data, own_cpu, sim_cpu = asyncio.run(timed())
     del client._send  # the class's own again
     return wall, request_count(sim) - before - 1, data, own_cpu, sim_cpu, spans
 
