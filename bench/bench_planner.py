@@ -6,8 +6,10 @@ pvesim runs in its own process (as a real cluster would). Printed:
   ``--repeat`` times on one client, as a long-running server would: the first run also opens the
   connections (printed), the ratio uses the best run (shared 2-core machines are noisy);
 - the time inside a request against the time a worker spends between two (this client's share), for
-  both runs: the concurrent run's requests take longer inside (pvesim serves 16 at once in one
-  process), which caps the speed-up below 16x whatever the client does;
+  both runs. pvesim answers each request when its latency is up, counted from arrival, with its own
+  work for it inside that time (as a node's several pveproxy workers would); what its one process
+  does outside the app (TLS, HTTP parsing, writing the answer) still queues when 16 arrive at once,
+  and keeps the speed-up below 16x whatever the client does;
 - the same read phase one request at a time (target: concurrent >= 15x faster);
 - the planning itself, and the whole MCP tool call (which adds the SDK's output-schema validation
   of a ~1,000-step plan on both ends).

@@ -85,7 +85,9 @@ def serve_http(mcp: Any, settings: Settings, banner: Callable[[int], None]) -> N
         print(f"pve-steward: warning: {warning}", file=sys.stderr, flush=True)
     sock = bind_http(settings)
     banner(int(sock.getsockname()[1]))
-    config = uvicorn.Config(app, log_level="warning", http=guarded_protocol(settings))  # read deadlines, caps
+    # asyncio's own loop, whatever else is installed ("auto" would take uvloop, which the simulator's dev
+    # extra brings): the loop the server is tested and measured on
+    config = uvicorn.Config(app, log_level="warning", http=guarded_protocol(settings), loop="asyncio")
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -102,7 +102,15 @@ async def _params(request: Request) -> dict[str, Any]:
 
 def create_app(sim: Simulator) -> Starlette:
     async def api2(request: Request) -> Response:
-        response = await serve(request)
+        path = "/" + request.path_params["path"].rstrip("/")
+        # the latency is when the answer is due, counted from the request's arrival: the simulator's own
+        # work for it counts toward it, as a PVE node's several workers answer requests side by side
+        # (pveproxy forks 3 by default), instead of this one process's work queueing on top (issue 17)
+        loop = asyncio.get_running_loop()
+        due = loop.time() + sim.faults.delay_for(path)
+        response = await serve(request, path)
+        if (wait := due - loop.time()) > 0:
+            await asyncio.sleep(wait)
         if isinstance(response, _DropResponse) or response.status_code >= 400:
             sim.failures_served += 1  # lets tests check that every failed read was reported
             status = 0 if isinstance(response, _DropResponse) else response.status_code
@@ -110,13 +118,9 @@ def create_app(sim: Simulator) -> Starlette:
             del sim.failure_log[:-200]
         return response
 
-    async def serve(request: Request) -> Response:
-        path = "/" + request.path_params["path"].rstrip("/")
+    async def serve(request: Request, path: str) -> Response:
         method = request.method
         sim.requests += 1
-        delay = sim.faults.delay_for(path)
-        if delay:
-            await asyncio.sleep(delay)
         if sim.faults.drop_for(path):
             return _DropResponse()
         with sim.lock:

@@ -33,7 +33,12 @@ class DropRule(BaseModel):
 
 
 class Faults(BaseModel):
-    latency: float = Field(0.0, ge=0, description="fixed added latency per request, seconds")
+    latency: float = Field(
+        0.0,
+        ge=0,
+        description="the least time from a request's arrival to its answer, seconds (the simulator's own work "
+        "for the request counts toward it)",
+    )
     jitter: float = Field(0.0, ge=0, description="uniform random extra latency, seconds")
     errors: list[ErrorRule] = Field(default_factory=list)
     slow: list[SlowRule] = Field(default_factory=list)

@@ -137,6 +137,9 @@ class HttpsSim:
             "ssl_keyfile": str(self.key_path),
             "lifespan": "off",
             "access_log": False,
+            # libuv's loop where it is installed (the dev extra): it serves a request with less of this one
+            # process's CPU, which a real node spreads over pveproxy's workers (issue 17); else asyncio's
+            "loop": "auto",
         }
 
     def start(self) -> Self:
