@@ -100,17 +100,27 @@ async def _params(request: Request) -> dict[str, Any]:
     return params
 
 
+async def _until(due: float) -> None:
+    """Sleep until the loop's clock reaches ``due`` (uvloop's millisecond timers may wake a little early)."""
+    loop = asyncio.get_running_loop()
+    while (wait := due - loop.time()) > 0:
+        await asyncio.sleep(wait)
+
+
 def create_app(sim: Simulator) -> Starlette:
     async def api2(request: Request) -> Response:
         path = "/" + request.path_params["path"].rstrip("/")
         # the latency is when the answer is due, counted from the request's arrival: the simulator's own
         # work for it counts toward it, as a PVE node's several workers answer requests side by side
-        # (pveproxy forks 3 by default), instead of this one process's work queueing on top (issue 17)
-        loop = asyncio.get_running_loop()
-        due = loop.time() + sim.faults.delay_for(path)
-        response = await serve(request, path)
-        if (wait := due - loop.time()) > 0:
-            await asyncio.sleep(wait)
+        # (pveproxy forks 3 by default), instead of this one process's work queueing on top (issue 17).
+        # The request is handled on arrival, its answer held: a write shows before its answer does.
+        due = asyncio.get_running_loop().time() + sim.faults.delay_for(path)
+        try:
+            response = await serve(request, path)
+        except Exception:
+            await _until(due)  # an error the app did not answer (Starlette's 500) is due like any answer
+            raise
+        await _until(due)
         if isinstance(response, _DropResponse) or response.status_code >= 400:
             sim.failures_served += 1  # lets tests check that every failed read was reported
             status = 0 if isinstance(response, _DropResponse) else response.status_code

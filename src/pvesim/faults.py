@@ -36,8 +36,9 @@ class Faults(BaseModel):
     latency: float = Field(
         0.0,
         ge=0,
-        description="the least time from a request's arrival to its answer, seconds (the simulator's own work "
-        "for the request counts toward it)",
+        description="the least time from a request's arrival to its answer, seconds. The simulator handles the "
+        "request on arrival (its own work counts toward the latency) and holds the answer until it is due: a write "
+        "shows before its answer does, and a fault rule set meanwhile does not apply to a request already handled",
     )
     jitter: float = Field(0.0, ge=0, description="uniform random extra latency, seconds")
     errors: list[ErrorRule] = Field(default_factory=list)

@@ -321,6 +321,15 @@ def test_injected_task_failure_and_faults(start_sim) -> None:
     t0 = time.monotonic()
     assert pve.version.get()["release"] == "9.1"
     assert time.monotonic() - t0 >= 0.2
+    token_id, secret = sim.token("root@pam!pvesim")
+    t0 = time.monotonic()  # a body the app cannot read fails in the app (Starlette's 500): still when due
+    bad = control.put(
+        f"{sim.url}/api2/json/nodes/pve1/qemu/100/config",
+        verify=str(sim.cert_path),
+        data=b"{not json",
+        headers={"content-type": "application/json", "Authorization": f"PVEAPIToken={token_id}={secret}"},
+    )
+    assert bad.status_code == 500 and time.monotonic() - t0 >= 0.2
     with pytest.raises(ResourceException, match="simulated outage"):
         pve.cluster.tasks.get()
     control.put(f"{sim.url}/_sim/faults", verify=str(sim.cert_path), json={"drop": [{"pattern": "^/nodes$"}]})
