@@ -25,22 +25,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
-from pve_steward.worker.frames import Sender, read_frame
+from pve_steward.worker.frames import Sender, blob, read_frame
 from pve_steward.worker.link import Call, Start
 
 log = logging.getLogger("pve_steward.worker")
 
 
-def _blob(value: Any) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-
 def _error_frame(call_id: int, exc: BaseException) -> tuple[Any, ...]:
     try:
-        blob = _blob(exc)
+        pickled = blob(exc)
     except Exception:  # an exception that does not pickle: its words still go back
-        blob = b""
-    return ("error", call_id, blob, str(exc) or type(exc).__name__)
+        pickled = b""
+    return ("error", call_id, pickled, str(exc) or type(exc).__name__)
 
 
 class Child:
@@ -75,7 +71,7 @@ class Child:
             if handler is None or spec is None:
                 raise LookupError(f"{call.op} is not a heavy operation")
             result = await handler(ToolContext(app=app, op=spec, progress=progress), **call.arguments)
-            frame: tuple[Any, ...] = ("result", call_id, _blob(result))
+            frame: tuple[Any, ...] = ("result", call_id, blob(result))
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -97,7 +93,7 @@ class Child:
         from pve_steward import metrics
 
         families = list(metrics.REGISTRY.collect())
-        await self.sender.send(("metrics", call_id, _blob(families)))
+        await self.sender.send(("metrics", call_id, blob(families)))
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
         from pve_steward import metrics

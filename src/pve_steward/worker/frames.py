@@ -15,8 +15,13 @@ _LENGTH = struct.Struct("!I")
 MAX_FRAME = 512 * 1024 * 1024  # a whole plan at 10,000 guests is a few MB; this only stops a corrupt length
 
 
+def blob(value: Any) -> bytes:
+    """``value`` pickled: a frame, or a payload inside one that its receiver unpickles in its own task."""
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def encode(message: Any) -> bytes:
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    payload = blob(message)
     return _LENGTH.pack(len(payload)) + payload
 
 

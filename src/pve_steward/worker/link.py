@@ -30,7 +30,7 @@ from pydantic import SecretStr
 
 from pve_steward.clusters import ClusterTarget
 from pve_steward.config import Settings
-from pve_steward.worker.frames import Sender, read_frame
+from pve_steward.worker.frames import Sender, blob, read_frame
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 60.0  # imports and the first settings check; a loaded 2-core machine takes a few seconds
@@ -73,10 +73,10 @@ class ProcessGone(ToolError):
     """The diagnostics process ended while a call waited on it."""
 
 
-def revive(blob: bytes, text: str) -> BaseException:
+def revive(pickled: bytes, text: str) -> BaseException:
     """The child's exception, or a ToolError with its text if it cannot be rebuilt here."""
     try:
-        exc = pickle.loads(blob)
+        exc = pickle.loads(pickled)
     except Exception:  # a class whose pickle does not round-trip: its words still reach the caller
         return ToolError(text)
     return exc if isinstance(exc, BaseException) else ToolError(text)
@@ -151,7 +151,7 @@ class WorkerLink:
                 theirs.close()
             reader, writer = await asyncio.open_connection(sock=ours)
             sender = self._sender = Sender(writer)
-            await sender.send(("start", pickle.dumps(self._start, protocol=pickle.HIGHEST_PROTOCOL)))
+            await sender.send(("start", blob(self._start)))
             first = await read_frame(reader)
             if first is None or first[0] != "ready":
                 problem = first[1] if first is not None and first[0] == "failed" else "it ended while starting"
