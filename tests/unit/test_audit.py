@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -237,6 +238,53 @@ def test_one_process_shares_one_writer_and_one_chain(tmp_path: Path) -> None:
         b.append({"event": "y", "i": i})
     result = verify(path)
     assert result.ok and result.records == 6
+
+
+def test_appends_at_the_same_moment_share_an_fsync_and_keep_one_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit: 30 threads appending while an fsync is under way wait for the next one, not for 30 in a
+    row; each gets its own record back, on disk and in the chain."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:  # a busy disk: the real fsync, then the time it can take under load
+        real_fsync(fd)
+        time.sleep(0.02)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    start = threading.Barrier(30)
+    returned: dict[int, dict[str, object]] = {}
+
+    def one(i: int) -> None:
+        start.wait()
+        returned[i] = log.append({"event": "tool_call", "tool": "get_guest", "params": {"vmid": i}})
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result = verify(path)
+    assert result.ok and result.records == 30
+    on_disk = {json.loads(line)["params"]["vmid"]: json.loads(line) for line in _lines(path)}
+    assert on_disk == returned  # every caller got exactly its own record, as written
+    assert sorted(int(str(r["seq"])) for r in returned.values()) == list(range(1, 31))
+    assert log._w.fsyncs <= 10  # overlapping appends shared commits (one at a time would be 30)
+
+
+def test_a_record_that_cannot_be_written_fails_alone(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    circular: dict[str, object] = {}
+    circular["self"] = circular
+    log.append({"event": "x", "i": 1})
+    with pytest.raises(ValueError, match="Circular"):
+        log.append({"event": "x", "params": circular})
+    log.append({"event": "x", "i": 2})
+    result = verify(path)
+    assert result.ok and result.records == 2
 
 
 @pytest.mark.parametrize(
