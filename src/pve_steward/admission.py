@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
+from pve_steward.perobject import PerObject
 from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
 from pve_steward.singleflight import SingleFlight
 
@@ -107,6 +108,9 @@ class Admission:
 
 Handler = Callable[..., Awaitable[R]]
 HEAVY: dict[str, Handler[Any]] = {}  # operation name -> its heavy wrapper (what the diagnostics process runs)
+# A run's result -> each page of it as presented: the callers sharing a run that ask for the same page get
+# one object, whose answer is then encoded once (answers.py); kept while the result lives.
+PRESENTED: PerObject[Any] = PerObject()
 
 
 @overload
@@ -158,7 +162,11 @@ def heavy(
             result = kept if kept is not None else await admission.run(t.op.name, key, lambda: fn(t, **work))
             if continues is not None and kept is None:
                 admission.keep(key, result)
-            return present(t, result, arguments) if present is not None else result
+            if present is None:
+                return result
+            shown = tuple(sorted((k, repr(arguments.get(k))) for k in presentation))
+            shown_page: R = PRESENTED.get(result, (id(t.app), shown), lambda: present(t, result, arguments))
+            return shown_page
 
         wrapper.__heavy__ = True  # type: ignore[attr-defined]
         HEAVY[fn.__name__] = wrapper

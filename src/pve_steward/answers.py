@@ -11,14 +11,22 @@ it is made small and stays lossless and parseable (issue 17, design record 26120
   on every row.
 
 ``structuredContent`` stays the full typed object, unchanged.
+
+The tools build their answers here (:func:`answer`) rather than leave them to the SDK, which also
+wrote the indented text that was then thrown away; an object that several callers share is
+encoded once (design record 261204-36).
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from pve_steward.perobject import PerObject
 
 TABLE_KEYS = ("columns", "untrusted_columns", "rows")
 
@@ -56,9 +64,38 @@ def render(structured: Any) -> str:
     return json.dumps(tabulate(structured), separators=(",", ":"), ensure_ascii=False)
 
 
+_ANSWERS: PerObject[CallToolResult] = PerObject()  # a handler's result -> its answer, while the result lives
+# answers made by `answer` (compact already), by identity: pydantic models are not hashable
+_BUILT: weakref.WeakValueDictionary[int, CallToolResult] = weakref.WeakValueDictionary()
+
+
+def answer(result: BaseModel, action: str | None = None) -> CallToolResult:
+    """The answer to a call whose handler returned ``result``: its JSON form as ``structuredContent``
+    (wrapped as ``{"action", "result"}`` for a meta-tool's ``action``), its compact rendering as text.
+
+    The same object (callers that shared one heavy run and asked for the same page) gets the same
+    answer, encoded once.
+    """
+    return _ANSWERS.get(result, action, lambda: _build(result, action))
+
+
+def _build(result: BaseModel, action: str | None) -> CallToolResult:
+    # as the SDK dumped them: a granular tool's model by alias, a meta-tool's result (typed Any there) as is
+    if action is None:
+        structured = result.model_dump(mode="json", by_alias=True)
+    else:
+        structured = {"action": action, "result": result.model_dump(mode="json")}
+    built = CallToolResult(content=[TextContent(type="text", text=render(structured))], structured_content=structured)
+    _BUILT[id(built)] = built
+    return built
+
+
 def compact_answer(result: Any) -> Any:
-    """A successful structured answer with its one text block rewritten by :func:`render`."""
+    """A successful structured answer with its one text block rewritten by :func:`render`
+    (an answer :func:`answer` made is compact already)."""
     if not isinstance(result, CallToolResult) or result.is_error or not isinstance(result.structured_content, dict):
+        return result
+    if _BUILT.get(id(result)) is result:
         return result
     if len(result.content) != 1 or not isinstance(result.content[0], TextContent):
         return result  # a tool that built its own content blocks keeps them

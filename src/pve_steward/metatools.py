@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema, create_model
 
+from pve_steward.answers import answer
 from pve_steward.models import Model
 from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters
 
@@ -291,8 +292,9 @@ def make_meta_function(
         chosen = kwargs.pop("cluster", None)
         action, args = validate_action(meta, kwargs.pop("action"), kwargs)
         result = await (run(action, args, ctx, human) if cluster is None else run(action, args, ctx, human, chosen))
-        dumped = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-        return ActionResult(action=action.op.name, result=dumped)
+        if isinstance(result, BaseModel):
+            return answer(result, action.op.name)  # type: ignore[return-value]  # the SDK takes an answer as is
+        return ActionResult(action=action.op.name, result=result)
 
     tool.__name__ = meta.name
     tool.__doc__ = meta.description

@@ -26,10 +26,10 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp.server.request_state import RequestStateSecurity
 from mcp.types import INVALID_PARAMS, GetPromptResult, ListToolsResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from pve_steward import __version__
-from pve_steward.answers import compact_answer
+from pve_steward.answers import answer, compact_answer
 from pve_steward.client import ProxmoxClient, api_path
 from pve_steward.clientlog import forwarded, register_logging
 from pve_steward.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
@@ -187,9 +187,13 @@ class OpsServer(MCPServer[AppContext]):
             cheap = self.cheap(name, arguments)
             if not cheap:
                 URGENCY.release()  # the HTTP request was marked cheap on arrival (http.Precedence)
+                await URGENCY.heavy_turn()  # fifty arriving at once start one loop iteration apart
             with URGENCY.urgent() if cheap else nullcontext():
                 async with forwarded(context):
-                    return compact_answer(await super().call_tool(name, arguments, context))
+                    reply = compact_answer(await super().call_tool(name, arguments, context))
+            if not cheap:
+                await URGENCY.heavy_turn()
+            return reply
         except UnexpectedToolError:
             raise
         except ToolError as exc:
@@ -439,7 +443,7 @@ def make_granular_tool(
         human = human_parameter([p.name for p in params[:-1]], lambda _args: op.name)
         params.append(inspect.Parameter("human", inspect.Parameter.KEYWORD_ONLY, annotation=human))
     returns = hints["return"]
-
+    whole = inspect.isclass(returns) and issubclass(returns, BaseModel)  # the SDK does not wrap it in {"result"}
     nodes = node_parameters(handler)
 
     async def tool(**kwargs: Any) -> Any:
@@ -449,7 +453,8 @@ def make_granular_tool(
         if op.name not in SEVERAL_CLUSTERS:
             await cluster_ready(app)
         await check_nodes(app, nodes, kwargs)
-        return await handler(_tool_context(ctx, app, op, human), **kwargs)
+        result = await handler(_tool_context(ctx, app, op, human), **kwargs)
+        return answer(result) if whole and isinstance(result, BaseModel) else result
 
     tool.__name__ = op.name
     tool.__doc__ = op.description

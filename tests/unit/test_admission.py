@@ -137,3 +137,46 @@ async def test_a_later_page_joins_a_newer_run_of_its_work_rather_than_the_kept_o
 
 async def _collect(into: list[list[int]], call: Awaitable[list[int]]) -> None:
     into.append(await call)
+
+
+async def test_callers_sharing_a_run_get_one_object_per_page_they_ask_for() -> None:
+    """Fifty callers of one run asking for its first page: one page presented, one object (so its answer is
+    encoded once, answers.py); another page is presented once for its own callers."""
+    from types import SimpleNamespace
+
+    from pydantic import BaseModel
+
+    from pve_steward.admission import heavy
+
+    class Whole(BaseModel):
+        rows: list[int]
+
+    class Shown(BaseModel):
+        rows: list[int]
+        offset: int
+
+    presented: list[int] = []
+
+    def present(t: object, whole: Whole, arguments: dict[str, int]) -> Shown:
+        presented.append(arguments["offset"])
+        return Shown(rows=whole.rows[arguments["offset"] :][:2], offset=arguments["offset"])
+
+    async def report(t: object, offset: int = 0) -> Whole:
+        await anyio.sleep(0.05)  # long enough for every caller to join
+        return Whole(rows=list(range(10)))
+
+    handler = heavy(presentation=("offset",), present=present)(report)
+    t = SimpleNamespace(app=SimpleNamespace(admission=Admission(), cluster=None), op=SimpleNamespace(name="health"))
+    got: list[tuple[int, Shown]] = []
+
+    async def ask(offset: int) -> None:
+        got.append((offset, await handler(t, offset=offset)))
+
+    async with anyio.create_task_group() as tg:
+        for offset in [0] * 5 + [2] * 2:
+            tg.start_soon(ask, offset)
+    firsts = {id(shown) for offset, shown in got if offset == 0}
+    seconds = {id(shown) for offset, shown in got if offset == 2}
+    assert len(got) == 7 and len(firsts) == 1 and len(seconds) == 1 and firsts != seconds
+    assert sorted(presented) == [0, 2], "each page presented once"
+    assert next(s.rows for o, s in got if o == 2) == [2, 3]

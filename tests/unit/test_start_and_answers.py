@@ -47,10 +47,10 @@ async def test_unsupported_version_is_refused_by_every_tool_with_the_way_out(tmp
     fake = demo_client().on("GET", "/version", {"version": "7.4.17"})
     async with Client(build_server(_settings(tmp_path), client=fake)) as c:
         answers = [await c.call_tool("cluster", {"action": "cluster_overview"}) for _ in range(2)]
-    for answer in answers:
-        assert answer.is_error
-        assert "Proxmox VE 7.4.17 is not supported" in answer.content[0].text
-        assert "--disable-version-check" in answer.content[0].text
+    for reply in answers:
+        assert reply.is_error
+        assert "Proxmox VE 7.4.17 is not supported" in reply.content[0].text
+        assert "--disable-version-check" in reply.content[0].text
     assert fake.requested() == ["GET /version"]  # the verdict is kept; no tool reached the cluster
 
 
@@ -137,6 +137,23 @@ def test_only_a_plain_structured_answer_is_rewritten() -> None:
     image = ImageContent(type="image", data="AAAA", mime_type="image/png")
     blocks = CallToolResult(content=[TextContent(type="text", text="x"), image], structured_content=structured)
     assert compact_answer(blocks) is blocks
+
+
+def test_an_answer_is_built_once_per_result_object_and_left_as_it_is() -> None:
+    """The tools build their answers (answers.answer): the SDK's form, the compact text, and one encoding
+    for the one object that callers of a shared run all get."""
+    from pve_steward.analysis.findings import Counts
+    from pve_steward.answers import answer
+
+    report = Counts(critical=2, info=3)
+    meta, again = answer(report, "check_cluster_health"), answer(report, "check_cluster_health")
+    assert meta is again and compact_answer(meta) is meta
+    assert meta.structured_content == {"action": "check_cluster_health", "result": report.model_dump(mode="json")}
+    assert meta.content[0].text == render(meta.structured_content)  # type: ignore[union-attr]
+    granular = answer(report)
+    assert granular is not meta and granular.structured_content == report.model_dump(mode="json", by_alias=True)
+    equal = Counts(critical=2, info=3)
+    assert answer(equal, "check_cluster_health") is not meta, "kept by identity, not by value"
 
 
 @pytest.mark.parametrize("uri", ["pve-steward://cluster", "pve-steward://nodes/pve1", "pve-steward://guests/100"])

@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pve_steward.config import load_settings
 from pve_steward.requestpool import BACKGROUND, URGENT, RequestPool, Urgency
 from pve_steward.server import OpsServer, build_server
@@ -161,3 +163,45 @@ def test_answers_for_a_closed_event_loop_are_not_kept() -> None:
         assert not pool._answered and not pool._held
     finally:
         pool.shutdown()
+
+
+@pytest.mark.anyio
+async def test_a_heavy_turn_waits_for_the_cheap_call_in_flight_and_heavy_turns_go_one_at_a_time() -> None:
+    urgency = Urgency(grace=60)
+    order: list[str] = []
+    cheap_started, cheap_may_end = asyncio.Event(), asyncio.Event()
+
+    async def cheap() -> None:
+        with urgency.urgent():
+            cheap_started.set()
+            await cheap_may_end.wait()
+            order.append("cheap")
+
+    async def heavy(name: str) -> None:
+        await urgency.heavy_turn()
+        order.append(name)
+
+    cheap_task = asyncio.create_task(cheap())
+    await cheap_started.wait()
+    heavies = [asyncio.create_task(heavy(f"heavy {i}")) for i in range(3)]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert order == [], "no heavy call goes while the cheap one runs"
+    cheap_may_end.set()
+    await asyncio.wait_for(asyncio.gather(cheap_task, *heavies), 30)
+    assert order == ["cheap", "heavy 0", "heavy 1", "heavy 2"]
+
+
+@pytest.mark.anyio
+async def test_a_heavy_turn_waits_one_grace_at_most() -> None:
+    urgency = Urgency(grace=0.05)
+    never = asyncio.Event()
+
+    async def stuck_cheap() -> None:
+        with urgency.urgent():
+            await never.wait()
+
+    stuck = asyncio.create_task(stuck_cheap())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(urgency.heavy_turn(), 30)  # a cheap call that never ends does not starve heavy work
+    stuck.cancel()

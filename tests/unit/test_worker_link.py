@@ -17,7 +17,7 @@ from pve_steward.instruments import render
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.security.guard import Refused
 from pve_steward.worker.child import _error_frame
-from pve_steward.worker.frames import encode, read_frame
+from pve_steward.worker.frames import blob, encode, load_shared, read_frame
 from pve_steward.worker.link import ProcessGone, Start, revive
 
 
@@ -29,6 +29,18 @@ def test_frames_round_trip_and_end_cleanly() -> None:
         return [await read_frame(reader) for _ in range(3)]
 
     assert asyncio.run(run()) == [("call", 1, {"a": [1, 2]}), ("cancel", 1), None]  # a cut frame is the end
+
+
+def test_equal_result_payloads_are_one_object_while_it_lives() -> None:
+    """The child pickles a shared run's result once; the callers here get one object, as in-process."""
+    from pve_steward.analysis.findings import Counts
+
+    payload = blob(Counts(critical=1))
+    first = load_shared(payload)
+    assert load_shared(bytes(bytearray(payload))) is first  # another frame, the same bytes
+    assert load_shared(blob(Counts(critical=2))) is not first
+    rows = blob([1, 2])
+    assert load_shared(rows) == [1, 2] and load_shared(rows) is not load_shared(rows), "a list is unpickled each time"
 
 
 def test_a_corrupt_length_is_refused() -> None:

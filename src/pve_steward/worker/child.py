@@ -25,8 +25,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
+from pve_steward.perobject import PerObject
 from pve_steward.worker.frames import Sender, blob, read_frame
 from pve_steward.worker.link import Call, Start
+
+_PICKLED: PerObject[bytes] = PerObject()  # a result -> its pickle, while the result lives
 
 log = logging.getLogger("pve_steward.worker")
 
@@ -71,7 +74,8 @@ class Child:
             if handler is None or spec is None:
                 raise LookupError(f"{call.op} is not a heavy operation")
             result = await handler(ToolContext(app=app, op=spec, progress=progress), **call.arguments)
-            frame: tuple[Any, ...] = ("result", call_id, blob(result))
+            # callers that shared a run get one object: pickled once, and the front end unpickles it once
+            frame: tuple[Any, ...] = ("result", call_id, _PICKLED.get(result, None, functools.partial(blob, result)))
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

@@ -7,8 +7,10 @@ child runs; nothing else can write to it, so unpickling what arrives is unpickli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pickle
 import struct
+import weakref
 from typing import Any
 
 _LENGTH = struct.Struct("!I")
@@ -18,6 +20,23 @@ MAX_FRAME = 512 * 1024 * 1024  # a whole plan at 10,000 guests is a few MB; this
 def blob(value: Any) -> bytes:
     """``value`` pickled: a frame, or a payload inside one that its receiver unpickles in its own task."""
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_LOADED: weakref.WeakValueDictionary[bytes, Any] = weakref.WeakValueDictionary()
+
+
+def load_shared(payload: bytes) -> Any:
+    """``payload`` unpickled; equal payloads give the same object while it lives.
+
+    The callers that shared one run in the child get one result object here too, as in-process, so
+    its answer is encoded once (answers.py) instead of once per caller, all at the same moment.
+    """
+    value = _LOADED.get(payload)
+    if value is None:
+        value = pickle.loads(payload)
+        with contextlib.suppress(TypeError):  # a dict or list cannot be held weakly: unpickled each time
+            _LOADED[payload] = value
+    return value
 
 
 def encode(message: Any) -> bytes:

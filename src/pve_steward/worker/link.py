@@ -30,7 +30,7 @@ from pydantic import SecretStr
 
 from pve_steward.clusters import ClusterTarget
 from pve_steward.config import Settings
-from pve_steward.worker.frames import Sender, blob, read_frame
+from pve_steward.worker.frames import Sender, blob, load_shared, read_frame
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 60.0  # imports and the first settings check; a loaded 2-core machine takes a few seconds
@@ -223,7 +223,7 @@ class WorkerLink:
                     continue
                 answered = True
                 if frame[0] == "result":
-                    return pickle.loads(frame[2])
+                    return load_shared(frame[2])
                 if frame[0] == "gone":
                     raise frame[2]
                 raise revive(frame[2], frame[3])
