@@ -205,3 +205,41 @@ async def test_a_heavy_turn_waits_one_grace_at_most() -> None:
     await asyncio.sleep(0)
     await asyncio.wait_for(urgency.heavy_turn(), 30)  # a cheap call that never ends does not starve heavy work
     stuck.cancel()
+
+
+@pytest.mark.anyio
+async def test_http_marks_cheap_calls_on_arrival_and_lets_a_heavy_one_wait_its_turn_unmarked() -> None:
+    """http.Precedence reads a tools/call's body before the SDK does: a heavy operation is not a cheap call,
+    and the SDK still reads the body as it arrived."""
+    import json
+
+    from pve_steward.http import Precedence
+    from pve_steward.requestpool import URGENCY
+
+    seen: list[tuple[bool, bytes]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        message = await receive()
+        seen.append((URGENCY.holding(), message["body"]))
+
+    def heavy_only(name: str, arguments: dict[str, Any]) -> bool:
+        return arguments.get("action") != "check_cluster_health"
+
+    middleware = Precedence(app, heavy_only)
+
+    def call(action: str) -> bytes:
+        params = {"name": "diagnostics", "arguments": {"action": action}}
+        return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+
+    for body in (call("check_cluster_health"), call("get_guest"), b"not json", b'{"method": "tools/list"}'):
+
+        async def receive(body: bytes = body) -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await middleware({"type": "http", "method": "POST"}, receive, None)
+    assert seen == [
+        (False, call("check_cluster_health")),
+        (True, call("get_guest")),
+        (True, b"not json"),
+        (True, b'{"method": "tools/list"}'),
+    ]
