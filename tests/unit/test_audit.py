@@ -369,3 +369,25 @@ def test_audit_pending_lists_writes_without_an_outcome(tmp_path: Path, capsys: p
     log.append({"event": "write_outcome", "write_id": "c3", "outcome": "cancelled"})
     assert main(["audit", "pending", "--file", str(path)]) == 0
     assert "no pending writes" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_records_from_the_event_loop_go_through_one_thread_and_share_commits(tmp_path: Path) -> None:
+    """``record``: fifty at once take one committing thread (not fifty of anyio's workers) and a few fsyncs;
+    a caller cancelled while waiting still leaves its record."""
+    import anyio
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    before = {t.ident for t in threading.enumerate()}
+    async with anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(log.record, {"event": "tool_call", "tool": "get_guest", "params": {"vmid": i}})
+    with anyio.move_on_after(0):  # cancelled at its first wait: the record is still written
+        await log.record({"event": "tool_call", "tool": "cancelled"})
+    new = [t.name for t in threading.enumerate() if t.ident not in before]
+    assert new == ["audit-commit"], new
+    result = verify(path)
+    assert result.ok and result.records == 51
+    assert {json.loads(line)["tool"] for line in _lines(path)} == {"get_guest", "cancelled"}
+    assert log._w.fsyncs < 51

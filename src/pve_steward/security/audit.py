@@ -11,11 +11,14 @@ recorded), so a crash loses at most the records being written and never corrupts
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
 import logging
 import os
+import queue
 import re
 import threading
 import time
@@ -26,7 +29,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-import anyio.to_thread
 from pydantic import BaseModel, Field
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,107 @@ class _Writer:
         self.queue: list[_Pending] = []  # records waiting for the next commit (guarded by queue_lock)
         self.queue_lock = threading.Lock()
         self.fsyncs = 0  # commits made (tests, bench): fewer than records when appends overlap
+        self._inbox: queue.SimpleQueue[_Posted | None] | None = None  # the event loop's records (post)
+        self._inbox_lock = threading.Lock()
+
+    def append(self, *pending: _Pending) -> None:
+        """Group commit: queue ``pending``, then take the lock; whoever holds it writes and fsyncs everything
+        queued by then, so appends that arrived during one fsync share the next. Returns once each of
+        ``pending`` is committed (or failed), in chain order."""
+        with self.queue_lock:
+            self.queue.extend(pending)
+        with self.lock:
+            if any(p.record is None and p.error is None for p in pending):
+                with self.queue_lock:
+                    batch, self.queue = self.queue, []
+                self._commit(batch)
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        """Chain, write and fsync ``batch`` (the lock is held): a record that cannot be serialized fails
+        alone, outside the chain; a failed write or fsync fails every record in the batch."""
+        prev, seq, now = self.prev, self.seq, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        done: list[_Pending] = []
+        lines: list[bytes] = []
+        for pending in batch:
+            try:
+                record = {"seq": seq + 1, "time": now, **_bounded(pending.fields), "prev": prev}
+                record["hash"] = record_hash(record)
+                line = _canonical(record) + b"\n"
+            except Exception as exc:  # handed to the caller whose record it is
+                pending.error = exc
+                continue
+            seq, prev = record["seq"], record["hash"]
+            pending.record = record
+            done.append(pending)
+            lines.append(line)
+        try:
+            _write_all(self.fd, b"".join(lines))
+            self.prev, self.seq = prev, seq  # written: the chain goes on from here even if the fsync fails
+            os.fsync(self.fd)
+            self.fsyncs += 1
+        except OSError as exc:
+            for pending in done:
+                pending.error = exc
+            return
+        if self.forward is not None:
+            for line in lines:
+                self.forward.enqueue(line)  # under the lock: the forwarded order is the chain's order
+
+    def post(self, posted: _Posted) -> None:
+        """Hand an event loop's record to this log's own committing thread (started on first use).
+
+        One thread per log, not one of anyio's worker threads per record (fifty records at once took
+        forty threads), and it commits everything posted meanwhile at once."""
+        with self._inbox_lock:
+            if self._inbox is None:
+                inbox: queue.SimpleQueue[_Posted | None] = queue.SimpleQueue()
+                threading.Thread(
+                    target=_committing, args=(weakref.ref(self), inbox), name="audit-commit", daemon=True
+                ).start()
+                weakref.finalize(self, inbox.put, None)  # the thread ends with its writer
+                self._inbox = inbox
+        self._inbox.put(posted)
+
+
+_Posted = tuple[dict[str, Any], asyncio.AbstractEventLoop, "asyncio.Future[dict[str, Any]]"]
+
+
+def _committing(writer: weakref.ref[_Writer], inbox: queue.SimpleQueue[_Posted | None]) -> None:
+    """The committing thread of one log: the records posted meanwhile are appended in one commit, and each
+    caller's future is settled on its own event loop."""
+    ending = False
+    while not ending and (first := inbox.get()) is not None:
+        posted = [first]
+        while not inbox.empty():
+            more = inbox.get()
+            if more is None:
+                ending = True
+                break
+            posted.append(more)
+        target = writer()
+        if target is None:
+            return
+        pending = [_Pending(fields) for fields, _loop, _future in posted]
+        try:
+            target.append(*pending)
+        except Exception as exc:  # a forwarder that raised, say: no caller is left waiting, the thread goes on
+            log.exception("audit log %s: a commit failed", target.path)
+            for mine in pending:
+                if mine.record is None and mine.error is None:
+                    mine.error = exc
+        del target
+        for (_fields, loop, future), mine in zip(posted, pending, strict=True):
+            with contextlib.suppress(RuntimeError):  # its event loop has closed: nobody waits for this record
+                loop.call_soon_threadsafe(_settle, future, mine)
+
+
+def _settle(future: asyncio.Future[dict[str, Any]], pending: _Pending) -> None:
+    if future.done():
+        return
+    if pending.error is not None:
+        future.set_exception(pending.error)
+    else:
+        future.set_result(pending.record or {})
 
 
 @dataclass
@@ -204,63 +307,23 @@ class AuditLog:
             )
 
     def append(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """Append one record and return it once it is on disk.
-
-        Group commit: a caller queues its record, then takes the writer's lock; whoever holds it writes
-        and fsyncs everything queued by then, so callers that arrived during one fsync share the next.
-        A caller finding its record already committed returns at once. Each still returns only after
-        its own record is on disk, in chain order.
-        """
-        w = self._w
+        """Append one record and return it once it is on disk (records appended at the same moment
+        share one write and one fsync: see ``_Writer.append``)."""
         mine = _Pending(fields)
-        with w.queue_lock:
-            w.queue.append(mine)
-        with w.lock:
-            if mine.record is None and mine.error is None:
-                with w.queue_lock:
-                    batch, w.queue = w.queue, []
-                self._commit(batch)
+        self._w.append(mine)
         if mine.error is not None:
             raise mine.error
         assert mine.record is not None
         return mine.record
 
-    def _commit(self, batch: list[_Pending]) -> None:
-        """Chain, write and fsync ``batch`` (the writer's lock is held); on an error every caller in it gets it."""
-        w = self._w
-        prev, seq, now = w.prev, w.seq, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        done: list[_Pending] = []
-        lines: list[bytes] = []
-        for pending in batch:
-            try:  # a record that cannot be written fails alone, outside the chain
-                record = {"seq": seq + 1, "time": now, **_bounded(pending.fields), "prev": prev}
-                record["hash"] = record_hash(record)
-                line = _canonical(record) + b"\n"
-            except Exception as exc:  # handed to the caller whose record it is
-                pending.error = exc
-                continue
-            seq, prev = record["seq"], record["hash"]
-            pending.record = record
-            done.append(pending)
-            lines.append(line)
-        try:
-            _write_all(w.fd, b"".join(lines))
-            w.prev, w.seq = prev, seq  # written: the chain goes on from here even if the fsync fails
-            os.fsync(w.fd)
-            w.fsyncs += 1
-        except OSError as exc:
-            for pending in done:
-                pending.error = exc
-            return
-        if w.forward is not None:
-            for line in lines:
-                w.forward.enqueue(line)  # under the lock: the forwarded order is the chain's order
-
     async def record(self, fields: dict[str, Any]) -> None:
-        """:meth:`append` from the event loop: in a worker thread, since its fsync held the loop and every
-        call on it up to 20 ms (issue 17); shielded, so a cancelled call still leaves its record."""
+        """:meth:`append` from the event loop, in the log's committing thread (its fsync held the loop and
+        every call on it up to 20 ms, issue 17); shielded, so a cancelled call still leaves its record."""
+        loop = asyncio.get_running_loop()
+        committed: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._w.post((fields, loop, committed))
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.append, fields)
+            await committed
 
     def delivery_problem(self, timeout: float = 3.0) -> str | None:
         """With required delivery: why records are not reaching the receiver now (None: they are)."""
@@ -289,6 +352,9 @@ class NoAudit(AuditLog):
 
     def append(self, fields: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("the diagnostics process keeps no audit log; the front end's guard records calls")
+
+    async def record(self, fields: dict[str, Any]) -> None:
+        self.append(fields)
 
     def delivery_problem(self, timeout: float = 3.0) -> str | None:
         return None
