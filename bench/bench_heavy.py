@@ -1,7 +1,12 @@
 """Heavy load: concurrent health checks on a 2,000-guest cluster, and a cheap call beside them.
 
 pvesim runs in its own process with a per-request latency; the server runs in its own process
-over streamable HTTP with its default settings. Printed, each measured in this run:
+over streamable HTTP with its default settings; the 50 callers run in a process of their own
+(callers.py), as the probe does. In production PVE and the users' clients run on other machines;
+on this 2-core one they share the server's CPUs, so pvesim and the callers run at nice 10 (the
+priority the server gives its own diagnostics process) and the server and the probe at 0.
+``--same-priority`` runs them all at 0, as before (design record 261204-36). Printed, each measured
+in this run:
 - the API requests of 10 concurrent identical health checks against those of one (target <= 1.5x);
 - `get_guest` latency p99 while idle and while 50 health checks run (target: loaded <= 2x idle), timed
   by a probe in its own process (probe.py), as another user's client would be;
@@ -13,13 +18,13 @@ With ``--diagnostics-process`` the server runs heavy calls in a process of its o
 health checks; the default measures the server's defaults (the process off).
 
     python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50] [--diagnostics-process]
+                                [--same-priority]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import socket
 import subprocess
@@ -37,13 +42,11 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procmem import tree_rss_kib
-from simproc import SimProcess
+from simproc import SimProcess, niced
 
-from pve_steward.analysis.health import AREAS
 from pvesim.generator import generate
 
 HEALTH = ("diagnostics", {"action": "check_cluster_health"})
-DROPS = list(itertools.combinations(AREAS, 2))  # area pairs a distinct health check leaves out
 GUEST = ("guests", {"action": "get_guest", "vmid": 100})
 
 
@@ -113,33 +116,39 @@ def p99(values: list[float]) -> float:
     return ordered[max(0, int(len(ordered) * 0.99) - 1)] * 1000
 
 
-async def loaded(url: str, checks: int, distinct: bool) -> tuple[list[str], list[float]]:
-    """Start the probe, then the health checks; keep the probe's calls made while health checks still ran.
+CALLERS = Path(__file__).resolve().parent / "callers.py"
+OTHER_MACHINES = 10  # the nice value of what stands for other machines (pvesim, the callers)
 
-    The probe is its own process, as another user's client is: timed from this process, its calls
-    would also wait for this event loop's parsing of the 50 large answers.
+
+async def loaded(url: str, checks: int, distinct: bool, nice: int) -> tuple[list[str], list[float]]:
+    """Start the probe, then the callers' process; keep the probe's calls made while the health checks ran.
+
+    The probe is its own process, as another user's client is: timed from the process that makes the
+    load, its calls would also wait for that process's parsing of the 50 large answers. The window is
+    the one the callers report (their process's start is not load).
     """
-
-    def health(i: int) -> tuple[str, dict[str, Any]]:
-        if not distinct:
-            return HEALTH
-        # distinct work: every area but a different pair (a different page of one check now shares its run)
-        left_out = DROPS[i % len(DROPS)]
-        return (HEALTH[0], {**HEALTH[1], "areas": [a for a in AREAS if a not in left_out]})
-
     probe = await asyncio.create_subprocess_exec(
         sys.executable, str(PROBE), url, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
     assert probe.stdin is not None and probe.stdout is not None
     await probe.stdout.readline()  # the probe is connected and has made its first (unloaded) call
-    began = time.monotonic()
-    heavy = [asyncio.create_task(call(url, health(i))) for i in range(checks)]
-    outcomes = [o for _, o in await asyncio.gather(*heavy)]
-    ended = time.monotonic()
+    callers = await asyncio.create_subprocess_exec(
+        *niced(nice),
+        sys.executable,
+        str(CALLERS),
+        url,
+        "--checks",
+        str(checks),
+        *(["--distinct"] if distinct else []),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await callers.communicate()
+    began, end = (json.loads(line) for line in out.splitlines()[-2:])
     probe.stdin.close()
-    out, _ = await probe.communicate()
-    samples = [json.loads(line) for line in out.splitlines()]
-    return outcomes, [lat for start, lat in samples if start >= began + 0.5 and start + lat <= ended]
+    probe_out, _ = await probe.communicate()
+    samples = [json.loads(line) for line in probe_out.splitlines()]
+    start, ended = began["began"], end["ended"]
+    return end["outcomes"], [lat for s, lat in samples if s >= start + 0.5 and s + lat <= ended]
 
 
 def main() -> int:
@@ -149,9 +158,11 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.005)
     ap.add_argument("--checks", type=int, default=50)
     ap.add_argument("--diagnostics-process", action="store_true", help="run heavy calls in their own process")
+    ap.add_argument("--same-priority", action="store_true", help="pvesim and the callers at the server's priority")
     args = ap.parse_args()
 
-    sim = SimProcess(generate(nodes=args.nodes, guests=args.guests, seed=1), latency=args.latency)
+    others = 0 if args.same_priority else OTHER_MACHINES
+    sim = SimProcess(generate(nodes=args.nodes, guests=args.guests, seed=1), latency=args.latency, nice=others)
     tmp = tempfile.TemporaryDirectory(prefix="heavy-bench-")
     server, url = start_server(sim, Path(tmp.name), args.diagnostics_process)
     peak = 0
@@ -181,9 +192,9 @@ def main() -> int:
         idle = idle_latencies(url, 100)
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        outcomes, cheap = asyncio.run(loaded(url, args.checks, distinct=False))
+        outcomes, cheap = asyncio.run(loaded(url, args.checks, False, others))
         time.sleep(4)
-        outcomes_d, cheap_d = asyncio.run(loaded(url, args.checks, distinct=True))
+        outcomes_d, cheap_d = asyncio.run(loaded(url, args.checks, True, others))
         stop.set()
         watcher.join()
     finally:
@@ -195,6 +206,7 @@ def main() -> int:
     ratio = tens / one if one > 0 else float("inf")
     mode = "heavy calls in the diagnostics process" if args.diagnostics_process else "heavy calls in-process"
     print(f"{args.guests} guests on {args.nodes} nodes, {args.latency * 1000:.0f} ms per request; {mode}")
+    print(f"pvesim and the {args.checks} callers at nice {others}, the server and the probe at 0")
     print(f"requests: one health check {one}, ten concurrent {tens}: {ratio:.2f}x (target <= 1.5)")
     ok = ratio <= 1.5
     print(f"get_guest from a probe process: idle p50 {p50(idle):.0f} ms, p99 {p99(idle):.0f} ms ({len(idle)} calls)")

@@ -15,8 +15,14 @@ from typing import Any
 import yaml
 
 
+def niced(nice: int) -> list[str]:
+    """The prefix that runs a command at CPU priority ``nice`` (nothing for 0); nice(1) execs it, same pid."""
+    return ["nice", "-n", str(nice)] if nice else []
+
+
 class SimProcess:
-    def __init__(self, scenario: dict[str, Any], latency: float = 0.0) -> None:
+    def __init__(self, scenario: dict[str, Any], latency: float = 0.0, nice: int = 0) -> None:
+        """``nice``: the simulator's CPU priority (bench_heavy: PVE's CPUs are not the server's)."""
         scenario = dict(scenario)
         if latency:
             scenario["faults"] = {"latency": latency}
@@ -27,7 +33,7 @@ class SimProcess:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pvesim", "serve", "--scenario", str(path), "--port", str(self.port)],
+            [*niced(nice), sys.executable, "-m", "pvesim", "serve", "--scenario", str(path), "--port", str(self.port)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
