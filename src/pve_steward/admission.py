@@ -165,6 +165,8 @@ def heavy(
             if present is None:
                 return result
             shown = tuple(sorted((k, repr(arguments.get(k))) for k in presentation))
+            if kept is not None:  # a later page of a kept run: not shared with callers waiting now, so not kept
+                return present(t, result, arguments)
             shown_page: R = PRESENTED.get(result, (id(t.app), shown), lambda: present(t, result, arguments))
             return shown_page
 

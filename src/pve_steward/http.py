@@ -262,7 +262,7 @@ class Precedence:
             return False
         try:
             request = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False  # the SDK answers it
         if not isinstance(request, dict) or request.get("method") != "tools/call":
             return False

@@ -130,6 +130,7 @@ class Urgency:
         of a cheap call's next step.
         """
         loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + self.grace  # one grace in all, however many heavy calls queue here
         turns = self._turns.get(loop)
         if turns is None:
             turns = self._turns[loop] = asyncio.Lock()
@@ -138,12 +139,13 @@ class Urgency:
                 clear: asyncio.Future[None] = loop.create_future()
 
                 def settle() -> None:
-                    loop.call_soon_threadsafe(_settle, clear)
+                    with contextlib.suppress(RuntimeError):  # that event loop has closed meanwhile
+                        loop.call_soon_threadsafe(_settle, clear)
 
-                left = self.when_clear(settle)
+                left = min(self.when_clear(settle), deadline - time.monotonic())
                 if left > 0:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(clear, min(left, self.grace))
+                        await asyncio.wait_for(clear, left)
             await asyncio.sleep(0)  # the previous answer's writing and any cheap call's step run first
 
     def when_clear(self, callback: Callable[[], None]) -> float:

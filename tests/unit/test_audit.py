@@ -391,3 +391,26 @@ async def test_records_from_the_event_loop_go_through_one_thread_and_share_commi
     assert result.ok and result.records == 51
     assert {json.loads(line)["tool"] for line in _lines(path)} == {"get_guest", "cancelled"}
     assert log._w.fsyncs < 51
+
+
+def test_a_record_the_forwarder_refuses_fails_for_its_caller(tmp_path: Path) -> None:
+    """A forwarder that raises (a full spool disk) fails the record it refused and the later ones of its commit."""
+
+    class Refusing:
+        def __init__(self) -> None:
+            self.lines: list[bytes] = []
+
+        def enqueue(self, line: bytes) -> None:
+            if b"refuse" in line:
+                raise OSError(28, "No space left on device")
+            self.lines.append(line)
+
+        def flush(self, timeout: float) -> bool:
+            return True
+
+    forward = Refusing()
+    log = AuditLog(tmp_path / "audit.jsonl", forward=forward)
+    log.append({"event": "x", "i": 1})
+    with pytest.raises(OSError, match="No space"):
+        log.append({"event": "refuse"})
+    assert len(forward.lines) == 1

@@ -115,8 +115,8 @@ class _Writer:
                 record = {"seq": seq + 1, "time": now, **_bounded(pending.fields), "prev": prev}
                 record["hash"] = record_hash(record)
                 line = _canonical(record) + b"\n"
-            except Exception as exc:  # handed to the caller whose record it is
-                pending.error = exc
+            except Exception as exc:  # handed to the caller whose record it is (without the frames that hold us)
+                pending.error = exc.with_traceback(None)
                 continue
             seq, prev = record["seq"], record["hash"]
             pending.record = record
@@ -129,11 +129,16 @@ class _Writer:
             self.fsyncs += 1
         except OSError as exc:
             for pending in done:
-                pending.error = exc
+                pending.error = exc.with_traceback(None)
             return
         if self.forward is not None:
-            for line in lines:
-                self.forward.enqueue(line)  # under the lock: the forwarded order is the chain's order
+            for i, line in enumerate(lines):
+                try:
+                    self.forward.enqueue(line)  # under the lock: the forwarded order is the chain's order
+                except Exception as exc:  # this record and the later ones did not leave the box: their callers hear it
+                    for pending in done[i:]:
+                        pending.error = exc.with_traceback(None)
+                    return
 
     def post(self, posted: _Posted) -> None:
         """Hand an event loop's record to this log's own committing thread (started on first use).
@@ -181,6 +186,7 @@ def _committing(writer: weakref.ref[_Writer], inbox: queue.SimpleQueue[_Posted |
         for (_fields, loop, future), mine in zip(posted, pending, strict=True):
             with contextlib.suppress(RuntimeError):  # its event loop has closed: nobody waits for this record
                 loop.call_soon_threadsafe(_settle, future, mine)
+        del posted, pending, first, mine, future  # nothing of this batch keeps the writer (and its flock) alive
 
 
 def _settle(future: asyncio.Future[dict[str, Any]], pending: _Pending) -> None:
@@ -188,8 +194,10 @@ def _settle(future: asyncio.Future[dict[str, Any]], pending: _Pending) -> None:
         return
     if pending.error is not None:
         future.set_exception(pending.error)
+    elif pending.record is None:
+        future.set_exception(RuntimeError("the audit record was neither written nor failed"))
     else:
-        future.set_result(pending.record or {})
+        future.set_result(pending.record)
 
 
 @dataclass
