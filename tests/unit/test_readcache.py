@@ -64,6 +64,38 @@ def test_concurrent_identical_reads_share_one_request_and_get_their_own_copy() -
     asyncio.run(run())
 
 
+def test_read_only_readers_share_one_answer_and_a_changing_caller_never_gets_it() -> None:
+    """get_shared hands every heavy reader one decoded answer (PVE's own object to the first), hit or
+    joined; a plain get still gets an answer of its own, and the one it may change is never shared."""
+
+    async def run() -> None:
+        inner = GatedClient()
+        cache = ReadCache(inner, ttl=3.0)
+        readers = [asyncio.create_task(cache.get_shared(RESOURCES)) for _ in range(3)]
+        mine = asyncio.create_task(cache.get(RESOURCES))
+        await asyncio.sleep(0)
+        inner.gate.set()
+        shared = await asyncio.gather(*readers)
+        own = await mine
+        assert len(inner.gets) == 1
+        assert shared[0] is inner.answer and all(a is shared[0] for a in shared), "one object for every reader"
+        assert own == inner.answer and own is not inner.answer
+        assert await cache.get_shared(RESOURCES) is shared[0], "a hit is the same object"
+        assert cache.changed_shared() == []
+        shared[0][0]["vmid"] = 999  # what get_shared forbids: the self-check names the read
+        assert cache.changed_shared() == [str(RESOURCES)]
+        assert (await cache.get(RESOURCES))[0]["vmid"] == 100, "a plain get decodes PVE's JSON, not the shared one"
+
+        changing = GatedClient()
+        changing.gate.set()
+        other = ReadCache(changing, ttl=3.0)
+        first = await other.get(RESOURCES)  # PVE's object itself, for a caller who may change it
+        first[0]["vmid"] = 1
+        assert (await other.get_shared(RESOURCES))[0]["vmid"] == 100
+
+    asyncio.run(run())
+
+
 def test_different_parameters_are_different_reads() -> None:
     async def run() -> None:
         inner = GatedClient()

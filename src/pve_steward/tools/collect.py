@@ -84,6 +84,8 @@ class Collector:
         The read cache's TTL is seconds, but a check of a large cluster runs longer, so two areas
         reading one endpoint minutes apart went to PVE twice (issue 17). A repeat gets a copy of
         the first answer (or the same error), so no area's analysis sees another's changes.
+        The first is the read cache's shared answer (``read_only``): nothing on the heavy paths
+        changes an answer in place (tests/integration/test_shared_reads.py checks it).
         """
         fresh: dict[Key, Read] = {}
         for key, path, params in reads:
@@ -94,7 +96,7 @@ class Collector:
         done = anyio.Event()
         self._reading.update(dict.fromkeys(fresh, done))
         try:
-            got = await gather(self.client, fresh.values())
+            got = await gather(self.client, fresh.values(), read_only=True)
             for what, (key, _path, _params) in fresh.items():
                 self._answers[what] = got[key]
         finally:
