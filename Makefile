@@ -38,8 +38,8 @@ conformance: setup interop  ## the MCP conformance suite against the demo server
 
 bench: setup
 	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done; \
-	echo "== bench/bench_heavy.py --diagnostics-process"; $(BIN)/python bench/bench_heavy.py --diagnostics-process
-	# each prints its figures and MET/MISSED; the last measures the opt-in diagnostics process (261204-34)
+	echo "== bench/bench_heavy.py --in-process"; $(BIN)/python bench/bench_heavy.py --in-process
+	# each prints its figures and MET/MISSED; the last measures --no-diagnostics-process (261204-37)
 
 dist: setup          ## the wheel and sdist PyPI gets, into dist/
 	$(BIN)/uv build --out-dir dist

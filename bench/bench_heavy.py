@@ -14,11 +14,11 @@ in this run:
 - how the 50 health checks ended: answered, or told "busy, retry in N s" (never a silent wait);
 - the server's peak resident memory during the 50, its diagnostics process included (target <= 300 MiB).
 
-With ``--diagnostics-process`` the server runs heavy calls in a process of its own
+The default measures the server's defaults: over HTTP it runs heavy calls in a process of its own
 (pve_steward/worker/), so the cheap call's front end does not share an interpreter lock with the 50
-health checks; the default measures the server's defaults (the process off).
+health checks. ``--in-process`` measures ``--no-diagnostics-process`` (one process).
 
-    python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50] [--diagnostics-process]
+    python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50] [--in-process]
                                 [--same-priority]
 """
 
@@ -160,14 +160,14 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=20)
     ap.add_argument("--latency", type=float, default=0.005)
     ap.add_argument("--checks", type=int, default=50)
-    ap.add_argument("--diagnostics-process", action="store_true", help="run heavy calls in their own process")
+    ap.add_argument("--in-process", action="store_true", help="the server without its diagnostics process")
     ap.add_argument("--same-priority", action="store_true", help="pvesim and the callers at the server's priority")
     args = ap.parse_args()
 
     others = 0 if args.same_priority else OTHER_MACHINES
     sim = SimProcess(generate(nodes=args.nodes, guests=args.guests, seed=1), latency=args.latency, nice=others)
     tmp = tempfile.TemporaryDirectory(prefix="heavy-bench-")
-    server, url = start_server(sim, Path(tmp.name), args.diagnostics_process)
+    server, url = start_server(sim, Path(tmp.name), not args.in_process)
     peak = 0
     stop = threading.Event()
 
@@ -211,7 +211,7 @@ def main() -> int:
         tmp.cleanup()
 
     ratio = tens / one if one > 0 else float("inf")
-    mode = "heavy calls in the diagnostics process" if args.diagnostics_process else "heavy calls in-process"
+    mode = "heavy calls in-process" if args.in_process else "heavy calls in the diagnostics process"
     print(f"{args.guests} guests on {args.nodes} nodes, {args.latency * 1000:.0f} ms per request; {mode}")
     print(f"pvesim and the {args.checks} callers at nice {others}, the server and the probe at 0")
     print(f"requests: one health check {one}, ten concurrent {tens}: {ratio:.2f}x (target <= 1.5)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from pve_steward.config import Settings
+from pve_steward.config import Settings, load_settings
 from pve_steward.http import bind_warnings, misdirected_body
 from pve_steward.security.files import make_private_dir
 
@@ -66,3 +66,13 @@ def test_the_421_body_names_the_flag_and_does_not_echo_odd_hosts() -> None:
     assert b"--allowed-hosts mcp.lan:*" in misdirected_body("mcp.lan:8765")
     odd = misdirected_body("evil\r\nX-Injected: 1")
     assert b"X-Injected" not in odd and b"--allowed-hosts" in odd
+
+
+def test_an_http_server_runs_heavy_calls_in_its_diagnostics_process_by_default(tmp_path: Path) -> None:
+    """Over HTTP the heavy calls go to the diagnostics process unless it is turned off; stdio has one caller
+    and keeps them in-process (design record 261204-37)."""
+    audit = tmp_path / "audit.jsonl"
+    assert load_settings(url="pve.invalid:8006", transport="http", audit_log=audit).offload_heavy is True
+    assert load_settings(url="pve.invalid:8006", transport="stdio", audit_log=audit).offload_heavy is False
+    off = load_settings(url="pve.invalid:8006", transport="http", diagnostics_process=False, audit_log=audit)
+    assert off.offload_heavy is False
