@@ -414,3 +414,56 @@ def test_a_record_the_forwarder_refuses_fails_for_its_caller(tmp_path: Path) -> 
     with pytest.raises(OSError, match="No space"):
         log.append({"event": "refuse"})
     assert len(forward.lines) == 1
+
+
+@pytest.mark.anyio
+async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_and_the_later_ones(
+    tmp_path: Path,
+) -> None:
+    """``record`` from the event loop: the committing thread commits what was posted meanwhile at once. A forwarder
+    that refuses one line of that commit fails its caller and the later ones; the earlier ones were forwarded."""
+    import anyio
+
+    gate = threading.Event()
+
+    class Refusing:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def enqueue(self, line: bytes) -> None:
+            event = json.loads(line)["event"]
+            if event == "first":
+                gate.wait(10)  # the committing thread waits here while the next three are posted
+            if event == "refuse":
+                raise OSError(28, "No space left on device")
+            self.lines.append(event)
+
+        def flush(self, timeout: float) -> bool:
+            return True
+
+    forward = Refusing()
+    log = AuditLog(tmp_path / "audit.jsonl", forward=forward)
+    outcomes: dict[str, str] = {}
+
+    async def record(event: str) -> None:
+        try:
+            await log.record({"event": event})
+            outcomes[event] = "ok"
+        except OSError as exc:
+            outcomes[event] = exc.strerror or "error"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(record, "first")
+        await anyio.sleep(0.2)  # "first" is in its commit, held by the forwarder
+        for event in ("before", "refuse", "after"):
+            tg.start_soon(record, event)
+        await anyio.sleep(0.2)  # all three posted to the committing thread's inbox
+        gate.set()
+    assert outcomes == {
+        "first": "ok",
+        "before": "ok",
+        "refuse": "No space left on device",
+        "after": "No space left on device",
+    }
+    assert forward.lines == ["first", "before"]
+    assert log._w.fsyncs == 2, "the three posted meanwhile were one commit"
