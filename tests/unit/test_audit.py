@@ -467,3 +467,27 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
     }
     assert forward.lines == ["first", "before"]
     assert log._w.fsyncs == 2, "the three posted meanwhile were one commit"
+
+
+def test_a_write_that_fails_part_way_leaves_no_partial_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk mid-write: the records fail for their callers, the half line is taken back, and the chain
+    goes on unbroken once the disk has room again."""
+    from pve_steward.security import audit as audit_module
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.append({"event": "before"})
+    whole = audit_module._write_all
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        whole(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(audit_module, "_write_all", half_then_full)
+    with pytest.raises(OSError, match="No space"):
+        log.append({"event": "lost", "padding": "x" * 200})
+    monkeypatch.setattr(audit_module, "_write_all", whole)
+    log.append({"event": "after"})
+    result = verify(path)
+    assert result.ok and result.records == 2, result
+    assert [json.loads(line)["event"] for line in _lines(path)] == ["before", "after"]

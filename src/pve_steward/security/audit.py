@@ -122,8 +122,17 @@ class _Writer:
             pending.record = record
             done.append(pending)
             lines.append(line)
+        end: int | None = None
         try:
+            end = os.lseek(self.fd, 0, os.SEEK_END)
             _write_all(self.fd, b"".join(lines))
+        except OSError as exc:
+            if end is not None:  # a part written (a full disk) would break the chain for every later record
+                _cut_back(self.fd, end)
+            for pending in done:
+                pending.error = exc.with_traceback(None)
+            return
+        try:
             self.prev, self.seq = prev, seq  # written: the chain goes on from here even if the fsync fails
             os.fsync(self.fd)
             self.fsyncs += 1
@@ -242,6 +251,13 @@ def _recover(fd: int) -> tuple[str, int, int]:
     if last is None:
         return GENESIS, 0, len(data) - keep
     return last[0], last[1], len(data) - keep
+
+
+def _cut_back(fd: int, end: int) -> None:
+    """Take back what a failed write left after ``end`` (best effort: a file that cannot even be truncated
+    shows the partial line to `audit verify`, which names it)."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, end)
 
 
 def _write_all(fd: int, data: bytes) -> None:
