@@ -101,21 +101,19 @@ class ReadCache:
         self._raw: RawReads | None = self.inner if isinstance(self.inner, RawReads) else None
 
     async def get(self, path: ApiPath, /, **params: Any) -> Any:
-        key = read_key(path, params)
-        entry = self._entries.get(key)
-        if entry is not None and self.clock() - entry.stored_at < self.ttl:
-            self.stats.hits += 1
-            return entry.copy()
-        return (await self._read(key, path, params))[0]
+        return await self._answer(path, params, shared=False)
 
     async def get_shared(self, path: ApiPath, /, **params: Any) -> Any:
         """The answer every ``get_shared`` reader of it is handed: never change it (nor anything in it)."""
+        return await self._answer(path, params, shared=True)
+
+    async def _answer(self, path: ApiPath, params: dict[str, Any], shared: bool) -> Any:
         key = read_key(path, params)
         entry = self._entries.get(key)
         if entry is not None and self.clock() - entry.stored_at < self.ttl:
             self.stats.hits += 1
-            return entry.read_only()
-        return (await self._read(key, path, params, shared=True))[0]
+            return entry.read_only() if shared else entry.copy()
+        return (await self._read(key, path, params, shared))[0]
 
     async def _read(self, key: Key, path: ApiPath, params: dict[str, Any], shared: bool = False) -> tuple[Any, _Entry]:
         """Read through single-flight: (the answer this caller may keep, its entry in the cache).

@@ -393,27 +393,34 @@ async def test_records_from_the_event_loop_go_through_one_thread_and_share_commi
     assert log._w.fsyncs < 51
 
 
+class _Refusing:
+    """A forwarder that refuses the record whose event is "refuse" (a full spool disk), and may hold the
+    committing thread in the record "first" until ``hold`` is set."""
+
+    def __init__(self, hold: threading.Event | None = None) -> None:
+        self.hold = hold
+        self.events: list[str] = []
+
+    def enqueue(self, line: bytes) -> None:
+        event = json.loads(line)["event"]
+        if event == "first" and self.hold is not None:
+            self.hold.wait(10)
+        if event == "refuse":
+            raise OSError(28, "No space left on device")
+        self.events.append(event)
+
+    def flush(self, timeout: float) -> bool:
+        return True
+
+
 def test_a_record_the_forwarder_refuses_fails_for_its_caller(tmp_path: Path) -> None:
     """A forwarder that raises (a full spool disk) fails the record it refused and the later ones of its commit."""
-
-    class Refusing:
-        def __init__(self) -> None:
-            self.lines: list[bytes] = []
-
-        def enqueue(self, line: bytes) -> None:
-            if b"refuse" in line:
-                raise OSError(28, "No space left on device")
-            self.lines.append(line)
-
-        def flush(self, timeout: float) -> bool:
-            return True
-
-    forward = Refusing()
+    forward = _Refusing()
     log = AuditLog(tmp_path / "audit.jsonl", forward=forward)
     log.append({"event": "x", "i": 1})
     with pytest.raises(OSError, match="No space"):
         log.append({"event": "refuse"})
-    assert len(forward.lines) == 1
+    assert forward.events == ["x"]
 
 
 @pytest.mark.anyio
@@ -425,23 +432,7 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
     import anyio
 
     gate = threading.Event()
-
-    class Refusing:
-        def __init__(self) -> None:
-            self.lines: list[str] = []
-
-        def enqueue(self, line: bytes) -> None:
-            event = json.loads(line)["event"]
-            if event == "first":
-                gate.wait(10)  # the committing thread waits here while the next three are posted
-            if event == "refuse":
-                raise OSError(28, "No space left on device")
-            self.lines.append(event)
-
-        def flush(self, timeout: float) -> bool:
-            return True
-
-    forward = Refusing()
+    forward = _Refusing(hold=gate)  # the committing thread waits in "first" while the next three are posted
     log = AuditLog(tmp_path / "audit.jsonl", forward=forward)
     outcomes: dict[str, str] = {}
 
@@ -465,7 +456,7 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
         "refuse": "No space left on device",
         "after": "No space left on device",
     }
-    assert forward.lines == ["first", "before"]
+    assert forward.events == ["first", "before"]
     assert log._w.fsyncs == 2, "the three posted meanwhile were one commit"
 
 
