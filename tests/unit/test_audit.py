@@ -482,3 +482,31 @@ def test_a_write_that_fails_part_way_leaves_no_partial_line(tmp_path: Path, monk
     result = verify(path)
     assert result.ok and result.records == 2, result
     assert [json.loads(line)["event"] for line in _lines(path)] == ["before", "after"]
+
+
+@pytest.mark.anyio
+async def test_the_committing_thread_keeps_no_writer_once_its_log_is_gone(tmp_path: Path) -> None:
+    """An idle committing thread holds nothing of its last batch: once the log is dropped its writer goes, and
+    with it the file's lock (another process could not open the log while a stale writer held it)."""
+    import gc
+    import weakref
+
+    import anyio
+
+    class Refusing(_Refusing):
+        def enqueue(self, line: bytes) -> None:
+            raise OSError(28, "No space left on device")  # a failed batch too: its error keeps no frame
+
+    log = AuditLog(tmp_path / "audit.jsonl")
+    await log.record({"event": "written"})
+    failing = AuditLog(tmp_path / "failing.jsonl", forward=Refusing())
+    with pytest.raises(OSError, match="No space"):
+        await failing.record({"event": "refused"})
+    writers = [weakref.ref(log._w), weakref.ref(failing._w)]
+    del log, failing
+    for _ in range(100):
+        gc.collect()
+        if all(w() is None for w in writers):
+            break
+        await anyio.sleep(0.01)
+    assert [w() for w in writers] == [None, None], "a committing thread still holds its writer"

@@ -171,31 +171,38 @@ _Posted = tuple[dict[str, Any], asyncio.AbstractEventLoop, "asyncio.Future[dict[
 def _committing(writer: weakref.ref[_Writer], inbox: queue.SimpleQueue[_Posted | None]) -> None:
     """The committing thread of one log: the records posted meanwhile are appended in one commit, and each
     caller's future is settled on its own event loop."""
-    ending = False
-    while not ending and (first := inbox.get()) is not None:
-        posted = [first]
-        while not inbox.empty():
-            more = inbox.get()
-            if more is None:
-                ending = True
-                break
-            posted.append(more)
-        target = writer()
-        if target is None:
-            return
-        pending = [_Pending(fields) for fields, _loop, _future in posted]
-        try:
-            target.append(*pending)
-        except Exception as exc:  # a forwarder that raised, say: no caller is left waiting, the thread goes on
-            log.exception("audit log %s: a commit failed", target.path)
-            for mine in pending:
-                if mine.record is None and mine.error is None:
-                    mine.error = exc
-        del target
-        for (_fields, loop, future), mine in zip(posted, pending, strict=True):
-            with contextlib.suppress(RuntimeError):  # its event loop has closed: nobody waits for this record
-                loop.call_soon_threadsafe(_settle, future, mine)
-        del posted, pending, first, mine, future  # nothing of this batch keeps the writer (and its flock) alive
+    while _commit_posted(writer, inbox):
+        pass
+
+
+def _commit_posted(writer: weakref.ref[_Writer], inbox: queue.SimpleQueue[_Posted | None]) -> bool:
+    """One commit of everything posted by the time the first record is taken; False to stop. Its own frame,
+    as requestpool's workers: the idle thread keeps nothing of the last batch (the writer and its flock)."""
+    first = inbox.get()
+    if first is None:
+        return False
+    posted, ending = [first], False
+    while not inbox.empty():
+        more = inbox.get()
+        if more is None:
+            ending = True
+            break
+        posted.append(more)
+    target = writer()
+    if target is None:
+        return False
+    pending = [_Pending(fields) for fields, _loop, _future in posted]
+    try:
+        target.append(*pending)
+    except Exception as exc:  # a forwarder that raised, say: no caller is left waiting, the thread goes on
+        log.exception("audit log %s: a commit failed", target.path)
+        for mine in pending:
+            if mine.record is None and mine.error is None:
+                mine.error = exc.with_traceback(None)  # the caller's error keeps no frame that holds the writer
+    for (_fields, loop, future), mine in zip(posted, pending, strict=True):
+        with contextlib.suppress(RuntimeError):  # its event loop has closed: nobody waits for this record
+            loop.call_soon_threadsafe(_settle, future, mine)
+    return not ending
 
 
 def _settle(future: asyncio.Future[dict[str, Any]], pending: _Pending) -> None:
