@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 
 from pve_steward import __version__, metrics
 from pve_steward.config import Settings
-from pve_steward.requestpool import URGENCY
+from pve_steward.urgency import URGENCY
 
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -215,7 +215,7 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
 
 
 class Precedence:
-    """ASGI middleware: an MCP request is a cheap call from its first byte (requestpool.Urgency), so its
+    """ASGI middleware: an MCP request is a cheap call from its first byte (urgency.Urgency), so its
     parsing and answer go before heavy work too; a heavy tool call gives that up when it starts.
 
     With ``cheap`` (the server's own classifier), a heavy tool call is known from its body before the SDK

@@ -14,16 +14,16 @@ import functools
 import itertools
 import queue
 import threading
-import time
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
 
-__all__ = ["BACKGROUND", "REQUEST_PRIORITY", "URGENCY", "URGENT", "RequestPool", "Urgency"]
+from pve_steward.urgency import URGENCY, Urgency
+
+__all__ = ["BACKGROUND", "REQUEST_PRIORITY", "URGENT", "RequestPool"]
 
 # How urgent this task's requests are: cheap calls (URGENT) are served before the reads of heavy
 # diagnostics (BACKGROUND) queued ahead of them (tools/admission.py sets it for heavy operations).
@@ -42,129 +42,6 @@ class _Ticket:
     def drop_if_cancelled(self, waiter: asyncio.Future[Any]) -> None:
         self.dropped = waiter.cancelled()  # a worker that has not started it skips it
 
-
-_HELD: ContextVar[int | None] = ContextVar("pve_urgent_call", default=None)  # this task's mark (Urgency)
-
-
-class Urgency:
-    """Cheap calls in flight; background work gives way to them at its checkpoints, for a bounded time.
-
-    Priority queues order the requests, yet a cheap call still waited on the GIL and on the API
-    behind the heavy work already running: JSON decoding in the workers, answers resuming on the
-    event loop, analysis threads (``get_guest`` p99 6x its idle latency beside one health check,
-    issue 17). While a cheap call runs, background requests are not started and their answers
-    are not delivered; each cheap call holds that priority for ``grace`` seconds at most, so heavy
-    work is slowed, never starved, and a slow "cheap" call loses its precedence.
-    """
-
-    def __init__(self, grace: float = 0.1) -> None:
-        self.grace = grace
-        self._open: dict[int, float] = {}  # cheap call -> the monotonic time its precedence ends
-        self._ids = itertools.count()
-        self._cond = threading.Condition()
-        self._on_clear: list[Callable[[], None]] = []
-        # heavy calls' starts and answers, one at a time (heavy_turn); a lock per event loop (tests run many)
-        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-    @contextlib.contextmanager
-    def urgent(self) -> Iterator[None]:
-        """Mark the enclosed work (this task's) as a cheap call that background work gives way to.
-
-        Nested marks are one: an HTTP request marked on arrival stays one cheap call in its tool.
-        """
-        held = _HELD.get()
-        if held is not None and held in self._open:
-            yield
-            return
-        with self._cond:
-            ident = next(self._ids)
-            self._open[ident] = time.monotonic() + self.grace
-        token = _HELD.set(ident)
-        try:
-            yield
-        finally:
-            _HELD.reset(token)
-            self._end(ident)
-
-    def release(self) -> None:
-        """This task's work turned out heavy (admission): it no longer holds background work back."""
-        held = _HELD.get()
-        if held is not None:
-            self._end(held)
-
-    def _end(self, ident: int) -> None:
-        with self._cond:
-            if self._open.pop(ident, None) is None:
-                return
-            clear, callbacks = self._until() <= 0, self._on_clear
-            if clear:
-                self._on_clear = []
-            self._cond.notify_all()
-        if clear:
-            for callback in callbacks:
-                callback()
-
-    def _until(self) -> float:
-        """Seconds background work should still wait (0: none); under the condition's lock."""
-        return max(self._open.values(), default=0.0) - time.monotonic() if self._open else 0.0
-
-    def holding(self) -> bool:
-        """Whether a cheap call is running (background work should give way); no lock, a hint."""
-        return bool(self._open)
-
-    def give_way(self) -> None:
-        """In a background thread: wait while a cheap call holds precedence (at most its grace)."""
-        if not self._open:  # the common case, without the lock
-            return
-        latest = time.monotonic() + self.grace  # never longer than one grace, however many calls follow
-        with self._cond:
-            while (left := min(self._until(), latest - time.monotonic())) > 0:
-                self._cond.wait(left)
-
-    async def heavy_turn(self) -> None:
-        """On the event loop, as a heavy call starts and before its answer goes out: let cheap calls in
-        flight finish first (at most one grace), and let heavy calls through one loop iteration apart.
-
-        Fifty callers of one shared run arrive at once and are answered at the same moment; starting
-        them and encoding and writing their answers (about 1 ms each) used to run back to back, ahead
-        of a cheap call's next step.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + self.grace  # one grace in all, however many heavy calls queue here
-        turns = self._turns.get(loop)
-        if turns is None:
-            turns = self._turns[loop] = asyncio.Lock()
-        async with turns:
-            if self._open:
-                clear: asyncio.Future[None] = loop.create_future()
-
-                def settle() -> None:
-                    with contextlib.suppress(RuntimeError):  # that event loop has closed meanwhile
-                        loop.call_soon_threadsafe(_settle, clear)
-
-                left = min(self.when_clear(settle), deadline - time.monotonic())
-                if left > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(clear, left)
-            await asyncio.sleep(0)  # the previous answer's writing and any cheap call's step run first
-
-    def when_clear(self, callback: Callable[[], None]) -> float:
-        """Run ``callback`` (thread-safe, cheap) once no cheap call holds precedence; 0 if clear now,
-        else the longest wait, after which the caller must run it itself (it may then run twice)."""
-        with self._cond:
-            left = self._until()
-            if left > 0:
-                self._on_clear.append(callback)
-                return left
-        return 0.0
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-URGENCY = Urgency()  # one per process, like the GIL it works around
 
 _Target = Future[Any] | _Ticket
 _Item = tuple[int, int, Callable[[], Any] | None, _Target | None]

@@ -60,7 +60,6 @@ from pve_steward.registry import (
     handler_parameters,
     load_registry,
 )
-from pve_steward.requestpool import URGENCY
 from pve_steward.resources import bound_app, register_resources
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
@@ -71,6 +70,7 @@ from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store
 from pve_steward.surface import Surface, fingerprint, forget_surface, read_surface, write_surface
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
+from pve_steward.urgency import URGENCY
 from pve_steward.views import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class OpsServer(MCPServer[AppContext]):
             raise
 
     def cheap(self, name: str, arguments: dict[str, Any]) -> bool:
-        """A call that heavy diagnostics give way to while it runs (requestpool.Urgency): not a heavy one."""
+        """A call that heavy diagnostics give way to while it runs (urgency.Urgency): not a heavy one."""
         action = arguments.get("action")
         op = action if isinstance(action, str) and name not in getattr(self, "operations", {}) else name
         return op not in getattr(self, "heavy", frozenset())

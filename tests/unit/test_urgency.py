@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from pve_steward.config import load_settings
-from pve_steward.requestpool import BACKGROUND, URGENT, RequestPool, Urgency
+from pve_steward.requestpool import BACKGROUND, URGENT, RequestPool
 from pve_steward.server import OpsServer, build_server
 from pve_steward.testing import FakeClient
+from pve_steward.urgency import Urgency
 
 
 def test_give_way_returns_at_once_when_no_cheap_call_runs() -> None:
@@ -217,7 +218,7 @@ async def test_http_marks_cheap_calls_on_arrival_and_lets_a_heavy_one_wait_its_t
     import json
 
     from pve_steward.http import Precedence
-    from pve_steward.requestpool import URGENCY
+    from pve_steward.urgency import URGENCY
 
     seen: list[tuple[bool, bytes]] = []
 

@@ -81,7 +81,7 @@ def diagnose(
 ) -> Report:
     """Run the chosen areas (default: all); every failed read is reported once; ``suppress`` silences
     findings as configured (listed apart in the report, at ``data.now``). ``between`` is called after
-    each check: the server's analysis thread gives way there to cheap calls (requestpool.Urgency)."""
+    each check: the server's analysis thread gives way there to cheap calls (urgency.Urgency)."""
     chosen = areas or list(AREAS)
     findings: list[Finding] = []
     for area in chosen:

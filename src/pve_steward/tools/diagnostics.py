@@ -21,11 +21,11 @@ from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.models import Model
 from pve_steward.pve.ids import NodeName, VmId
-from pve_steward.requestpool import URGENCY
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.pbsread import PbsLink
+from pve_steward.urgency import URGENCY
 
 if TYPE_CHECKING:
     Area = str

@@ -25,11 +25,11 @@ from pve_steward.analysis.upgradeinfo import (
 from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.models import Model
-from pve_steward.requestpool import URGENCY
 from pve_steward.security.guard import guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.diagnostics import PAGING, Limit, Offset, later_page, paged, suppressions, thresholds
+from pve_steward.urgency import URGENCY
 
 AREA = "upgrade"
 
