@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pve_steward.perobject import PerObject
 from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
 from pve_steward.singleflight import SingleFlight
+from pve_steward.urgency import URGENCY
 
 R = TypeVar("R")
 KEPT_RUNS = 4  # paged results kept at once: a whole health report at 10,000 guests is some megabytes
@@ -159,7 +160,12 @@ def heavy(
             # The same call on another cluster is another run (the cluster is not among the handler's arguments).
             key = (t.app.cluster, t.op.name, tuple(sorted((k, repr(v)) for k, v in work.items())))
             kept = admission.kept(key) if continues is not None and continues(arguments) else None
-            result = kept if kept is not None else await admission.run(t.op.name, key, lambda: fn(t, **work))
+            if kept is None:
+                URGENCY.parked()  # it waits on its run now: the next step in the lane goes
+                result = await admission.run(t.op.name, key, lambda: fn(t, **work))
+                await URGENCY.heavy_turn()  # its answer, presented to written, is one step in the lane
+            else:
+                result = kept
             if continues is not None and kept is None:
                 admission.keep(key, result)
             if present is None:

@@ -214,14 +214,20 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
     return BearerAuth(app, secret, verifier) if secret is not None or verifier is not None else app
 
 
+# a new client's first request; the SDK answers it from what it knows (no tool, no cluster I/O)
+HANDSHAKES = frozenset(["server/discover", "initialize"])
+
+
 class Precedence:
     """ASGI middleware: an MCP request is a cheap call from its first byte (urgency.Urgency), so its
     parsing and answer go before heavy work too; a heavy tool call gives that up when it starts.
 
     With ``cheap`` (the server's own classifier), a heavy tool call is known from its body before the SDK
-    parses it: it is not marked, and it waits for its turn (``Urgency.heavy_turn``) first. Fifty arriving
-    at once are then parsed and started one loop iteration apart, after the cheap calls in flight,
-    instead of about 50 ms back to back ahead of a cheap call's next step (issue 17).
+    parses it: it is not marked, and each of its steps on the event loop (its start, its answer) waits
+    for its turn (``Urgency.heavy_turn``) and then holds the lane until it parks or its response is
+    written. A handshake (a new client's ``server/discover`` or ``initialize``) takes the lane the same
+    way: fifty clients connecting at once cost about 75 ms of the event loop, which ran ahead of a cheap
+    call's next step (issue 17, design record 261204-38).
     """
 
     PEEK_BYTES = 64 * 1024  # a tools/call request is a few hundred bytes; a larger body is not looked into
@@ -248,15 +254,23 @@ class Precedence:
                 return first
             return await receive()
 
-        if self._heavy(first):
-            await URGENCY.heavy_turn()
-            await self.app(scope, replay, send)
+        if self._gives_way(first):
+            with URGENCY.heavy_request() as step:
+
+                async def written(message: dict[str, Any]) -> None:
+                    await send(message)
+                    if message.get("type") == "http.response.body" and not message.get("more_body"):
+                        step.end()  # its answer is out: the next step in the lane goes
+
+                await URGENCY.heavy_turn()
+                await self.app(scope, replay, written)
             return
         with URGENCY.urgent():
             await self.app(scope, replay, send)
 
-    def _heavy(self, message: dict[str, Any]) -> bool:
-        """Whether a whole one-message body is a tools/call of a heavy operation; anything else counts as cheap."""
+    def _gives_way(self, message: dict[str, Any]) -> bool:
+        """Whether a whole one-message body is a handshake or a tools/call of a heavy operation; anything
+        else counts as a cheap call."""
         body = message.get("body", b"") if message.get("type") == "http.request" else b""
         if message.get("more_body") or not body or len(body) > self.PEEK_BYTES:
             return False
@@ -264,6 +278,8 @@ class Precedence:
             request = json.loads(body)
         except (ValueError, RecursionError):
             return False  # the SDK answers it
+        if isinstance(request, dict) and request.get("method") in HANDSHAKES:
+            return True
         if not isinstance(request, dict) or request.get("method") != "tools/call":
             return False
         params = request.get("params")

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
-__all__ = ["URGENCY", "Urgency"]
+__all__ = ["URGENCY", "HeavyStep", "Urgency"]
 
 _HELD: ContextVar[int | None] = ContextVar("pve_urgent_call", default=None)  # this task's mark (Urgency)
 
@@ -97,20 +97,43 @@ class Urgency:
             while (left := min(self._until(), latest - time.monotonic())) > 0:
                 self._cond.wait(left)
 
+    @contextlib.contextmanager
+    def heavy_request(self) -> Iterator[HeavyStep]:
+        """Mark the enclosed work (an HTTP request's) as one that gives way: its steps hold the lane."""
+        step = HeavyStep()
+        token = _STEP.set(step)
+        try:
+            yield step
+        finally:
+            _STEP.reset(token)
+            step.end()
+
+    def parked(self) -> None:
+        """This heavy call now waits on its run (the diagnostics process, or a slot): the lane is free."""
+        step = _STEP.get()
+        if step is not None:
+            step.end()
+
     async def heavy_turn(self) -> None:
         """On the event loop, as a heavy call starts and before its answer goes out: let cheap calls in
-        flight finish first (at most one grace), and let heavy calls through one loop iteration apart.
+        flight finish first (at most one grace), then take the lane, one heavy step at a time.
 
         Fifty callers of one shared run arrive at once and are answered at the same moment; starting
-        them and encoding and writing their answers (about 1 ms each) used to run back to back, ahead
-        of a cheap call's next step.
+        them, and encoding and writing their answers (2 to 5 ms each, most of it the SDK's), ran
+        interleaved, ahead of and between a cheap call's steps. A request marked by ``heavy_request``
+        holds the lane until its call parks (``parked``) or its response is written (http.Precedence),
+        at most one grace; other work lets the next go one loop iteration later.
         """
+        step = _STEP.get()
+        if step is not None and step.holding:
+            return  # this request's step has the lane already
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self.grace  # one grace in all, however many heavy calls queue here
-        turns = self._turns.get(loop)
-        if turns is None:
-            turns = self._turns[loop] = asyncio.Lock()
-        async with turns:
+        lane = self._turns.get(loop)
+        if lane is None:
+            lane = self._turns[loop] = asyncio.Lock()
+        await lane.acquire()
+        try:
             if self._open:
                 clear: asyncio.Future[None] = loop.create_future()
 
@@ -122,7 +145,15 @@ class Urgency:
                 if left > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(clear, left)
-            await asyncio.sleep(0)  # the previous answer's writing and any cheap call's step run first
+            if step is None:
+                await asyncio.sleep(0)  # the previous answer's writing and any cheap call's step run first
+        except BaseException:
+            lane.release()
+            raise
+        if step is None:
+            lane.release()
+        else:
+            step.hold(lane, loop.call_later(self.grace, step.end))  # never held longer than one grace
 
     def when_clear(self, callback: Callable[[], None]) -> float:
         """Run ``callback`` (thread-safe, cheap) once no cheap call holds precedence; 0 if clear now,
@@ -133,6 +164,36 @@ class Urgency:
                 self._on_clear.append(callback)
                 return left
         return 0.0
+
+
+class HeavyStep:
+    """A request's hold on its event loop's heavy lane while it does front-end work (Urgency.heavy_turn)."""
+
+    __slots__ = ("_lane", "_timer")
+
+    def __init__(self) -> None:
+        self._lane: asyncio.Lock | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def holding(self) -> bool:
+        return self._lane is not None
+
+    def hold(self, lane: asyncio.Lock, timer: asyncio.TimerHandle) -> None:
+        self._lane, self._timer = lane, timer
+
+    def end(self) -> None:
+        """Give the lane to the next step (once: later calls do nothing)."""
+        lane, timer = self._lane, self._timer
+        self._lane = self._timer = None
+        if timer is not None:
+            timer.cancel()
+        if lane is not None:
+            lane.release()
+
+
+# the request of this task that gives way (http.Precedence): its steps hold the lane
+_STEP: ContextVar[HeavyStep | None] = ContextVar("pve_heavy_step", default=None)
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -235,7 +235,9 @@ async def test_http_marks_cheap_calls_on_arrival_and_lets_a_heavy_one_wait_its_t
         params = {"name": "diagnostics", "arguments": {"action": action}}
         return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
 
-    for body in (call("check_cluster_health"), call("get_guest"), b"not json", b'{"method": "tools/list"}'):
+    discover = b'{"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}'
+    bodies = (call("check_cluster_health"), call("get_guest"), b"not json", b'{"method": "tools/list"}', discover)
+    for body in bodies:
 
         async def receive(body: bytes = body) -> dict[str, Any]:
             return {"type": "http.request", "body": body, "more_body": False}
@@ -246,7 +248,118 @@ async def test_http_marks_cheap_calls_on_arrival_and_lets_a_heavy_one_wait_its_t
         (True, call("get_guest")),
         (True, b"not json"),
         (True, b'{"method": "tools/list"}'),
+        (False, discover),  # a handshake gives way to the tool calls in flight, as a heavy call does
     ]
+
+
+@pytest.mark.anyio
+async def test_a_heavy_request_holds_the_lane_until_its_step_ends() -> None:
+    """Fifty answers of one run, each 2-5 ms of the event loop, ran interleaved between a cheap call's steps:
+    now each holds the lane from its turn until its step ends (the answer written, or the call parked)."""
+    urgency = Urgency(grace=60)
+    order: list[str] = []
+    holding, may_end = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        with urgency.heavy_request() as step:
+            await urgency.heavy_turn()
+            await urgency.heavy_turn()  # its own second turn while it holds the lane: no wait
+            order.append("first")
+            holding.set()
+            await may_end.wait()
+            order.append("first ends")
+            step.end()
+            await asyncio.sleep(0)
+            order.append("first returns")
+
+    async def second() -> None:
+        with urgency.heavy_request():
+            await urgency.heavy_turn()
+            order.append("second")
+
+    one = asyncio.create_task(first())
+    await holding.wait()
+    two = asyncio.create_task(second())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert order == ["first"], "the second step waits while the first holds the lane"
+    may_end.set()
+    await asyncio.wait_for(asyncio.gather(one, two), 30)
+    assert order == ["first", "first ends", "second", "first returns"]
+
+
+@pytest.mark.anyio
+async def test_a_parked_call_frees_the_lane_and_a_held_step_ends_after_one_grace() -> None:
+    urgency = Urgency(grace=0.05)
+    parked, never = asyncio.Event(), asyncio.Event()
+
+    async def parks() -> None:
+        with urgency.heavy_request():
+            await urgency.heavy_turn()
+            urgency.parked()  # it waits on its run now (link.call, admission)
+            parked.set()
+            await never.wait()
+
+    async def holds() -> None:
+        with urgency.heavy_request():
+            await urgency.heavy_turn()
+            await never.wait()  # a step that never ends (a client that stopped reading its answer)
+
+    waiting = [asyncio.create_task(parks())]
+    await parked.wait()
+    await asyncio.wait_for(urgency.heavy_turn(), 0.04)  # less than the grace: the lane was free
+    waiting.append(asyncio.create_task(holds()))
+    await asyncio.sleep(0)
+    await asyncio.wait_for(urgency.heavy_turn(), 30)  # the held lane is given up after one grace
+    for task in waiting:
+        task.cancel()
+
+
+@pytest.mark.anyio
+async def test_http_ends_a_heavy_step_when_its_response_is_written() -> None:
+    """http.Precedence holds the lane for a heavy request until its last body message is sent, not longer."""
+    import json
+
+    from pve_steward.http import Precedence
+
+    entered: list[str] = []
+    answer_now, may_return = asyncio.Event(), asyncio.Event()
+    heavy = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "diagnostics", "arguments": {}}}
+    ).encode()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        entered.append(scope["path"])
+        if scope["path"] == "/first":
+            await answer_now.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}", "more_body": False})
+            await may_return.wait()
+
+    middleware = Precedence(app, lambda name, arguments: False)
+
+    async def request(path: str) -> None:
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": heavy, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            pass
+
+        await middleware({"type": "http", "method": "POST", "path": path}, receive, send)
+
+    first = asyncio.create_task(request("/first"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    second = asyncio.create_task(request("/second"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert entered == ["/first"], "the second heavy request waits while the first's step holds the lane"
+    answer_now.set()
+    await asyncio.wait_for(second, 30)  # the first's answer is written: its step is over, though it runs on
+    assert entered == ["/first", "/second"] and not first.done()
+    may_return.set()
+    await asyncio.wait_for(first, 30)
 
 
 class _Answer:

@@ -126,3 +126,65 @@ def test_the_child_gets_the_secrets_the_front_end_read_not_the_files(tmp_path: P
     assert (start.settings.secret(), start.settings.pbs_secret()) == ("front-end-secret", "pbs-secret")
     assert start.settings.token_secret_file is None and start.settings.pbs_token_secret_file is None
     assert type(start.settings) is Settings  # not load_settings' per-file subclass, which does not pickle
+
+
+@pytest.mark.anyio
+async def test_callers_of_one_run_waiting_in_the_lane_share_one_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each answer of a shared run is one step in the heavy lane (urgency.py); a caller unpickled its result
+    only when its turn came, after the caller before had written its answer and dropped its object, so
+    fifty callers of one run unpickled and encoded fifty answers instead of one."""
+    import types
+    import weakref
+
+    from pve_steward.analysis.findings import Counts
+    from pve_steward.urgency import URGENCY
+    from pve_steward.worker import frames
+    from pve_steward.worker.link import WorkerLink
+
+    settings = load_settings(url="pve.example:8006", token_id="ops@pve!mcp", audit_log=tmp_path / "audit.jsonl")
+    link = WorkerLink(settings, [])
+    calls: list[int] = []
+
+    class Sender:
+        async def send(self, message: tuple[object, ...]) -> None:
+            calls.append(int(message[1]))  # type: ignore[call-overload]
+
+    sender = Sender()
+
+    async def ready() -> Sender:
+        return sender
+
+    monkeypatch.setattr(link, "_ready", ready)
+    unpickled: list[bytes] = []
+
+    def counted(data: bytes) -> object:
+        unpickled.append(data)
+        return pickle.loads(data)
+
+    monkeypatch.setattr(
+        frames,
+        "pickle",
+        types.SimpleNamespace(loads=counted, dumps=pickle.dumps, HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL),
+    )
+    app = types.SimpleNamespace(cluster=None, naming=None, pve_version=None)
+    t = types.SimpleNamespace(app=app, op=types.SimpleNamespace(name="check_cluster_health"), progress=None)
+    answered: list[weakref.ref[object]] = []
+
+    async def caller() -> None:
+        with URGENCY.heavy_request() as step:
+            result = await link.call(t, {})
+            answered.append(weakref.ref(result))
+            await asyncio.sleep(0)  # the SDK encodes and writes the answer
+            del result  # and lets it go
+            step.end()
+
+    callers = [asyncio.create_task(caller()) for _ in range(3)]
+    while len(calls) < 3:
+        await asyncio.sleep(0)
+    payload = blob(Counts(critical=1))  # the child pickles a shared run's result once
+    for call_id in calls:
+        link._pending[call_id][0].put_nowait(("result", call_id, payload))
+    await asyncio.wait_for(asyncio.gather(*callers), 30)
+    assert len(answered) == 3 and len(unpickled) == 1, "the callers waiting in the lane got one object"

@@ -30,6 +30,7 @@ from pydantic import SecretStr
 
 from pve_steward.clusters import ClusterTarget
 from pve_steward.config import Settings
+from pve_steward.urgency import URGENCY
 from pve_steward.worker.frames import Sender, blob, load_shared, read_frame
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,7 @@ class WorkerLink:
                 raise ProcessGone(
                     "the diagnostics process ended before the call reached it; nothing was changed. Retry the call"
                 ) from None
+            URGENCY.parked()  # it waits on the child now: the next step in the lane goes
             while True:
                 frame = await queue.get()
                 if frame[0] == "progress":
@@ -223,7 +225,10 @@ class WorkerLink:
                     continue
                 answered = True
                 if frame[0] == "result":
-                    return load_shared(frame[2])
+                    # unpickled before its turn: the callers of one run waiting in the lane share one object
+                    result = load_shared(frame[2])
+                    await URGENCY.heavy_turn()  # its answer, encoded and written, is one step in the lane
+                    return result
                 if frame[0] == "gone":
                     raise frame[2]
                 raise revive(frame[2], frame[3])
