@@ -14,14 +14,19 @@ from typing import Any
 
 import yaml
 
+IDLE = "idle"  # Linux SCHED_IDLE: only CPU time nothing else wants, as a process on another machine would take
 
-def niced(nice: int) -> list[str]:
-    """The prefix that runs a command at CPU priority ``nice`` (nothing for 0); nice(1) execs it, same pid."""
+
+def niced(nice: int | str) -> list[str]:
+    """The prefix that runs a command at CPU priority ``nice`` (nothing for 0), or at SCHED_IDLE for ``IDLE``;
+    nice(1) and chrt(1) exec it, same pid."""
+    if nice == IDLE:
+        return ["chrt", "--idle", "0"]
     return ["nice", "-n", str(nice)] if nice else []
 
 
 class SimProcess:
-    def __init__(self, scenario: dict[str, Any], latency: float = 0.0, nice: int = 0) -> None:
+    def __init__(self, scenario: dict[str, Any], latency: float = 0.0, nice: int | str = 0) -> None:
         """``nice``: the simulator's CPU priority (bench_heavy: PVE's CPUs are not the server's)."""
         scenario = dict(scenario)
         if latency:

@@ -73,6 +73,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "heavy_calls",
         "busy_wait",
         "diagnostics_process",
+        "diagnostics_priority",
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
     "who is calling (HTTP)": (

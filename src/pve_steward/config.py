@@ -235,6 +235,12 @@ class Settings(BaseSettings):
         description="run heavy diagnostics and plans in a process of their own, so cheap calls stay fast beside "
         "them (HTTP only; a second process: about 75 MiB idle, 160 MiB beside 50 health checks at 2,000 guests)",
     )
+    diagnostics_priority: Literal["idle", "low"] = Field(
+        "idle",
+        description="the diagnostics process's CPU priority: idle (Linux SCHED_IDLE: only CPU time nothing else "
+        "on the host wants, so a cheap call never waits for it; on a host busy with other work heavy calls then "
+        "crawl) or low (nice 10: a small share beside other work)",
+    )
 
     # --- what is registered
     tier: Tier = Field(Tier.READ_ONLY, description="highest write tier to register: read_only, operator, admin")

@@ -68,6 +68,17 @@ def diagnostics_children(pid: int) -> list[int]:
     return [kid for kid in children(pid) if b"pve_steward.worker.child" in Path(f"/proc/{kid}/cmdline").read_bytes()]
 
 
+def priorities(pid: int) -> set[tuple[int, int]]:
+    """(scheduling policy, nice) of each thread of ``pid`` (Linux sets both per thread)."""
+    threads = [int(tid.name) for tid in Path(f"/proc/{pid}/task").iterdir()]
+    return {(os.sched_getscheduler(tid), os.getpriority(os.PRIO_PROCESS, tid)) for tid in threads}
+
+
+def lowered() -> int:
+    """The child's nice: 10 above the front end's (this test's, which the server inherits), at most 19."""
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)
+
+
 def without_times(answer: dict[str, Any]) -> dict[str, Any]:
     """An answer without evidence and messages (they name ages and times: the simulated cluster's clock runs)."""
     text = json.dumps(answer, sort_keys=True)
@@ -105,6 +116,7 @@ async def test_heavy_calls_run_in_a_child_and_answer_as_in_process(
             [child] = diagnostics_children(proc.pid)
             assert child == warm  # the heavy calls used the process started with the server
             assert os.getpriority(os.PRIO_PROCESS, child) > os.getpriority(os.PRIO_PROCESS, proc.pid)
+            assert priorities(child) == {(os.SCHED_IDLE, lowered())}  # every thread of it, its request pool's too
             guest = structured(await c.call_tool("get_guest", {"vmid": 100}))  # cheap: the front end answers
         metrics = httpx2.get(base + "/metrics").text
     assert without_times(health) == without_times(reference)  # every finding, count and summary alike
@@ -122,6 +134,18 @@ async def test_heavy_calls_run_in_a_child_and_answer_as_in_process(
     while diagnostics_children(proc.pid) and time.monotonic() < deadline:  # ends with the server
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists() or b"zombie" in Path(f"/proc/{child}/status").read_bytes().lower()
+
+
+async def test_diagnostics_priority_low_keeps_the_child_at_nice_10_in_the_default_policy(
+    start_sim: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = start_sim("demo")
+    with http_server(sim, tmp_path, PVE_STEWARD_DIAGNOSTICS_PRIORITY="low") as (proc, base):
+        async with Client(base + "/mcp") as c:
+            structured(await c.call_tool("diagnose_backups", {}))
+            [child] = diagnostics_children(proc.pid)
+            assert priorities(child) == {(os.SCHED_OTHER, lowered())}
+            assert priorities(proc.pid) == {(os.SCHED_OTHER, os.getpriority(os.PRIO_PROCESS, 0))}  # the front end's
 
 
 async def test_a_refusal_in_the_child_reaches_the_caller_and_the_audit(

@@ -133,8 +133,21 @@ def _expected(exc: Exception) -> bool:
 NICENESS = 10  # CPU priority below the front end's: a cheap call's few milliseconds go first
 
 
+def lower_priority(priority: str) -> None:
+    """Give the front end the CPU when it asks for it (settings.diagnostics_priority), before any thread starts
+    (threads inherit it).
+
+    At nice 10 the kernel (EEVDF) still let the child finish its slice before a woken front-end thread
+    ran, at each of the many wake-ups of one cheap call; a SCHED_IDLE task is preempted at once
+    (kernel/sched/fair.c check_preempt_wakeup_fair). Lowering one's own priority needs no privilege.
+    """
+    os.nice(NICENESS)
+    if priority == "idle" and hasattr(os, "sched_setscheduler"):
+        with contextlib.suppress(OSError):  # a system that refuses it (not Linux) keeps nice 10
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
 async def main(fd: int) -> int:
-    os.nice(NICENESS)  # on a busy machine the scheduler gives the front end the CPU when it asks for it
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     sender = Sender(writer)
     first = await read_frame(reader)
@@ -142,6 +155,7 @@ async def main(fd: int) -> int:
         return 2
     try:
         start: Start = pickle.loads(first[1])
+        lower_priority(start.settings.diagnostics_priority)
         life = _lifespan(start)
         from pve_steward.telemetry import setup_tracing
 
