@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from pve_steward.perobject import PerObject
+
 if TYPE_CHECKING:  # what __getattr__ hands out, typed for the checker (no import at run time)
     from prometheus_client import Counter, Histogram
 
@@ -68,15 +70,30 @@ def endpoint_class(segments: tuple[str, ...]) -> str:
 
 
 def count_findings(result: Any) -> None:
-    """Count the findings of a returned report (nested reports included, each finding once)."""
+    """Count the findings of a returned report (nested reports included, each finding once).
+
+    Tallied once per result object and added per code: fifty callers of one run return one report,
+    and a labelled increment per finding per caller cost about 0.3 ms of the event loop each (issue 17).
+    """
     from pve_steward.instruments import FINDINGS
 
+    for (code, severity), count in _TALLIES.get(result, None, lambda: _tally(result)).items():
+        FINDINGS.labels(code=code, severity=severity).inc(count)
+
+
+_TALLIES: PerObject[dict[tuple[str, str], int]] = PerObject()
+
+
+def _tally(result: Any) -> dict[tuple[str, str], int]:
     seen: set[int] = set()
+    tally: dict[tuple[str, str], int] = {}
     for item in _findings(result, depth=0):
         if id(item) in seen:
             continue
         seen.add(id(item))
-        FINDINGS.labels(code=str(item.code), severity=str(getattr(item.severity, "value", item.severity))).inc()
+        key = (str(item.code), str(getattr(item.severity, "value", item.severity)))
+        tally[key] = tally.get(key, 0) + 1
+    return tally
 
 
 def _findings(node: Any, depth: int) -> Iterator[Any]:

@@ -78,3 +78,22 @@ def test_findings_are_counted_once_each_by_code_and_severity() -> None:
     before = value("pve_steward_findings_total", code="BACKUP_STALE", severity=one.severity.value)
     metrics.count_findings(Report(findings=[one], parts=[Part(findings=[one])]))
     assert value("pve_steward_findings_total", code="BACKUP_STALE", severity=one.severity.value) == before + 1
+
+
+def test_each_return_of_one_shared_report_counts_its_findings_again() -> None:
+    """Fifty callers of one run return one report object: its tally is made once, and every return counts."""
+    stale = [finding("BACKUP_STALE", Subject(kind="guest", id=str(v)), "stale") for v in (100, 101)]
+    offline = finding("NODE_OFFLINE", Subject(kind="node", id="pve3"), "offline")
+
+    class Report(BaseModel):
+        findings: list[object]
+
+    shared = Report(findings=[*stale, offline])
+    before = (
+        value("pve_steward_findings_total", code="BACKUP_STALE", severity=stale[0].severity.value),
+        value("pve_steward_findings_total", code="NODE_OFFLINE", severity=offline.severity.value),
+    )
+    for _caller in range(3):
+        metrics.count_findings(shared)
+    assert value("pve_steward_findings_total", code="BACKUP_STALE", severity=stale[0].severity.value) == before[0] + 6
+    assert value("pve_steward_findings_total", code="NODE_OFFLINE", severity=offline.severity.value) == before[1] + 3
