@@ -131,3 +131,47 @@ async def test_later_pages_continue_the_run_of_the_first(start_sim: Any, server_
     assert first["next_offset"] == 3 and second["next_offset"] == 6
     assert ids(rest)[:2] == ids(first)[1:] and ids(rest)[2:5] == ids(second)
     assert other["findings"] and app.admission.continued == 2
+
+
+async def test_a_guest_moved_by_someone_else_is_read_on_its_new_node(start_sim: Any, server_for: Any) -> None:
+    """get_guest locates a guest in an index of the guests kept up to fetch.LOCATOR_AGE (a cheap call does
+    not decode /cluster/resources every 1.5 s): a guest another admin moved meanwhile is still read on its
+    new node, because PVE answers that its config is not on the old one."""
+    from pve_steward.tools.fetch import LOCATOR_AGE
+    from tests.conftest import wait_task
+    from tests.integration.pve import api
+
+    sim = start_sim("demo", speed=20)
+    async with Client(server_for(sim, "root@pam!pvesim", read_cache_ttl=0.5)) as c:
+        first = await c.call_tool("get_guest", {"vmid": 100})
+        assert first.structured_content["node"]["text"] == "pve1"
+        pve = api(sim)
+        upid = pve.nodes("pve1").qemu(100).migrate.post(target="pve2", online=1)
+        assert wait_task(pve.nodes("pve1").tasks(upid).status.get)["exitstatus"] == "OK"
+        await anyio.sleep(0.6)  # past the read cache's TTL, well within the locator's age
+        assert LOCATOR_AGE > 0.6
+        reads = sim.sim.requests
+        moved = await c.call_tool("get_guest", {"vmid": 100})
+        assert not moved.is_error, moved.content
+        assert moved.structured_content["node"]["text"] == "pve2"
+        assert (500, "GET", "/nodes/pve1/qemu/100/config") in sim.sim.failure_log  # read on the old node
+        assert sim.sim.requests - reads <= 7  # the stale read, a fresh index, and the three reads again
+        snapshots = await c.call_tool("list_snapshots", {"vmid": 100})
+        assert snapshots.structured_content["node"]["text"] == "pve2"
+
+
+async def test_the_kept_index_of_the_guests_is_read_once_per_half_its_age(start_sim: Any, server_for: Any) -> None:
+    """Repeated get_guest calls past the read cache's TTL read /cluster/resources ahead once per half the
+    locator's age, not once per half the TTL; a guest the kept index lacks is looked up in a fresh one."""
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "root@pam!pvesim", read_cache_ttl=0.2)) as c:
+        await c.call_tool("get_guest", {"vmid": 100})
+        before = sim.sim.requests
+        for _ in range(5):
+            await anyio.sleep(0.25)
+            assert not (await c.call_tool("get_guest", {"vmid": 100})).is_error
+        assert sim.sim.requests - before == 5 * 3  # config, status and snapshots; no /cluster/resources
+        reads = sim.sim.requests
+        missing = await c.call_tool("get_guest", {"vmid": 999})
+        assert missing.is_error and "no guest 999" in missing.content[0].text
+        assert sim.sim.requests - reads == 1  # a guest the kept index lacks is looked up in a fresh one

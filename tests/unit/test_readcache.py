@@ -333,3 +333,29 @@ def test_a_failed_read_ahead_leaves_the_answer_to_expire_as_usual() -> None:
             await cache.indexed(RESOURCES, _by_vmid, type="vm")
 
     asyncio.run(run())
+
+
+def test_a_caller_that_checks_what_it_takes_may_use_an_older_index_but_never_with_ttl_zero() -> None:
+    """fetch.located takes the index of the guests up to max_age old (it checks the node it reads on);
+    every other caller keeps the TTL, and a cache told to keep nothing (TTL 0) keeps nothing for it."""
+
+    async def run() -> None:
+        inner, clock, cache = _open_cache()
+        await cache.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")
+        clock.now += 20.0
+        await cache.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")
+        await _settle()
+        assert len(inner.gets) == 1, "within max_age and before half of it: no read"
+        await cache.indexed(RESOURCES, _by_vmid, type="vm")  # past the TTL for a caller without max_age
+        assert len(inner.gets) == 2
+        clock.now += 31.0
+        await cache.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")  # past half of it: read ahead
+        await _settle()
+        assert len(inner.gets) == 3
+
+        keeps_nothing = ReadCache(inner, ttl=0, clock=clock)
+        await keeps_nothing.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")
+        await keeps_nothing.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")
+        assert len(inner.gets) == 5
+
+    asyncio.run(run())

@@ -14,7 +14,7 @@ from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
-from pve_steward.tools.fetch import guest_path, resolve_guest, vm_resources
+from pve_steward.tools.fetch import GuestRef, guest_path, located, vm_resources
 
 MAX_PAGE = 500
 
@@ -125,17 +125,21 @@ class GuestDetail(Model):
 @guarded(toolset="guests")
 async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) -> GuestDetail:
     """One guest: where it runs, its parsed config and live status. The node is resolved by the server."""
-    ref = await resolve_guest(t.client, vmid)
-    got = await gather(
-        t.client,
-        [
-            ("config", guest_path(ref, "config"), {}),
-            ("status", guest_path(ref, "status", "current"), {}),
-            ("snapshots", guest_path(ref, "snapshot"), {}),
-        ],
-    )
-    if isinstance(got["config"], PveError):
-        raise got["config"]
+
+    async def read(ref: GuestRef) -> dict[str, Any]:
+        got = await gather(
+            t.client,
+            [
+                ("config", guest_path(ref, "config"), {}),
+                ("status", guest_path(ref, "status", "current"), {}),
+                ("snapshots", guest_path(ref, "snapshot"), {}),
+            ],
+        )
+        if isinstance(got["config"], PveError):
+            raise got["config"]
+        return got
+
+    ref, got = await located(t.client, vmid, read)
     raw: dict[str, Any] = got["config"]
     cfg = parse_guest_config(raw, vmid, ref.type)
     status: dict[str, Any] = {} if isinstance(got["status"], PveError) else got["status"]
@@ -195,8 +199,12 @@ class SnapshotList(Model):
 @guarded(toolset="guests")
 async def list_snapshots(t: ToolContext, vmid: VmId) -> SnapshotList:
     """A guest's snapshots with age and parent chain; the node is resolved by the server."""
-    ref = await resolve_guest(t.client, vmid)
-    rows: list[dict[str, Any]] = await t.client.get(guest_path(ref, "snapshot"))
+
+    async def read(ref: GuestRef) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = await t.client.get(guest_path(ref, "snapshot"))
+        return rows
+
+    ref, rows = await located(t.client, vmid, read)
     now = t.now()
     current = next((r for r in rows if r.get("name") == "current"), {})
     items = [
