@@ -163,9 +163,9 @@ def heavy(
             if kept is None:
                 URGENCY.parked()  # it waits on its run now: the next step in the lane goes
                 result = await admission.run(t.op.name, key, lambda: fn(t, **work))
-                await URGENCY.heavy_turn()  # its answer, presented to written, is one step in the lane
             else:
                 result = kept
+            await URGENCY.heavy_turn()  # its answer, presented to written, is one step in the lane
             if continues is not None and kept is None:
                 admission.keep(key, result)
             if present is None:

@@ -278,9 +278,11 @@ class Precedence:
             request = json.loads(body)
         except (ValueError, RecursionError):
             return False  # the SDK answers it
-        if isinstance(request, dict) and request.get("method") in HANDSHAKES:
+        if not isinstance(request, dict):
+            return False
+        if request.get("method") in HANDSHAKES:
             return True
-        if not isinstance(request, dict) or request.get("method") != "tools/call":
+        if request.get("method") != "tools/call":
             return False
         params = request.get("params")
         name = params.get("name") if isinstance(params, dict) else None

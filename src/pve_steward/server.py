@@ -190,10 +190,8 @@ class OpsServer(MCPServer[AppContext]):
                 await URGENCY.heavy_turn()  # fifty arriving at once start one loop iteration apart
             with URGENCY.urgent() if cheap else nullcontext():
                 async with forwarded(context):
-                    reply = compact_answer(await super().call_tool(name, arguments, context))
-            if not cheap:
-                await URGENCY.heavy_turn()
-            return reply
+                    # a heavy answer took its turn where its result came (admission.heavy, WorkerLink.call)
+                    return compact_answer(await super().call_tool(name, arguments, context))
         except UnexpectedToolError:
             raise
         except ToolError as exc:
