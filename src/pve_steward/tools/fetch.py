@@ -92,7 +92,8 @@ async def located(client: ProxmoxClient, vmid: int, read: Callable[[GuestRef], A
     once more, so an answer never names a node the guest has left.
 
     ``read`` must raise PVE's error for a guest that is not on the node (PveNotFound: "Configuration
-    file 'nodes/N/qemu-server/V.conf' does not exist"). The ref's other fields (name, status, lock)
+    file 'nodes/N/qemu-server/V.conf' does not exist", pve-guest-common src/PVE/AbstractConfig.pm
+    load_config, for VMs and containers alike; pvesim's Call.guest). The ref's other fields (name, status, lock)
     may be as old as the index: callers take them from their own reads.
     """
     ref = await resolve_guest(client, vmid, max_age=LOCATOR_AGE)
