@@ -228,14 +228,16 @@ def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[R
     newest: dict[int, Row] = {}
     newest_ctime: dict[int, int] = {}
     orphans: dict[int, list[Row]] = defaultdict(list)
-    for b in data.backups:
+    guests = data.guests
+    for b in data.backups:  # tens of thousands of rows: plain locals
         vmid = b.get("vmid")
         if vmid is None:
             continue
         vmid, ctime = int(vmid), int(b.get("ctime", 0))
-        if vmid not in newest or ctime > newest_ctime[vmid]:
+        known = newest_ctime.get(vmid)
+        if known is None or ctime > known:
             newest[vmid], newest_ctime[vmid] = b, ctime
-        if vmid not in data.guests:
+        if vmid not in guests:
             orphans[vmid].append(b)
     return newest, orphans
 
@@ -254,6 +256,7 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
     by_place: dict[tuple[str | None, str | None], tuple[int, int, int]] = {}
     policies: dict[int, _Policy] = {}  # bitmask of covering enabled jobs (negated: maybe-covering) -> policy
     storage_type = {sid: row.get("type") for sid, row in data.storage_defs.items()}
+    now = data.now
     for vmid in data.guest_ids:  # templates too: vzdump selects and backs them up (get_included_guests)
         g = data.guests[vmid]
         node, pool = g.get("node"), g.get("pool")
@@ -278,12 +281,17 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
         if policy.unprovable:
             continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
         latest = newest.get(vmid)
-        age = _age_finding(data, t, vmid, g, latest, policy)
-        if age is not None:
-            out.append(age)
+        # the common case inline (a recent backup, verified): this loop runs for every guest
+        if latest is None or now - int(latest.get("ctime", 0)) > policy.threshold:
+            age = _age_finding(data, t, vmid, g, latest, policy)
+            if age is not None:
+                out.append(age)
         if latest is not None and (
             storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-")
         ):
+            verification = latest.get("verification")
+            if type(verification) is dict and verification.get("state") == "ok":
+                continue
             verdict = _verification(data, vmid, g, latest)
             if verdict is not None:
                 out.append(verdict)
@@ -587,7 +595,14 @@ def _pool(data: ClusterData, vmid: int) -> str | None:
 
 def _excluded_disks(data: ClusterData) -> list[Finding]:
     out = []
-    for vmid, cfg in sorted(data.parsed.items()):  # templates too: vzdump backs them up alike
+    parsed = data.parsed
+    for vmid in sorted(parsed):  # templates too: vzdump backs them up alike
+        cfg = parsed[vmid]
+        for v in cfg.volumes:  # nearly every guest backs up all its volumes: no list for those
+            if not v.backup:
+                break
+        else:
+            continue
         keys = [v.key for v in cfg.volumes if not v.backup and not v.cdrom and not v.unused]
         if keys:
             out.append(

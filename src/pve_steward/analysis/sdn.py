@@ -93,15 +93,25 @@ def zones(data: ClusterData) -> dict[str, ZoneConfig] | None:
 
 def vnet_zones(data: ClusterData) -> dict[str, str] | None:
     """Running vnet -> zone; None when the vnets could not be read. A vnet not yet applied has no bridge."""
-    rows = data.read(VNETS)
-    if rows is None:
-        return None
+    shared = running_vnets(data)
+    return None if shared is None else dict(shared)
+
+
+def running_vnets(data: ClusterData) -> dict[str, str] | None:
+    """:func:`vnet_zones` itself, shared by the snapshot's callers (read-only): asked once per guest."""
     memo = data.memo["sdn_zones"]
     if "vnets" not in memo:
-        memo["vnets"] = {
-            str(r["vnet"]): str(r["zone"]) for r in rows if r.get("vnet") and r.get("zone") and r.get("state") != "new"
-        }
-    return dict(memo["vnets"])
+        rows = data.read(VNETS)
+        memo["vnets"] = (
+            None
+            if rows is None
+            else {
+                str(r["vnet"]): str(r["zone"])
+                for r in rows
+                if r.get("vnet") and r.get("zone") and r.get("state") != "new"
+            }
+        )
+    return memo["vnets"]  # type: ignore[no-any-return]
 
 
 def pending_objects(rows: list[Row]) -> list[Row]:

@@ -8,6 +8,8 @@ answers per guest (``GET .../pending``): the collector reads those for running g
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding
@@ -83,7 +85,13 @@ def nics(data: ClusterData, vmid: int, raw: Row, gtype: str) -> Nics:
     memo: dict[int, Nics] = data.memo["nics"]
     found = memo.get(vmid)
     if found is None:
-        found = memo[vmid] = {k: nic(str(raw[k]), gtype) for k in keys_in(raw, NET_KEYS)}
+        keys = NET_KEYS.intersection(raw)
+        if len(keys) == 1:  # the common case, without the ordering pass
+            (key,) = keys
+            value = raw[key]
+            found = memo[vmid] = {key: nic(value if type(value) is str else str(value), gtype)}
+        else:
+            found = memo[vmid] = {k: nic(str(raw[k]), gtype) for k in keys_in(raw, NET_KEYS)}
     return found
 
 
@@ -195,9 +203,12 @@ def unused_disks(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Each guest (templates too: their unused volumes use space as well) with unusedN keys."""
     out: list[Finding] = []
     for vmid, g, _raw, cfg in guests_with_config(data, templates=True):
-        unused = [v for v in cfg.volumes if v.unused]
-        if not unused:
+        for v in cfg.volumes:  # most guests have none: no list for them
+            if v.unused:
+                break
+        else:
             continue
+        unused = [v for v in cfg.volumes if v.unused]
         sized = [v.size_bytes for v in unused if v.size_bytes]
         out.append(
             finding(
@@ -304,11 +315,16 @@ NIC_MODELS = frozenset(
 )
 def duplicate_macs(data: ClusterData, t: Thresholds) -> list[Finding]:
     """One finding per guest that shares an address, naming the other guests."""
+    every = all_nics(data)
+    # count in C first: a cluster has thousands of addresses and, hopefully, no repeat among them
+    counted = Counter([mac for devices in every.values() for _model, mac in devices.values() if mac])
+    repeated = {mac for mac, n in counted.items() if n > 1}
     holders: dict[str, list[tuple[int, str]]] = {}
-    for vmid, devices in all_nics(data).items():
-        for key, (_model, mac) in devices.items():
-            if mac:
-                holders.setdefault(mac, []).append((vmid, key))
+    if repeated:
+        for vmid, devices in every.items():
+            for key, (_model, mac) in devices.items():
+                if mac in repeated:
+                    holders.setdefault(mac, []).append((vmid, key))
     out: list[Finding] = []
     for mac, users in sorted((mac, users) for mac, users in holders.items() if len(users) > 1):
         if len({v for v, _ in users}) < 2:

@@ -205,7 +205,13 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"disks": slow, "scsihw": raw.get("scsihw")},
                 )
             )
-        emulated = {k: m for k, (m, _mac) in nics(data, vmid, raw, "qemu").items() if m and m != "virtio"}
+        found = nics(data, vmid, raw, "qemu")
+        for model, _mac in found.values():  # nearly every NIC is virtio: no dict for those guests
+            if model and model != "virtio":
+                break
+        else:
+            continue
+        emulated = {k: m for k, (m, _mac) in found.items() if m and m != "virtio"}
         if emulated:
             out.append(
                 _vm(
@@ -406,6 +412,8 @@ def disk_cache(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
         disks = _cached_disks(raw)
+        if not disks:  # nearly every VM
+            continue
         unsafe = {k: o.get("file") for k, o in disks.items() if o["cache"] == "unsafe"}
         if unsafe:
             out.append(
@@ -438,10 +446,13 @@ def disk_cache(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 def _cached_disks(raw: Row) -> dict[str, dict[str, str]]:
     """Drives (not CD-ROMs) that set a cache mode -> their options; only those values are parsed."""
+    for key in _DRIVE_KEYS.intersection(raw):
+        value = raw[key]
+        if "cache=" in (value if type(value) is str else str(value)):
+            break
+    else:  # nearly every VM: no drive sets a cache mode
+        return {}
     out: dict[str, dict[str, str]] = {}
-    drives = _DRIVE_KEYS.intersection(raw)
-    if not any("cache=" in str(raw[k]) for k in drives):  # nearly every VM: no drive sets a cache mode
-        return out
     for key in keys_in(raw, _DRIVE_KEYS):
         value = str(raw[key])
         if "cache=" not in value:

@@ -11,19 +11,18 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration.model import Reason, reason
 from pve_steward.analysis.pverules import pve_rule
-from pve_steward.analysis.sdn import guest_bridges, vnet_zones, zone_status_on, zones
+from pve_steward.analysis.sdn import guest_bridges, running_vnets, vnet_zones, zone_status_on, zones
 
 
 def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
     """The running SDN vnets the guest's NICs are on (none when the SDN config is absent or unreadable)."""
-    vnets = vnet_zones(data)
-    if not vnets:
-        return ()
     memo = data.memo["guest_vnets"]
-    if vmid not in memo:
+    found = memo.get(vmid)
+    if found is None:
+        vnets = running_vnets(data)
         raw = data.configs.get(vmid) or {}
-        memo[vmid] = tuple(b for b in guest_bridges(raw) if b in vnets)
-    return memo[vmid]  # type: ignore[no-any-return]
+        found = memo[vmid] = tuple(b for b in guest_bridges(raw) if b in vnets) if vnets else ()
+    return found  # type: ignore[no-any-return]
 
 
 @pve_rule(

@@ -173,6 +173,8 @@ def situation(
     if guest_vnets(data, vmid):  # SDN zones decide per node
         return None
     ha = vmid in data.ha_by_vmid
+    if allowed is None and not denied:  # the health check's question: asked for every guest
+        return (shape(data, cfg), gtype, str(status), allow_downtime, (str(row.get("node", "")), None, ()), ha)
     return (shape(data, cfg), gtype, str(status), allow_downtime, targets_key(row, allowed, denied), ha)
 
 
@@ -296,6 +298,9 @@ def merge_alike(verdicts: list[TargetVerdict]) -> list[TargetVerdict]:
 
 # qemu-server src/PVE/QemuServer/Virtiofs.pm MAX_VIRTIOFS (10)
 _VIRTIOFS_KEYS = frozenset(f"virtiofs{i}" for i in range(10))
+_FEATURE_KEYS = ("amd-sev", "intel-tdx", "vga")
+_NO_FEATURES = (None, None, None)
+_RARE_SHAPE_KEYS = _VIRTIOFS_KEYS.union(_FEATURE_KEYS)  # most VM configs set none: one C-level test
 
 
 def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
@@ -306,12 +311,16 @@ def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     copy. Built for every guest, so plain loops.
     """
     volumes: list[tuple[object, ...]] = []
+    shared: dict[str, bool] = data.memo["shared"]
     for v in cfg.volumes:
         storage = v.storage
         if storage is None or v.cdrom or v.host_path:
             volumes.append((v.key, storage, v.size_bytes, v.cdrom, v.host_path, v.shared_flag, v.cloudinit, v.volid))
             continue
-        if storage_shared(data, storage):
+        on_shared = shared.get(storage)
+        if on_shared is None:
+            on_shared = storage_shared(data, storage)
+        if on_shared:
             volumes.append((v.key, storage, None, False, False, v.shared_flag, v.cloudinit, v.volid.endswith(".qcow2")))
             continue
         vn = parse_volname(storage_type(data, storage), v.volid.split(":", 1)[1])
@@ -320,10 +329,12 @@ def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     features: tuple[object, ...] = ()
     virtiofs: tuple[str, ...] = ()
     if cfg.type == "qemu":
+        features = _NO_FEATURES
         raw = data.configs.get(cfg.vmid) or {}
-        features = (raw.get("amd-sev"), raw.get("intel-tdx"), raw.get("vga"))
-        if not _VIRTIOFS_KEYS.isdisjoint(raw):
-            virtiofs = tuple(sorted(_VIRTIOFS_KEYS.intersection(raw)))
+        if not _RARE_SHAPE_KEYS.isdisjoint(raw):
+            features = (raw.get("amd-sev"), raw.get("intel-tdx"), raw.get("vga"))
+            if not _VIRTIOFS_KEYS.isdisjoint(raw):
+                virtiofs = tuple(sorted(_VIRTIOFS_KEYS.intersection(raw)))
     return (
         cfg.type,
         cfg.lock,

@@ -43,7 +43,12 @@ class Scan:
 def has_snapshots(data: ClusterData, cfg: GuestConfig) -> bool:
     if cfg.parent_snapshot:
         return True
-    return any(s.get("name") != "current" for s in data.snapshots.get(cfg.vmid) or [])
+    with_snapshots: frozenset[int] | None = data.memo["snapshots"].get("vmids")
+    if with_snapshots is None:  # one pass per snapshot: this is asked for every guest
+        with_snapshots = data.memo["snapshots"]["vmids"] = frozenset(
+            vmid for vmid, rows in data.snapshots.items() if any(s.get("name") != "current" for s in rows or [])
+        )
+    return cfg.vmid in with_snapshots
 
 
 def replicated(data: ClusterData, cfg: GuestConfig, stype: str | None) -> bool:
