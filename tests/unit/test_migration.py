@@ -300,3 +300,15 @@ def test_health_wording_shared_across_nodes_matches_per_guest_verdicts() -> None
     for f in health:
         if "node" in f.evidence:
             assert f.evidence["node"] == guests[int(f.subject.id)][0], f
+
+
+def test_shared_flags_answer_as_storage_shared_for_every_storage() -> None:
+    """The per-volume loops read shared_flags; it must say what storage_shared says, an unknown storage not shared."""
+    from pve_steward.analysis.migration.storage import shared_flags, storage_shared
+
+    d = _data(guest_row(100, "pve1"), qemu_config("web"))
+    d.storage_config.append({**storage_cfg("lvm-shared", "lvm"), "shared": 1})
+    flags = shared_flags(d)
+    assert flags == {s: storage_shared(d, s) for s in d.storage_defs}
+    assert flags["ceph-vm"] and flags["lvm-shared"] and not flags["local-lvm"] and not flags["local"]
+    assert "nowhere" not in flags and not storage_shared(d, "nowhere")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
-from pve_steward.analysis.migration.storage import storage_shared
+from pve_steward.analysis.migration.storage import shared_flags, storage_shared
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
@@ -31,12 +31,13 @@ def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
     """Virtual disk bytes per (storage, node); node None for shared storage."""
     out: dict[tuple[str, str | None], int] = defaultdict(int)
     guests = data.guests
+    shared = shared_flags(data)
     for vmid, cfg in data.parsed.items():
         node = None
         for vol in cfg.volumes:
             storage = vol.storage
             if storage and not vol.cdrom and vol.size_bytes:
-                on_shared = storage_shared(data, storage)
+                on_shared = shared.get(storage, False)
                 if not on_shared and node is None:
                     node = (guests.get(vmid) or {}).get("node")
                 out[(storage, None if on_shared else node)] += vol.size_bytes

@@ -134,7 +134,9 @@ def nesting_keyctl(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def raw_config(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
-    for vmid, g, raw, _cfg in guests_with_config(data, "lxc"):
+    for vmid, g, raw, cfg in guests_with_config(data, "lxc"):
+        if not cfg.raw_lxc_keys:  # parsing found neither ``lxc`` nor an ``lxc.*`` key: nothing to list
+            continue
         entries = raw_lxc(raw)
         if entries:
             keys = list(dict.fromkeys(k for k, _ in entries))

@@ -576,7 +576,7 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
         if NET_KEYS.isdisjoint(raw):
             out.append(_vm(data, "GUEST_NO_NETWORK", vmid, g, "has no network device", {"net": None}))
     vms = guests_with_config(data, "qemu")
-    unpinned = [vmid for vmid, _g, raw, _cfg in vms if not _PINNED.match(_machine(raw))]
+    unpinned = [vmid for vmid, _g, raw, _cfg in vms if not raw.get("machine") or not _PINNED.match(_machine(raw))]
     return out + cluster_wide("GUEST_MACHINE_UNPINNED", unpinned, len(vms), "have no pinned machine version")
 
 
@@ -642,6 +642,8 @@ def _newest(machines: list[Row], family: str) -> str | None:
 def machine_outdated(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for vmid, g, raw, _cfg in guests_with_config(data, "qemu"):
+        if not raw.get("machine"):  # most VMs: nothing pinned
+            continue
         kind = _machine(raw)
         pinned = _PINNED.match(kind)
         machines = data.read("qemu_machines", str(g.get("node")))

@@ -16,12 +16,13 @@ from pve_steward.analysis.sdn import guest_bridges, running_vnets, vnet_zones, z
 
 def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
     """The running SDN vnets the guest's NICs are on (none when the SDN config is absent or unreadable)."""
+    vnets = running_vnets(data)
+    if not vnets:  # nearly every cluster: no SDN, or no running vnet
+        return ()
     memo = data.memo["guest_vnets"]
     found = memo.get(vmid)
     if found is None:
-        vnets = running_vnets(data)
-        raw = data.configs.get(vmid) or {}
-        found = memo[vmid] = tuple(b for b in guest_bridges(raw) if b in vnets) if vnets else ()
+        found = memo[vmid] = tuple(b for b in guest_bridges(data.configs.get(vmid) or {}) if b in vnets)
     return found  # type: ignore[no-any-return]
 
 

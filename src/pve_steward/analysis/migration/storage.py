@@ -78,6 +78,17 @@ def storage_shared(data: ClusterData, storage: str) -> bool:
     return bool(memo[storage])
 
 
+def shared_flags(data: ClusterData) -> dict[str, bool]:
+    """:func:`storage_shared` of every configured storage, for loops over every volume of every guest.
+
+    A storage the config lacks is not shared: ``shared_flags(data).get(storage, False)``.
+    """
+    memo = data.memo["storage_flags"]
+    if "shared" not in memo:
+        memo["shared"] = {s: storage_shared(data, s) for s in data.storage_defs}
+    return memo["shared"]  # type: ignore[no-any-return]
+
+
 def storage_on(data: ClusterData, storage: str, node: str) -> bool:
     """``storage_check_enabled``: the storage exists, is not disabled and lists the node (or all nodes)."""
     memo = data.memo["storage_on"]

@@ -13,7 +13,7 @@ from pve_steward.analysis.migration.devices import Devices, clipboard_vnc, local
 from pve_steward.analysis.migration.model import RANK, Migratability, Reason, TargetVerdict, reason
 from pve_steward.analysis.migration.pvecheck import compare
 from pve_steward.analysis.migration.sdn import guest_vnets
-from pve_steward.analysis.migration.storage import parse_volname, storage_shared, storage_type
+from pve_steward.analysis.migration.storage import parse_volname, shared_flags, storage_type
 from pve_steward.analysis.migration.target_rules import target_groups
 from pve_steward.analysis.migration.targets import eligible_targets
 from pve_steward.analysis.migration.volumes import has_snapshots, scan_volumes
@@ -311,16 +311,13 @@ def shape(data: ClusterData, cfg: GuestConfig) -> tuple[object, ...]:
     copy. Built for every guest, so plain loops.
     """
     volumes: list[tuple[object, ...]] = []
-    shared: dict[str, bool] = data.memo["shared"]
+    shared = shared_flags(data)
     for v in cfg.volumes:
         storage = v.storage
         if storage is None or v.cdrom or v.host_path:
             volumes.append((v.key, storage, v.size_bytes, v.cdrom, v.host_path, v.shared_flag, v.cloudinit, v.volid))
             continue
-        on_shared = shared.get(storage)
-        if on_shared is None:
-            on_shared = storage_shared(data, storage)
-        if on_shared:
+        if shared.get(storage, False):
             volumes.append((v.key, storage, None, False, False, v.shared_flag, v.cloudinit, v.volid.endswith(".qcow2")))
             continue
         vn = parse_volname(storage_type(data, storage), v.volid.split(":", 1)[1])
