@@ -129,9 +129,11 @@ async def one_check(sim: SimProcess, tmp: Path) -> dict[str, Any]:
         out["health_text"] = len(text_of(health).encode())
         out["health_struct"] = len(json.dumps(health.structured_content, separators=(",", ":")).encode())
         detail = await c.call_tool(HEALTH[0], {**HEALTH[1], "detail": True})
+        assert not detail.is_error, text_of(detail)[:300]  # an error's size is not an answer's
         out["detail_text"] = len(text_of(detail).encode())
         out["detail_struct"] = len(json.dumps(detail.structured_content, separators=(",", ":")).encode())
         guests = await c.call_tool(*GUESTS)
+        assert not guests.is_error, text_of(guests)[:300]
         answer = (guests.structured_content or {}).get("result") or {}  # the meta-tool wraps the tool's answer
         rows = int((answer.get("page") or {}).get("returned") or 0)
         out["list_rows"] = rows
