@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
+from pve_steward.urgencyboard import UrgencyBoard
+
 __all__ = ["URGENCY", "HeavyStep", "Urgency"]
 
 _HELD: ContextVar[int | None] = ContextVar("pve_urgent_call", default=None)  # this task's mark (Urgency)
@@ -41,6 +43,34 @@ class Urgency:
         self._on_clear: list[Callable[[], None]] = []
         # heavy calls' starts and answers, one at a time (heavy_turn); a lock per event loop (tests run many)
         self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+        self._shared: list[UrgencyBoard] = []  # where this process's cheap calls are published (share)
+        self._followed: UrgencyBoard | None = None  # another process's cheap calls, given way to too (follow)
+
+    def share(self, board: UrgencyBoard) -> None:
+        """Publish this process's cheap calls on ``board`` (the front end, for its diagnostics process)."""
+        with self._cond:
+            self._shared.append(board)
+            board.publish(self._latest())
+
+    def unshare(self, board: UrgencyBoard) -> None:
+        with self._cond:
+            if board in self._shared:
+                self._shared.remove(board)
+
+    def follow(self, board: UrgencyBoard | None) -> None:
+        """Give way to the cheap calls another process publishes on ``board`` as well (the diagnostics process)."""
+        self._followed = board
+
+    def _latest(self) -> float:
+        """When the last open cheap call's precedence ends (0: none open); under the condition's lock."""
+        return max(self._open.values(), default=0.0)
+
+    def _publish(self) -> None:
+        """Under the condition's lock: tell the processes that follow this one."""
+        if self._shared:
+            latest = self._latest()
+            for board in self._shared:
+                board.publish(latest)
 
     @contextlib.contextmanager
     def urgent(self) -> Iterator[None]:
@@ -55,6 +85,7 @@ class Urgency:
         with self._cond:
             ident = next(self._ids)
             self._open[ident] = time.monotonic() + self.grace
+            self._publish()
         token = _HELD.set(ident)
         try:
             yield
@@ -72,6 +103,7 @@ class Urgency:
         with self._cond:
             if self._open.pop(ident, None) is None:
                 return
+            self._publish()
             clear, callbacks = self._until() <= 0, self._on_clear
             if clear:
                 self._on_clear = []
@@ -89,13 +121,24 @@ class Urgency:
         return bool(self._open)
 
     def give_way(self) -> None:
-        """In a background thread: wait while a cheap call holds precedence (at most its grace)."""
+        """In a background thread: wait while a cheap call holds precedence (at most its grace), this
+        process's or, in the diagnostics process, the front end's (follow)."""
+        followed = self._followed
+        if followed is not None and followed.until() > time.monotonic():
+            self._give_way_across(followed)
         if not self._open:  # the common case, without the lock
             return
         latest = time.monotonic() + self.grace  # never longer than one grace, however many calls follow
         with self._cond:
             while (left := min(self._until(), latest - time.monotonic())) > 0:
                 self._cond.wait(left)
+
+    def _give_way_across(self, board: UrgencyBoard) -> None:
+        """Wait while another process's cheap calls hold precedence: polled (no condition crosses processes),
+        1 ms at a time, never longer than one grace."""
+        latest = time.monotonic() + self.grace
+        while (left := min(board.until(), latest) - time.monotonic()) > 0:
+            time.sleep(min(left, 0.001))
 
     @contextlib.contextmanager
     def heavy_request(self) -> Iterator[HeavyStep]:

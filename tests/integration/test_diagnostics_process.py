@@ -74,6 +74,12 @@ def priorities(pid: int) -> set[tuple[int, int]]:
     return {(os.sched_getscheduler(tid), os.getpriority(os.PRIO_PROCESS, tid)) for tid in threads}
 
 
+def mapped_boards(pid: int) -> set[str]:
+    """The urgency boards (urgencyboard.py) ``pid`` has mapped: the front end's cheap calls, shared."""
+    lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return {line.split(maxsplit=5)[-1] for line in lines if "pve-steward-urgency-" in line}
+
+
 def lowered() -> int:
     """The child's nice: 10 above the front end's (this test's, which the server inherits), at most 19."""
     return min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)
@@ -117,6 +123,8 @@ async def test_heavy_calls_run_in_a_child_and_answer_as_in_process(
             assert child == warm  # the heavy calls used the process started with the server
             assert os.getpriority(os.PRIO_PROCESS, child) > os.getpriority(os.PRIO_PROCESS, proc.pid)
             assert priorities(child) == {(os.SCHED_IDLE, lowered())}  # every thread of it, its request pool's too
+            [board] = mapped_boards(child)  # its reads give way to the front end's cheap calls
+            assert board in mapped_boards(proc.pid) and board.endswith("(deleted)")  # one memory, and no file
             guest = structured(await c.call_tool("get_guest", {"vmid": 100}))  # cheap: the front end answers
         metrics = httpx2.get(base + "/metrics").text
     assert without_times(health) == without_times(reference)  # every finding, count and summary alike

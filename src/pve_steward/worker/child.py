@@ -147,6 +147,15 @@ def lower_priority(priority: str) -> None:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
+def follow_front_end(start: Start) -> None:
+    """This process's reads give way to the front end's cheap calls too (urgencyboard.py)."""
+    if start.urgency_board is not None:
+        from pve_steward.urgency import URGENCY
+        from pve_steward.urgencyboard import UrgencyBoard
+
+        URGENCY.follow(UrgencyBoard.attach(start.urgency_board))
+
+
 async def main(fd: int) -> int:
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     sender = Sender(writer)
@@ -156,6 +165,7 @@ async def main(fd: int) -> int:
     try:
         start: Start = pickle.loads(first[1])
         lower_priority(start.settings.diagnostics_priority)
+        follow_front_end(start)
         life = _lifespan(start)
         from pve_steward.telemetry import setup_tracing
 

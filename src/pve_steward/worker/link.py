@@ -31,6 +31,7 @@ from pydantic import SecretStr
 from pve_steward.clusters import ClusterTarget
 from pve_steward.config import Settings
 from pve_steward.urgency import URGENCY
+from pve_steward.urgencyboard import UrgencyBoard
 from pve_steward.worker.frames import Sender, blob, load_shared, read_frame
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,10 @@ class Start:
     """What the child builds its contexts from: the front end's own settings (secrets included), as
     validated here; never read again from the environment or a file, which may have changed since."""
 
-    def __init__(self, settings: Settings, targets: list[ClusterTarget]) -> None:
+    def __init__(self, settings: Settings, targets: list[ClusterTarget], urgency_board: int | None = None) -> None:
         self.settings = _plain(settings)
         self.targets = [dataclasses.replace(t, settings=_plain(t.settings)) for t in targets]
+        self.urgency_board = urgency_board  # the descriptor of the front end's cheap calls (urgencyboard.py)
 
 
 def _plain(settings: Settings) -> Settings:
@@ -87,7 +89,11 @@ class WorkerLink:
     """One diagnostics process for this server's heavy calls (started by ``warm``, or by the first one)."""
 
     def __init__(self, settings: Settings, targets: list[ClusterTarget]) -> None:
-        self._start = Start(settings, targets)
+        # the child's reads give way to this process's cheap calls, as the pool's do here (design 261204-40)
+        self._board = UrgencyBoard.create()
+        URGENCY.share(self._board)
+        weakref.finalize(self, _drop_board, self._board)
+        self._start = Start(settings, targets, self._board.fd)
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[asyncio.Queue[tuple[Any, ...]], Sender]] = {}  # call -> its queue, its child
         self._proc: asyncio.subprocess.Process | None = None
@@ -143,7 +149,7 @@ class WorkerLink:
                     "-m",
                     "pve_steward.worker.child",
                     str(theirs.fileno()),
-                    pass_fds=(theirs.fileno(),),
+                    pass_fds=(theirs.fileno(), *([self._board.fd] if self._board.fd is not None else [])),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=sys.stderr,  # stdout may be the MCP stdio channel: the child's output goes to the log
                     start_new_session=True,  # a Ctrl-C to the front end does not reach it; it ends when we close
@@ -263,6 +269,7 @@ class WorkerLink:
         a call still waiting hears that it ended, and no later call starts another."""
         self._closed = True
         LINKS.discard(self)
+        _drop_board(self._board)
         if self._warming is not None and not self._warming.done():
             self._warming.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -275,6 +282,11 @@ class WorkerLink:
                 await asyncio.wait({reader}, timeout=15)  # its end reaps the child and answers the waiting calls
         for call_id, (queue, _to) in list(self._pending.items()):
             queue.put_nowait(("gone", call_id, ProcessGone("the server is stopping; nothing was changed")))
+
+
+def _drop_board(board: UrgencyBoard) -> None:
+    URGENCY.unshare(board)
+    board.close()
 
 
 async def _unstoppable(step: Awaitable[None]) -> None:
