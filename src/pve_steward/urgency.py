@@ -114,7 +114,7 @@ class Urgency:
 
     def _until(self) -> float:
         """Seconds background work should still wait (0: none); under the condition's lock."""
-        return max(self._open.values(), default=0.0) - time.monotonic() if self._open else 0.0
+        return self._latest() - time.monotonic() if self._open else 0.0
 
     def holding(self) -> bool:
         """Whether a cheap call is running (background work should give way); no lock, a hint."""
@@ -124,19 +124,22 @@ class Urgency:
         """In a background thread: wait while a cheap call holds precedence (at most its grace), this
         process's or, in the diagnostics process, the front end's (follow)."""
         followed = self._followed
-        if followed is not None and followed.until() > time.monotonic():
-            self._give_way_across(followed)
-        if not self._open:  # the common case, without the lock
+        across = followed if followed is not None and followed.until() > time.monotonic() else None
+        if across is None and not self._open:  # the common case, without the lock
             return
-        latest = time.monotonic() + self.grace  # never longer than one grace, however many calls follow
+        latest = time.monotonic() + self.grace  # never longer than one grace in all, however many calls follow
+        if across is not None:
+            self._give_way_across(across, latest)
+        if not self._open:
+            return
         with self._cond:
             while (left := min(self._until(), latest - time.monotonic())) > 0:
                 self._cond.wait(left)
 
-    def _give_way_across(self, board: UrgencyBoard) -> None:
-        """Wait while another process's cheap calls hold precedence: polled (no condition crosses processes),
-        1 ms at a time, never longer than one grace."""
-        latest = time.monotonic() + self.grace
+    @staticmethod
+    def _give_way_across(board: UrgencyBoard, latest: float) -> None:
+        """Wait while another process's cheap calls hold precedence, until ``latest`` at most: polled (no
+        condition crosses processes), 1 ms at a time."""
         while (left := min(board.until(), latest) - time.monotonic()) > 0:
             time.sleep(min(left, 0.001))
 

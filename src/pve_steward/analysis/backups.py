@@ -281,17 +281,13 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
         if policy.unprovable:
             continue  # cannot prove absence or age: DATA_INCOMPLETE already says so
         latest = newest.get(vmid)
-        # the common case inline (a recent backup, verified): this loop runs for every guest
-        if latest is None or now - int(latest.get("ctime", 0)) > policy.threshold:
-            age = _age_finding(data, t, vmid, g, latest, policy)
-            if age is not None:
-                out.append(age)
-        if latest is not None and (
-            storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-")
-        ):
-            verification = latest.get("verification")
-            if type(verification) is dict and verification.get("state") == "ok":
-                continue
+        if latest is None:
+            out.append(_no_backup(data, vmid, g, policy))
+            continue
+        age = now - int(latest.get("ctime", 0))
+        if age > policy.threshold:  # older than its jobs' schedule allows (inline: this runs for every guest)
+            out.append(_stale(data, t, vmid, g, latest, age, policy))
+        if storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
             verdict = _verification(data, vmid, g, latest)
             if verdict is not None:
                 out.append(verdict)
@@ -311,24 +307,21 @@ def _not_scheduled(data: ClusterData, vmid: int, g: Row, disabled: list[str], un
     )
 
 
-def _age_finding(
-    data: ClusterData, t: Thresholds, vmid: int, g: Row, latest: Row | None, policy: _Policy
-) -> Finding | None:
-    """No backup at all, or the newest one older than its jobs' schedule allows."""
-    if latest is None:
-        return finding(
-            "BACKUP_NONE",
-            guest_subject(data, vmid),
-            f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
-            {
-                "covering_jobs": [j["id"] for j in policy.jobs],
-                "storages_read": sorted(data.backup_storages_read),
-            },
-        )
-    age = data.now - int(latest.get("ctime", 0))
+def _no_backup(data: ClusterData, vmid: int, g: Row, policy: _Policy) -> Finding:
+    return finding(
+        "BACKUP_NONE",
+        guest_subject(data, vmid),
+        f"guest {vmid} ({g.get('name')}) has no backup on any readable backup storage",
+        {
+            "covering_jobs": [j["id"] for j in policy.jobs],
+            "storages_read": sorted(data.backup_storages_read),
+        },
+    )
+
+
+def _stale(data: ClusterData, t: Thresholds, vmid: int, g: Row, latest: Row, age: float, policy: _Policy) -> Finding:
+    """The newest backup is ``age`` seconds old, more than its jobs' schedule allows (the caller compared)."""
     threshold = policy.threshold
-    if age <= threshold:
-        return None
     sev = Severity.CRITICAL if age > threshold * t.get("backup_stale_critical_factor") else Severity.WARNING
     return finding(
         "BACKUP_STALE",

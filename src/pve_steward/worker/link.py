@@ -92,7 +92,7 @@ class WorkerLink:
         # the child's reads give way to this process's cheap calls, as the pool's do here (design 261204-40)
         self._board = UrgencyBoard.create()
         URGENCY.share(self._board)
-        weakref.finalize(self, _drop_board, self._board)
+        self._drop_board = weakref.finalize(self, _drop_board, self._board)  # at close, or when collected
         self._start = Start(settings, targets, self._board.fd)
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[asyncio.Queue[tuple[Any, ...]], Sender]] = {}  # call -> its queue, its child
@@ -269,7 +269,7 @@ class WorkerLink:
         a call still waiting hears that it ended, and no later call starts another."""
         self._closed = True
         LINKS.discard(self)
-        _drop_board(self._board)
+        self._drop_board()
         if self._warming is not None and not self._warming.done():
             self._warming.cancel()
             with contextlib.suppress(asyncio.CancelledError):

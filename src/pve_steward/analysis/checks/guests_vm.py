@@ -205,13 +205,7 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"disks": slow, "scsihw": raw.get("scsihw")},
                 )
             )
-        found = nics(data, vmid, raw, "qemu")
-        for model, _mac in found.values():  # nearly every NIC is virtio: no dict for those guests
-            if model and model != "virtio":
-                break
-        else:
-            continue
-        emulated = {k: m for k, (m, _mac) in found.items() if m and m != "virtio"}
+        emulated = {k: m for k, (m, _mac) in nics(data, vmid, raw, "qemu").items() if m and m != "virtio"}
         if emulated:
             out.append(
                 _vm(

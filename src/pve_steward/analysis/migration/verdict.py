@@ -173,8 +173,6 @@ def situation(
     if guest_vnets(data, vmid):  # SDN zones decide per node
         return None
     ha = vmid in data.ha_by_vmid
-    if allowed is None and not denied:  # the health check's question: asked for every guest
-        return (shape(data, cfg), gtype, str(status), allow_downtime, (str(row.get("node", "")), None, ()), ha)
     return (shape(data, cfg), gtype, str(status), allow_downtime, targets_key(row, allowed, denied), ha)
 
 
