@@ -28,6 +28,7 @@ from pvesim import api, tasks
 from pvesim.access import AclEntry, Token
 from pvesim.apischema import ApiSchema, ParamError, PermissionDenied, check_permissions, validate
 from pvesim.faults import Faults
+from pvesim.jsonbody import DataResponse
 from pvesim.state import Cluster
 
 REASON_HEADER = "x-pvesim-reason"
@@ -172,7 +173,7 @@ def create_app(sim: Simulator) -> Starlette:
                 return error_response(400, "Parameter verification failed.", exc.errors)
             except api.ApiError as exc:
                 return error_response(exc.status, exc.message, exc.errors)
-        return JSONResponse({"data": data})
+        return DataResponse({"data": data})
 
     def _authorized(request: Request) -> bool:
         return bool(sim.control_secret) and hmac.compare_digest(

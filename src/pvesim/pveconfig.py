@@ -7,6 +7,7 @@ server's parser: the simulator must not share code with what it tests.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -18,6 +19,7 @@ _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
+@functools.lru_cache(maxsize=4096)  # pure; /cluster/resources asks it of every guest on every call
 def parse_size(text: str) -> int:
     """'32G' -> bytes (PVE's disk size notation)."""
     m = _SIZE.match(text.strip())

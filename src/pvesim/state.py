@@ -136,6 +136,27 @@ class Snapshot:
 
 _MAXDISK_KEYS = frozenset(["rootfs", "scsi0", "virtio0", "sata0", "ide0"])
 
+Volumes = tuple[tuple[str, str, dict[str, str]], ...]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A config's volumes and root disk size, kept with the items they were parsed from."""
+
+    items: tuple[tuple[str, str], ...]
+    volumes: Volumes
+    root_size: str | None  # the first root-disk key's size=, as /cluster/resources's maxdisk reads it
+
+    @classmethod
+    def of(cls, items: tuple[tuple[str, str], ...], guest_type: str) -> _Parsed:
+        volumes = []
+        for key, value in items:
+            vol = pveconfig.volume_of(key, value, guest_type)
+            if vol is not None:
+                volumes.append((key, vol[0], vol[1]))
+        sizes = (opts["size"] for key, _volid, opts in volumes if key in _MAXDISK_KEYS and "size" in opts)
+        return cls(items, tuple(volumes), next(sizes, None))
+
 
 @dataclass
 class Guest:
@@ -155,6 +176,7 @@ class Guest:
     # the config's [PENDING] section: values waiting for a restart, and keys to delete (True: force)
     pending: dict[str, str] = field(default_factory=dict)
     pending_delete: dict[str, bool] = field(default_factory=dict)
+    _memo: _Parsed | None = field(default=None, init=False, repr=False, compare=False)
 
     def current_config(self) -> dict[str, str]:
         """The config with pending changes applied (AbstractConfig load_current_config, current=0)."""
@@ -192,23 +214,24 @@ class Guest:
         cores = int(self.config.get("cores", 1))
         return cores * int(self.config.get("sockets", 1)) if self.type == "qemu" else cores
 
-    def volumes(self) -> list[tuple[str, str, dict[str, str]]]:
-        """(key, volid, options) for every volume the config references."""
-        out = []
-        for key, value in self.config.items():
-            vol = pveconfig.volume_of(key, value, self.type)
-            if vol is not None:
-                out.append((key, vol[0], vol[1]))
-        return out
+    def _parsed(self) -> _Parsed:
+        """The config parsed once while it stays the same: /cluster/resources and storage content ask every
+        guest on every call, and parsing made their answers 25-40 ms of the simulator's one event loop, which
+        every other request waited for (issue 17, design record 261204-41). Any change to the config, by
+        whichever code path, changes its items and so parses again."""
+        items = tuple(self.config.items())
+        memo = self._memo
+        if memo is None or memo.items != items:
+            memo = self._memo = _Parsed.of(items, self.type)
+        return memo
+
+    def volumes(self) -> Volumes:
+        """(key, volid, options) for every volume the config references, in config order (read only)."""
+        return self._parsed().volumes
 
     def maxdisk(self) -> int:
-        # only these keys are parsed: /cluster/resources asks this of every guest on every call
-        for key, value in self.config.items():
-            if key in _MAXDISK_KEYS:
-                vol = pveconfig.volume_of(key, value, self.type)
-                if vol is not None and "size" in vol[1]:
-                    return pveconfig.parse_size(vol[1]["size"])
-        return 0
+        size = self._parsed().root_size
+        return 0 if size is None else pveconfig.parse_size(size)
 
     @property
     def digest(self) -> str:

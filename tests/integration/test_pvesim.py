@@ -12,7 +12,7 @@ import pvesim
 from pvesim.generator import generate
 from pvesim.server import SimServer
 from tests.conftest import wait_task
-from tests.integration.pve import api
+from tests.integration.pve import api, control
 
 
 def _finish(pve, node: str, upid: str) -> dict:
@@ -277,6 +277,27 @@ def test_snapshot_create_rollback_delete(start_sim) -> None:
     assert [s["name"] for s in vm.snapshot.get()] == ["current"]
     with pytest.raises(ResourceException, match="reserved name"):
         vm.snapshot.post(snapname="current")
+
+
+def test_disk_edits_show_in_the_next_answer(start_sim) -> None:
+    """pvesim parses a guest's disks once while its config stays the same (design record 261204-41); an edit
+    through the API or behind its back shows in the very next /cluster/resources and storage content."""
+    sim = start_sim("demo")
+    pve = api(sim)
+
+    def maxdisk() -> int:
+        return next(r["maxdisk"] for r in pve.cluster.resources.get(type="vm") if r["vmid"] == 103)
+
+    def disks() -> set[str]:
+        return {v["volid"] for v in pve.nodes("pve1").storage("ceph-vm").content.get(vmid=103)}
+
+    assert maxdisk() == 200 * 1024**3 and disks() == {"ceph-vm:vm-103-disk-0"}
+    pve.nodes("pve1").qemu(103).config.put(scsi1="ceph-vm:vm-103-disk-1,size=8G")
+    assert disks() == {"ceph-vm:vm-103-disk-0", "ceph-vm:vm-103-disk-1"}
+    control(sim, "guests/103", {"set": {"scsi0": "ceph-vm:vm-103-disk-0,size=300G"}})  # in place, as an admin
+    assert maxdisk() == 300 * 1024**3
+    control(sim, "guests/103", {"delete": ["scsi0"]})
+    assert maxdisk() == 0 and disks() == {"ceph-vm:vm-103-disk-1"}
 
 
 def test_config_digest_conflict(demo_sim: SimServer) -> None:

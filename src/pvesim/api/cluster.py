@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from pvesim.api import render, sdn
@@ -100,25 +101,33 @@ def _job_vmids(job: dict[str, Any]) -> set[int] | None:
     return None
 
 
-def covering_jobs(c: Cluster, g: Guest) -> list[dict[str, Any]]:
-    """Backup jobs that include the guest (enabled or not), as PVE's VZDump::get_included_guests:
-    ``pool`` first, then a ``vmid`` list, then ``all`` minus ``exclude``; templates included."""
-    out = []
-    for job in c.backup_jobs:
-        if job.get("node") and job["node"] != g.node:
-            continue
-        ids = _job_vmids(job)
-        if job.get("pool"):
-            if g.pool == job["pool"]:
-                out.append(job)
-        elif ids is not None:
-            if g.vmid in ids:
-                out.append(job)
-        elif int(job.get("all", 0)):
-            excluded = {int(v) for v in str(job.get("exclude", "")).split(",") if v}
-            if g.vmid not in excluded:
-                out.append(job)
-    return out
+@dataclass(frozen=True)
+class _Scope:
+    """Which guests one backup job includes, its id lists parsed once per request, not once per guest."""
+
+    node: str | None
+    pool: str | None
+    ids: set[int] | None
+    all: bool
+    excluded: set[int]
+
+    @classmethod
+    def of(cls, job: dict[str, Any]) -> _Scope:
+        excluded = {int(v) for v in str(job.get("exclude", "")).split(",") if v}
+        return cls(
+            job.get("node") or None, job.get("pool") or None, _job_vmids(job), bool(int(job.get("all", 0))), excluded
+        )
+
+    def includes(self, g: Guest) -> bool:
+        """As PVE's VZDump::get_included_guests: ``pool`` first, then a ``vmid`` list, then ``all`` minus
+        ``exclude``; templates included."""
+        if self.node and self.node != g.node:
+            return False
+        if self.pool:
+            return g.pool == self.pool
+        if self.ids is not None:
+            return g.vmid in self.ids
+        return self.all and g.vmid not in self.excluded
 
 
 def _next_run(schedule: str, now: float) -> int:
@@ -165,11 +174,12 @@ def update_backup_job(call: Call) -> None:
 @route("GET", "/cluster/backup-info/not-backed-up")
 def not_backed_up(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
+    scopes = [_Scope.of(job) for job in c.backup_jobs]
     rows = []
     for g in sorted(c.guests.values(), key=lambda g: g.vmid):
         if not call.can(f"/vms/{g.vmid}", "VM.Audit"):  # templates are listed too (BackupInfo.pm)
             continue
-        if not covering_jobs(c, g):
+        if not any(scope.includes(g) for scope in scopes):
             rows.append({"vmid": g.vmid, "type": g.type, "name": g.name})
     return rows
 

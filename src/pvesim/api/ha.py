@@ -160,7 +160,7 @@ def resources_digest(c: Cluster) -> str:
     )
 
 
-def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
+def _resource_row(c: Cluster, res: HAResource, digest: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "sid": res.sid,
         "type": res.type,
@@ -168,7 +168,7 @@ def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
         "max_restart": res.max_restart,
         "max_relocate": res.max_relocate,
         "failback": b(res.failback),
-        "digest": resources_digest(c),
+        "digest": digest or resources_digest(c),
     }
     if res.group:
         row["group"] = res.group
@@ -181,8 +181,9 @@ def _resource_row(c: Cluster, res: HAResource) -> dict[str, Any]:
 def ha_resources(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     want = call.params.get("type")
+    digest = resources_digest(c)  # one file's digest: once, not once per row
     return [
-        _resource_row(c, r)
+        _resource_row(c, r, digest)
         for r in sorted(c.ha_resources.values(), key=lambda r: r.sid)
         if want is None or r.type == want
     ]
