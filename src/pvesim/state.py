@@ -140,7 +140,7 @@ Volumes = tuple[tuple[str, str, dict[str, str]], ...]
 
 
 @dataclass(frozen=True)
-class _Parsed:
+class Parsed:
     """A config's volumes and root disk size, kept with the items they were parsed from."""
 
     items: tuple[tuple[str, str], ...]
@@ -148,7 +148,7 @@ class _Parsed:
     root_size: str | None  # the first root-disk key's size=, as /cluster/resources's maxdisk reads it
 
     @classmethod
-    def of(cls, items: tuple[tuple[str, str], ...], guest_type: str) -> _Parsed:
+    def of(cls, items: tuple[tuple[str, str], ...], guest_type: str) -> Parsed:
         volumes = []
         for key, value in items:
             vol = pveconfig.volume_of(key, value, guest_type)
@@ -176,7 +176,11 @@ class Guest:
     # the config's [PENDING] section: values waiting for a restart, and keys to delete (True: force)
     pending: dict[str, str] = field(default_factory=dict)
     pending_delete: dict[str, bool] = field(default_factory=dict)
-    _memo: _Parsed | None = field(default=None, init=False, repr=False, compare=False)
+    _memo: Parsed | None = field(default=None, init=False, repr=False, compare=False)
+    # api/render.py's /cluster/resources row, kept with everything it was built from
+    resource_memo: tuple[tuple[Any, ...], dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def current_config(self) -> dict[str, str]:
         """The config with pending changes applied (AbstractConfig load_current_config, current=0)."""
@@ -214,7 +218,7 @@ class Guest:
         cores = int(self.config.get("cores", 1))
         return cores * int(self.config.get("sockets", 1)) if self.type == "qemu" else cores
 
-    def _parsed(self) -> _Parsed:
+    def parsed(self) -> Parsed:
         """The config parsed once while it stays the same: /cluster/resources and storage content ask every
         guest on every call, and parsing made their answers 25-40 ms of the simulator's one event loop, which
         every other request waited for (issue 17, design record 261204-41). Any change to the config, by
@@ -222,15 +226,15 @@ class Guest:
         items = tuple(self.config.items())
         memo = self._memo
         if memo is None or memo.items != items:
-            memo = self._memo = _Parsed.of(items, self.type)
+            memo = self._memo = Parsed.of(items, self.type)
         return memo
 
     def volumes(self) -> Volumes:
         """(key, volid, options) for every volume the config references, in config order (read only)."""
-        return self._parsed().volumes
+        return self.parsed().volumes
 
     def maxdisk(self) -> int:
-        size = self._parsed().root_size
+        size = self.parsed().root_size
         return 0 if size is None else pveconfig.parse_size(size)
 
     @property
@@ -357,9 +361,12 @@ class Cluster:
         return self.ha_resources.get(guest.sid)
 
     def node_mem_used(self, node: str) -> int:
-        n = self.nodes[node]
-        used = n.memory_base_used
+        return self.mem_used_by_node()[node]
+
+    def mem_used_by_node(self) -> dict[str, int]:
+        """Every node's used memory in one pass over the guests (/cluster/resources lists all nodes)."""
+        used = {name: n.memory_base_used for name, n in self.nodes.items()}
         for g in self.guests.values():
-            if g.node == node and g.status == "running":
-                used += int(g.maxmem * g.mem_fraction)
-        return min(used, n.memory_total)
+            if g.status == "running" and g.node in used:
+                used[g.node] += int(g.maxmem * g.mem_fraction)
+        return {name: min(u, self.nodes[name].memory_total) for name, u in used.items()}

@@ -20,7 +20,7 @@ def _stdlib(content: object) -> bytes:
 def test_resource_rows_encode_to_the_same_bytes() -> None:
     assert jsonbody._orjson is not None, "the dev extra installs orjson: without it this test compares nothing"
     cluster = pvesim.build_cluster(pvesim.load_scenario("demo"))
-    rows = [render.node_resource(cluster, n) for n in cluster.nodes.values()]
+    rows = [render.node_resource(cluster, n, cluster.mem_used_by_node()) for n in cluster.nodes.values()]
     rows += [render.guest_resource(cluster, g) for g in cluster.guests.values()]
     rows += [render.storage_resource(cluster, s, n) for s in cluster.storages.values() for n in cluster.nodes]
     content = {"data": [*rows, {"comment": 'naïve ✓ "quoted" \n line', "big": 2**63 - 1, "configs": {1: "x"}}]}

@@ -54,7 +54,10 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
     want = call.params.get("type")
     rows: list[dict[str, Any]] = []
     if want in (None, "node"):
-        rows += [render.node_resource(c, n) for n in c.nodes.values() if call.can(f"/nodes/{n.name}", "Sys.Audit")]
+        mem_used = c.mem_used_by_node()
+        rows += [
+            render.node_resource(c, n, mem_used) for n in c.nodes.values() if call.can(f"/nodes/{n.name}", "Sys.Audit")
+        ]
     if want is None:  # pool rows carry no type filter of their own in the schema
         rows += [
             {"id": f"/pool/{p}", "type": "pool", "pool": p, "status": "online"}
