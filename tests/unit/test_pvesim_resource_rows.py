@@ -55,3 +55,14 @@ def test_disks_follow_in_place_config_edits() -> None:
     assert vm.maxdisk() == 1024**4
     del vm.config["scsi0"]
     assert vm.maxdisk() == 0
+
+
+def test_answers_add_no_attribute_to_a_guest() -> None:
+    """An attribute first set by an answer gave every guest a dict of its own, 4x the size, and slowed every
+    loop over 10,000 guests by 1.6x (design record 261204-41): the kept values are set at construction."""
+    cluster = pvesim.build_cluster(pvesim.load_scenario("demo"))
+    before = {vmid: list(vars(g)) for vmid, g in cluster.guests.items()}
+    _rows(cluster)
+    for g in cluster.guests.values():
+        g.volumes()
+    assert {vmid: list(vars(g)) for vmid, g in cluster.guests.items()} == before
