@@ -60,7 +60,8 @@ def guest_resource(cluster: Cluster, g: Guest) -> dict[str, Any]:
     """The guest's /cluster/resources row. Built again only when something it is built from changed:
     building 2,000 rows held pvesim's one event loop for 14 ms idle and 25-40 ms under load, and every
     request behind it waited (issue 17, design record 261204-41). The key holds every input of
-    ``guest_runtime`` and ``ha_state`` but the clock, which only the uptime reads."""
+    ``guest_runtime`` and ``ha_state`` but the clock, which only the uptime reads: a new input of either
+    belongs in the key too (tests/unit/test_pvesim_resource_rows.py changes each one it knows)."""
     online = cluster.nodes[g.node].online
     key = (
         g.parsed(),
