@@ -102,9 +102,15 @@ def storage_content(call: Call) -> list[dict[str, Any]]:
     node = call.params["node"]
     if not c.nodes[node].online or node in s.inactive_on:
         raise ApiError(500, f"storage '{s.storage}' is not online")
-    rows = _disk_rows(call, s, node)
+    # the filters first: the health check asks a backup store for its backups, and building every guest
+    # disk's row only to drop it held pvesim's one event loop (issue 17, design record 261204-41)
+    want = call.params.get("content")
+    vmid = int(call.params["vmid"]) if "vmid" in call.params else None
+    rows = _disk_rows(call, s, node) if want in (None, "images", "rootdir") else []
     for v in c.volumes:
         if v.storage != s.storage or (not s.shared and v.node != node):
+            continue
+        if (want is not None and v.content != want) or (vmid is not None and v.vmid != vmid):
             continue
         row: dict[str, Any] = {
             "volid": v.volid,
