@@ -160,7 +160,8 @@ def resources_digest(c: Cluster) -> str:
     )
 
 
-def _resource_row(c: Cluster, res: HAResource, digest: str | None = None) -> dict[str, Any]:
+def _resource_row(res: HAResource, digest: str) -> dict[str, Any]:
+    """``digest``: :func:`resources_digest`, one file's, taken once per answer."""
     row: dict[str, Any] = {
         "sid": res.sid,
         "type": res.type,
@@ -168,7 +169,7 @@ def _resource_row(c: Cluster, res: HAResource, digest: str | None = None) -> dic
         "max_restart": res.max_restart,
         "max_relocate": res.max_relocate,
         "failback": b(res.failback),
-        "digest": digest or resources_digest(c),
+        "digest": digest,
     }
     if res.group:
         row["group"] = res.group
@@ -181,9 +182,9 @@ def _resource_row(c: Cluster, res: HAResource, digest: str | None = None) -> dic
 def ha_resources(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     want = call.params.get("type")
-    digest = resources_digest(c)  # one file's digest: once, not once per row
+    digest = resources_digest(c)
     return [
-        _resource_row(c, r, digest)
+        _resource_row(r, digest)
         for r in sorted(c.ha_resources.values(), key=lambda r: r.sid)
         if want is None or r.type == want
     ]
@@ -204,7 +205,7 @@ def _resource(call: Call) -> HAResource:
 
 @route("GET", "/cluster/ha/resources/{sid}")
 def ha_resource(call: Call) -> dict[str, Any]:
-    return _resource_row(call.cluster, _resource(call))
+    return _resource_row(_resource(call), resources_digest(call.cluster))
 
 
 @route("GET", "/cluster/ha/groups")

@@ -106,7 +106,11 @@ def storage_content(call: Call) -> list[dict[str, Any]]:
     # disk's row only to drop it held pvesim's one event loop (issue 17, design record 261204-41)
     want = call.params.get("content")
     vmid = int(call.params["vmid"]) if "vmid" in call.params else None
-    rows = _disk_rows(call, s, node) if want in (None, "images", "rootdir") else []
+    rows = [
+        r
+        for r in (_disk_rows(call, s, node) if want in (None, "images", "rootdir") else [])
+        if (want is None or r["content"] == want) and (vmid is None or r["vmid"] == vmid)
+    ]
     for v in c.volumes:
         if v.storage != s.storage or (not s.shared and v.node != node):
             continue
@@ -130,8 +134,4 @@ def storage_content(call: Call) -> list[dict[str, Any]]:
                 row["verification"] = dict(v.verification)
         rows.append(row)
     rows = [r for r in rows if _may_see(call, s.storage, r)]
-    if "content" in call.params:
-        rows = [r for r in rows if r["content"] == call.params["content"]]
-    if "vmid" in call.params:
-        rows = [r for r in rows if r.get("vmid") == int(call.params["vmid"])]
     return sorted(rows, key=lambda r: r["volid"])
