@@ -312,3 +312,46 @@ def test_shared_flags_answer_as_storage_shared_for_every_storage() -> None:
     assert flags == {s: storage_shared(d, s) for s in d.storage_defs}
     assert flags["ceph-vm"] and flags["lvm-shared"] and not flags["local-lvm"] and not flags["local"]
     assert "nowhere" not in flags and not storage_shared(d, "nowhere")
+
+
+def test_running_containers_share_one_restart_finding_per_node() -> None:
+    """PVE moves every running container by restart: one finding per node lists them, the verdicts keep it per
+    guest, and a running VM that can only move offline still gets its own (design record 261204-42)."""
+    rows = [
+        guest_row(201, "pve1", gtype="lxc", name="c1"),
+        guest_row(202, "pve1", gtype="lxc", name="c2"),
+        guest_row(203, "pve2", gtype="lxc", name="c3"),
+        guest_row(204, "pve2", gtype="lxc", name="c4", status="stopped"),  # moves offline: no restart
+        guest_row(205, "pve2", gtype="lxc", name="c5"),  # HA-managed: HA relocates it, as before
+        guest_row(206, "pve1", name="sev"),  # a running VM that PVE will not move live
+        guest_row(207, "pve1", name="web"),  # moves live
+    ]
+    configs = {v: lxc_config(f"c{v - 200}", rootfs=f"ceph-vm:vm-{v}-disk-0,size=8G") for v in range(201, 206)}
+    configs[206] = qemu_config("sev", **{"amd-sev": "type=std"}, scsi0="ceph-vm:vm-206-disk-0,size=8G")
+    configs[207] = qemu_config("web", scsi0="ceph-vm:vm-207-disk-0,size=8G")
+
+    def snapshot():  # type: ignore[no-untyped-def]
+        d = _data(
+            rows[0],
+            configs[201],
+            resources=[node_row("pve1"), node_row("pve2"), node_row("pve3"), *rows],
+            ha_resources=[{"sid": "ct:205", "state": "started"}],
+        )
+        d.configs = configs
+        return d
+
+    findings, verdicts = analyze_migratability(snapshot())
+    restarts = [f for f in findings if f.code == "MIGRATE_RESTART_REQUIRED"]
+    by_node = {f.subject.id: f for f in restarts if f.subject.kind == "node"}
+    assert sorted(by_node) == ["pve1", "pve2"]
+    assert by_node["pve1"].evidence == {"vmids": [201, 202], "count": 2, "verdict": "restart"}
+    assert by_node["pve2"].evidence["vmids"] == [203]
+    assert by_node["pve1"].message.startswith("2 running container(s) on pve1 move only by restart migration")
+    per_guest = [f for f in restarts if f.subject.kind == "guest"]
+    assert [(f.subject.id, f.message.split(":")[0]) for f in per_guest] == [("206", "206 (sev)")]
+    assert "cannot move live" in per_guest[0].message
+    verdict_of = {m.vmid: m for m in verdicts}
+    assert {v for v, m in verdict_of.items() if m.verdict == "restart"} == {201, 202, 203, 205}
+    assert all("MIGRATE_RESTART_REQUIRED" in codes(verdict_of[v]) for v in (201, 202, 203))
+    health, _ = analyze_migratability(snapshot(), verdicts=False)
+    assert [f.model_dump() for f in health] == [f.model_dump() for f in findings]

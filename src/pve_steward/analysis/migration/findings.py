@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pve_steward.analysis.catalog import Code, check, register_codes
 from pve_steward.analysis.data import ClusterData, guest_subject
-from pve_steward.analysis.findings import Finding, Severity, finding
+from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.migration.target_rules import target_groups, target_needs
 from pve_steward.analysis.migration.targets import eligible_targets, replication_jobs_of
@@ -57,6 +57,8 @@ def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> l
 # a finding of one guest, minus the guest: (code, message prefix, message suffix, evidence, severity,
 # whether the guest's node is appended to the evidence)
 Template = tuple[str, str, str, dict[str, object], Severity | None, bool]
+Restarting = dict[str, list[int]]  # node -> its running containers that can move (by restart)
+RESTART = "MIGRATE_RESTART_REQUIRED"
 
 
 def analyze_migratability(
@@ -65,13 +67,15 @@ def analyze_migratability(
     """Findings on how guests can move (capability view: downtime moves count as possible).
 
     Blocked guests get one finding per blocking reason; movable guests get findings for what
-    limits them (targets excluded by cpu: host or storage, disk copies, restarts). HA guests are
-    reported as HA_GUEST_NOT_MIGRATABLE when something would stall failover or maintenance.
+    limits them (targets excluded by cpu: host or storage, disk copies, restarts; a node's running
+    containers share one restart finding). HA guests are reported as HA_GUEST_NOT_MIGRATABLE when
+    something would stall failover or maintenance.
     Guests in the same situation share their findings' wording; ``verdicts=False`` (the health
     check) skips building the per-guest verdicts when only findings are wanted.
     """
     out: list[Finding] = []
     answers: list[Migratability] = []
+    restarting: Restarting = {}
     templates: dict[tuple[object, ...], list[Template]] = data.memo["finding_templates"]
     ha_of = data.ha_by_vmid
     for vmid in vmids if vmids is not None else data.guest_ids:
@@ -93,14 +97,44 @@ def analyze_migratability(
                 if key is not None:
                     templates[key] = found
         if found:
-            row = data.guests.get(vmid) or {}
-            who = f"{vmid} ({row.get('name') or vmid})"
-            subject = guest_subject(data, vmid)
-            node = str(row.get("node", ""))
-            for code, prefix, suffix, evidence, severity, with_node in found:
-                facts = {**evidence, "node": node} if with_node else evidence
-                out.append(finding(code, subject, f"{prefix}{who}{suffix}", facts, severity=severity))
-    return out, answers
+            _word(data, vmid, found, out, restarting)
+    return out + _restarts_by_node(restarting), answers
+
+
+def _word(data: ClusterData, vmid: int, found: list[Template], out: list[Finding], restarting: Restarting) -> None:
+    """The guest's findings from its templates; a running container's restart goes to its node's list."""
+    row = data.guests.get(vmid) or {}
+    node = str(row.get("node", ""))
+    container = row.get("type") == "lxc"
+    who = f"{vmid} ({row.get('name') or vmid})"
+    for code, prefix, suffix, evidence, severity, with_node in found:
+        if container and code == RESTART:
+            restarting.setdefault(node, []).append(vmid)
+            continue
+        facts = {**evidence, "node": node} if with_node else evidence
+        out.append(finding(code, guest_subject(data, vmid), f"{prefix}{who}{suffix}", facts, severity=severity))
+
+
+def _restarts_by_node(restarting: Restarting) -> list[Finding]:
+    """One finding per node for its running containers that can move, not one per container.
+
+    PVE moves every running container by restart (``migrate.running-mode``): a fact of the node's
+    maintenance, not of any one guest, like the default-state checks that list their guests in one
+    finding (design records 261203-17, 261204-42). The guests' verdicts still say it one by one.
+    """
+    out = []
+    for node, vmids in sorted(restarting.items()):
+        listed = ", ".join(map(str, vmids[:20])) + (f" and {len(vmids) - 20} more" if len(vmids) > 20 else "")
+        out.append(
+            finding(
+                RESTART,
+                Subject(kind="node", id=node),
+                f"{len(vmids)} running container(s) on {node} move only by restart migration (stopped, moved, "
+                f"started: downtime): {listed}",
+                {"vmids": vmids, "count": len(vmids), "verdict": "restart"},
+            )
+        )
+    return out
 
 
 @check(
@@ -189,8 +223,10 @@ def analyze_migratability(
         Code(
             "MIGRATE_RESTART_REQUIRED",
             "info",
-            "Container needs restart migration",
-            "Running containers cannot live-migrate: PVE stops, moves and starts them (downtime).",
+            "Moves only with downtime (restart or offline)",
+            "Running containers cannot live-migrate: PVE stops, moves and starts them (downtime). One finding per "
+            "node lists its running containers that can move; a running VM that cannot move live (it can once "
+            "shut down) gets a finding of its own.",
             "Plan the downtime or migrate in a maintenance window.",
         ),
         Code(
