@@ -97,11 +97,13 @@ def analyze_migratability(
                 if key is not None:
                     templates[key] = found
         if found:
-            _word(data, vmid, found, out, restarting)
+            _guest_findings(data, vmid, found, out, restarting)
     return out + _restarts_by_node(restarting), answers
 
 
-def _word(data: ClusterData, vmid: int, found: list[Template], out: list[Finding], restarting: Restarting) -> None:
+def _guest_findings(
+    data: ClusterData, vmid: int, found: list[Template], out: list[Finding], restarting: Restarting
+) -> None:
     """The guest's findings from its templates; a running container's restart goes to its node's list."""
     row = data.guests.get(vmid) or {}
     node = str(row.get("node", ""))
