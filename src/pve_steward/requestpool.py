@@ -14,6 +14,7 @@ import functools
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextvars import ContextVar
@@ -57,6 +58,10 @@ class RequestPool:
 
     def __init__(self, workers: int, urgency: Urgency | None = None) -> None:
         self._urgency = urgency or URGENCY
+        # background requests in flight while cheap calls come: half the workers (design record 261204-43)
+        self.background_cap = max(1, workers // 2)
+        self._background = 0
+        self._slots = threading.Condition()
         self._queue: queue.PriorityQueue[_Item] = queue.PriorityQueue()
         self._order = itertools.count()
         self._answered: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
@@ -104,8 +109,30 @@ class RequestPool:
         priority, _, job, target = item
         if job is None or target is None:
             return False
-        if priority != URGENT:
-            self._urgency.give_way()
+        if priority == URGENT:
+            return self._run(job, target)
+        deadline = time.monotonic() + self._urgency.grace  # giving way and waiting for a slot: one grace in all
+        self._urgency.give_way()
+        self._take_slot(deadline)
+        try:
+            return self._run(job, target)
+        finally:
+            with self._slots:
+                self._background -= 1
+                self._slots.notify()
+
+    def _take_slot(self, deadline: float) -> None:
+        """Count a background request in flight; while cheap calls come, wait (until ``deadline`` at most)
+        for one of the ``background_cap`` slots. Polled: another process's cheap calls signal nothing here."""
+        with self._slots:
+            while self._background >= self.background_cap and self._urgency.coming():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._slots.wait(min(left, 0.001))
+            self._background += 1
+
+    def _run(self, job: Callable[[], Any], target: _Target) -> bool:
         if isinstance(target, _Ticket):
             if not target.dropped:
                 self._answer(target, job)

@@ -37,6 +37,7 @@ class Urgency:
 
     def __init__(self, grace: float = 0.1) -> None:
         self.grace = grace
+        self._last_seen = 0.0  # the monotonic time a cheap call was last seen open (coming)
         self._open: dict[int, float] = {}  # cheap call -> the monotonic time its precedence ends
         self._ids = itertools.count()
         self._cond = threading.Condition()
@@ -86,6 +87,7 @@ class Urgency:
             ident = next(self._ids)
             self._open[ident] = time.monotonic() + self.grace
             self._publish()
+            self._last_seen = time.monotonic()
         token = _HELD.set(ident)
         try:
             yield
@@ -103,6 +105,7 @@ class Urgency:
         with self._cond:
             if self._open.pop(ident, None) is None:
                 return
+            self._last_seen = time.monotonic()
             self._publish()
             clear, callbacks = self._until() <= 0, self._on_clear
             if clear:
@@ -120,6 +123,17 @@ class Urgency:
         """Whether a cheap call is running (background work should give way); no lock, a hint."""
         return bool(self._open)
 
+    def coming(self) -> bool:
+        """Whether cheap calls are coming: one is open, or was within the last grace, in this process or
+        the one it follows; no lock, a hint. The request pool then keeps fewer background requests in
+        flight, so the next cheap call's reads find fewer heavy ones ahead of them at PVE."""
+        now = time.monotonic()
+        followed = self._followed
+        if self._open or (followed is not None and followed.until() > now):
+            self._last_seen = now
+            return True
+        return now - self._last_seen < self.grace
+
     def give_way(self) -> None:
         """In a background thread: wait while a cheap call holds precedence (at most its grace), this
         process's or, in the diagnostics process, the front end's (follow)."""
@@ -127,6 +141,7 @@ class Urgency:
         across = followed if followed is not None and followed.until() > time.monotonic() else None
         if across is None and not self._open:  # the common case, without the lock
             return
+        self._last_seen = time.monotonic()  # seen open: cheap calls are coming (coming)
         latest = time.monotonic() + self.grace  # never longer than one grace in all, however many calls follow
         if across is not None:
             self._give_way_across(across, latest)

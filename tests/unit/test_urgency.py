@@ -82,6 +82,68 @@ def test_the_pool_starts_no_background_request_while_a_cheap_call_runs_but_start
         pool.shutdown()
 
 
+def _most_in_flight(pool: RequestPool, jobs: int) -> int:
+    """Submit ``jobs`` background requests that block until released; the most that ran at once."""
+    lock, release = threading.Lock(), threading.Event()
+    running, most = [0], [0]
+
+    def blocked() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+
+    futures = [pool.submit(blocked, priority=BACKGROUND) for _ in range(jobs)]
+    for _ in range(50):  # let every worker take what it may
+        time.sleep(0.01)
+    seen = most[0]
+    release.set()
+    for f in futures:
+        f.result(10)
+    return seen
+
+
+def test_while_cheap_calls_come_only_half_the_workers_send_background_requests() -> None:
+    urgency = Urgency(grace=60)
+    pool = RequestPool(4, urgency)
+    try:
+        with urgency.urgent():
+            pass  # a cheap call just ended: more may come within its grace
+        assert urgency.coming() and not urgency.holding()
+        assert pool.background_cap == 2
+        assert _most_in_flight(pool, 4) == 2  # the next cheap call's reads find fewer ahead of them
+    finally:
+        pool.shutdown()
+
+
+def test_without_cheap_calls_every_worker_sends_background_requests() -> None:
+    urgency = Urgency(grace=60)
+    pool = RequestPool(4, urgency)
+    try:
+        assert not urgency.coming()
+        assert _most_in_flight(pool, 4) == 4
+    finally:
+        pool.shutdown()
+
+
+def test_a_background_request_waits_for_a_slot_one_grace_at_most() -> None:
+    urgency = Urgency(grace=0.05)
+    pool = RequestPool(2, urgency)  # one background slot while cheap calls come
+    release, second = threading.Event(), threading.Event()
+    try:
+        with urgency.urgent():
+            pass
+        first = pool.submit(release.wait, 10, priority=BACKGROUND)
+        pool.submit(second.set, priority=BACKGROUND)
+        assert second.wait(10), "a background request starved behind a full slot"
+        release.set()
+        first.result(10)
+    finally:
+        pool.shutdown()
+
+
 def test_background_answers_are_held_while_a_cheap_call_runs_and_urgent_ones_are_not() -> None:
     urgency = Urgency(grace=60)
     pool = RequestPool(2, urgency)

@@ -74,6 +74,24 @@ def test_a_follower_waits_one_grace_at_most() -> None:
         board.close()
 
 
+def test_a_follower_knows_cheap_calls_are_coming_while_the_front_end_holds_one_and_a_grace_after() -> None:
+    front, child, board = Urgency(grace=60), Urgency(grace=0.05), UrgencyBoard.create()
+    front.share(board)
+    child.follow(UrgencyBoard.attach(os.dup(board.fd)))  # type: ignore[arg-type]
+    try:
+        assert not child.coming()
+        with front.urgent():
+            assert child.coming() and not child.holding()  # the front end's call, not the child's
+        for _ in range(1000):  # after the call, for the follower's own grace
+            if not child.coming():
+                break
+            time.sleep(0.01)
+        assert not child.coming(), "the follower kept capping its requests long after the cheap call"
+    finally:
+        front.unshare(board)
+        board.close()
+
+
 def test_another_process_reads_what_this_one_publishes() -> None:
     """The board is shared memory: a process handed its descriptor sees the front end's cheap call, then its end."""
     front, board = Urgency(grace=60), UrgencyBoard.create()
