@@ -47,9 +47,9 @@ def _marked(value: str) -> dict[str, Any]:
 class _PlainText:
     """Validation of :data:`Untrusted`: a plain ``str`` passes in pydantic-core, without a Python call.
 
-    Anything else goes the general way (:func:`_plain`, then a string as pydantic reads one), so the
-    results and the errors are those of ``BeforeValidator(_plain)``; a report validates thousands of
-    these (issue 17, item 5).
+    Anything else goes the general way (:func:`_plain`, then a string as pydantic reads one), so what
+    is accepted, and as what, is as with ``BeforeValidator(_plain)``; a refused value is pydantic's
+    ``string_type`` error. A report validates thousands of these (issue 17, item 5).
     """
 
     @classmethod

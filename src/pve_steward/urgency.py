@@ -32,7 +32,8 @@ class Urgency:
     event loop, analysis threads (``get_guest`` p99 6x its idle latency beside one health check,
     issue 17). While a cheap call runs, background requests are not started and their answers
     are not delivered; each cheap call holds that priority for ``grace`` seconds at most, so heavy
-    work is slowed, never starved, and a slow "cheap" call loses its precedence.
+    work is slowed, never starved, and a slow "cheap" call loses its precedence. While cheap calls
+    keep coming (:meth:`coming`), the pool also keeps fewer background requests in flight.
     """
 
     def __init__(self, grace: float = 0.1) -> None:
