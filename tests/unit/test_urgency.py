@@ -131,13 +131,13 @@ def test_without_cheap_calls_every_worker_sends_background_requests() -> None:
 def test_a_background_request_waits_for_a_slot_one_grace_at_most() -> None:
     urgency = Urgency(grace=0.05)
     pool = RequestPool(2, urgency)  # one background slot while cheap calls come
-    release, second = threading.Event(), threading.Event()
+    started, release, second = threading.Event(), threading.Event(), threading.Event()
     try:
-        with urgency.urgent():
-            pass
-        first = pool.submit(release.wait, 10, priority=BACKGROUND)
-        pool.submit(second.set, priority=BACKGROUND)
-        assert second.wait(10), "a background request starved behind a full slot"
+        with urgency.urgent():  # a cheap call that runs on: cheap calls keep "coming" the whole time
+            first = pool.submit(lambda: (started.set(), release.wait(60)), priority=BACKGROUND)
+            assert started.wait(10)  # it holds the one slot
+            pool.submit(second.set, priority=BACKGROUND)
+            assert second.wait(10), "a background request starved behind a full slot"
         release.set()
         first.result(10)
     finally:
