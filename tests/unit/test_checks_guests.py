@@ -351,6 +351,27 @@ def test_machine_pinned_behind_the_nodes_qemu() -> None:
     ]
 
 
+def test_machine_versions_are_judged_against_each_nodes_own_qemu() -> None:
+    """Each VM against its own node's list and its own family, however many VMs share a node."""
+    older = [{"id": "pc-q35-9.2+pve1"}, {"id": "pc-i440fx-9.0"}, {"id": "pc-q35-8.1"}]
+    placed = {100: "pve1", 101: "pve2", 102: "pve1", 103: "pve2", 104: "pve1"}
+    pinned = {100: "pc-q35-8.1", 101: "pc-q35-8.1", 102: "pc-i440fx-8.1", 103: "pc-i440fx-8.1", 104: "pc-q35-9.2"}
+    d = data(
+        cluster_status=cluster_status({"pve1": True, "pve2": True}),
+        resources=[node_row("pve1"), node_row("pve2")] + [guest_row(v, n, "qemu") for v, n in placed.items()],
+        configs={v: qemu_config(f"vm{v}", **{**GOOD_VM, "machine": m}) for v, m in pinned.items()},
+        reads={"qemu_machines": {"pve1": MACHINES, "pve2": older}},
+    )
+    found = [f for f in _run(d) if f.code == "GUEST_MACHINE_OUTDATED"]
+    assert {f.subject.id: _unmark(f.model_dump()["evidence"])["newest_on_node"] for f in found} == {
+        "100": "pc-q35-10.1",
+        "101": "pc-q35-9.2",
+        "102": "pc-i440fx-10.1",
+        "103": "pc-i440fx-9.0",
+        "104": "pc-q35-10.1",
+    }
+
+
 @pytest.mark.parametrize(
     ("machine", "reads"),
     [

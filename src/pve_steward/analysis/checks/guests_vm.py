@@ -596,6 +596,15 @@ def _family(name: str) -> str:
     return "pc-i440fx" if name == "pc" else name  # pc-X.Y is the i440fx machine
 
 
+def _newest_on(data: ClusterData, node: str, machines: list[Row], family: str) -> str | None:
+    """:func:`_newest` once per node and family: the node's list is long, and many VMs pin a version."""
+    memo = data.memo["newest_machine"]
+    key = (node, family)
+    if key not in memo:
+        memo[key] = _newest(machines, family)
+    return memo[key]  # type: ignore[no-any-return]
+
+
 def _newest(machines: list[Row], family: str) -> str | None:
     """The newest X.Y the node's QEMU offers for ``family`` (its +pveN revisions do not change X.Y)."""
     best: str | None = None
@@ -644,7 +653,7 @@ def machine_outdated(data: ClusterData, t: Thresholds) -> list[Finding]:
         if not pinned or not machines:
             continue
         family = _family(pinned["family"])
-        newest = _newest(machines, family)
+        newest = _newest_on(data, str(g.get("node")), machines, family)
         if newest and _version(pinned["ver"]) < _version(newest):
             out.append(
                 _vm(
