@@ -42,6 +42,7 @@ from pve_steward.errors import (
     PveUnknownHost,
 )
 from pve_steward.pve import ids
+from pve_steward.pvejson import FAST as FAST_JSON
 from pve_steward.requestpool import REQUEST_PRIORITY, RequestPool
 from pve_steward.security.tiers import Tier
 from pve_steward.telemetry import pve_request_span
@@ -373,6 +374,24 @@ def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
     return lean
 
 
+def _serializer() -> Any:
+    """proxmoxer's JSON serializer, decoding answers with orjson (pvejson.py: the same values, in less than
+    half the time, dict keys shared across answers); proxmoxer's own path for whatever orjson refuses."""
+    from proxmoxer.backends.https import JsonSerializer
+
+    class FastJson(JsonSerializer):  # type: ignore[misc]  # proxmoxer ships no types
+        def loads(self, response: requests.Response) -> Any:
+            if FAST_JSON is None:
+                return super().loads(response)
+            try:
+                answer = FAST_JSON(response.content)
+            except ValueError:  # NaN, lone surrogates, a byte-order mark, not UTF-8, not JSON
+                return super().loads(response)
+            return answer["data"]  # as proxmoxer's: an answer without "data" fails the same way
+
+    return FastJson()
+
+
 class WriteRefused(PveError):
     """The client itself refuses to send a write: the server runs read-only (defence in depth)."""
 
@@ -613,6 +632,7 @@ class ProxmoxerClient:
         session.trust_env = False  # environment CA bundles must not override our TLS choice
         session.mount("https://", _adapter(self._fingerprint, self._concurrency))
         api._store["session"] = _lean_session(session)
+        api._store["serializer"] = _serializer()
         return api
 
     def _refuse_write(self, method: str, path: ApiPath) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from pve_steward import pvejson
 from pve_steward.client import ApiPath, ProxmoxClient, WriteMethod
 from pve_steward.requestpool import REQUEST_PRIORITY, URGENT
 from pve_steward.singleflight import SingleFlight
@@ -66,7 +67,7 @@ class _Entry:
 
     def copy(self) -> Any:
         """A caller's own copy of the answer (callers may change what they get)."""
-        value = json.loads(self.encoded)
+        value = pvejson.loads(self.encoded)
         return value["data"] if self.wrapped else value
 
     def read_only(self) -> Any:

@@ -1,4 +1,5 @@
-"""Answer bodies: encoded by orjson where it is installed (the dev extra), else by the standard library.
+"""Answer bodies: encoded by orjson where it is installed (a dependency; some platforms lack its wheel), else by the
+standard library.
 
 The simulator serves every request from one event loop, and encoding a large answer held it: 8-10 ms
 for the 664 KB ``/cluster/resources`` of 2,000 guests, which every request behind it waited for, where a
