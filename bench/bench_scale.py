@@ -9,7 +9,8 @@ pvesim runs in its own process (bench/simproc.py) on generated clusters (pvesim.
 - **memory**: the peak RSS of a `pve-steward serve` process (HTTP) while 50 health checks run at once
   (each leaves out a different pair of areas, so no run is shared: since 261203-30 checks that differ only
   in `limit` share one), target <= 300 MiB at 2,000 guests;
-- **analysis**: the whole health analysis against `json.loads` of its payload, best of interleaved rounds
+- **analysis**: the whole health analysis against `json.loads` of its payload (the bodies of one check's
+  reads, and the snapshot the collector made of them: bench/collected.py), best of interleaved rounds
   (bench/bench_analysis.py's method), target <= 2x;
 - **answers**: bytes of the default health answer (text and structuredContent), of its first `detail` page,
   and of `list_guests`' text per guest (targets 32 KB at 10,000 guests, 100 KB, 150 B).
@@ -41,17 +42,16 @@ import httpx2
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_analysis import best_interleaved, to_data
+from bench_analysis import ratio_times
+from collected import Collected, collected_from
 from procmem import tree_rss_kib
 from simproc import SimProcess
 
-from pve_steward.analysis.health import AREAS, diagnose
-from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.analysis.health import AREAS
 from pve_steward.client import ApiPath, ProxmoxerClient
 from pve_steward.config import load_settings
 from pve_steward.server import build_server
 from pvesim.generator import generate
-from pvesim.payload import cluster_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH = ("diagnostics", {"action": "check_cluster_health"})
@@ -208,15 +208,9 @@ def memory(sim: SimProcess, tmp: Path, checks: int) -> dict[str, Any]:
     }
 
 
-def analysis(guests: int, nodes: int, repeat: int) -> dict[str, float]:
-    _cluster, payload = cluster_payload(guests, nodes=nodes)
-    text = json.dumps(payload)
-    loaded = json.loads(text)
-    thresholds = Thresholds()
-    t_json, t_analysis = best_interleaved(
-        [lambda: json.loads(text), lambda: diagnose(to_data(loaded), thresholds, limit=None)], repeat
-    )
-    return {"payload_mb": len(text) / 1e6, "json_ms": t_json * 1000, "analysis_ms": t_analysis * 1000}
+def analysis(got: Collected, repeat: int) -> dict[str, float]:
+    t_json, t_analysis, _each = ratio_times(got, repeat)
+    return {"payload_mb": len(got.text) / 1e6, "json_ms": t_json * 1000, "analysis_ms": t_analysis * 1000}
 
 
 def machine() -> str:
@@ -359,9 +353,11 @@ def main() -> int:
                 (tmp / "many").mkdir()  # each server its own audit log: two writers of one are refused
                 row.update(asyncio.run(one_check(sim, tmp / "one")))
                 row["mem"] = memory(sim, tmp / "many", args.checks)
+            got = collected_from(sim)  # the analysis' payload: one check's reads, as the collector makes them
         finally:
             sim.stop()
-        row["ana"] = analysis(guests, nodes, args.repeat if guests < 10_000 else max(3, args.repeat // 2))
+        row["ana"] = analysis(got, args.repeat if guests < 10_000 else max(3, args.repeat // 2))
+        del got
         rows.append(row)
         print(f"{guests} guests done after {time.perf_counter() - t_start:.0f} s", file=sys.stderr)
     took = time.perf_counter() - t_start

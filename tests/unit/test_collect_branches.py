@@ -11,8 +11,8 @@ import pytest
 from pve_steward.analysis.data import Missing
 from pve_steward.client import ApiPath, api_path
 from pve_steward.testing import FakeClient
-from pve_steward.tools.collect import Collector
-from tests.unit.pve_fixtures import NOW
+from pve_steward.tools.collect import Collector, collect
+from tests.unit.pve_fixtures import NOW, cluster_status, guest_row, node_row
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +74,18 @@ async def test_gaps_follow_branch_order_not_answer_order() -> None:
         "fast branch",
         "fast branch, later",
     ]
+
+
+async def test_configs_are_laid_out_together_in_vmid_order() -> None:
+    """The order every check walks them (ascending vmid), not the order of the reads' keys ("config:1000"
+    sorts before "config:200"); each a copy of the answer, so the read cache's shared answer stays as read."""
+    answers = {vmid: {"name": f"vm{vmid}", "memory": "1024", "cores": 2} for vmid in (1000, 200, 300)}
+    client = FakeClient()
+    client.on("GET", "/cluster/status", cluster_status({"pve1": True}))
+    client.on("GET", "/cluster/resources", [node_row("pve1")] + [guest_row(v, "pve1", "qemu") for v in answers])
+    for vmid, config in answers.items():
+        client.on("GET", f"/nodes/pve1/qemu/{vmid}/config", config)
+    data = await collect(client, NOW, ["guests"])
+    assert list(data.configs) == [200, 300, 1000]
+    assert data.configs == answers
+    assert all(data.configs[v] is not answers[v] for v in answers)

@@ -48,6 +48,17 @@ Read = tuple[str, ApiPath, dict[str, Any]]
 _GAPS: ContextVar[list[Missing] | None] = ContextVar("collector_gaps", default=None)
 
 
+def _laid_out(configs: dict[int, Any]) -> dict[int, Any]:
+    """A copy of each config, made together in vmid order: the order every guest check walks them.
+
+    Decoded on the request pool's threads between other allocations, 10,000 config dicts lie scattered
+    in memory, and some twenty checks look keys up in each of them. Copied in one loop they lie together:
+    about 2 ms here made the analysis 20 ms faster at 10,000 guests (design record 261205-44). The values
+    are the answers' own (read-only, as the read cache hands them out).
+    """
+    return {vmid: dict(configs[vmid]) for vmid in sorted(configs)}
+
+
 class Collector:
     def __init__(self, client: ProxmoxClient, now: float, areas: Iterable[str], pbs: PbsLink | None = None) -> None:
         self.client = client
@@ -507,6 +518,7 @@ class Collector:
             "content": ("backups",),
             "vzdump": ("backups",),
         }
+        configs: dict[int, Any] = {}
         for key, value in sorted(got.items()):
             kind, _, ident = key.partition(":")
             if isinstance(value, PveError):
@@ -518,7 +530,7 @@ class Collector:
             if kind == "tasks":
                 d.tasks.extend(dict(r, node=r.get("node", ident)) for r in value)
             elif kind == "config":
-                d.configs[int(ident)] = value
+                configs[int(ident)] = value
             elif kind == "vzdump":
                 d.vzdump_defaults[ident] = value
             elif kind == "content":
@@ -528,6 +540,7 @@ class Collector:
                     d.backup_storages_read.append(sid)
             else:
                 targets[kind][ident] = value
+        d.configs.update(_laid_out(configs))
 
     def _backup_content_reads(self, online: list[str]) -> list[Read]:
         reads: list[Read] = []
