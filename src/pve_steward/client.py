@@ -43,6 +43,7 @@ from pve_steward.errors import (
 )
 from pve_steward.pve import ids
 from pve_steward.pvejson import FAST as FAST_JSON
+from pve_steward.pvejson import fast as fast_json
 from pve_steward.requestpool import REQUEST_PRIORITY, RequestPool
 from pve_steward.security.tiers import Tier
 from pve_steward.telemetry import pve_request_span
@@ -375,16 +376,18 @@ def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
 
 
 def _serializer() -> Any:
-    """proxmoxer's JSON serializer, decoding answers with orjson (pvejson.py: the same values, in less than
-    half the time, dict keys shared across answers); proxmoxer's own path for whatever orjson refuses."""
+    """proxmoxer's JSON serializer, decoding small answers with orjson (pvejson.py: the same values, in less
+    than half the time, dict keys shared across answers); proxmoxer's own path for large answers and
+    for whatever orjson refuses."""
     from proxmoxer.backends.https import JsonSerializer
 
     class FastJson(JsonSerializer):  # type: ignore[misc]  # proxmoxer ships no types
         def loads(self, response: requests.Response) -> Any:
-            if FAST_JSON is None:
+            content = response.content
+            if FAST_JSON is None or not fast_json(content):
                 return super().loads(response)
             try:
-                answer = FAST_JSON(response.content)
+                answer = FAST_JSON(content)
             except ValueError:  # NaN, lone surrogates, a byte-order mark, not UTF-8, not JSON
                 return super().loads(response)
             return answer["data"]  # as proxmoxer's: an answer without "data" fails the same way

@@ -74,3 +74,27 @@ def test_dict_keys_are_one_object_across_answers() -> None:
     """Why orjson: its key cache gives 10,000 configs one "memory" string, not 10,000 of them."""
     first, second = (pvejson.loads(b'{"memory":"%d"}' % n) for n in (1024, 2048))
     assert next(iter(first)) is next(iter(second))
+
+
+def test_large_answers_stay_with_the_standard_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """orjson's parser holds the whole document before building objects: a large answer's peak is the
+    standard library's lower one (pvejson.FAST_MAX)."""
+    import orjson
+
+    from pve_steward import client
+
+    given: list[int] = []
+
+    def spy(body: bytes | str) -> object:
+        given.append(len(body))
+        return orjson.loads(body)
+
+    monkeypatch.setattr(pvejson, "FAST", spy)
+    monkeypatch.setattr(client, "FAST_JSON", spy)
+    small = b'{"data":[1,2,3]}'
+    large = b'{"data":[' + b",".join([b"12345"] * (pvejson.FAST_MAX // 6 + 1)) + b"]}"
+    assert len(large) > pvejson.FAST_MAX
+    for body in (small, large):
+        assert pvejson.loads(body) == json.loads(body)
+        assert _serializer().loads(_response(body)) == json.loads(body)["data"]
+    assert given == [len(small), len(small)]
