@@ -10,6 +10,7 @@ from pve_steward.pve.guestconfig import (
     _flag,
     _volume,
     _volume_general,
+    in_pve_order,
     parse_guest_config,
     parse_size,
     redact,
@@ -59,7 +60,7 @@ LXC = {
 def test_qemu_config() -> None:
     cfg = parse_guest_config(QEMU, 106, "qemu")
     assert (cfg.name, cfg.memory_mib, cfg.vcpus, cfg.cpu_type, cfg.cpu_host) == ("app01", 8192, 8, "host", True)
-    assert [v.key for v in cfg.volumes] == ["scsi0", "scsi1", "ide2", "ide0", "efidisk0", "unused0"]  # config order
+    assert [v.key for v in cfg.volumes] == ["ide0", "ide2", "scsi0", "scsi1", "efidisk0", "unused0"]  # PVE's order
     vols = {v.key: v for v in cfg.volumes}
     assert vols["scsi0"].storage == "local-lvm" and vols["scsi0"].size_bytes == 40 * 1024**3
     assert vols["scsi1"].size_bytes == 1024**4 and not vols["scsi1"].backup
@@ -214,3 +215,38 @@ def test_any_config_parses_without_a_traceback(raw: dict) -> None:  # type: igno
     for gtype in ("qemu", "lxc"):
         cfg = parse_guest_config(raw, 100, gtype)  # type: ignore[arg-type]
         assert cfg.vmid == 100 and isinstance(cfg.memory_mib, int) and isinstance(cfg.vcpus, int)
+
+
+def test_volumes_come_in_pves_order_whatever_order_the_api_sent() -> None:
+    """PVE answers a config in Perl hash order (pve-http-server Formatter/Standard.pm): the same config
+    gives the same volumes in PVE's own walk order (AbstractConfig foreach_volume_full)."""
+    qemu = {
+        "efidisk0": "local-lvm:vm-100-disk-9,size=4M",
+        "unused0": "local-lvm:vm-100-disk-8",
+        "sata0": "local-lvm:vm-100-disk-7,size=8G",
+        "scsi10": "local-lvm:vm-100-disk-6,size=8G",
+        "virtio0": "local-lvm:vm-100-disk-5,size=8G",
+        "scsi2": "local-lvm:vm-100-disk-4,size=8G",
+        "ide2": "none,media=cdrom",
+        "memory": "2048",
+    }
+    lxc = {
+        "mp10": "local:subvol-200-disk-3,mp=/b",
+        "unused0": "local:vol",
+        "rootfs": "local:subvol-200-disk-0",
+        "mp2": "local:subvol-200-disk-1,mp=/a",
+        "hostname": "ct",
+    }
+    for raw, gtype, vmid, expected in (
+        (qemu, "qemu", 100, ["ide2", "scsi2", "scsi10", "virtio0", "sata0", "efidisk0", "unused0"]),
+        (lxc, "lxc", 200, ["rootfs", "mp2", "mp10", "unused0"]),
+    ):
+        for order in (list(raw), list(reversed(raw)), sorted(raw)):
+            cfg = parse_guest_config({k: raw[k] for k in order}, vmid, gtype)  # type: ignore[arg-type]
+            assert [v.key for v in cfg.volumes] == expected
+
+
+def test_config_keys_are_listed_in_pves_order() -> None:
+    assert in_pve_order({"net10", "net2", "net0"}) == ["net0", "net2", "net10"]
+    assert in_pve_order(["serial3", "serial0"]) == ["serial0", "serial3"]
+    assert in_pve_order(["hostpci10", "usb1", "hostpci2"]) == ["hostpci2", "hostpci10", "usb1"]

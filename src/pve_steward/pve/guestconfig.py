@@ -37,6 +37,31 @@ _QEMU_DEVICE_KEYS = frozenset(
     + [f"virtiofs{i}" for i in range(10)]
     + ["ivshmem", "hostpci", "hostusb"]
 )
+# The order PVE walks a config's keys in, the one stable order there is: the API answers a config in Perl
+# hash order (pve-http-server src/PVE/APIServer/Formatter/Standard.pm, to_json without canonical), so its
+# key order changes from one daemon start to the next. Volumes as AbstractConfig foreach_volume_full walks
+# them (qemu-server src/PVE/QemuServer/Drive.pm valid_drive_names: ide, scsi, virtio, sata, efidisk0,
+# tpmstate0; pve-container src/PVE/LXC/Config.pm valid_volume_keys: rootfs, mp; then unused), then
+# numbered devices by their number.
+_PVE_ORDER = (
+    [f"ide{i}" for i in range(4)]
+    + [f"scsi{i}" for i in range(31)]
+    + [f"virtio{i}" for i in range(16)]
+    + [f"sata{i}" for i in range(6)]
+    + ["efidisk0", "tpmstate0", "rootfs"]
+    + [f"mp{i}" for i in range(256)]
+    + [f"unused{i}" for i in range(256)]
+    + [f"net{i}" for i in range(32)]
+    + sorted(_QEMU_DEVICE_KEYS, key=lambda k: (k.rstrip("0123456789"), int(k[len(k.rstrip("0123456789")) :] or -1)))
+)
+_RANK = {key: i for i, key in enumerate(_PVE_ORDER)}
+
+
+def in_pve_order(keys: Iterable[str]) -> list[str]:
+    """Config keys (volumes, networks, devices) in the order PVE walks them, whatever order the API sent."""
+    return sorted(keys, key=_RANK.__getitem__)
+
+
 _SECRET_KEY = re.compile(r"(password|secret|passwd|token)", re.IGNORECASE)
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -245,6 +270,10 @@ _QEMU_KEYS = frozenset(_QEMU_KIND)
 _RARE_KEYS = frozenset(["vcpus", "tags", "template", "balloon", "lock", "description", "machine", "parent", "vmstate"])
 
 
+def _volume_rank(v: Volume) -> int:
+    return _RANK[v.key]
+
+
 def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> GuestConfig:
     """Parse a ``GET .../config`` answer (secrets are never copied); malformed values fall back to defaults.
 
@@ -257,9 +286,9 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     raw_lxc: tuple[str, ...] = ()
     qemu = gtype == "qemu"
     get = raw.get
-    if qemu:  # only volume and device keys need a look: find them in C, keep the config's order
+    if qemu:  # only volume and device keys need a look: find them in C, in PVE's order (in_pve_order)
         found = _QEMU_KEYS.intersection(raw)
-        keys: Iterable[str] = found if len(found) < 2 else [k for k in raw if k in found]
+        keys: Iterable[str] = found if len(found) < 2 else sorted(found, key=_RANK.__getitem__)
     else:  # containers: dev* and lxc.* keys cannot be listed, so every key is looked at
         keys = raw
     for key in keys:
@@ -285,6 +314,8 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
                 ct_devices += (key,)
             elif key.startswith("lxc.") or key == "lxc":
                 raw_lxc += (key,)
+    if not qemu and len(volumes) > 1:  # every key was looked at, in the API's order: PVE's instead
+        volumes.sort(key=_volume_rank)
     # the common forms take a fast path; anything else goes through the general helpers
     cpu = get("cpu")
     if not cpu:

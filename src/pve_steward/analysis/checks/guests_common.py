@@ -14,7 +14,7 @@ from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import GuestConfig, parse_property_string
+from pve_steward.pve.guestconfig import GuestConfig, in_pve_order, parse_property_string
 
 CLI = {"qemu": "qm", "lxc": "pct"}
 CLUSTER = Subject(kind="cluster", id="cluster")
@@ -51,9 +51,10 @@ SERIAL_KEYS = frozenset(f"serial{i}" for i in range(4))
 
 
 def keys_in(raw: Row, keys: frozenset[str]) -> list[str]:
-    """The config's keys among ``keys``, in config order: one C-level intersection first (most have one or none)."""
+    """The config's keys among ``keys``, in the order PVE walks them (guestconfig.in_pve_order; the API's own
+    order is Perl hash order): one C-level intersection first (most configs have one or none)."""
     found = keys.intersection(raw)
-    return list(found) if len(found) < 2 else [k for k in raw if k in found]
+    return list(found) if len(found) < 2 else in_pve_order(found)
 
 
 def nic(value: str, gtype: str) -> tuple[str | None, str | None]:
