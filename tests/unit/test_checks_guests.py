@@ -433,3 +433,15 @@ def test_the_nic_fast_path_reads_what_the_general_parser_reads(value: str, gtype
         mac = opts.get("macaddr") or next((v for k, v in opts.items() if k in NIC_MODELS and v != "1"), None)
         expected = (model, mac.upper() if mac else None)
     assert nic(value, gtype) == expected
+
+
+def test_flag_reads_pve_booleans_in_every_form() -> None:
+    """0/1 as numbers or text take the short path; anything else is read as text, as before."""
+    from pve_steward.analysis.checks.guests_common import flag
+
+    forms = [(None, False), (0, False), (1, True), ("0", False), ("1", True), (" 1", True), ("yes", True)]
+    forms += [("On", True), ("true", True), ("false", False), ("", False), (True, True), (False, False)]
+    forms += [(2, False), (1.0, False)]
+    for value, expected in forms:
+        assert flag({"k": value}, "k") is expected, value
+    assert flag({}, "k") is False

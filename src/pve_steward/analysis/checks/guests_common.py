@@ -107,7 +107,15 @@ def label(vmid: int, g: Row) -> str:
 
 def flag(raw: Row, key: str) -> bool:
     """A PVE boolean option as the config answers it (0/1, sometimes as text)."""
-    return str(raw.get(key, "0")).strip().lower() in ("1", "yes", "on", "true")
+    value = raw.get(key)
+    if value is None:
+        return False
+    if type(value) is str or type(value) is int:  # 0/1 as most configs answer: no text handling
+        if value in ("0", 0):
+            return False
+        if value in ("1", 1):
+            return True
+    return str(value).strip().lower() in ("1", "yes", "on", "true")
 
 
 # ---------------------------------------------------------------- pending changes

@@ -608,10 +608,13 @@ def _newest_on(data: ClusterData, node: str, machines: list[Row], family: str) -
 def _newest(machines: list[Row], family: str) -> str | None:
     """The newest X.Y the node's QEMU offers for ``family`` (its +pveN revisions do not change X.Y)."""
     best: str | None = None
+    best_version: tuple[int, ...] = ()
     for m in machines:
         found = _PINNED.match(str(m.get("id", "")))
-        if found and _family(found["family"]) == family and (best is None or _version(found["ver"]) > _version(best)):
-            best = found["ver"]
+        if found and _family(found["family"]) == family:
+            version = _version(found["ver"])
+            if best is None or version > best_version:
+                best, best_version = found["ver"], version
     return best
 
 
