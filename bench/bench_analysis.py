@@ -60,6 +60,8 @@ def main() -> int:
     ratio = t_analysis / t_json
     print(f"guests:            {args.guests}")
     print(f"payload:           {len(got.text) / 1e6:.1f} MB in {len(got.bodies)} responses")
+    failed = [m.what for m in got.data.missing if not m.optional]  # an incomplete snapshot times less work
+    print(f"reads failed:      {len(failed)}{': ' + ', '.join(failed[:5]) if failed else ''}")
     print(f"json.loads:        {t_json * 1000:.0f} ms  (one call per response: {t_each * 1000:.0f} ms)")
     print(f"health analysis:   {t_analysis * 1000:.0f} ms  ({report.summary})")
     print(f"ratio:             {ratio:.2f}x  (target <= {args.target}x: {'met' if ratio <= args.target else 'MISSED'})")

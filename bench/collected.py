@@ -68,16 +68,20 @@ def collected_from(sim: SimProcess) -> Collected:
         )
         t = thresholds(settings)
         bodies: list[bytes] = []
-        with _Bodies(bodies):
-            data = asyncio.run(  # the arguments of tools/diagnostics.py run_check
-                collect(
-                    ProxmoxerClient(settings),
-                    time.time(),
-                    list(AREAS),
-                    agent_probe_limit=t.agent_probe_limit,
-                    pending_probe_limit=int(t.get("pending_probe_limit")),
+        client = ProxmoxerClient(settings)
+        try:
+            with _Bodies(bodies):
+                data = asyncio.run(  # the arguments of tools/diagnostics.py run_check
+                    collect(
+                        client,
+                        time.time(),
+                        list(AREAS),
+                        agent_probe_limit=t.agent_probe_limit,
+                        pending_probe_limit=int(t.get("pending_probe_limit")),
+                    )
                 )
-            )
+        finally:
+            client.close()
     return Collected(data, bodies, t)
 
 
