@@ -570,7 +570,7 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
         if NET_KEYS.isdisjoint(raw):
             out.append(_vm(data, "GUEST_NO_NETWORK", vmid, g, "has no network device", {"net": None}))
     vms = guests_with_config(data, "qemu")
-    unpinned = [vmid for vmid, _g, raw, _cfg in vms if not raw.get("machine") or not _PINNED.match(_machine(raw))]
+    unpinned = [vmid for vmid, _g, raw, _cfg in vms if not raw.get("machine") or not _pinned(_machine(raw))]
     return out + cluster_wide("GUEST_MACHINE_UNPINNED", unpinned, len(vms), "have no pinned machine version")
 
 
@@ -596,7 +596,18 @@ def _family(name: str) -> str:
     return "pc-i440fx" if name == "pc" else name  # pc-X.Y is the i440fx machine
 
 
-def _newest_on(data: ClusterData, node: str, machines: list[Row], family: str) -> str | None:
+Pinned = tuple[str, str, tuple[int, ...]]  # family, X.Y, X.Y as numbers
+
+
+@lru_cache(maxsize=4096)
+def _pinned(machine: str) -> Pinned | None:
+    """A pinned machine type's family and version, None for any other: few distinct values across a
+    cluster and its nodes' lists, each read once."""
+    found = _PINNED.match(machine)
+    return (_family(found["family"]), found["ver"], _version(found["ver"])) if found else None
+
+
+def _newest_on(data: ClusterData, node: str, machines: list[Row], family: str) -> Pinned | None:
     """:func:`_newest` once per node and family: the node's list is long, and many VMs pin a version."""
     memo = data.memo["newest_machine"]
     key = (node, family)
@@ -605,16 +616,13 @@ def _newest_on(data: ClusterData, node: str, machines: list[Row], family: str) -
     return memo[key]  # type: ignore[no-any-return]
 
 
-def _newest(machines: list[Row], family: str) -> str | None:
+def _newest(machines: list[Row], family: str) -> Pinned | None:
     """The newest X.Y the node's QEMU offers for ``family`` (its +pveN revisions do not change X.Y)."""
-    best: str | None = None
-    best_version: tuple[int, ...] = ()
+    best: Pinned | None = None
     for m in machines:
-        found = _PINNED.match(str(m.get("id", "")))
-        if found and _family(found["family"]) == family:
-            version = _version(found["ver"])
-            if best is None or version > best_version:
-                best, best_version = found["ver"], version
+        found = _pinned(str(m.get("id", "")))
+        if found and found[0] == family and (best is None or found[2] > best[2]):
+            best = found
     return best
 
 
@@ -651,13 +659,14 @@ def machine_outdated(data: ClusterData, t: Thresholds) -> list[Finding]:
         if not raw.get("machine"):  # most VMs: nothing pinned
             continue
         kind = _machine(raw)
-        pinned = _PINNED.match(kind)
+        pinned = _pinned(kind)
         machines = data.read("qemu_machines", str(g.get("node")))
         if not pinned or not machines:
             continue
-        family = _family(pinned["family"])
-        newest = _newest_on(data, str(g.get("node")), machines, family)
-        if newest and _version(pinned["ver"]) < _version(newest):
+        family = pinned[0]
+        offered = _newest_on(data, str(g.get("node")), machines, family)
+        if offered and pinned[2] < offered[2]:
+            newest = offered[1]
             out.append(
                 _vm(
                     data,
