@@ -41,7 +41,7 @@ from simproc import SimProcess
 
 from pve_steward.analysis.planner import plan_evacuation
 from pve_steward.client import ProxmoxerClient, api_path
-from pve_steward.config import Settings, load_settings
+from pve_steward.config import Settings
 from pve_steward.server import build_server
 from pve_steward.serving import settle_heap
 from pve_steward.tools.collect import collect
@@ -58,12 +58,9 @@ def request_count(sim: SimProcess) -> int:
 
 
 def settings_for(sim: SimProcess, concurrency: int, tmp: Path) -> Settings:
-    token_id = "operator@pve!mcp"
-    return load_settings(
-        url=sim.address,
-        token_id=token_id,
-        token_secret=sim.tokens[token_id],
-        fingerprint=sim.fingerprint,
+    return sim.settings(
+        tmp,
+        "operator@pve!mcp",
         audit_log=tmp / f"audit-{concurrency}.jsonl",
         concurrency=concurrency,
         timeout=60,

@@ -49,7 +49,6 @@ from simproc import SimProcess
 
 from pve_steward.analysis.health import AREAS
 from pve_steward.client import ApiPath, ProxmoxerClient
-from pve_steward.config import load_settings
 from pve_steward.server import build_server
 from pvesim.generator import generate
 
@@ -98,17 +97,7 @@ def text_of(result: Any) -> str:
 
 async def one_check(sim: SimProcess, tmp: Path) -> dict[str, Any]:
     """One health check and the answers, through an MCP client against the in-process server."""
-    token = "root@pam!pvesim"
-    settings = load_settings(
-        url=sim.address,
-        token_id=token,
-        token_secret=sim.tokens[token],
-        fingerprint=sim.fingerprint,
-        audit_log=tmp / "audit.jsonl",
-        token_store=str(tmp / "tokens.sqlite3"),
-        timeout=120,
-        audit_reads=False,
-    )
+    settings = sim.settings(tmp, token_store=str(tmp / "tokens.sqlite3"), timeout=120, audit_reads=False)
     out: dict[str, Any] = {}
     async with Client(build_server(settings)) as c:
         await c.call_tool(*GUESTS)  # the first use's version check and connections, not counted

@@ -23,7 +23,6 @@ from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.health import AREAS
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.client import ApiPath, ProxmoxerClient
-from pve_steward.config import load_settings
 from pve_steward.tools.collect import collect
 from pve_steward.tools.diagnostics import thresholds
 from pvesim.generator import generate
@@ -56,16 +55,7 @@ def collected(guests: int, nodes: int, seed: int = 1) -> Collected:
 
 def collected_from(sim: SimProcess) -> Collected:
     with tempfile.TemporaryDirectory(prefix="collected-") as tmp:
-        token = "root@pam!pvesim"
-        settings = load_settings(
-            url=sim.address,
-            token_id=token,
-            token_secret=sim.tokens[token],
-            fingerprint=sim.fingerprint,
-            audit_log=Path(tmp) / "audit.jsonl",
-            token_store=str(Path(tmp) / "tokens.sqlite3"),
-            timeout=120,
-        )
+        settings = sim.settings(Path(tmp), token_store=str(Path(tmp) / "tokens.sqlite3"), timeout=120)
         t = thresholds(settings)
         bodies: list[bytes] = []
         client = ProxmoxerClient(settings)

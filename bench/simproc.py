@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from pve_steward.config import Settings, load_settings
+
 IDLE = "idle"  # Linux SCHED_IDLE: only CPU time nothing else wants, as a process on another machine would take
 
 
@@ -76,6 +78,17 @@ class SimProcess:
             "PVE_STEWARD_AUDIT_LOG": str(state / "audit.jsonl"),
             **extra,
         }
+
+    def settings(self, state: Path, token: str = "root@pam!pvesim", **extra: Any) -> Settings:
+        """The settings of an in-process server against this simulator, its audit log under ``state``."""
+        values: dict[str, Any] = {"audit_log": state / "audit.jsonl", **extra}
+        return load_settings(
+            url=self.address,
+            token_id=token,
+            token_secret=self.tokens[token],
+            fingerprint=self.fingerprint,
+            **values,
+        )
 
     def stop(self) -> None:
         self.proc.terminate()  # uvicorn waits for keep-alive clients on SIGTERM: give it a moment, then kill
