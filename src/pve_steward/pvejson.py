@@ -39,7 +39,7 @@ def fast(body: bytes | str) -> bool:
 
 def loads(body: bytes | str) -> Any:
     """One JSON document, as ``json.loads`` would decode it."""
-    if FAST is not None and len(body) <= FAST_MAX:
+    if FAST is not None and fast(body):
         try:
             return FAST(body)
         except ValueError:
