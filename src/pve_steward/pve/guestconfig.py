@@ -20,41 +20,40 @@ from pve_steward.models import Untrusted
 GuestType = Literal["qemu", "lxc"]
 REDACTED = "***redacted***"
 
-_QEMU_DISK_KEYS = frozenset(
-    [f"ide{i}" for i in range(4)]
-    + [f"sata{i}" for i in range(6)]
-    + [f"scsi{i}" for i in range(31)]
-    + [f"virtio{i}" for i in range(16)]
-    + ["efidisk0", "tpmstate0"]
-    + [f"unused{i}" for i in range(256)]
-)
-_LXC_VOLUME_KEYS = frozenset(["rootfs"] + [f"mp{i}" for i in range(256)] + [f"unused{i}" for i in range(256)])
-_QEMU_DEVICE_KEYS = frozenset(
-    [f"hostpci{i}" for i in range(16)]
-    + [f"usb{i}" for i in range(15)]
-    + [f"serial{i}" for i in range(4)]
-    + [f"parallel{i}" for i in range(3)]
-    + [f"virtiofs{i}" for i in range(10)]
-    + ["ivshmem", "hostpci", "hostusb"]
-)
-# The order PVE walks a config's keys in, the one stable order there is: the API answers a config in Perl
-# hash order (pve-http-server src/PVE/APIServer/Formatter/Standard.pm, to_json without canonical), so its
-# key order changes from one daemon start to the next. Volumes as AbstractConfig foreach_volume_full walks
-# them (qemu-server src/PVE/QemuServer/Drive.pm valid_drive_names: ide, scsi, virtio, sata, efidisk0,
-# tpmstate0; pve-container src/PVE/LXC/Config.pm valid_volume_keys: rootfs, mp; then unused), then
-# numbered devices by their number.
-_PVE_ORDER = (
-    [f"ide{i}" for i in range(4)]
-    + [f"scsi{i}" for i in range(31)]
-    + [f"virtio{i}" for i in range(16)]
-    + [f"sata{i}" for i in range(6)]
-    + ["efidisk0", "tpmstate0", "rootfs"]
-    + [f"mp{i}" for i in range(256)]
-    + [f"unused{i}" for i in range(256)]
-    + [f"net{i}" for i in range(32)]
-    + sorted(_QEMU_DEVICE_KEYS, key=lambda k: (k.rstrip("0123456789"), int(k[len(k.rstrip("0123456789")) :] or -1)))
-)
-_RANK = {key: i for i, key in enumerate(_PVE_ORDER)}
+
+def _numbered(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(count)]
+
+
+# Config key families, each in the order PVE walks it (the one stable order there is: the API answers a
+# config in Perl hash order, pve-http-server src/PVE/APIServer/Formatter/Standard.pm to_json without
+# canonical, so its key order changes from one daemon start to the next).
+# qemu-server src/PVE/QemuServer/Drive.pm valid_drive_names: ide, scsi, virtio, sata (MAX_*_DISKS)
+QEMU_DRIVES = _numbered("ide", 4) + _numbered("scsi", 31) + _numbered("virtio", 16) + _numbered("sata", 6)
+_QEMU_OWN = [*QEMU_DRIVES, "efidisk0", "tpmstate0"]  # qemu-server QemuConfig.pm valid_volume_keys
+_UNUSED = _numbered("unused", 256)
+# AbstractConfig foreach_volume_full: valid_volume_keys, then unused (pve-container src/PVE/LXC/Config.pm
+# valid_volume_keys: rootfs, mp)
+_QEMU_VOLUMES = [*_QEMU_OWN, *_UNUSED]
+_LXC_VOLUMES = ["rootfs", *_numbered("mp", 256), *_UNUSED]
+# qemu-server MAX_NETS / pve-container MAX_LXC_NETWORKS (32 each), MAX_SERIAL_PORTS
+NETS = _numbered("net", 32)
+SERIALS = _numbered("serial", 4)
+_QEMU_DEVICES = [
+    *_numbered("hostpci", 16),
+    *_numbered("usb", 15),
+    *SERIALS,
+    *_numbered("parallel", 3),
+    *_numbered("virtiofs", 10),
+    "ivshmem",
+    "hostpci",
+    "hostusb",
+]
+_QEMU_DISK_KEYS = frozenset(_QEMU_VOLUMES)
+_LXC_VOLUME_KEYS = frozenset(_LXC_VOLUMES)
+_QEMU_DEVICE_KEYS = frozenset(_QEMU_DEVICES)
+# one rank for every family: volumes (a VM's, a container's, then unused), networks, devices
+_RANK = {key: i for i, key in enumerate([*_QEMU_OWN, *_LXC_VOLUMES, *NETS, *_QEMU_DEVICES])}
 
 
 def in_pve_order(keys: Iterable[str]) -> list[str]:

@@ -14,7 +14,7 @@ from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import GuestConfig, in_pve_order, parse_property_string
+from pve_steward.pve.guestconfig import NETS, SERIALS, GuestConfig, in_pve_order, parse_property_string
 
 CLI = {"qemu": "qm", "lxc": "pct"}
 CLUSTER = Subject(kind="cluster", id="cluster")
@@ -45,9 +45,9 @@ def guests_with_config(
     return memo[key]  # type: ignore[no-any-return]
 
 
-# the keys PVE gives these devices: qemu-server MAX_NETS / pve-container MAX_LXC_NETWORKS (32 each), MAX_SERIAL_PORTS
-NET_KEYS = frozenset(f"net{i}" for i in range(32))
-SERIAL_KEYS = frozenset(f"serial{i}" for i in range(4))
+# the keys PVE gives these devices (pve/guestconfig.py NETS, SERIALS)
+NET_KEYS = frozenset(NETS)
+SERIAL_KEYS = frozenset(SERIALS)
 
 
 def keys_in(raw: Row, keys: frozenset[str]) -> list[str]:

@@ -23,20 +23,14 @@ from pve_steward.analysis.checks.guests_common import (
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.guestconfig import QEMU_DRIVES, parse_property_string
 
 # a machine type that names its version (qemu-server QemuServer/Machine.pm $machine_fmt type pattern)
 _PINNED = re.compile(r"^(?P<family>pc-q35|pc-i440fx|pc|virt)-(?P<ver>\d+(?:\.\d+)+)(?:\+pve\d+)?(?:\.pxe)?$")
 _QS = "qemu-server src/PVE/QemuServer.pm"
 
 
-# qemu-server src/PVE/QemuServer/Drive.pm MAX_IDE_DISKS, MAX_SATA_DISKS, MAX_SCSI_DISKS, MAX_VIRTIO_DISKS
-_DRIVE_KEYS = frozenset(
-    [f"ide{i}" for i in range(4)]
-    + [f"sata{i}" for i in range(6)]
-    + [f"scsi{i}" for i in range(31)]
-    + [f"virtio{i}" for i in range(16)]
-)
+_DRIVE_KEYS = frozenset(QEMU_DRIVES)  # qemu-server Drive.pm valid_drive_names, without efidisk0 and tpmstate0
 _EMULATED_BUSES = ("ide", "sata")
 
 
