@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import tempfile
 import threading
 import time
@@ -34,7 +35,7 @@ class Collected:
     bodies: list[bytes]  # every response body, as PVE sent it ({"data": ...})
     thresholds: Thresholds
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
         """The payload as one JSON document (one json.loads call: the cheaper, stricter denominator)."""
         return "[" + ",".join(b.decode() for b in self.bodies) + "]"
