@@ -422,8 +422,7 @@ def test_checks_of_pve_defaults_give_one_finding_for_the_cluster(
 def test_the_nic_fast_path_reads_what_the_general_parser_reads(value: str, gtype: str) -> None:
     """nic() takes a shortcut for ``model=MAC,...`` and ``...,hwaddr=MAC,...``; every form must agree with
     reading the whole property string (qemu-server Network.pm parse_net, pve-container parse_lxc_network)."""
-    from pve_steward.analysis.checks.guests_common import NIC_MODELS, nic
-    from pve_steward.pve.guestconfig import parse_property_string
+    from pve_steward.pve.guestconfig import NIC_MODELS, nic, parse_property_string
 
     opts = parse_property_string(value)
     if gtype == "lxc":

@@ -147,6 +147,7 @@ def test_every_field_comes_from_its_key() -> None:
         "scsi0": "local:vm-1-disk-0,size=1G",
         "usb0": "host=1-2",
         "hostpci0": "mapping=gpu",
+        "net0": "e1000=bc:24:11:00:00:01,bridge=vmbr0",
     }
     cfg = parse_guest_config(raw, 7, "qemu")
     assert (cfg.vmid, cfg.type, cfg.name, cfg.memory_mib, cfg.balloon_mib) == (7, "qemu", "n1", 3072, 1024)
@@ -156,6 +157,7 @@ def test_every_field_comes_from_its_key() -> None:
     assert (cfg.hibernated, cfg.digest, cfg.unprivileged) == (True, "f" * 40, None)
     assert [v.key for v in cfg.volumes] == ["scsi0"] and cfg.local_devices == ("usb0",)
     assert cfg.mapped_devices == {"hostpci0": "gpu"} and cfg.ct_devices == () and cfg.raw_lxc_keys == ()
+    assert cfg.nets == (("net0", "e1000", "BC:24:11:00:00:01"),)
     ct_raw = {"hostname": "c", "dev1": "/dev/x", "dev0": "/dev/y", "lxc.a": "b", "unprivileged": 0}
     ct = parse_guest_config(ct_raw, 8, "lxc")
     assert (ct.name, ct.ct_devices, ct.raw_lxc_keys, ct.unprivileged) == ("c", ("dev0", "dev1"), ("lxc.a",), False)
@@ -244,6 +246,22 @@ def test_volumes_come_in_pves_order_whatever_order_the_api_sent() -> None:
         for order in (list(raw), list(reversed(raw)), sorted(raw)):
             cfg = parse_guest_config({k: raw[k] for k in order}, vmid, gtype)  # type: ignore[arg-type]
             assert [v.key for v in cfg.volumes] == expected
+
+
+def test_network_devices_are_read_once_in_pves_order() -> None:
+    """netN keys become (key, model, MAC) in number order, VMs' and containers' alike, whatever the API's order."""
+    qemu = {f"net{i}": f"virtio=BC:24:11:00:00:{i:02X},bridge=vmbr0" for i in (10, 3, 31, 0, 7, 12, 1, 20, 5, 2)}
+    qemu |= {"net4": "model=e1000,macaddr=bc:24:11:00:00:04,bridge=vmbr0", "net6": "virtio,bridge=vmbr0"}
+    qemu["scsi0"] = "local:vm-1-disk-0,size=1G"
+    numbers = sorted(int(k[3:]) for k in qemu if k.startswith("net"))
+    model = {4: "e1000"}
+    vm = tuple((f"net{i}", model.get(i, "virtio"), None if i == 6 else f"BC:24:11:00:00:{i:02X}") for i in numbers)
+    lxc = {"net1": "name=eth1,bridge=vmbr1,hwaddr=bc:24:11:00:00:11", "net0": "name=eth0,bridge=vmbr0", "hostname": "c"}
+    ct = (("net0", None, None), ("net1", None, "BC:24:11:00:00:11"))
+    for raw, gtype, expected in ((qemu, "qemu", vm), (lxc, "lxc", ct)):
+        for order in (list(raw), list(reversed(raw)), sorted(raw)):
+            assert parse_guest_config({k: raw[k] for k in order}, 1, gtype).nets == expected  # type: ignore[arg-type]
+    assert parse_guest_config({"net0": 7}, 1, "qemu").nets == (("net0", None, None),)  # hostile: no traceback
 
 
 def test_config_keys_are_listed_in_pves_order() -> None:

@@ -92,6 +92,51 @@ def parse_property_string(value: str, default_key: str | None = None) -> dict[st
     return out
 
 
+# qemu-server src/PVE/QemuServer/Network.pm $nic_model_list: ``model=MAC`` names the model and the address
+NIC_MODELS = frozenset(
+    [
+        "e1000",
+        "e1000-82540em",
+        "e1000-82544gc",
+        "e1000-82545em",
+        "e1000e",
+        "i82551",
+        "i82557b",
+        "i82559er",
+        "ne2k_isa",
+        "ne2k_pci",
+        "pcnet",
+        "rtl8139",
+        "virtio",
+        "vmxnet3",
+    ]
+)
+
+
+Nic = tuple[str, str | None, str | None]  # (netN, model, MAC)
+
+
+def nic(value: str, gtype: str) -> tuple[str | None, str | None]:
+    """A network device's (model, MAC): ``model=MAC,...`` or ``model=...,macaddr=...`` for VMs (qemu-server
+    Network.pm parse_net), ``hwaddr=`` for containers (pve-container parse_lxc_network); the MAC upper case."""
+    if gtype == "lxc":
+        at = value.find("hwaddr=")
+        if at < 0:
+            return None, None
+        if at and value[at - 1] != ",":  # not the key itself: the general parser decides
+            return None, parse_property_string(value).get("hwaddr", "").upper() or None
+        return None, value[at + 7 :].split(",", 1)[0].strip().upper() or None
+    head = value.split(",", 1)[0]
+    model, eq, mac = head.partition("=")
+    if eq and model in NIC_MODELS and "macaddr=" not in value and "model=" not in value:  # the common form
+        mac = mac.strip()
+        return model, mac.upper() if mac and mac != "1" else None
+    opts = parse_property_string(value)
+    named = opts.get("model") or next((k for k in opts if k in NIC_MODELS), None)
+    address = opts.get("macaddr") or next((v for k, v in opts.items() if k in NIC_MODELS and v != "1"), None)
+    return named, address.upper() if address else None
+
+
 def _flag(value: Any) -> bool:
     if value in (1, "1"):
         return True
@@ -157,6 +202,7 @@ class GuestConfig:
     parent_snapshot: str | None = None
     hibernated: bool = False
     digest: str | None = None
+    nets: Annotated[tuple[Nic, ...], _doc("network devices: (netN, model, MAC upper case), in PVE's order")] = ()
 
     @property
     def cpu_host(self) -> bool:
@@ -262,15 +308,20 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
-_VOLUME, _DEVICE = 1, 2
+_VOLUME, _DEVICE, _NET = 1, 2, 3
 _QEMU_KIND = dict.fromkeys(_QEMU_DISK_KEYS, _VOLUME) | dict.fromkeys(_QEMU_DEVICE_KEYS, _DEVICE)
-_LXC_KIND = dict.fromkeys(_LXC_VOLUME_KEYS, _VOLUME)
+_LXC_KIND = dict.fromkeys(_LXC_VOLUME_KEYS, _VOLUME) | dict.fromkeys(NETS, _NET)
 _QEMU_KEYS = frozenset(_QEMU_KIND)
+_NET_KEYS = frozenset(NETS)
 _RARE_KEYS = frozenset(["vcpus", "tags", "template", "balloon", "lock", "description", "machine", "parent", "vmstate"])
 
 
 def _volume_rank(v: Volume) -> int:
     return _RANK[v.key]
+
+
+def _nic_rank(n: Nic) -> int:
+    return _RANK[n[0]]
 
 
 def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> GuestConfig:
@@ -283,11 +334,16 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     local: tuple[str, ...] = ()  # rare: grown by concatenation, so the common case allocates nothing
     ct_devices: tuple[str, ...] = ()
     raw_lxc: tuple[str, ...] = ()
+    nets: tuple[Nic, ...] = ()
     qemu = gtype == "qemu"
     get = raw.get
     if qemu:  # only volume and device keys need a look: find them in C, in PVE's order (in_pve_order)
         found = _QEMU_KEYS.intersection(raw)
         keys: Iterable[str] = found if len(found) < 2 else sorted(found, key=_RANK.__getitem__)
+        named = _NET_KEYS.intersection(raw)  # apart: most VMs have one, so no ordering pass
+        for key in named if len(named) < 2 else sorted(named, key=_RANK.__getitem__):
+            value = raw[key]
+            nets += ((key, *nic(value if type(value) is str else str(value), gtype)),)
     else:  # containers: dev* and lxc.* keys cannot be listed, so every key is looked at
         keys = raw
     for key in keys:
@@ -297,6 +353,9 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
             vol = _volume(key, value if type(value) is str else str(value), gtype)
             if vol is not None:
                 volumes.append(vol)
+        elif kind == _NET:
+            value = raw[key]
+            nets += ((key, *nic(value if type(value) is str else str(value), gtype)),)
         elif kind == _DEVICE:
             text = str(raw[key])
             if key.startswith("serial") and text == "socket":
@@ -313,8 +372,11 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
                 ct_devices += (key,)
             elif key.startswith("lxc.") or key == "lxc":
                 raw_lxc += (key,)
-    if not qemu and len(volumes) > 1:  # every key was looked at, in the API's order: PVE's instead
-        volumes.sort(key=_volume_rank)
+    if not qemu:  # every key was looked at, in the API's order: PVE's instead
+        if len(volumes) > 1:
+            volumes.sort(key=_volume_rank)
+        if len(nets) > 1:
+            nets = tuple(sorted(nets, key=_nic_rank))
     # the common forms take a fast path; anything else goes through the general helpers
     cpu = get("cpu")
     if not cpu:
@@ -384,4 +446,5 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
         parent,
         hibernated or lock == "suspended",
         str(raw["digest"]) if get("digest") else None,
+        nets,
     )

@@ -14,7 +14,7 @@ from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import NETS, SERIALS, GuestConfig, in_pve_order, parse_property_string
+from pve_steward.pve.guestconfig import NETS, SERIALS, GuestConfig, in_pve_order
 
 CLI = {"qemu": "qm", "lxc": "pct"}
 CLUSTER = Subject(kind="cluster", id="cluster")
@@ -55,50 +55,6 @@ def keys_in(raw: Row, keys: frozenset[str]) -> list[str]:
     order is Perl hash order): one C-level intersection first (most configs have one or none)."""
     found = keys.intersection(raw)
     return list(found) if len(found) < 2 else in_pve_order(found)
-
-
-def nic(value: str, gtype: str) -> tuple[str | None, str | None]:
-    """A network device's (model, MAC): ``model=MAC,...`` or ``model=...,macaddr=...`` for VMs (qemu-server
-    Network.pm parse_net), ``hwaddr=`` for containers (pve-container parse_lxc_network); the MAC upper case."""
-    if gtype == "lxc":
-        at = value.find("hwaddr=")
-        if at < 0:
-            return None, None
-        if at and value[at - 1] != ",":  # not the key itself: the general parser decides
-            return None, parse_property_string(value).get("hwaddr", "").upper() or None
-        return None, value[at + 7 :].split(",", 1)[0].strip().upper() or None
-    head = value.split(",", 1)[0]
-    model, eq, mac = head.partition("=")
-    if eq and model in NIC_MODELS and "macaddr=" not in value and "model=" not in value:  # the common form
-        mac = mac.strip()
-        return model, mac.upper() if mac and mac != "1" else None
-    opts = parse_property_string(value)
-    named = opts.get("model") or next((k for k in opts if k in NIC_MODELS), None)
-    address = opts.get("macaddr") or next((v for k, v in opts.items() if k in NIC_MODELS and v != "1"), None)
-    return named, address.upper() if address else None
-
-
-Nics = dict[str, tuple[str | None, str | None]]
-
-
-def nics(data: ClusterData, vmid: int, raw: Row, gtype: str) -> Nics:
-    """netN -> (model, MAC), read once per snapshot for the checks that need them (VirtIO, duplicate MACs)."""
-    memo: dict[int, Nics] = data.memo["nics"]
-    found = memo.get(vmid)
-    if found is None:
-        keys = NET_KEYS.intersection(raw)
-        if len(keys) == 1:  # the common case, without the ordering pass
-            (key,) = keys
-            value = raw[key]
-            found = memo[vmid] = {key: nic(value if type(value) is str else str(value), gtype)}
-        else:
-            found = memo[vmid] = {k: nic(str(raw[k]), gtype) for k in keys_in(raw, NET_KEYS)}
-    return found
-
-
-def all_nics(data: ClusterData) -> dict[int, Nics]:
-    """:func:`nics` of every non-template guest with a config, in vmid order."""
-    return {vmid: nics(data, vmid, raw, cfg.type) for vmid, _g, raw, cfg in guests_with_config(data)}
 
 
 def label(vmid: int, g: Row) -> str:
@@ -282,27 +238,6 @@ def cluster_wide(code: str, vmids: list[int], judged: int, text: str, **evidence
 # ---------------------------------------------------------------- duplicate MACs
 
 
-# qemu-server src/PVE/QemuServer/Network.pm $nic_model_list: ``model=MAC`` names the model and the address
-NIC_MODELS = frozenset(
-    [
-        "e1000",
-        "e1000-82540em",
-        "e1000-82544gc",
-        "e1000-82545em",
-        "e1000e",
-        "i82551",
-        "i82557b",
-        "i82559er",
-        "ne2k_isa",
-        "ne2k_pci",
-        "pcnet",
-        "rtl8139",
-        "virtio",
-        "vmxnet3",
-    ]
-)
-
-
 @check(
     "guests",
     codes=[
@@ -324,14 +259,14 @@ NIC_MODELS = frozenset(
 )
 def duplicate_macs(data: ClusterData, t: Thresholds) -> list[Finding]:
     """One finding per guest that shares an address, naming the other guests."""
-    every = all_nics(data)
+    every = guests_with_config(data)
     # count in C first: a cluster has thousands of addresses and, hopefully, no repeat among them
-    counted = Counter([mac for devices in every.values() for _model, mac in devices.values() if mac])
+    counted = Counter([mac for _v, _g, _raw, cfg in every for _key, _model, mac in cfg.nets if mac])
     repeated = {mac for mac, n in counted.items() if n > 1}
     holders: dict[str, list[tuple[int, str]]] = {}
     if repeated:
-        for vmid, devices in every.items():
-            for key, (_model, mac) in devices.items():
+        for vmid, _g, _raw, cfg in every:
+            for key, _model, mac in cfg.nets:
                 if mac in repeated:
                     holders.setdefault(mac, []).append((vmid, key))
     out: list[Finding] = []

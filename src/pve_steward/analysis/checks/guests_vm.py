@@ -18,7 +18,6 @@ from pve_steward.analysis.checks.guests_common import (
     guests_with_config,
     keys_in,
     label,
-    nics,
 )
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
@@ -199,7 +198,7 @@ def virtio(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"disks": slow, "scsihw": raw.get("scsihw")},
                 )
             )
-        emulated = {k: m for k, (m, _mac) in nics(data, vmid, raw, "qemu").items() if m and m != "virtio"}
+        emulated = {k: m for k, m, _mac in cfg.nets if m and m != "virtio"}
         if emulated:
             out.append(
                 _vm(
