@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Severity, Subject, finding
 from pve_steward.analysis.migration.storage import shared_flags, storage_shared
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.pverules import pve_rule
@@ -409,7 +409,7 @@ def _n_plus_1(data: ClusterData, running: dict[str, _Running], headroom_pct: flo
     return [
         finding(
             "CLUSTER_NO_N_PLUS_1",
-            Subject(kind="cluster", id="cluster"),
+            CLUSTER,
             f"if {node} fails, its running guests need {need / GiB:.1f} GiB but the other nodes have "
             f"{have / GiB:.1f} GiB free after {headroom_pct:g} % headroom",
             {

@@ -7,7 +7,7 @@ import re
 
 from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.findings import Finding, Severity, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -24,7 +24,6 @@ _TRANSITIONAL = {
     "request_start",
     "request_start_balance",
 }
-CLUSTER = Subject(kind="cluster", id="cluster")
 
 
 @check(

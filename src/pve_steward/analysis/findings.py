@@ -72,6 +72,9 @@ class Subject(Model):
     node: Untrusted | None = None
 
 
+CLUSTER = Subject(kind="cluster", id="cluster")  # the subject of cluster-wide findings (one shared, read-only)
+
+
 class Finding(Model):
     code: str = Field(description="stable UPPER_SNAKE code; see docs/tools.md")
     severity: Severity

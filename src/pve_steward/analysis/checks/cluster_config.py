@@ -12,11 +12,10 @@ from typing import Any
 
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
-CLUSTER = Subject(kind="cluster", id="cluster")
 _WARNINGS = re.compile(r"WARNINGS: \d+")
 METRICS = Need("metric_servers", "/cluster/metrics/server", privilege="Sys.Audit on /")
 # /cluster/log shows only the caller's own entries without Sys.Syslog on / (pve-manager API2/Cluster.pm log)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -18,7 +18,6 @@ OPTIONS = Need("firewall_options", "/cluster/firewall/options", privilege="Sys.A
 RULES = Need("firewall_rules", "/cluster/firewall/rules", privilege="Sys.Audit on /")
 NODE_OPTIONS = Need("firewall_node_options", "/nodes/{node}/firewall/options", per="node")
 
-CLUSTER = Subject(kind="cluster", id="cluster")
 _ANY = {"0.0.0.0/0", "::/0"}
 
 

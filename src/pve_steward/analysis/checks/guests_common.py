@@ -12,12 +12,11 @@ from collections import Counter
 
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
-from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, finding
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import NETS, SERIALS, GuestConfig, in_pve_order
 
 CLI = {"qemu": "qm", "lxc": "pct"}
-CLUSTER = Subject(kind="cluster", id="cluster")
 KIND = {"qemu": "VM", "lxc": "CT"}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.findings import Finding, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -158,7 +158,7 @@ def no_backup_target(data: ClusterData, t: Thresholds) -> list[Finding]:
     return [
         finding(
             "STORAGE_NO_BACKUP_TARGET",
-            Subject(kind="cluster", id="cluster"),
+            CLUSTER,
             "no enabled storage has content type 'backup'",
             {"storages": sorted(f"{s.get('storage')}:{','.join(sorted(_content(s)))}" for s in data.storage_config)},
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.findings import Finding, Subject
+from pve_steward.analysis.findings import CLUSTER, Finding, Subject
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.upgradeinfo import (
     ACCESS_ROLES,
@@ -28,8 +28,6 @@ from pve_steward.analysis.upgradeinfo import (
     node_subject,
     nodes_to_upgrade,
 )
-
-CLUSTER = Subject(kind="cluster", id="cluster")
 
 
 @check(
