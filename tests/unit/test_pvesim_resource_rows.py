@@ -66,3 +66,16 @@ def test_answers_add_no_attribute_to_a_guest() -> None:
     for g in cluster.guests.values():
         g.volumes()
     assert {vmid: list(vars(g)) for vmid, g in cluster.guests.items()} == before
+
+
+def test_pve9_vm_rows_carry_host_memory() -> None:
+    """PVE 9 adds ``memhost`` to VM rows, 0 when stopped (qemu-server vmstatus; pve-manager API2Tools.pm
+    extract_vm_stats for /cluster/resources); containers and PVE 8 have none."""
+    for version, expected in (("9.1.2", True), ("8.4.14", False)):
+        cluster = pvesim.build_cluster(pvesim.load_scenario("demo"), version=version)
+        for g in cluster.guests.values():
+            row = render.guest_resource(cluster, g)
+            assert ("memhost" in row) is (expected and g.type == "qemu"), (version, g.vmid)
+            if "memhost" in row:
+                assert row["memhost"] == (row["mem"] if row["status"] == "running" else 0)
+                assert render.guest_runtime(cluster, g)["memhost"] == row["memhost"]  # node list, status/current

@@ -34,6 +34,10 @@ def guest_runtime(cluster: Cluster, g: Guest) -> dict[str, Any]:
     if g.type == "qemu" and running:
         row["qmpstatus"] = g.qmpstatus or "running"
         row["pid"] = 10_000 + g.vmid
+    if g.type == "qemu" and int(cluster.version.split(".")[0]) >= 9:
+        # PVE 9: the VM's cgroup memory, 0 when stopped (qemu-server src/PVE/QemuServer.pm vmstatus; in
+        # /cluster/resources from the pve-vm-9.0 RRD row, pve-manager PVE/API2Tools.pm extract_vm_stats)
+        row["memhost"] = row["mem"]
     if g.type == "lxc":
         row["maxswap"] = int(g.config.get("swap", 512)) * 1024**2
     if g.template:
