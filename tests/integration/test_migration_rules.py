@@ -88,6 +88,17 @@ def test_pvesim_refuses_what_the_plan_refuses(start_sim: Any, version: str) -> N
     assert "local devices: amd-sev" in _run(sim, "m1", "qemu", 305, target="m2", online=1)
     assert "missing mapped devices hostpci0" in _run(sim, "m1", "qemu", 303, target="m2")
     assert _run(sim, "m1", "qemu", 300, target="m2", online=1) == "OK"
+    # an HA guest: the hamigrate task runs ha-manager migrate, which refuses a service in error state
+    assert _run(sim, "m1", "qemu", 310, target="m2") == "command 'ha-manager migrate vm:310 m2' failed: exit code 255"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_an_ha_guest_in_error_state_is_not_movable(start_sim: Any, server_for: Any, version: str) -> None:
+    """What PVE's hamigrate task does with it (above): the verdict says so before anyone tries."""
+    sim = start_sim("migration", version=version, speed=2000)
+    move = await _call(server_for(sim, "operator@pve!mcp"), "check_guest_migration", vmid=310, allow_offline=True)
+    assert not move["can_move"] and move["migratability"]["verdict"] == "blocked"
+    assert "MIGRATE_HA_ERROR" in {b["code"] for b in move["blockers"]}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -209,6 +209,29 @@ def test_ha_managed_reason_and_blocking_ha_resources() -> None:
     assert "MIGRATE_HA_AFFINITY" in {r.code for t in b.targets for r in t.reasons}
 
 
+def test_an_ha_service_in_error_state_cannot_move() -> None:
+    """PVE refuses the HA migrate request of a service in error state (pve-ha-manager API2/HA/Resources.pm
+    check_service_state); any other CRM state hands the move to HA, and guests alike in every other respect
+    do not share the verdict."""
+    from pve_steward.analysis.health import diagnose
+    from pve_steward.analysis.thresholds import Thresholds
+
+    ha = [{"sid": f"vm:{v}", "state": "started", "type": "vm"} for v in (100, 101)]
+    status = [
+        {"type": "service", "sid": "vm:100", "state": "error", "crm_state": "error", "node": "pve1"},
+        {"type": "service", "sid": "vm:101", "state": "started", "crm_state": "started", "node": "pve1"},
+    ]
+    guests = [(guest_row(v, "pve1"), qemu_config("h", scsi0=f"ceph-vm:vm-{v}-disk-0,size=8G")) for v in (100, 101)]
+    d = _data(guests, ha_resources=ha, ha_status=status)
+    broken, fine = assess(d, 100), assess(d, 101)
+    assert broken.verdict == "blocked" and "MIGRATE_HA_ERROR" in codes(broken)
+    assert "ha-manager set vm:100 --state disabled" in next(r.detail for r in broken.reasons if r.blocking)
+    assert fine.verdict == "live" and not codes(fine)
+    # the verdicts shared by situation, as the health check takes them: still one verdict per state
+    found = diagnose(_data(guests, ha_resources=ha, ha_status=status), Thresholds(), areas=["migration"], limit=None)
+    assert not [f for f in found.findings if f.code == "HA_GUEST_NOT_MIGRATABLE"]  # HA_RESOURCE_ERROR says it
+
+
 def test_every_rule_names_its_pve_source() -> None:
     rules = {r.id: r for r in all_rules()}
     for rule_id in ("migrate.cdrom", "migrate.local-snapshots", "migrate.local-volume", "migrate.mapped-resources"):

@@ -167,6 +167,16 @@ class ClusterData:
         return out
 
     @cached_property
+    def ha_service_states(self) -> dict[str, str]:
+        """Each HA service's CRM state by sid (``crm_state``, or ``state`` where the status API has no
+        ``crm_state``), from /cluster/ha/status/current."""
+        return {
+            str(r.get("sid")): str(r.get("crm_state") or r.get("state") or "")
+            for r in self.ha_status
+            if r.get("type") == "service"
+        }
+
+    @cached_property
     def replication_by_guest(self) -> dict[int, list[Row]]:
         out: dict[int, list[Row]] = {}
         for job in self.replication_jobs:

@@ -638,21 +638,27 @@ def lxc_migrate(call: Call) -> str:
 
 
 def _ha_request(call: Call, g: Guest, target: str, kind: str) -> str:
-    """PVE turns a direct migrate of an HA guest into an HA request (a hamigrate task that ends at once)."""
+    """PVE turns a direct migrate of an HA guest into an HA request: a hamigrate task that runs ``ha-manager
+    migrate|relocate`` (qemu-server src/PVE/API2/Qemu.pm migrate_vm, pve-container src/PVE/API2/LXC.pm
+    migrate_vm) and ends at once; a service in error state makes that command, and so the task, fail
+    (pve-ha-manager src/PVE/API2/HA/Resources.pm check_service_state)."""
     c = call.cluster
     res = c.ha_resource_for(g)
     assert res is not None
-    if (res.crm_state or "") == "error":
-        raise ApiError(500, f"service '{res.sid}' in error state, must be disabled and fixed first")
-
-    def finish() -> str | None:
-        request_ha_move(c, g, target, kind)
-        return None
-
     log = [
         f"Requesting HA {'migration' if kind == 'migrate' else 'relocation'} for {KIND[g.type]} {g.vmid} "
         f"to node {target}"
     ]
+    refused = (res.crm_state or "") == "error"
+    if refused:
+        log.append(f"service '{res.sid}' in error state, must be disabled and fixed first")
+
+    def finish() -> str | None:
+        if refused:
+            return f"command 'ha-manager {kind} {res.sid} {target}' failed: exit code 255"
+        request_ha_move(c, g, target, kind)
+        return None
+
     return start_task(c, g.node, "hamigrate", str(g.vmid), call.user, 0.5, log, finish).upid
 
 

@@ -13,7 +13,11 @@ from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import GuestConfig
 
-_NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DOWNTIME_NOT_ALLOWED"}
+# not what HA_GUEST_NOT_MIGRATABLE is about: no target, downtime (HA moves by restart or offline), and the error
+# state (HA_RESOURCE_ERROR reports it; maintenance leaves such a guest behind rather than stalling on it)
+# not what HA_GUEST_NOT_MIGRATABLE is about: no target, downtime (HA moves by restart or offline), and the error
+# state (HA_RESOURCE_ERROR reports it; maintenance leaves such a guest behind rather than stalling on it)
+_NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DOWNTIME_NOT_ALLOWED", "MIGRATE_HA_ERROR"}
 
 
 register_codes(
@@ -244,6 +248,15 @@ def _restarts_by_node(restarting: Restarting) -> list[Finding]:
             "HA-managed guest",
             "The HA manager moves this guest; direct migration is turned into an HA request.",
             "Use HA node maintenance (ha-manager crm-command node-maintenance enable <node>) or HA migrate.",
+        ),
+        Code(
+            "MIGRATE_HA_ERROR",
+            "critical",
+            "HA service in error state",
+            "The guest's HA service is in error state: PVE refuses its migrate request (the hamigrate task fails) "
+            "and HA node maintenance leaves it where it is.",
+            "Find the cause in the HA log (journalctl -u pve-ha-lrm -u pve-ha-crm), then ha-manager set <sid> "
+            "--state disabled, fix it, and set the state back to started; after that it can move.",
         ),
         Code(
             "MIGRATE_NO_TARGET",

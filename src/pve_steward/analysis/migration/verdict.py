@@ -136,6 +136,26 @@ def ha_reason() -> Reason:
     )
 
 
+@pve_rule(
+    "migrate.ha-error-state",
+    rule="PVE refuses the HA migrate request of a service in error state ('must be disabled and fixed first'): the "
+    "hamigrate task fails and the CRM leaves the guest where it is.",
+    pve="pve-ha-manager src/PVE/API2/HA/Resources.pm migrate, check_service_state",
+    codes=("MIGRATE_HA_ERROR",),
+)
+def ha_error_reason(data: ClusterData, vmid: int) -> Reason | None:
+    res = data.ha_managed(vmid)
+    sid = str(res.get("sid")) if res is not None else ""
+    if data.ha_service_states.get(sid) != "error":
+        return None
+    return reason(
+        "MIGRATE_HA_ERROR",
+        True,
+        f"HA service {sid} is in error state: PVE refuses to migrate it until it is disabled and fixed "
+        f"(ha-manager set {sid} --state disabled)",
+    )
+
+
 def assess(
     data: ClusterData,
     vmid: int,
@@ -156,7 +176,8 @@ def situation(
     """What a verdict depends on, for guests whose verdict can be shared; None for the others.
 
     Not shared: unreadable configs or states, PVE precondition answers (per guest), guests with
-    replication jobs (their targets are per job) and guests with mapped devices (per node).
+    replication jobs (their targets are per job), guests with mapped devices (per node) and HA
+    services in error state.
     """
     cfg = data.parsed.get(vmid)
     row = data.guests.get(vmid)
@@ -173,6 +194,8 @@ def situation(
     if guest_vnets(data, vmid):  # SDN zones decide per node
         return None
     ha = vmid in data.ha_by_vmid
+    if ha and ha_error_reason(data, vmid) is not None:  # the service's state decides (rare)
+        return None
     return (shape(data, cfg), gtype, str(status), allow_downtime, targets_key(row, allowed, denied), ha)
 
 
@@ -251,6 +274,9 @@ def _decide(
         compare(pre, cfg, dev, reasons, targets)
     if data.ha_managed(cfg.vmid) is not None:
         reasons.append(ha_reason())
+        refused = ha_error_reason(data, cfg.vmid)
+        if refused is not None:
+            reasons.append(refused)
     stop_first = downtime_reasons(cfg, reasons, running, downtime)
     guest_blocked = any(r.blocking for r in reasons)
     for tv in targets:
