@@ -285,7 +285,7 @@ def _scan_volume(c: Cluster, g: Guest, disk: LocalDisk, running: bool, replicate
     name = disk.volid.partition(":")[2]
     owner = _OWNER.search(name.rsplit("/", 1)[-1])
     if owner is None or int(owner.group(1)) != g.vmid:
-        return f"owned by other VM (owner = VM {owner.group(1) if owner else '?'})"
+        return f"owned by other VM (owner = VM {owner.group(1) if owner else ''})"  # Perl's undef owner: empty
     storage = c.storages[disk.storage]
     if disk.in_snapshot:
         if running and not replicated:

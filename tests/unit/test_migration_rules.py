@@ -117,6 +117,12 @@ def test_linked_clone_and_used_base_on_local_storage_block() -> None:
 def test_volume_owned_by_another_guest_blocks() -> None:
     m = one(qemu_config("o", scsi1="local-lvm:vm-999-disk-0,size=8G"), status="stopped")
     assert "MIGRATE_LOCAL_DISK_UNSUPPORTED" in codes(m) and "owned by another guest" in str(m.blocking)
+    # an ISO attached as a disk belongs to no guest: PVE dies on it too ('if !$owner || $owner != $vmid')
+    iso = one(qemu_config("i", scsi1="local:iso/tools.iso,size=300M"), status="stopped")
+    assert iso.verdict == "blocked" and "owned by no guest" in str(iso.blocking)
+    # a dir image's owner is its directory's number (DirPlugin parse_volname), whatever the file is called
+    named = one(qemu_config("n", scsi1="local-dir:100/data.raw,size=8G"), status="stopped")
+    assert named.verdict == "offline" and not codes(named)
 
 
 # ---------------------------------------------------------------- item 17: mapped resources

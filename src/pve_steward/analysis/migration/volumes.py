@@ -102,7 +102,8 @@ def check_content(data: ClusterData, scan: Scan, vol: Volume, need: str) -> bool
 
 @pve_rule(
     "migrate.local-volume",
-    rule="A local volume moves only if its storage type is dir, btrfs, zfspool, lvmthin or lvm, the guest owns it, "
+    rule="A local volume moves only if its storage type is dir, btrfs, zfspool, lvmthin or lvm, the guest owns it "
+    "(a volume of no guest, such as an ISO attached as a disk, is refused), "
     "it is not a linked clone of a base image and no linked clone uses it as base.",
     pve="qemu-server src/PVE/QemuMigrate.pm scan_local_volumes; pve-container src/PVE/LXC/Migrate.pm phase1; "
     "pve-storage src/PVE/Storage.pm volume_is_base_and_used",
@@ -112,8 +113,9 @@ def check_local_volume(data: ClusterData, scan: Scan, cfg: GuestConfig, vol: Vol
     storage = vol.storage or ""
     vn = parse_volname(stype, vol.volid.split(":", 1)[1])
     ok = True
-    if vn.owner is not None and vn.owner != cfg.vmid:
-        scan.block("MIGRATE_LOCAL_DISK_UNSUPPORTED", vol, f"{vol.volid} is owned by another guest ({vn.owner})")
+    if vn.owner != cfg.vmid:  # PVE dies when the volume has no owner too ('if !$owner || $owner != $vmid')
+        whose = f"another guest ({vn.owner})" if vn.owner is not None else "no guest (not a guest image)"
+        scan.block("MIGRATE_LOCAL_DISK_UNSUPPORTED", vol, f"{vol.volid} is owned by {whose}")
         ok = False
     if stype not in VM_LOCAL_TYPES:
         scan.block(
