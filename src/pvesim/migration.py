@@ -166,7 +166,8 @@ def _content_type(c: Cluster, g: Guest, volid: str) -> str:
 
 
 def storage_problem(c: Cluster, g: Guest, target: str) -> str | None:
-    """``storage_check_enabled`` on the target and the content type check, for every storage volume."""
+    """``storage_check_enabled`` on the source node, then on the target, and the content type check, for every
+    storage volume (qemu-server QemuServer.pm check_storage_availability, QemuMigrate.pm prepare)."""
     for _key, volid, _opts in g.volumes():
         sid = pveconfig.storage_of(volid)
         if sid is None:
@@ -174,6 +175,10 @@ def storage_problem(c: Cluster, g: Guest, target: str) -> str | None:
         storage = c.storages.get(sid)
         if storage is None:
             return f"storage '{sid}' does not exist"
+        if storage.disable:  # pve-storage Storage.pm storage_check_enabled
+            return f"storage '{sid}' is disabled"
+        if not storage.available_on(g.node):
+            return f"storage '{sid}' is not available on node '{g.node}'"
         if not storage.available_on(target):
             return f"storage '{sid}' is not available on node '{target}'"
         vtype = _content_type(c, g, volid)

@@ -222,6 +222,16 @@ def test_storage_availability_is_checked_before_the_task(start_sim) -> None:
     pve = api(start_sim("demo"))
     with pytest.raises(ResourceException, match="storage 'local-zfs' is not available on node 'pve2'"):
         pve.nodes("pve3").qemu(112).migrate.post(target="pve2", online=1, **{"with-local-disks": 1, "force": 1})
+    sim = start_sim("demo")
+    pve = api(sim)
+    with sim.sim.mutate() as c:  # the storage's nodes leave out the guest's own node: the source is checked first
+        c.storages["local-zfs"].nodes = ["pve2"]
+    with pytest.raises(ResourceException, match="storage 'local-zfs' is not available on node 'pve3'"):
+        pve.nodes("pve3").qemu(112).migrate.post(target="pve2", online=1, **{"with-local-disks": 1, "force": 1})
+    with sim.sim.mutate() as c:
+        c.storages["local-zfs"].disable = True
+    with pytest.raises(ResourceException, match="storage 'local-zfs' is disabled"):
+        pve.nodes("pve3").qemu(112).migrate.post(target="pve2", online=1, **{"with-local-disks": 1, "force": 1})
 
 
 def test_local_disk_needs_with_local_disks(start_sim) -> None:

@@ -125,6 +125,16 @@ def test_volume_owned_by_another_guest_blocks() -> None:
     assert named.verdict == "offline" and not codes(named)
 
 
+def test_a_storage_the_source_node_lacks_blocks() -> None:
+    """PVE checks each volume's storage on the source node first (QemuMigrate prepare, storage_check_enabled)."""
+    limited = [*STORAGES, storage_cfg("nas", "nfs", nodes="pve2,pve3", shared=1)]
+    m = one(qemu_config("s", scsi1="nas:100/vm-100-disk-1.qcow2,size=8G"), status="stopped", storage_config=limited)
+    assert m.verdict == "blocked" and "not available on the source node pve1" in str(m.blocking)
+    everywhere = [*STORAGES, storage_cfg("nas", "nfs", nodes="pve1,pve2,pve3", shared=1)]
+    ok = one(qemu_config("s", scsi1="nas:100/vm-100-disk-1.qcow2,size=8G"), status="stopped", storage_config=everywhere)
+    assert ok.verdict == "offline" and not codes(ok)
+
+
 # ---------------------------------------------------------------- item 17: mapped resources
 
 

@@ -16,6 +16,7 @@ from pve_steward.analysis.migration.storage import (
     is_generated_cloudinit,
     parse_volname,
     storage_content,
+    storage_on,
     storage_shared,
     storage_type,
 )
@@ -98,6 +99,23 @@ def check_content(data: ClusterData, scan: Scan, vol: Volume, need: str) -> bool
         )
         return False
     return True
+
+
+@pve_rule(
+    "migrate.storage-on-source",
+    rule="Every storage the guest's volumes use must be enabled on the source node too (not disabled, the node in "
+    "its nodes list): PVE checks it before the target.",
+    pve="qemu-server src/PVE/QemuMigrate.pm prepare ('check if storage is available on source node'); "
+    "pve-container src/PVE/LXC/Migrate.pm prepare; pve-storage src/PVE/Storage.pm storage_check_enabled",
+    codes=("MIGRATE_STORAGE_UNAVAILABLE",),
+)
+def check_source(data: ClusterData, scan: Scan, vol: Volume, source: str) -> bool:
+    """False (and a reason) when the volume's storage is configured but not enabled on the source node."""
+    storage = vol.storage or ""
+    if not source or storage not in data.storage_defs or storage_on(data, storage, source):
+        return True  # a storage missing from the config: check_content says so
+    scan.block("MIGRATE_STORAGE_UNAVAILABLE", vol, f"storage '{storage}' is not available on the source node {source}")
+    return False
 
 
 @pve_rule(
@@ -208,11 +226,14 @@ def scan_volumes(data: ClusterData, cfg: GuestConfig, running: bool) -> Scan:
     """The volume walk of ``scan_local_volumes`` (VM) or ``prepare``/``phase1`` (container)."""
     scan = Scan()
     snapshots = has_snapshots(data, cfg)
+    source = str((data.guests.get(cfg.vmid) or {}).get("node", ""))
     for vol in cfg.volumes:
         if vol.empty_drive:
             continue
         if vol.host_path or vol.storage is None:
             _host_volume(scan, cfg, vol)
+            continue
+        if not check_source(data, scan, vol, source):
             continue
         stype = storage_type(data, vol.storage)
         need = "rootdir" if cfg.type == "lxc" else parse_volname(stype, vol.volid.split(":", 1)[1]).vtype
