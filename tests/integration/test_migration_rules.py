@@ -133,6 +133,24 @@ async def test_auditor_reads_snapshot_sections_for_an_exact_verdict(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+async def test_a_snapshot_holding_a_local_iso_blocks_as_pve_does(start_sim: Any, server_for: Any, version: str) -> None:
+    """A VM on shared storage only, whose snapshot still holds a local ISO: PVE refuses it ('local cdrom image',
+    QemuMigrate scan_local_volumes over foreach_volid), so the verdict reads the snapshot's section too."""
+    sim = start_sim("migration", version=version, speed=2000)
+    pve = api(sim)
+    with sim.sim.mutate() as c:
+        c.guests[307].config["ide2"] = "local:iso/debian.iso,media=cdrom"
+    wait_task(pve.nodes("m1").tasks(pve.nodes("m1").qemu(307).snapshot.post(snapname="install")).status.get)
+    with sim.sim.mutate() as c:
+        c.guests[307].config["ide2"] = "none,media=cdrom"
+    assert "local cdrom image" in _run(sim, "m1", "qemu", 307, target="m2")
+    for token in ("auditor@pve!mcp", "operator@pve!mcp"):
+        move = await _call(server_for(sim, token), "check_guest_migration", vmid=307, allow_offline=True)
+        assert not move["can_move"] and [b["code"] for b in move["blockers"]] == ["MIGRATE_LOCAL_CDROM"], token
+        assert "referenced in snapshot - install" in move["blockers"][0]["detail"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_pvesim_precondition_rows_as_pve_builds_them(start_sim: Any, version: str) -> None:
     """migrate_vm_precondition: cloud-init rows, mapped resources, snapshot references, HA blocking (PVE 9)."""
     pve = api(start_sim("migration", version=version))

@@ -268,6 +268,42 @@ def test_snapshot_sections_settle_which_volumes_are_referenced() -> None:
     assert [r.code for r in live.reasons if r.live_only] == ["MIGRATE_LIVE_UNSUPPORTED"]
 
 
+def test_volumes_only_a_snapshot_holds_are_checked_as_pve_checks_them() -> None:
+    """QemuServer.pm foreach_volid hands QemuMigrate scan_local_volumes every volume of every snapshot section
+    too: a local ISO a snapshot still holds, or a disk only a snapshot references, decides the move."""
+    iso = "local:iso/debian.iso,media=cdrom,size=600M"
+    cfg = qemu_config("s", scsi0="ceph-vm:vm-100-disk-0,size=8G", ide2="none,media=cdrom", parent="install")
+    m = one(cfg, snapshot_configs={100: {"install": {"ide2": iso, "scsi0": "ceph-vm:vm-100-disk-0,size=8G"}}})
+    assert m.verdict == "blocked" and [r.code for r in m.reasons if r.blocking] == ["MIGRATE_LOCAL_CDROM"]
+    detail = next(r.detail for r in m.reasons if r.blocking)
+    assert "referenced in snapshot - install" in detail and "eject" not in detail
+    shared_iso = {"ide2": "isos:iso/debian.iso,media=cdrom", "scsi0": "ceph-vm:vm-100-disk-0,size=8G"}
+    assert one(cfg, snapshot_configs={100: {"install": shared_iso}}).verdict == "live"
+    # a disk only a snapshot references: lvm-thin refuses snapshots; zfs moves it offline, its bytes counted
+    old = {"scsi1": "local-lvm:vm-100-disk-1,size=4G", "scsi0": "ceph-vm:vm-100-disk-0,size=8G"}
+    lvm = one(cfg, status="stopped", snapshot_configs={100: {"install": old}})
+    assert lvm.verdict == "blocked" and "MIGRATE_LOCAL_DISK_UNSUPPORTED" in codes(lvm)
+    zfs = {"scsi1": "local-zfs:vm-100-disk-1,size=4G", "scsi0": "ceph-vm:vm-100-disk-0,size=8G"}
+    moved = one(cfg, status="stopped", snapshot_configs={100: {"install": zfs}})
+    assert moved.verdict == "offline" and moved.local_disk_bytes == 4 * 1024**3
+    # a RAM snapshot's state volume is copied like a disk, without the snapshot rule (QemuMigrate: is_vmstate)
+    ram = {"scsi0": "ceph-vm:vm-100-disk-0,size=8G", "vmstate": "local-lvm:vm-100-state-install,size=2G"}
+    state = one(cfg, status="stopped", snapshot_configs={100: {"install": ram}})
+    assert state.verdict == "offline" and state.local_disk_bytes == 2 * 1024**3
+    # a snapshot's storage must exist on the target too (target_storage_check_available)
+    limited = [*STORAGES, storage_cfg("nas", "nfs", "iso", nodes="pve1,pve2", shared=1)]
+    nas = {"ide2": "nas:iso/x.iso,media=cdrom", "scsi0": "ceph-vm:vm-100-disk-0,size=8G"}
+    there = one(cfg, storage_config=limited, snapshot_configs={100: {"install": nas}})
+    assert there.movable_to() == ["pve2"]
+    # a container's snapshot-only bind mount is ignored (LXC Migrate.pm phase1); its local volume is not
+    ct = lxc_config("c", rootfs="ceph-vm:vm-200-disk-0,size=8G", parent="s")
+    snap = {"rootfs": "ceph-vm:vm-200-disk-0,size=8G", "mp0": "/srv/x,mp=/x", "mp1": "local-lvm:vm-200-disk-1,mp=/y"}
+    row = guest_row(200, "pve1", status="stopped", gtype="lxc")
+    got = assess(_data([(row, ct)], snapshot_configs={200: {"s": snap}}), 200)
+    assert [r.code for r in got.reasons if r.blocking] == ["MIGRATE_LOCAL_DISK_UNSUPPORTED"]
+    assert "mp1" in str(got.blocking) and "mp0" not in str(got.blocking)
+
+
 def test_volume_names_as_the_storage_plugins_parse_them() -> None:
     from pve_steward.analysis.migration.storage import is_generated_cloudinit, parse_volname
 

@@ -258,6 +258,11 @@ def _volume(key: str, value: str, gtype: GuestType) -> Volume | None:
     return _volume_general(key, value, gtype)
 
 
+def parse_volume(key: str, value: str, gtype: GuestType) -> Volume | None:
+    """One volume value under its key (``local-lvm:vm-100-state-snap1``, ``local:iso/x.iso,media=cdrom``)."""
+    return _volume(key, value, gtype)
+
+
 def _volume_general(key: str, value: str, gtype: GuestType) -> Volume | None:
     """Any volume form, through the general parser (also the reference the fast path is tested against)."""
     default = "file" if gtype == "qemu" else "volume"

@@ -22,7 +22,6 @@ from pve_steward.analysis.catalog import Need, needs_of
 from pve_steward.analysis.data import ClusterData, Missing
 from pve_steward.analysis.health import AREAS as HEALTH_AREAS
 from pve_steward.analysis.health import ON_DEMAND
-from pve_steward.analysis.migration.storage import storage_shared
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
@@ -388,19 +387,15 @@ class Collector:
         )
 
     async def _snapshot_sections(self, wanted: set[int] | None) -> None:
-        """Migration: what the snapshots of a guest with local volumes reference (their config sections).
-
-        Only guests with a snapshot (``parent``) and a volume on local storage; a failed read leaves the
-        guest's snapshot references unknown (its verdict says "not provable").
-        """
+        """Migration: what the snapshots of each guest with a snapshot (``parent``) reference (their config
+        sections). PVE checks those volumes as it checks the config's, even on a guest whose own volumes are
+        all shared (QemuServer.pm foreach_volid, LXC Migrate.pm phase1): a local ISO a snapshot still holds
+        blocks the move. A failed read leaves the references unknown (the verdict says "not provable")."""
         d = self.data
         guests = [
             v
             for v, cfg in sorted(d.parsed.items())
-            if (wanted is None or v in wanted)
-            and cfg.parent_snapshot
-            and v in d.guests
-            and any(vol.storage and not storage_shared(d, vol.storage) for vol in cfg.volumes)
+            if (wanted is None or v in wanted) and cfg.parent_snapshot and v in d.guests
         ]
         where = {v: (node_seg(d.guests[v]["node"]), d.guests[v]["type"], vmid_seg(v)) for v in guests}
         lists = await self._read([(f"{v}", api_path("nodes", *where[v], "snapshot"), {}) for v in guests])

@@ -357,7 +357,7 @@ def _node_free_templates(
 def _targets_clean(data: ClusterData, cfg: GuestConfig, source: str, running: bool) -> bool:
     """Whether every eligible target takes this guest alike and without a reason (memoised per storages)."""
     memo: dict[tuple[object, ...], bool] = data.memo["clean_targets"]
-    key = (*target_needs(cfg, running), source)
+    key = (*target_needs(data, cfg, running), source)
     clean = memo.get(key)
     if clean is None:
         targets_ok, _excluded = eligible_targets(data, source)

@@ -13,6 +13,7 @@ from pve_steward.analysis.migration.model import Reason, TargetVerdict, reason
 from pve_steward.analysis.migration.sdn import guest_vnets, sdn_reasons
 from pve_steward.analysis.migration.storage import storage_on
 from pve_steward.analysis.migration.targets import cpu_model, replication_jobs_of
+from pve_steward.analysis.migration.volumes import snapshot_only
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.pve.guestconfig import GuestConfig
 
@@ -36,10 +37,12 @@ def _node_classes(data: ClusterData, nodes: list[str]) -> list[tuple[str | None,
     return list(memo[key])
 
 
-def target_needs(cfg: GuestConfig, running: bool) -> tuple[tuple[str, ...], bool]:
-    """What a guest needs from a target: its storages, and the source's CPU model (running cpu: host)."""
-    storages = tuple(sorted({v.storage for v in cfg.volumes if v.storage and not v.empty_drive}))
-    return storages, cfg.type == "qemu" and running and cfg.cpu_host
+def target_needs(data: ClusterData, cfg: GuestConfig, running: bool) -> tuple[tuple[str, ...], bool]:
+    """What a guest needs from a target: its storages (its snapshots' too: QemuMigrate checks every volume
+    foreach_volid finds), and the source's CPU model (running cpu: host)."""
+    used = {v.storage for v in cfg.volumes if v.storage and not v.empty_drive}
+    used.update(v.storage for v, _names in snapshot_only(data, cfg) if v.storage and not v.empty_drive)
+    return tuple(sorted(used)), cfg.type == "qemu" and running and cfg.cpu_host
 
 
 @pve_rule(
@@ -140,7 +143,7 @@ def target_groups(
     mapped: dict[str, str],
 ) -> list[TargetVerdict]:
     """Target-specific reasons, computed once per group of nodes that are alike for this guest."""
-    storages, check_cpu = target_needs(cfg, running)
+    storages, check_cpu = target_needs(data, cfg, running)
     jobs = replication_jobs_of(data, cfg.vmid) if cfg.type == "qemu" else []
     vnets = guest_vnets(data, cfg.vmid)
     per_node = per_node or bool(mapped) or bool(vnets)

@@ -21,7 +21,7 @@ from pve_steward.analysis.migration.storage import (
     storage_type,
 )
 from pve_steward.analysis.pverules import pve_rule
-from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config
+from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_volume
 
 VM_LOCAL_TYPES = frozenset({"dir", "btrfs", "zfspool", "lvmthin", "lvm"})
 CT_LOCAL_TYPES = VM_LOCAL_TYPES
@@ -223,31 +223,83 @@ def check_cdrom(scan: Scan, vol: Volume) -> bool:
 
 
 def scan_volumes(data: ClusterData, cfg: GuestConfig, running: bool) -> Scan:
-    """The volume walk of ``scan_local_volumes`` (VM) or ``prepare``/``phase1`` (container)."""
+    """The volume walk of ``scan_local_volumes`` (VM) or ``prepare``/``phase1`` (container): the config's
+    volumes, then those only its snapshots reference (``foreach_volid``; known once the sections were read)."""
     scan = Scan()
     snapshots = has_snapshots(data, cfg)
     source = str((data.guests.get(cfg.vmid) or {}).get("node", ""))
     for vol in cfg.volumes:
-        if vol.empty_drive:
-            continue
-        if vol.host_path or vol.storage is None:
-            _host_volume(scan, cfg, vol)
-            continue
-        if not check_source(data, scan, vol, source):
-            continue
-        stype = storage_type(data, vol.storage)
-        need = "rootdir" if cfg.type == "lxc" else parse_volname(stype, vol.volid.split(":", 1)[1]).vtype
-        if not check_content(data, scan, vol, need) or storage_shared(data, vol.storage):
-            continue
-        if vol.cdrom and cfg.type == "qemu" and not check_cdrom(scan, vol):
-            continue
-        if not check_local_volume(data, scan, cfg, vol, stype):
-            continue
-        if snapshots and not vol.cdrom:
-            check_snapshots(data, scan, cfg, vol, stype, running)
-        scan.copy_bytes += vol.size_bytes or 0
-        scan.copied.append(f"{vol.key} ({vol.storage})")
+        _scan_one(data, scan, cfg, vol, running, snapshots, source)
+    for vol, names in snapshot_only(data, cfg):
+        before = len(scan.reasons)
+        _scan_one(data, scan, cfg, vol, running, True, source, names)
+        for r in scan.reasons[before:]:  # what only a snapshot holds cannot be ejected: the snapshot must go
+            r.detail = r.detail.replace(" (eject it first)", "") + f" (referenced in snapshot - {', '.join(names)})"
     return scan
+
+
+def _scan_one(
+    data: ClusterData,
+    scan: Scan,
+    cfg: GuestConfig,
+    vol: Volume,
+    running: bool,
+    snapshots: bool,
+    source: str,
+    in_snapshots: tuple[str, ...] = (),
+) -> None:
+    """One volume; ``in_snapshots`` names the snapshots of a volume the current config does not hold."""
+    if vol.empty_drive:
+        return
+    if vol.host_path or vol.storage is None:
+        if not (in_snapshots and cfg.type == "lxc"):  # LXC phase1 ignores a snapshot's non-volume mount points
+            _host_volume(scan, cfg, vol)
+        return
+    if not check_source(data, scan, vol, source):
+        return
+    stype = storage_type(data, vol.storage)
+    need = "rootdir" if cfg.type == "lxc" else parse_volname(stype, vol.volid.split(":", 1)[1]).vtype
+    if not check_content(data, scan, vol, need) or storage_shared(data, vol.storage):
+        return
+    if vol.cdrom and cfg.type == "qemu" and not check_cdrom(scan, vol):
+        return
+    if not check_local_volume(data, scan, cfg, vol, stype):
+        return
+    if snapshots and not vol.cdrom and vol.key != "vmstate":  # QemuMigrate: 'return if is_vmstate' comes first
+        check_snapshots(data, scan, cfg, vol, stype, running)
+    scan.copy_bytes += vol.size_bytes or 0
+    where = f", in snapshot {', '.join(in_snapshots)}" if in_snapshots else ""
+    scan.copied.append(f"{vol.key} ({vol.storage}{where})")
+
+
+def snapshot_only(data: ClusterData, cfg: GuestConfig) -> list[tuple[Volume, tuple[str, ...]]]:
+    """Volumes only the guest's snapshots reference, each with those snapshots' names (none when the sections
+    were not read). A volume is a CD-ROM only if every snapshot holds it as one (``foreach_volid``); a VM's
+    RAM state (``vmstate``) is a volume too."""
+    sections = data.snapshot_configs.get(cfg.vmid)
+    if not sections:
+        return []
+    memo = data.memo["snapshot_only"]
+    if cfg.vmid not in memo:
+        current = {v.volid for v in cfg.volumes}
+        found: dict[str, tuple[Volume, list[str]]] = {}
+        for name in sorted(sections):
+            raw = sections[name]
+            volumes = parse_guest_config(raw, cfg.vmid, cfg.type).volumes
+            state = raw.get("vmstate") if cfg.type == "qemu" else None
+            ram = parse_volume("vmstate", str(state), "qemu") if state else None
+            for vol in [*volumes, ram] if ram is not None else volumes:
+                if vol.volid in current:
+                    continue
+                kept = found.get(vol.volid)
+                if kept is None:
+                    found[vol.volid] = (vol, [name])
+                    continue
+                kept[1].append(name)
+                if kept[0].cdrom and not vol.cdrom:
+                    found[vol.volid] = (vol, kept[1])
+        memo[cfg.vmid] = [(vol, tuple(names)) for vol, names in found.values()]
+    return memo[cfg.vmid]  # type: ignore[no-any-return]
 
 
 @pve_rule(
