@@ -107,6 +107,7 @@ class LocalDisk:
     unused: bool
     in_snapshot: list[str] = field(default_factory=list)
     attached: bool = True
+    replicate: bool = False  # foreach_volid: set when any reference lacks replicate=0
 
     @property
     def cloudinit(self) -> bool:
@@ -121,7 +122,7 @@ class LocalDisk:
             "size": self.size,
             "drivename": self.key,
             "shared": 0,
-            "replicate": 1,
+            "replicate": int(self.replicate),
             "is_cloudinit": int(self.cloudinit),
             "is_vmstate": 0,
             "is_tpmstate": int(self.key.startswith("tpmstate")),
@@ -152,6 +153,7 @@ def local_disks(c: Cluster, g: Guest) -> list[LocalDisk]:
             if disk is None:
                 size = pveconfig.parse_size(opts["size"]) if "size" in opts else 0
                 disk = out[volid] = LocalDisk(key, volid, sid, cdrom, size, key.startswith("unused"), attached=False)
+            disk.replicate = disk.replicate or opts.get("replicate", "1") not in ("0", "no", "off", "false")
             if snapshot := snapname:
                 disk.in_snapshot.append(snapshot)
             else:
@@ -333,9 +335,12 @@ def task_blocker(
     problem = storage_problem(c, g, target)
     if problem:
         return problem
-    replicated = any(j.guest == g.vmid and j.target == target for j in c.replication.values())
+    # QemuMigrate: the job to the target (disabled or not) marks its replicatable volumes (QemuConfig.pm
+    # get_replicatable_volumes: on a storage with the replicate feature, zfspool, and not replicate=0)
+    job = any(j.guest == g.vmid and j.target == target for j in c.replication.values())
     for disk in local_disks(c, g):
-        err = _scan_volume(c, g, disk, running, replicated)
+        zfs = disk.storage is not None and c.storages[disk.storage].type == "zfspool"
+        err = _scan_volume(c, g, disk, running, job and zfs and disk.replicate and not disk.cdrom)
         if err:
             return f"can't migrate local disk '{disk.volid}': {err}"
         if running and disk.attached and not disk.unused and not disk.cdrom and not with_local_disks:

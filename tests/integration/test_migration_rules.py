@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from pvesim.server import SimServer
+from pvesim.state import ReplicationJob
 from tests.conftest import wait_task
 from tests.integration.pve import api
 from tests.untrusted import plain
@@ -148,6 +149,35 @@ async def test_a_snapshot_holding_a_local_iso_blocks_as_pve_does(start_sim: Any,
         move = await _call(server_for(sim, token), "check_guest_migration", vmid=307, allow_offline=True)
         assert not move["can_move"] and [b["code"] for b in move["blockers"]] == ["MIGRATE_LOCAL_CDROM"], token
         assert "referenced in snapshot - install" in move["blockers"][0]["detail"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_a_disabled_replication_job_still_replicates_for_a_live_move(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """QemuMigrate takes the job to the target whether or not it is disabled (find_local_replication_job) and
+    marks its volumes replicated unless replicate=0 (get_replicatable_volumes): then a snapshot does not stop
+    a live move there. pvesim and both tokens' verdicts agree, both ways."""
+    sim = start_sim("migration", version=version, speed=2000)
+    with sim.sim.mutate() as c:
+        c.replication["301-0"] = ReplicationJob("301-0", 301, "m2", disable=True)
+    for token in ("auditor@pve!mcp", "operator@pve!mcp"):
+        move = await _call(server_for(sim, token), "check_guest_migration", vmid=301)
+        assert move["can_move"] and (move["target"], move["mode"]) == ("m2", "live"), (token, move["blockers"])
+    with sim.sim.mutate() as c:  # left out of replication everywhere it is named, the snapshot too
+        c.guests[301].config["scsi0"] += ",replicate=0"
+        for snap in c.guests[301].snapshots.values():
+            snap.config["scsi0"] += ",replicate=0"
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301)
+    assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_DOWNTIME_NOT_ALLOWED"
+    live = {"online": 1, "with-local-disks": 1}
+    assert "non-replicated snapshot" in _run(sim, "m1", "qemu", 301, target="m2", **live)
+    with sim.sim.mutate() as c:  # the snapshot's reference alone keeps it replicated (foreach_volid merges them)
+        for snap in c.guests[301].snapshots.values():
+            snap.config["scsi0"] = snap.config["scsi0"].replace(",replicate=0", "")
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=301)
+    assert move["can_move"] and (move["target"], move["mode"]) == ("m2", "live")
+    assert _run(sim, "m1", "qemu", 301, target="m2", **live) == "OK"
 
 
 @pytest.mark.parametrize("version", VERSIONS)

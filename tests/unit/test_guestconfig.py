@@ -268,3 +268,13 @@ def test_config_keys_are_listed_in_pves_order() -> None:
     assert in_pve_order({"net10", "net2", "net0"}) == ["net0", "net2", "net10"]
     assert in_pve_order(["serial3", "serial0"]) == ["serial0", "serial3"]
     assert in_pve_order(["hostpci10", "usb1", "hostpci2"]) == ["hostpci2", "hostpci10", "usb1"]
+
+
+def test_replicate_off_in_every_boolean_form() -> None:
+    """A drive's replicate flag (qemu-server Drive.pm, a PVE boolean): 0/no/off/false leave it out of replication."""
+    from pve_steward.pve.guestconfig import parse_volume
+
+    for options, expected in (("", True), (",replicate=1", True), (",replicate=0", False), (",replicate=No", False)):
+        for form in ("local-zfs:vm-1-disk-0,size=8G", "file=local-zfs:vm-1-disk-0,size=8G"):
+            vol = parse_volume("scsi0", form + options, "qemu")
+            assert vol is not None and vol.replicate is expected, (form, options)

@@ -90,6 +90,15 @@ def test_running_vm_with_local_snapshot_is_not_live() -> None:
     job = {"id": "100-0", "guest": 100, "target": "pve3", "type": "local", "schedule": "*/15"}
     replicated = one(cfg, replication_jobs=[job])
     assert replicated.verdict == "live" and replicated.movable_to() == ["pve3"]
+    # a disabled job still makes its target's volumes replicated (find_local_replication_job does not look)
+    paused = one(cfg, replication_jobs=[{**job, "disable": 1}])
+    assert paused.verdict == "live" and paused.movable_to() == ["pve3"]
+    # replicate=0 leaves the disk out of the job (get_replicatable_volumes): no live move with its snapshot
+    excluded = {**cfg, "scsi0": cfg["scsi0"] + ",replicate=0"}
+    kept_out = one(excluded, replication_jobs=[job])
+    assert kept_out.verdict == "blocked" and any(
+        r.code == "MIGRATE_NOT_PROVABLE" and r.live_only for r in kept_out.reasons
+    )
 
 
 # ---------------------------------------------------------------- item 16: linked clones

@@ -164,6 +164,7 @@ class Volume:
     shared_flag: Annotated[bool, _doc("marked shared=1 (a host path the admin says exists everywhere)")] = False
     backup: Annotated[bool, _doc("included in backups (backup=0 excludes it)")] = True
     cloudinit: bool = False
+    replicate: Annotated[bool, _doc("included in storage replication (replicate=0 excludes it)")] = True
 
     @property
     def empty_drive(self) -> bool:
@@ -220,22 +221,25 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
 
 _BACKUP_FLAG_KEYS = ("scsi", "virtio", "sata", "ide", "mp")
 _TRUE = frozenset(["1", "yes", "on", "true"])
+_FALSE = frozenset(["0", "no", "off", "false"])
 
 
-# what a volume's options say: size in bytes, CD-ROM media, mount point, shared=1, backup=0
-_Facts = tuple[int | None, bool, str | None, bool, bool]
-_NO_OPTIONS: _Facts = (None, False, None, False, False)
+# what a volume's options say: size in bytes, CD-ROM media, mount point, shared=1, backup=0, replicate=0
+_Facts = tuple[int | None, bool, str | None, bool, bool, bool]
+_NO_OPTIONS: _Facts = (None, False, None, False, False, False)
 
 
 def _facts(opts: dict[str, str]) -> _Facts:
     size = opts.get("size")
     shared = opts.get("shared")
+    replicate = opts.get("replicate")
     return (
         parse_size(size) if size is not None else None,
         opts.get("media") == "cdrom",
         opts.get("mp"),
         shared is not None and shared.lower() in _TRUE,
         opts.get("backup") == "0",
+        replicate is not None and replicate.lower() in _FALSE,
     )
 
 
@@ -272,7 +276,7 @@ def _volume_general(key: str, value: str, gtype: GuestType) -> Volume | None:
 
 
 def _build(key: str, volid: str, facts: _Facts) -> Volume:
-    size, media_cdrom, mountpoint, shared, backup_off = facts
+    size, media_cdrom, mountpoint, shared, backup_off, replicate_off = facts
     host = volid[:1] == "/"
     colon = volid.find(":")
     # positional, in field order: this runs for every volume of every guest
@@ -288,6 +292,7 @@ def _build(key: str, volid: str, facts: _Facts) -> Volume:
         shared,
         not backup_off or not key.startswith(_BACKUP_FLAG_KEYS),
         "cloudinit" in volid,
+        not replicate_off,
     )
 
 

@@ -52,9 +52,15 @@ def has_snapshots(data: ClusterData, cfg: GuestConfig) -> bool:
     return cfg.vmid in with_snapshots
 
 
-def replicated(data: ClusterData, cfg: GuestConfig, stype: str | None) -> bool:
-    """A volume a replication job of the guest copies (zfspool is the replicatable local storage)."""
-    return stype == "zfspool" and any(not j.get("disable") for j in data.replication_by_guest.get(cfg.vmid, []))
+def replicated(data: ClusterData, cfg: GuestConfig, vol: Volume, stype: str | None) -> bool:
+    """A volume the guest's replication job to the target copies: QemuMigrate marks the job's replicatable
+    volumes (QemuConfig.pm get_replicatable_volumes: zfspool, a reference without replicate=0) for a job to the
+    target, disabled or not (ReplicationConfig.pm find_local_replication_job). A running replicated VM moves
+    live only to a job's target (migrate.replication-target), so any job of the guest is the target's."""
+    if stype != "zfspool" or not data.replication_by_guest.get(cfg.vmid):
+        return False
+    # foreach_volid merges the references: one that leaves replicate on (a snapshot's too) makes it replicated
+    return vol.replicate or bool((_snapshot_replicate(data, cfg) or {}).get(vol.volid))
 
 
 def base_in_use(data: ClusterData, storage: str, stype: str | None, volname: str) -> bool:
@@ -184,7 +190,7 @@ def check_snapshots(
             f"{why}, and PVE refuses a snapshot-referenced volume on {stype} ('non-migratable snapshot exists')",
             rule=rule,
         )
-    if running and cfg.type == "qemu" and not replicated(data, cfg, stype):
+    if running and cfg.type == "qemu" and not replicated(data, cfg, vol, stype):
         scan.block(
             "MIGRATE_LIVE_UNSUPPORTED" if known else "MIGRATE_NOT_PROVABLE",
             vol,
@@ -196,15 +202,23 @@ def check_snapshots(
 
 def snapshot_refs(data: ClusterData, cfg: GuestConfig) -> set[str] | None:
     """Volumes the guest's snapshots reference (``foreach_volid`` over the sections); None when not read."""
+    replicate = _snapshot_replicate(data, cfg)
+    return None if replicate is None else set(replicate)
+
+
+def _snapshot_replicate(data: ClusterData, cfg: GuestConfig) -> dict[str, bool] | None:
+    """Each volume the snapshots reference -> whether any of those references leaves replicate on."""
     sections = data.snapshot_configs.get(cfg.vmid)
     if sections is None:
         return None
     memo = data.memo["snapshot_refs"]
     if cfg.vmid not in memo:
-        memo[cfg.vmid] = {
-            v.volid for raw in sections.values() for v in parse_guest_config(raw, cfg.vmid, cfg.type).volumes
-        }
-    return set(memo[cfg.vmid])
+        found: dict[str, bool] = {}
+        for raw in sections.values():
+            for v in parse_guest_config(raw, cfg.vmid, cfg.type).volumes:
+                found[v.volid] = found.get(v.volid, False) or v.replicate
+        memo[cfg.vmid] = found
+    return memo[cfg.vmid]  # type: ignore[no-any-return]
 
 
 @pve_rule(
