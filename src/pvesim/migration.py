@@ -321,8 +321,13 @@ def task_blocker(
         return "migration aborted (duration 00:00:01): Can't connect to destination address using public key"
     running = g.status == "running"
     blocking = [r for r in blocking_resources(c, g) if r != "clipboard=vnc"]
-    if blocking and (running or not force_local):
+    # prepare tests '$self->{running} || !force', but AbstractMigrate sets running only once prepare returned:
+    # force (the HA LRM's, PVEVM.pm migrate) lets local devices through, running or not
+    if blocking and not force_local:
         return f"can't migrate VM which uses local devices: {', '.join(blocking)}"
+    unmovable = [r for r in blocking if r.startswith(("hostpci", "ivshmem"))]
+    if running and online and unmovable:  # QEMU's own migration blocker (VFIO without migration support, ivshmem)
+        return f"online migrate failure - QEMU cannot migrate {', '.join(unmovable)}"
     mapped = mapped_resources(c, g)
     missing = missing_mappings(c, g, target)
     if missing:

@@ -181,6 +181,36 @@ async def test_a_disabled_replication_job_still_replicates_for_a_live_move(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+async def test_ha_moves_a_vm_with_a_local_device_by_force(start_sim: Any, server_for: Any, version: str) -> None:
+    """The LRM migrates an HA VM with force (PVEVM.pm migrate): a USB host device does not stop it, a PCI
+    passthrough device still cannot move live (QEMU). The verdict and pvesim agree, both ways."""
+    sim = start_sim("migration", version=version, speed=2000)
+    pve = api(sim)
+    with sim.sim.mutate() as c:
+        c.guests[312].config["usb0"] = "host=046d:c52b"
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=312, target="m3")
+    assert move["can_move"] and move["mode"] == "live", move["blockers"]
+    assert _run(sim, "m1", "qemu", 312, target="m3", online=1) == "OK"  # the hamigrate request
+    wait_task(lambda: _last_migration(pve, "m1", 312), timeout=30)
+    assert sim.cluster.guests[312].node == "m3"
+    with sim.sim.mutate() as c:
+        c.guests[312].config["hostpci0"] = "0000:41:00.0"
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=312, target="m1")
+    assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_DOWNTIME_NOT_ALLOWED"
+    assert _run(sim, "m3", "qemu", 312, target="m1", online=1) == "OK"
+    assert (
+        "QEMU cannot migrate hostpci0" in wait_task(lambda: _last_migration(pve, "m3", 312), timeout=30)["exitstatus"]
+    )
+    assert sim.cluster.guests[312].node == "m3"
+
+
+def _last_migration(pve: Any, node: str, vmid: int) -> dict[str, Any]:
+    """The newest qmigrate task of the guest on the node (the LRM's, after an HA request)."""
+    tasks = list(pve.nodes(node).tasks.get(vmid=vmid, typefilter="qmigrate", source="all"))
+    return pve.nodes(node).tasks(max(tasks, key=lambda t: t["starttime"])["upid"]).status.get()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_pvesim_precondition_rows_as_pve_builds_them(start_sim: Any, version: str) -> None:
     """migrate_vm_precondition: cloud-init rows, mapped resources, snapshot references, HA blocking (PVE 9)."""
     pve = api(start_sim("migration", version=version))

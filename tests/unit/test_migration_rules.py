@@ -234,6 +234,28 @@ def test_ha_managed_reason_and_blocking_ha_resources() -> None:
     assert "MIGRATE_HA_AFFINITY" in {r.code for t in b.targets for r in t.reasons}
 
 
+def test_ha_moves_a_vm_with_local_devices_by_force() -> None:
+    """The LRM migrates with force (pve-ha-manager PVEVM.pm migrate, bug #2241), and QemuMigrate prepare lets
+    forced local devices through, running or not (AbstractMigrate sets running only after prepare); QEMU still
+    refuses PCI passthrough live. Without HA the devices pin the VM, as before."""
+    from pve_steward.analysis.migration import ha_problems
+
+    ha = {"ha_resources": [{"sid": "vm:100", "state": "started", "type": "vm"}]}
+    d_serial = _data([(guest_row(100, "pve1", status="stopped"), qemu_config("s", serial0="/dev/ttyS0"))], **ha)
+    serial = assess(d_serial, 100)
+    assert serial.verdict == "offline" and not codes(serial)
+    assert [r.code for r in serial.reasons if not r.blocking][:1] == ["MIGRATE_PASSTHROUGH"]
+    assert ha_problems(d_serial, serial, failover=False) == []
+    assert "serial0" in " ".join(ha_problems(d_serial, serial))  # recovery starts it where the device may be missing
+    usb = one(qemu_config("u", usb0="host=046d:c52b"), **ha)
+    assert usb.verdict == "live"
+    d_pci = _data([(guest_row(100, "pve1"), qemu_config("p", hostpci0="0000:41:00.0"))], **ha)
+    pci = assess(d_pci, 100, allow_downtime=False)
+    assert pci.verdict == "blocked" and any(r.code == "MIGRATE_LIVE_UNSUPPORTED" and r.live_only for r in pci.reasons)
+    assert any("cannot move live" in p for p in ha_problems(d_pci, pci, failover=False))
+    assert one(qemu_config("n", serial0="/dev/ttyS0"), status="stopped").verdict == "blocked"  # not HA: pinned
+
+
 def test_an_ha_service_in_error_state_cannot_move() -> None:
     """PVE refuses the HA migrate request of a service in error state (pve-ha-manager API2/HA/Resources.pm
     check_service_state); any other CRM state hands the move to HA, and guests alike in every other respect

@@ -563,6 +563,7 @@ def schedule_migration(
     with_local: bool,
     restart: bool = False,
     ha_res: Any = None,
+    force: bool = False,
 ) -> Task:
     """Start the real qmigrate/vzmigrate task; its checks run when it ends, like PVE's worker."""
     source = g.node
@@ -576,7 +577,7 @@ def schedule_migration(
         if ha_res is not None:
             ha_res.crm_state = None
         if g.type == "qemu":
-            err = migration.task_blocker(c, g, target, online, with_local)
+            err = migration.task_blocker(c, g, target, online, with_local, force_local=force)
         else:
             err = migration.ct_task_blocker(c, g, target, restart, online)
         if err:
@@ -666,7 +667,8 @@ def request_ha_move(c: Cluster, g: Guest, target: str, kind: str) -> None:
     """What the CRM does with an HA migrate/relocate request: it runs the real migration itself."""
     res = c.ha_resource_for(g)
     if g.type == "qemu" and kind == "migrate":
-        schedule_migration(c, g, target, "root@pam", g.status == "running", True, ha_res=res)
+        # the LRM migrates with force and with-local-disks (pve-ha-manager src/PVE/HA/Resources/PVEVM.pm migrate)
+        schedule_migration(c, g, target, "root@pam", g.status == "running", True, ha_res=res, force=True)
     else:
         schedule_migration(c, g, target, "root@pam", False, False, restart=True, ha_res=res)
 

@@ -40,17 +40,26 @@ def mapped_of(cfg: GuestConfig, raw: Row) -> dict[str, str]:
     return out
 
 
+# devices QEMU itself will not migrate live: VFIO without migration support, ivshmem without master=on
+# (QEMU hw/vfio/migration.c, hw/misc/ivshmem.c register a migration blocker; qemu-server adds neither option)
+_QEMU_LIVE_BLOCKERS = ("hostpci", "ivshmem")
+
+
 @pve_rule(
     "migrate.local-resources",
     rule="Unmapped hostpciN/usbN (not spice)/serialN (not socket)/parallelN, ivshmem and the legacy hostpci/hostusb "
-    "pin a VM (only root may force an offline move); mapped USB and virtiofs count as local resources but are "
+    "pin a VM (only root may force a move); mapped USB and virtiofs count as local resources but are "
     "dropped from the blockers because they are mapped; a running VM with amd-sev, intel-tdx or virtiofs "
-    "cannot move live.",
+    "cannot move live. An HA-managed VM is moved by the LRM with force, which prepare lets through (its running "
+    "flag is not set yet there): its local devices do not stop the move, but QEMU still refuses to move PCI "
+    "passthrough or ivshmem live.",
     pve="qemu-server src/PVE/QemuMigrate/Helpers.pm check_local_resources, check_non_migratable_resources; "
-    "src/PVE/QemuMigrate.pm prepare",
+    "src/PVE/QemuMigrate.pm prepare; pve-ha-manager src/PVE/HA/Resources/PVEVM.pm migrate (force, bug #2241); "
+    "pve-guest-common src/PVE/AbstractMigrate.pm migrate",
     codes=("MIGRATE_PASSTHROUGH", "MIGRATE_LIVE_UNSUPPORTED"),
 )
-def local_resources(cfg: GuestConfig, raw: Row, running: bool) -> tuple[Devices, list[Reason]]:
+def local_resources(cfg: GuestConfig, raw: Row, running: bool, forced: bool = False) -> tuple[Devices, list[Reason]]:
+    """``forced``: the move is made with force (an HA-managed VM: the HA manager moves it)."""
     mapped = mapped_of(cfg, raw)
     dev = Devices(mapped=mapped)
     reasons: list[Reason] = []
@@ -63,8 +72,29 @@ def local_resources(cfg: GuestConfig, raw: Row, running: bool) -> tuple[Devices,
     pinned = [k for k in cfg.local_devices if not k.startswith("virtiofs")]
     dev.local += pinned
     dev.local += sorted(k for k in mapped if k.startswith(("usb", "virtiofs")) or (running and k.startswith("hostpci")))
-    if pinned:
+    if pinned and not forced:
         reasons.append(reason("MIGRATE_PASSTHROUGH", True, f"local devices {', '.join(pinned)}", pinned))
+    elif pinned:
+        reasons.append(
+            reason(
+                "MIGRATE_PASSTHROUGH",
+                False,
+                f"local devices {', '.join(pinned)}: HA moves the VM with force, so the target must have the same "
+                "devices or the VM fails to start there",
+                pinned,
+            )
+        )
+        unmovable = [k for k in pinned if k.startswith(_QEMU_LIVE_BLOCKERS)]
+        if running and unmovable:
+            reasons.append(
+                reason(
+                    "MIGRATE_LIVE_UNSUPPORTED",
+                    True,
+                    f"QEMU cannot move {', '.join(unmovable)} live (PCI passthrough, ivshmem)",
+                    unmovable,
+                    live_only=True,
+                )
+            )
     if live_forbidden:
         reasons.append(
             reason(

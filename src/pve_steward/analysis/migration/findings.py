@@ -55,6 +55,9 @@ def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> l
     replicated = any(not j.get("disable") for j in replication_jobs_of(data, m.vmid))
     if failover and m.local_disk_bytes and not replicated:
         problems.append("local disk without replication: a failover node would have no data")
+    if failover:  # HA forces the move, but a node that recovers the VM must have the devices to start it
+        forced = [r for r in m.reasons if r.code == "MIGRATE_PASSTHROUGH" and not r.blocking]
+        problems += [f"recovery starts it on another node, which needs the same {', '.join(r.keys)}" for r in forced]
     return problems
 
 

@@ -65,7 +65,7 @@ def guest_reasons(data: ClusterData, cfg: GuestConfig, raw: Row, running: bool) 
         reasons.append(reason("MIGRATE_TEMPLATE", False, "template: offline move"))
     dev = Devices()
     if cfg.type == "qemu":
-        dev, found = local_resources(cfg, raw, running)
+        dev, found = local_resources(cfg, raw, running, forced=data.ha_managed(cfg.vmid) is not None)
         reasons += found
         reasons += mapped_live(data, dev, running)
         reasons += clipboard_vnc(raw, running, pve_major(data, str((data.guests.get(cfg.vmid) or {}).get("node", ""))))
