@@ -211,6 +211,25 @@ def _last_migration(pve: Any, node: str, vmid: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+async def test_pending_changes_do_not_decide_a_move(start_sim: Any, server_for: Any, version: str) -> None:
+    """PVE's migration loads the current config (the config API applies pending changes unless current=1): a
+    passthrough device pending until the next start does not pin the running VM; one pending removal still does."""
+    sim = start_sim("migration", version=version, speed=2000)
+    with sim.sim.mutate() as c:
+        c.guests[300].pending["hostpci0"] = "0000:41:00.0"
+    for token in ("auditor@pve!mcp", "operator@pve!mcp"):
+        move = await _call(server_for(sim, token), "check_guest_migration", vmid=300)
+        assert move["can_move"] and move["mode"] == "live", (token, move["blockers"])
+    with sim.sim.mutate() as c:
+        c.guests[300].pending.clear()
+        c.guests[300].config["hostpci0"] = "0000:41:00.0"
+        c.guests[300].pending_delete["hostpci0"] = False
+    move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=300, allow_offline=True)
+    assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_PASSTHROUGH"
+    assert "local devices: hostpci0" in _run(sim, "m1", "qemu", 300, target="m2", online=1)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_pvesim_precondition_rows_as_pve_builds_them(start_sim: Any, version: str) -> None:
     """migrate_vm_precondition: cloud-init rows, mapped resources, snapshot references, HA blocking (PVE 9)."""
     pve = api(start_sim("migration", version=version))

@@ -135,7 +135,10 @@ class Collector:
         agent_probe_limit: int = 0,
         pending_probe_limit: int | None = None,
     ) -> ClusterData:
-        """``vmids``/``node`` restrict per-guest reads (configs, preconditions) to those guests."""
+        """``vmids``/``node`` restrict per-guest reads (configs, preconditions) to those guests.
+
+        ``preconditions``: a migration question. PVE's migrate preconditions are read too, and the configs
+        as PVE's migration reads them (current, without pending changes); otherwise with pending applied."""
         d = self.data
         wave1: list[Read] = [
             ("status", api_path("cluster", "status"), {}),
@@ -471,13 +474,17 @@ class Collector:
             reads += self._backup_content_reads(online)
             reads += self._vzdump_defaults_reads(online)
         if self.areas & NEEDS_CONFIGS:
+            # a migration question (preconditions) is judged on the current config, as PVE's migration loads
+            # it (load_config; the config API applies pending changes unless current=1): a device or CPU type
+            # pending until the next start does not decide where the guest can go today
+            params: dict[str, Any] = {"current": 1} if preconditions else {}
             for vmid, g in d.guests.items():
                 if g.get("node") in online and (wanted is None or vmid in wanted):
                     reads.append(
                         (
                             f"config:{vmid}",
                             api_path("nodes", node_seg(g["node"]), g["type"], vmid_seg(vmid), "config"),
-                            {},
+                            params,
                         )
                     )
         if preconditions:  # only needs where the guest runs: read alongside the configs, in the same wave
