@@ -17,6 +17,7 @@ from tests.unit.pve_fixtures import (
     backup_row,
     data,
     guest_row,
+    lxc_config,
     node_row,
     pool_row,
     qemu_config,
@@ -261,6 +262,26 @@ def test_excluded_disks_and_orphans() -> None:
     found = {f.code: f for f in analyze_backups(d, T)}
     assert found["BACKUP_DISK_EXCLUDED"].evidence["disks"] == ["scsi1"]
     assert found["BACKUP_ORPHANED"].subject.id == "555"
+
+
+def test_container_mount_points_are_backed_up_only_when_marked() -> None:
+    """pve-container LXC/Config.pm mountpoint_backup_enabled: rootfs always; a volume mount point only with
+    backup set (the GUI sets it, pct set and the API do not); a bind mount never (host data: not reported).
+    A VM disk is included unless backup is off, in any of PVE's boolean forms."""
+    ct = lxc_config(
+        "files",
+        mp0="ceph-vm:vm-200-disk-1,mp=/data,size=500G",
+        mp1="ceph-vm:vm-200-disk-2,mp=/keep,backup=1,size=8G",
+        mp2="ceph-vm:vm-200-disk-3,mp=/scratch,backup=0,size=8G",
+        mp3="/srv/share,mp=/share",
+    )
+    vm = qemu_config("web", scsi1="ceph-vm:vm-100-disk-1,backup=no,size=1T", scsi2="ceph-vm:vm-100-disk-2,size=1G")
+    rows = [guest_row(100, "pve1"), guest_row(200, "pve1", gtype="lxc")]
+    backups = [backup_row(100, "pbs", HOUR, "ok"), backup_row(200, "pbs", HOUR, "ok")]
+    found = analyze_backups(_data(rows, backups, configs={100: vm, 200: ct}), T)
+    excluded = {f.subject.id: f for f in found if f.code == "BACKUP_DISK_EXCLUDED"}
+    assert excluded["200"].evidence["disks"] == ["mp0", "mp2"] and "without backup=1" in excluded["200"].message
+    assert excluded["100"].evidence["disks"] == ["scsi1"] and "backup=0" in excluded["100"].message
 
 
 LOCAL_JOB = dict(DAILY, id="local-daily", storage="local", **{"prune-backups": None})

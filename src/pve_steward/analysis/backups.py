@@ -182,8 +182,11 @@ class _Policy:
             "BACKUP_DISK_EXCLUDED",
             "warning",
             "Disk excluded from backups",
-            "A guest disk has backup=0: it is silently missing from every backup.",
-            "Remove backup=0 unless the disk is deliberately disposable.",
+            "A guest disk is left out of every backup: a VM disk with backup=0, or a container mount point volume "
+            "without backup=1 (PVE backs up a mount point only when it is set; the GUI sets it, pct set and the "
+            "API do not).",
+            "Unless the disk is deliberately disposable: remove backup=0 from the VM disk, or set backup=1 on the "
+            "mount point (pct set <vmid> --mpN <volume>,mp=<path>,backup=1).",
         ),
         Code(
             "BACKUP_ORPHANED",
@@ -596,13 +599,15 @@ def _excluded_disks(data: ClusterData) -> list[Finding]:
                 break
         else:
             continue
-        keys = [v.key for v in cfg.volumes if not v.backup and not v.cdrom and not v.unused]
+        # bind and device mount points are host data, never backed up by design: not reported
+        keys = [v.key for v in cfg.volumes if not v.backup and not v.cdrom and not v.unused and not v.host_path]
         if keys:
+            why = "without backup=1" if cfg.type == "lxc" else "backup=0"
             out.append(
                 finding(
                     "BACKUP_DISK_EXCLUDED",
                     guest_subject(data, vmid),
-                    f"{', '.join(keys)} of {vmid} ({cfg.name}) excluded from backups (backup=0)",
+                    f"{', '.join(keys)} of {vmid} ({cfg.name}) excluded from backups ({why})",
                     {"disks": keys},
                 )
             )

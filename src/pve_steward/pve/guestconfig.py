@@ -162,7 +162,9 @@ class Volume:
     host_path: Annotated[bool, _doc("a host path (/dev/..., or a container bind mount)")] = False
     mountpoint: str | None = None
     shared_flag: Annotated[bool, _doc("marked shared=1 (a host path the admin says exists everywhere)")] = False
-    backup: Annotated[bool, _doc("included in backups (backup=0 excludes it)")] = True
+    backup: Annotated[
+        bool, _doc("included in backups: a VM disk unless backup=0, a container mount point only with backup=1")
+    ] = True
     cloudinit: bool = False
     replicate: Annotated[bool, _doc("included in storage replication (replicate=0 excludes it)")] = True
 
@@ -219,26 +221,28 @@ def redact(config: dict[str, Any]) -> dict[str, Any]:
     return {k: (REDACTED if _SECRET_KEY.search(k) else v) for k, v in config.items()}
 
 
-_BACKUP_FLAG_KEYS = ("scsi", "virtio", "sata", "ide", "mp")
+_BACKUP_FLAG_KEYS = ("scsi", "virtio", "sata", "ide")  # VM drives: backed up unless backup is off
 _TRUE = frozenset(["1", "yes", "on", "true"])
 _FALSE = frozenset(["0", "no", "off", "false"])
 
 
-# what a volume's options say: size in bytes, CD-ROM media, mount point, shared=1, backup=0, replicate=0
-_Facts = tuple[int | None, bool, str | None, bool, bool, bool]
-_NO_OPTIONS: _Facts = (None, False, None, False, False, False)
+# what a volume's options say: size in bytes, CD-ROM media, mount point, shared=1, the backup flag (None when
+# unset), replicate=0
+_Facts = tuple[int | None, bool, str | None, bool, bool | None, bool]
+_NO_OPTIONS: _Facts = (None, False, None, False, None, False)
 
 
 def _facts(opts: dict[str, str]) -> _Facts:
     size = opts.get("size")
     shared = opts.get("shared")
     replicate = opts.get("replicate")
+    backup = opts.get("backup")
     return (
         parse_size(size) if size is not None else None,
         opts.get("media") == "cdrom",
         opts.get("mp"),
         shared is not None and shared.lower() in _TRUE,
-        opts.get("backup") == "0",
+        None if backup is None else backup.lower() in _TRUE,
         replicate is not None and replicate.lower() in _FALSE,
     )
 
@@ -275,8 +279,17 @@ def _volume_general(key: str, value: str, gtype: GuestType) -> Volume | None:
     return None if volid is None else _build(key, volid, _facts(opts))
 
 
+def _in_backups(key: str, flag: bool | None, host: bool) -> bool:
+    """Whether vzdump includes the volume: a VM drive unless backup is off (qemu-server QemuConfig.pm
+    get_backup_volumes, '// 1'); a container mount point only with backup on, and never a bind or device mount
+    (pve-container LXC/Config.pm mountpoint_backup_enabled); rootfs, EFI and TPM state always."""
+    if key[:2] == "mp":
+        return flag is True and not host
+    return flag is not False or not key.startswith(_BACKUP_FLAG_KEYS)
+
+
 def _build(key: str, volid: str, facts: _Facts) -> Volume:
-    size, media_cdrom, mountpoint, shared, backup_off, replicate_off = facts
+    size, media_cdrom, mountpoint, shared, backup, replicate_off = facts
     host = volid[:1] == "/"
     colon = volid.find(":")
     # positional, in field order: this runs for every volume of every guest
@@ -290,7 +303,7 @@ def _build(key: str, volid: str, facts: _Facts) -> Volume:
         host,
         mountpoint,
         shared,
-        not backup_off or not key.startswith(_BACKUP_FLAG_KEYS),
+        _in_backups(key, backup, host),
         "cloudinit" in volid,
         not replicate_off,
     )
