@@ -209,6 +209,7 @@ def test_ha_rules_that_leave_nowhere_to_go() -> None:
             "affinity": "negative",
             "errors": {"resources": ["infeasible"]},
         },
+        {"rule": "off", "type": "node-affinity", "resources": "vm:102", "nodes": "b", "strict": 1, "disable": 1},
     ]
     d = _ha(
         [{"sid": f"vm:{v}", "node": "a", "crm_state": "started", "request_state": "started"} for v in (100, 101, 102)],
@@ -218,6 +219,8 @@ def test_ha_rules_that_leave_nowhere_to_go() -> None:
     assert found[("HA_RULE_NO_TARGET", "vm:100")].severity is Severity.WARNING
     assert found[("HA_RULE_NO_TARGET", "vm:101")].severity is Severity.CRITICAL
     assert ("HA_RULE_ERRORS", "broken") in found and ("HA_RULE_NO_TARGET", "vm:102") not in found
+    assert found[("HA_RULE_ERRORS", "broken")].severity is Severity.WARNING
+    assert found[("HA_RULE_ERRORS", "off")].severity is Severity.INFO  # disabled on purpose: skipped, not broken
     groups = _ha(
         [{"sid": "vm:100", "node": "a", "crm_state": "started", "request_state": "started"}],
         ha_groups=[{"group": "g", "nodes": "a,b", "restricted": 1}],
@@ -277,6 +280,16 @@ def test_ha_status_texts_and_transitional_states() -> None:
     )
     d.ha_status[-4]["status"] = "b (unable to read lrm status)"  # Status.pm: no timestamp at all
     assert sorted((f.code, f.subject.id) for f in analyze_ha(d)) == [("HA_LRM_DEAD", "b")]
+
+
+def test_ha_status_states_are_read_apart_from_node_names() -> None:
+    """Status.pm writes '<node> (<state>, ...)': a node called deadbeef with an active LRM is not dead, and a
+    master on inactive1 whose status is old is not active."""
+    d = _ha([{"sid": "vm:100", "node": "a", "crm_state": "started", "request_state": "started"}])
+    d.ha_status[1]["status"] = "inactive1 (old timestamp - dead?, Tue Dec  1 10:00:00 2026)"
+    d.ha_status[2]["status"] = "deadbeef (active, watchdog active, Tue Dec  1 10:00:00 2026)"
+    d.ha_status[3]["status"] = "maintenance-b (active, watchdog active, Tue Dec  1 10:00:00 2026)"
+    assert sorted(f.code for f in analyze_ha(d)) == ["HA_NO_MASTER"]
 
 
 def test_strict_rule_whose_other_node_is_in_maintenance_has_no_target() -> None:

@@ -124,6 +124,16 @@ def _rule_nodes(spec: str | None) -> list[str]:
     return [re.sub(r":\d+$", "", part) for part in _split(spec)]
 
 
+_STATUS_STATE = re.compile(r"^\S+ \(([^,)]+)")
+
+
+def status_state(text: str) -> str:
+    """The state in an HA status row's text, ``<node> (<state>, ...)``: matched apart from the node's name, which
+    may contain 'dead' or 'active' itself (pve-ha-manager src/PVE/API2/HA/Status.pm status)."""
+    m = _STATUS_STATE.match(text)
+    return m.group(1).strip() if m else text
+
+
 @pve_rule(
     "ha.status-texts",
     rule="The HA status API marks an LRM or CRM whose status is older than 30 s 'old timestamp - dead?', an LRM "
@@ -133,13 +143,14 @@ def _rule_nodes(spec: str | None) -> list[str]:
     codes=("HA_LRM_DEAD", "HA_NODE_MAINTENANCE"),
 )
 def _lrm_finding(node: str, status: str, online: set[str]) -> Finding | None:
-    if "old timestamp" in status or "dead" in status or "unable to read lrm status" in status:
+    state = status_state(status)
+    if state in ("old timestamp - dead?", "unable to read lrm status"):
         if node not in online:
             return None  # an offline node's LRM is expected to be silent: NODE_OFFLINE says it
         return finding(
             "HA_LRM_DEAD", Subject(kind="node", id=node), f"HA LRM on {node} is not answering", {"status": status}
         )
-    if "maintenance" in status:
+    if state == "maintenance mode":
         return finding(
             "HA_NODE_MAINTENANCE",
             Subject(kind="node", id=node),
@@ -242,7 +253,8 @@ def _service_finding(row: dict[str, object], node: str) -> Finding | None:
             "HA_RULE_ERRORS",
             "warning",
             "HA rule disabled or infeasible",
-            "An HA rule is disabled or PVE reports errors for it (infeasible rules are not applied).",
+            "PVE reports errors for an HA rule (an infeasible rule is not applied); a rule disabled on purpose "
+            "(disable=1) is listed at info, since PVE skips it alike.",
             "Fix the rule (ha-manager rules config) so it can be applied.",
         ),
         Code(
@@ -271,7 +283,7 @@ def analyze_ha(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
         return out
     online = set(data.online_nodes)
     master = next((r for r in data.ha_status if r.get("type") == "master"), None)
-    if data.ha_status and (master is None or "active" not in str(master.get("status", ""))):
+    if data.ha_status and (master is None or status_state(str(master.get("status", ""))) != "active"):
         out.append(
             finding(
                 "HA_NO_MASTER",
@@ -303,7 +315,9 @@ def analyze_ha(data: ClusterData, t: Thresholds | None = None) -> list[Finding]:
             if service is not None:
                 out.append(service)
     maintenance = {
-        str(r.get("node")) for r in data.ha_status if r.get("type") == "lrm" and "maintenance" in str(r.get("status"))
+        str(r.get("node"))
+        for r in data.ha_status
+        if r.get("type") == "lrm" and status_state(str(r.get("status"))) == "maintenance mode"
     }
     out += _constraints(data, online - maintenance, service_node, maintenance)
     return out
@@ -328,13 +342,15 @@ def _constraints(
     strict: dict[str, tuple[str, list[str]]] = {}
     for rule in data.ha_rules:
         name = str(rule.get("rule"))
-        if int(rule.get("disable", 0) or 0) or rule.get("errors"):
+        disabled = bool(int(rule.get("disable", 0) or 0))
+        if disabled or rule.get("errors"):
             out.append(
                 finding(
                     "HA_RULE_ERRORS",
                     Subject(kind="ha_rule", id=name),
-                    f"HA rule {name} is " + ("disabled" if rule.get("disable") else "not applied (errors)"),
+                    f"HA rule {name} is " + ("not applied (errors)" if rule.get("errors") else "disabled"),
                     {"errors": rule.get("errors"), "disable": rule.get("disable")},
+                    severity=None if rule.get("errors") else Severity.INFO,  # disabled on purpose: Rules.pm skips it
                 )
             )
             continue
