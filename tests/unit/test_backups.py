@@ -72,6 +72,20 @@ def codes(findings):  # type: ignore[no-untyped-def]
         ("2026-01-01 00:00", None),
         ("bogus", None),
         ("", None),
+        # dates and seconds, as proxmox-time parses them (calendar_event.rs)
+        ("sat *-1..7 15:00", 35 * DAY),  # the GUI's 'first Saturday of the month': five weeks at most
+        ("*-*-01 02:00", 31 * DAY),
+        ("monthly", 31 * DAY),
+        ("quarterly", 92 * DAY),
+        ("*-*-28..31 23:00", 28 * DAY),  # 31 January to 28 February
+        ("02:00:00", DAY),
+        ("mon..fri 21:00 UTC", 3 * DAY),
+        ("monday,thursday 03:00", 4 * DAY),
+        ("*:*:*", 1),
+        ("*/0", None),
+        ("12:61", None),
+        ("mon 2026-13-01", None),
+        ("daily extra", None),
     ],
 )
 def test_schedule_intervals(schedule: str, seconds: float | None) -> None:
@@ -199,6 +213,10 @@ def test_stale_default_without_schedule_and_weekly_job() -> None:
     assert stale and stale[0].evidence["basis"] == "default" and stale[0].evidence["threshold_hours"] == 26
     weekly = dict(DAILY, schedule="sun 02:00")
     d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", 6 * DAY, "ok")], [weekly])
+    assert not [f for f in analyze_backups(d, T) if f.code == "BACKUP_STALE"]
+    # the GUI's 'first Saturday of the month' (a date in the schedule): five days old is not stale
+    monthly = dict(DAILY, schedule="sat *-1..7 15:00")
+    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", 5 * DAY, "ok")], [monthly])
     assert not [f for f in analyze_backups(d, T) if f.code == "BACKUP_STALE"]
 
 
