@@ -242,24 +242,45 @@ def test_verification_failed_and_missing() -> None:
 
 def test_failed_last_run_and_recovered_run() -> None:
     guests = [guest_row(107, "pve2"), guest_row(108, "pve2")]
-    backups = [backup_row(107, "pbs", HOUR, "ok"), backup_row(108, "pbs", HOUR, "ok")]
+    backups = [backup_row(107, "pbs", 30 * HOUR, "ok"), backup_row(108, "pbs", HOUR, "ok")]
     failed = task("pve2", "vzdump", "", 10 * HOUR, status="job errors")
-    d = _data(
-        guests,
-        backups,
-        tasks=[failed, task("pve2", "vzdump", "", 34 * HOUR)],
-        task_logs={failed["upid"]: ["ERROR: Backup of VM 107 failed - job aborted", "TASK ERROR: job errors"]},
-    )
+    log = {failed["upid"]: ["ERROR: Backup of VM 107 failed - job aborted", "TASK ERROR: job errors"]}
+    d = _data(guests, backups, tasks=[failed, task("pve2", "vzdump", "", 34 * HOUR)], task_logs=log)
     found = [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_FAILED"]
     assert (
         len(found) == 1 and found[0].evidence["failed_vmids"] == [107] and found[0].evidence["jobs"] == ["backup-daily"]
     )
-    recovered = _data(guests, backups, tasks=[failed, task("pve2", "vzdump", "", 2 * HOUR)])
+    # a later run of the node (id '' for any run of several guests, API2/VZDump.pm) may be another job's:
+    # only a backup of 107 newer than the failure settles it
+    later = _data(guests, backups, tasks=[failed, task("pve2", "vzdump", "", 2 * HOUR)], task_logs=log)
+    assert [f.evidence["failed_vmids"] for f in analyze_backups(later, T) if f.code == "BACKUP_JOB_FAILED"] == [[107]]
+    fresh = [backup_row(107, "pbs", 2 * HOUR, "ok"), backup_row(108, "pbs", HOUR, "ok")]
+    recovered = _data(guests, fresh, tasks=[failed, task("pve2", "vzdump", "", 2 * HOUR)], task_logs=log)
     assert not [f for f in analyze_backups(recovered, T) if f.code == "BACKUP_JOB_FAILED"]
+    # the failed run wrote to 'local' (its command line): a newer backup on pbs does not settle it
+    to_local = {
+        failed["upid"]: [
+            "INFO: starting new backup job: vzdump 107 108 --storage local --mode snapshot",
+            *log[failed["upid"]],
+        ]
+    }
+    other = _data(guests, fresh, tasks=[failed], task_logs=to_local)
+    assert [f.evidence["failed_vmids"] for f in analyze_backups(other, T) if f.code == "BACKUP_JOB_FAILED"] == [[107]]
+    # two failures of the same guest: the newer speaks for both
+    again = task("pve2", "vzdump", "", 5 * HOUR, status="job errors")
+    twice = _data(guests, backups, tasks=[failed, again], task_logs={**log, again["upid"]: log[failed["upid"]]})
+    assert [f.subject.id for f in analyze_backups(twice, T) if f.code == "BACKUP_JOB_FAILED"] == [again["upid"]]
     too_old = _data(guests, backups, tasks=[task("pve2", "vzdump", "", 49 * HOUR, status="job errors")])
     assert not [f for f in analyze_backups(too_old, T) if f.code == "BACKUP_JOB_FAILED"]
     running = _data(guests, backups, tasks=[task("pve2", "vzdump", "", HOUR, status=None)])
     assert not [f for f in analyze_backups(running, T) if f.code == "BACKUP_JOB_FAILED"]
+    # a failed run whose log names no guest: the newest run of its node and id decides, as before
+    unnamed = task("pve2", "vzdump", "", 10 * HOUR, status="job errors")
+    assert [
+        f.code for f in analyze_backups(_data(guests, backups, tasks=[unnamed]), T) if f.code == "BACKUP_JOB_FAILED"
+    ]
+    cleared = _data(guests, backups, tasks=[unnamed, task("pve2", "vzdump", "", 2 * HOUR)])
+    assert not [f for f in analyze_backups(cleared, T) if f.code == "BACKUP_JOB_FAILED"]
 
 
 def test_unreadable_storage_never_yields_a_false_none() -> None:

@@ -539,49 +539,110 @@ def _fmt(spec: dict[str, str]) -> str:
 
 
 def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Backup runs that failed for guests no later backup has covered since (one finding per run).
+
+    PVE gives a vzdump task the vmid as its id only when it backs up one guest on its node (pve-manager
+    PVE/API2/VZDump.pm vzdump, ``$taskid``); every other run, of any job, has an empty id. So a later run
+    on the node says nothing about another job's guests: a failed guest (its log's 'Backup of VM N failed')
+    counts as recovered only once a backup of it newer than the failure is listed, on the storage the run
+    wrote to (its log's command line, ``--storage``) when the log names one. A failed run whose log names
+    no guest is judged as before: only if it is the newest run of its node and task id.
+    """
     since = data.now - t.get("backup_task_window_hours") * 3600
-    latest: dict[tuple[str, str], Row] = {}
-    for task in data.tasks:
-        if task.get("type") != "vzdump" or int(task.get("starttime", 0)) < since or task.get("status") is None:
-            continue
-        key = (str(task.get("node")), str(task.get("id", "")))
-        if key not in latest or int(task["starttime"]) > int(latest[key]["starttime"]):
-            latest[key] = task
-    out = []
-    pools = visible_pools(data.resources)
-    for (node, tid), task in sorted(latest.items()):
-        status = str(task.get("status"))
-        if status == "OK" or status.startswith("WARNINGS"):
-            continue
-        log = data.task_logs.get(str(task.get("upid")), [])
-        failed = sorted({int(m.group(1)) for line in log for m in [_FAILED_VM.search(line)] if m})
-        if tid.isdecimal():
-            failed = failed or [int(tid)]
-        jobs = sorted(
-            {
-                str(j["id"])
-                for j in data.backup_jobs
-                if _enabled(j)
-                and (not failed or any(job_covers(j, v, node, _pool(data, v), pools) for v in failed))
-                and (not j.get("node") or j["node"] == node)
-            }
-        )
-        out.append(
-            finding(
-                "BACKUP_JOB_FAILED",
-                Subject(kind="task", id=str(task.get("upid")), node=node),
-                f"last backup run on {node} failed ({status})"
-                + (f": VM {', '.join(map(str, failed))}" if failed else ""),
-                {
-                    "upid": task.get("upid"),
-                    "status": status,
-                    "starttime": task.get("starttime"),
-                    "failed_vmids": failed,
-                    "jobs": jobs,
-                },
-            )
-        )
+    runs = sorted(
+        (
+            task
+            for task in data.tasks
+            if task.get("type") == "vzdump"
+            and int(task.get("starttime", 0)) >= since
+            and task.get("status") is not None
+        ),
+        key=lambda task: int(task["starttime"]),
+    )
+    failing = [task for task in runs if not _succeeded(task)]
+    if not failing:
+        return []
+    newest_run = {(str(task.get("node")), str(task.get("id", ""))): task for task in runs}
+    named = {str(task.get("upid")): _failed_guests(data, task) for task in failing}
+    written = _backup_times(data, {v for vmids, _storage in named.values() for v in vmids})
+    out: list[Finding] = []
+    superseded: set[int] = set()  # guests a newer failure already speaks for
+    for task in reversed(failing):
+        failed, storage = named[str(task.get("upid"))]
+        start = int(task["starttime"])
+        if failed:
+            left = [v for v in failed if v not in superseded and not _backed_up_since(written, v, storage, start)]
+            superseded.update(failed)
+            if left:
+                out.append(_failed_run(data, task, left))
+        elif newest_run[(str(task.get("node")), str(task.get("id", "")))] is task:
+            out.append(_failed_run(data, task, []))
+    return sorted(out, key=lambda f: (f.subject.node or "", f.subject.id))
+
+
+_STORAGE_ARG = re.compile(r"--storage\s+(\S+)")
+
+
+def _succeeded(task: Row) -> bool:
+    status = str(task.get("status"))
+    return status == "OK" or status.startswith("WARNINGS")
+
+
+def _failed_guests(data: ClusterData, task: Row) -> tuple[list[int], str | None]:
+    """The guests a failed run names (its log, or its id for a one-guest run) and the storage it wrote to."""
+    log = data.task_logs.get(str(task.get("upid")), [])
+    failed = sorted({int(m.group(1)) for line in log for m in [_FAILED_VM.search(line)] if m})
+    tid = str(task.get("id", ""))
+    if not failed and tid.isdecimal():
+        failed = [int(tid)]
+    storage = next(
+        (m.group(1) for line in log[:5] if "starting new backup job" in line for m in [_STORAGE_ARG.search(line)] if m),
+        None,
+    )
+    return failed, storage
+
+
+def _backup_times(data: ClusterData, vmids: set[int]) -> dict[tuple[int, str], int]:
+    """The newest backup time per (guest, storage) of the guests asked about (usually none: no pass then)."""
+    out: dict[tuple[int, str], int] = {}
+    if not vmids:
+        return out
+    for b in data.backups:
+        vmid = b.get("vmid")
+        if vmid is not None and int(vmid) in vmids:
+            key = (int(vmid), str(b.get("storage")))
+            out[key] = max(out.get(key, 0), int(b.get("ctime", 0)))
     return out
+
+
+def _backed_up_since(written: dict[tuple[int, str], int], vmid: int, storage: str | None, start: int) -> bool:
+    return any(v == vmid and (storage is None or s == storage) and ctime > start for (v, s), ctime in written.items())
+
+
+def _failed_run(data: ClusterData, task: Row, failed: list[int]) -> Finding:
+    node, status = str(task.get("node")), str(task.get("status"))
+    pools = visible_pools(data.resources)
+    jobs = sorted(
+        {
+            str(j["id"])
+            for j in data.backup_jobs
+            if _enabled(j)
+            and (not failed or any(job_covers(j, v, node, _pool(data, v), pools) for v in failed))
+            and (not j.get("node") or j["node"] == node)
+        }
+    )
+    return finding(
+        "BACKUP_JOB_FAILED",
+        Subject(kind="task", id=str(task.get("upid")), node=node),
+        f"last backup run on {node} failed ({status})" + (f": VM {', '.join(map(str, failed))}" if failed else ""),
+        {
+            "upid": task.get("upid"),
+            "status": status,
+            "starttime": task.get("starttime"),
+            "failed_vmids": failed,
+            "jobs": jobs,
+        },
+    )
 
 
 def _pool(data: ClusterData, vmid: int) -> str | None:

@@ -753,7 +753,7 @@ def vzdump(call: Call) -> str:
         c,
         node,
         "vzdump",
-        str(vmids[0]) if len(vmids) == 1 else "",
+        str(local[0].vmid) if len(local) == 1 else "",  # API2/VZDump.pm: the id only for one local guest
         call.user,
         seconds,
         log,
