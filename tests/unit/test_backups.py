@@ -352,6 +352,8 @@ def test_retention_follows_job_storage_node_defaults_then_keep_all() -> None:
     assert _retention(dict(LOCAL_JOB, remove=0, **{"prune-backups": {"keep-daily": 7}}), {})
     removal_off = {n: vzdump_defaults("local", "keep-last=5", remove=0) for n in keep_all}
     assert _retention(LOCAL_JOB, removal_off)
+    # the job's own remove=1 stands against vzdump.conf's remove=0 (VZDump.pm new fills only undefined keys)
+    assert _retention(dict(LOCAL_JOB, remove=1), removal_off) == []
     # defaults not read (failed read: DATA_INCOMPLETE says so): no verdict
     assert _retention(LOCAL_JOB, {}) == []
 

@@ -51,6 +51,9 @@ def test_vzdump_conf_compression_covers_a_job_without_its_own() -> None:
     assert cc.backup_job_settings(d, T) == []
     unset = backups(job("a"), vzdump_defaults={"pve1@nfs": vzdump_defaults("nfs")})  # compress "0": none
     assert [f.code for f in cc.backup_job_settings(unset, T)] == ["BACKUP_JOB_NO_COMPRESSION"]
+    # an explicit compress=0 (the GUI's 'none') stands: vzdump.conf fills only what the job leaves undefined
+    explicit = backups(job("a", compress="0"), vzdump_defaults={"pve1@nfs": vzdump_defaults("nfs", compress="zstd")})
+    assert [f.code for f in cc.backup_job_settings(explicit, T)] == ["BACKUP_JOB_NO_COMPRESSION"]
 
 
 def test_two_enabled_jobs_on_one_storage_at_one_schedule() -> None:

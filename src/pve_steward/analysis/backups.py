@@ -509,7 +509,8 @@ def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
         defaults = data.vzdump_defaults.get(f"{node}@{sid}")
         if defaults is None:
             continue  # not read (storage not on that node, or the read failed: DATA_INCOMPLETE says so)
-        if str(defaults.get("remove", "1")) == "0":
+        # vzdump.conf fills only what the job leaves undefined (VZDump.pm new): the job's remove=1 stands
+        if job.get("remove") is None and str(defaults.get("remove", "1")) == "0":
             out[node] = "remove=0 in /etc/vzdump.conf: vzdump never prunes"
             continue
         effective = spec if spec is not None else _prune_spec(defaults.get("prune-backups")) or {"keep-all": "1"}

@@ -93,7 +93,10 @@ def backup_job_settings(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue
         sid = str(job.get("storage") or "local")
         compress = str(job.get("compress") or "0")
-        if types.get(sid) != "pbs" and compress == "0" and not _compress_default(data, job):
+        # vzdump.conf fills only what the job leaves undefined (VZDump.pm new): an explicit compress=0 (the GUI's
+        # 'none') stands
+        inherited = _compress_default(data, job) if job.get("compress") is None else None
+        if types.get(sid) != "pbs" and compress == "0" and not inherited:
             out.append(
                 finding(
                     "BACKUP_JOB_NO_COMPRESSION",
