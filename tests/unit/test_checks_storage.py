@@ -8,7 +8,7 @@ from typing import Any
 from pve_steward.analysis.checks import storage as sc
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.thresholds import Thresholds
-from tests.unit.pve_fixtures import GiB, cluster_status, data, node_row, storage_cfg
+from tests.unit.pve_fixtures import GiB, cluster_status, data, guest_row, node_row, storage_cfg
 from tests.unit.test_checks_node import codes
 
 T = Thresholds()
@@ -105,6 +105,26 @@ def test_backup_job_storage_missing_on_a_node() -> None:
     found = sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, jobs), T)
     assert codes(found) == [("STORAGE_BACKUP_TARGET_MISSING", "pve3:pbs-main", "warning")]
     assert found[0].evidence["job"] == "backup-nightly" and found[0].evidence["available_on"] == ["pve1", "pve2"]
+
+
+def test_a_job_that_names_its_guests_runs_only_where_they_are() -> None:
+    """API2/VZDump.pm vzdump: 'silent exit if specified VMs run on other nodes'. A USB disk on pve1 with a job for
+    pve1's guests (by vmid or pool) is not missing elsewhere; an 'all' job still reaches it on every node."""
+    usb = [*HEALTHY_CONFIG, storage_cfg("usb", "dir", "backup", nodes="pve1")]
+    resources = [*HEALTHY_RESOURCES, resource("usb", "pve1", "dir")]
+    guests = [guest_row(100, "pve1", pool="prod"), guest_row(200, "pve2")]
+    pool_row = {"id": "/pool/prod", "type": "pool", "pool": "prod"}
+    for selected in ({"vmid": "100"}, {"pool": "prod"}):
+        jobs = [job("usb-daily", "usb", **{"all": 0, **selected})]
+        assert sc.backup_target_missing(cluster(usb, [*resources, *guests, pool_row], jobs), T) == [], selected
+    wide = [job("usb-vm200", "usb", all=0, vmid="100,200")]
+    found = sc.backup_target_missing(cluster(usb, [*resources, *guests, pool_row], wide), T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_MISSING", "pve2:usb", "warning")]
+    every = sc.backup_target_missing(cluster(usb, [*resources, *guests], [job("usb-all", "usb")]), T)
+    assert sorted(f.subject.id for f in every) == ["pve2:usb", "pve3:usb"]
+    # a pool whose members cannot be seen (no Pool.Audit): no verdict on any node
+    hidden = [job("usb-pool", "usb", all=0, pool="prod")]
+    assert sc.backup_target_missing(cluster(usb, [*resources, guest_row(200, "pve2")], hidden), T) == []
 
 
 def test_unread_backup_jobs_give_no_backup_target_finding() -> None:

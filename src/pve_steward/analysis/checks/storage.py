@@ -9,6 +9,7 @@ could activate it.
 
 from __future__ import annotations
 
+from pve_steward.analysis.backups import covers, selection, visible_pools
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
@@ -45,6 +46,23 @@ def _enabled_jobs(data: ClusterData) -> list[Row]:
         "STORAGE_BACKUP_TARGET_MISSING",
     ),
 )
+def _runs_on(data: ClusterData, job: Row) -> list[str]:
+    """The online nodes where a job gets as far as its storage: every node (or its node) for an 'all' job; for a
+    job that names guests or a pool, only nodes holding one of them, since vzdump ends silently elsewhere.
+    A node whose guests' pool membership is not visible is left out (not provable)."""
+    nodes = [str(job["node"])] if job.get("node") else data.online_nodes
+    sel = selection(job)
+    if sel.ids is None and sel.pool is None:
+        return nodes
+    pools = visible_pools(data.resources)
+    holding = {
+        str(g.get("node"))
+        for vmid, g in data.guests.items()
+        if covers(sel, vmid, str(g.get("node")), None if g.get("pool") is None else str(g["pool"]), pools)
+    }
+    return [n for n in nodes if n in holding]
+
+
 def _available_on(data: ClusterData) -> dict[str, set[str]]:
     """Storage id -> online nodes where /cluster/resources says it is available."""
     out: dict[str, set[str]] = {}
@@ -173,15 +191,16 @@ def no_backup_target(data: ClusterData, t: Thresholds) -> list[Finding]:
             "warning",
             "A backup job's storage is not available on a node it runs on",
             "An enabled backup job (GET /cluster/backup) writes to a storage that /cluster/resources does not "
-            "list as 'available' on an online node the job runs on (its node, or every node): guests there are "
-            "not backed up.",
+            "list as 'available' on an online node the job runs on (its node, or every node; a job that names its "
+            "guests or a pool runs only where one of them is): guests there are not backed up.",
             "Make the storage available on that node (GUI Datacenter > Storage > Edit > Nodes; check the mount "
             "with `pvesm status`) or restrict the job (GUI Datacenter > Backup > Edit > Node).",
         )
     ],
     needs=[BACKUP_JOBS],
     anchors=["cv4pve-diag:WS0007"],
-    pve="pve-manager PVE/VZDump.pm exec_backup (storage_info fails where the storage is not enabled/active)",
+    pve="pve-manager PVE/VZDump.pm exec_backup (storage_info fails where the storage is not enabled/active); "
+    "PVE/API2/VZDump.pm vzdump ('silent exit if specified VMs run on other nodes')",
 )
 def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Pairs of (enabled job, online node) where the job's storage is not available."""
@@ -191,8 +210,7 @@ def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
         sid = str(job.get("storage") or "")
         if not sid:
             continue
-        nodes = [str(job["node"])] if job.get("node") else data.online_nodes
-        for node in nodes:
+        for node in _runs_on(data, job):
             if node in data.online_nodes and node not in where.get(sid, set()):
                 out.append(
                     finding(
