@@ -303,6 +303,23 @@ def test_excluded_disks_and_orphans() -> None:
     assert found["BACKUP_ORPHANED"].subject.id == "555"
 
 
+def test_a_backup_belongs_to_a_guest_of_its_type() -> None:
+    """A reused vmid: the deleted container's backups are not the new VM's (pve-storage subtype, pbs-vm/pbs-ct,
+    vzdump-qemu-/vzdump-lxc-; prune groups by type and vmid). Old OpenVZ archives restore as containers."""
+    old_ct = backup_row(100, "pbs", HOUR, "ok", gtype="lxc")
+    found = analyze_backups(_data([guest_row(100, "pve1")], [old_ct]), T)
+    assert sorted(f.code for f in found) == ["BACKUP_NONE", "BACKUP_ORPHANED"]
+    orphan = next(f for f in found if f.code == "BACKUP_ORPHANED")
+    assert "deleted container 100" in orphan.message and orphan.evidence["vmid_in_use"] is True
+    unnamed = {k: v for k, v in backup_row(200, "local", HOUR, pbs=False).items() if k != "subtype"}
+    unnamed["volid"] = "local:backup/vzdump-openvz-200-2026_12_01-02_00_00.tar.gz"
+    ct = _data([guest_row(200, "pve1", gtype="lxc")], [unnamed], [dict(DAILY, storage="local")])
+    ct.backup_storages_read = ["pbs", "local"]
+    assert [f.code for f in analyze_backups(ct, T)] == []  # an OpenVZ archive of a container: its backup
+    ct.backups = [{**unnamed, "volid": "local:backup/vzdump-qemu-200-2026_12_01-02_00_00.vma.zst"}]
+    assert sorted(f.code for f in analyze_backups(ct, T)) == ["BACKUP_NONE", "BACKUP_ORPHANED"]
+
+
 def test_container_mount_points_are_backed_up_only_when_marked() -> None:
     """pve-container LXC/Config.pm mountpoint_backup_enabled: rootfs always; a volume mount point only with
     backup set (the GUI sets it, pct set and the API do not); a bind mount never (host data: not reported).
@@ -316,7 +333,7 @@ def test_container_mount_points_are_backed_up_only_when_marked() -> None:
     )
     vm = qemu_config("web", scsi1="ceph-vm:vm-100-disk-1,backup=no,size=1T", scsi2="ceph-vm:vm-100-disk-2,size=1G")
     rows = [guest_row(100, "pve1"), guest_row(200, "pve1", gtype="lxc")]
-    backups = [backup_row(100, "pbs", HOUR, "ok"), backup_row(200, "pbs", HOUR, "ok")]
+    backups = [backup_row(100, "pbs", HOUR, "ok"), backup_row(200, "pbs", HOUR, "ok", gtype="lxc")]
     found = analyze_backups(_data(rows, backups, configs={100: vm, 200: ct}), T)
     excluded = {f.subject.id: f for f in found if f.code == "BACKUP_DISK_EXCLUDED"}
     assert excluded["200"].evidence["disks"] == ["mp0", "mp2"] and "without backup=1" in excluded["200"].message

@@ -192,7 +192,8 @@ class _Policy:
             "BACKUP_ORPHANED",
             "info",
             "Backup of a guest that no longer exists",
-            "Backups exist for a vmid that is not in the cluster.",
+            "Backups exist for a vmid that is not in the cluster, or of the other guest type than the guest that "
+            "now has the vmid (a VM's backups for a container, or the reverse: left by a deleted guest).",
             "Prune them if they are not needed for restore.",
         ),
     ],
@@ -222,12 +223,21 @@ def analyze_backups(data: ClusterData, t: Thresholds) -> list[Finding]:
     out += _job_findings(data, t)
     out += _failed_runs(data, t)
     out += _excluded_disks(data)
-    out += _orphan_findings(orphans)
+    out += _orphan_findings(data, orphans)
     return out
 
 
+@pve_rule(
+    "backups.guest-type",
+    rule="A backup belongs to a guest by type and vmid: a VM's backups (subtype qemu, pbs-vm, vzdump-qemu-) are "
+    "not a container's with the same vmid, nor the reverse (old OpenVZ archives restore as containers).",
+    pve="pve-storage src/PVE/Storage.pm archive_info, src/PVE/Storage/PBSPlugin.pm list_volumes (subtype); "
+    "src/PVE/Storage/Plugin.pm prune_backups (groups by type and vmid)",
+    codes=("BACKUP_NONE", "BACKUP_ORPHANED"),
+)
 def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[Row]]]:
-    """The newest backup per vmid, and the backups of vmids that are no longer in the cluster."""
+    """The newest backup of each guest, and backups that belong to no guest: of vmids no longer in the cluster,
+    or of the other guest type than the guest that now has the vmid."""
     newest: dict[int, Row] = {}
     newest_ctime: dict[int, int] = {}
     orphans: dict[int, list[Row]] = defaultdict(list)
@@ -237,12 +247,26 @@ def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[R
         if vmid is None:
             continue
         vmid, ctime = int(vmid), int(b.get("ctime", 0))
+        g = guests.get(vmid)
+        kind = b.get("subtype") or _backup_kind(b)
+        if g is None or (
+            kind is not None and kind != g.get("type") and not (kind == "openvz" and g.get("type") == "lxc")
+        ):
+            orphans[vmid].append(b)
+            continue
         known = newest_ctime.get(vmid)
         if known is None or ctime > known:
             newest[vmid], newest_ctime[vmid] = b, ctime
-        if vmid not in guests:
-            orphans[vmid].append(b)
     return newest, orphans
+
+
+def _backup_kind(row: Row) -> str | None:
+    """The guest type of a backup row without ``subtype``: its PBS format or its archive's name."""
+    fmt, volid = str(row.get("format", "")), str(row.get("volid", ""))
+    if fmt in ("pbs-vm", "pbs-ct"):
+        return "qemu" if fmt == "pbs-vm" else "lxc"
+    found = re.search(r"vzdump-(qemu|lxc|openvz)-", volid)
+    return found.group(1) if found else None
 
 
 def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) -> list[Finding]:
@@ -342,20 +366,29 @@ def _stale(data: ClusterData, t: Thresholds, vmid: int, g: Row, latest: Row, age
     )
 
 
-def _orphan_findings(orphans: dict[int, list[Row]]) -> list[Finding]:
-    return [
-        finding(
-            "BACKUP_ORPHANED",
-            Subject(kind="guest", id=str(vmid)),
-            f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists",
-            {
-                "count": len(rows),
-                "bytes": sum(int(r.get("size", 0)) for r in rows),
-                "storages": sorted({str(r.get("storage")) for r in rows}),
-            },
+def _orphan_findings(data: ClusterData, orphans: dict[int, list[Row]]) -> list[Finding]:
+    out = []
+    for vmid, rows in sorted(orphans.items()):
+        now = data.guests.get(vmid)
+        if now is None:
+            what = f"{len(rows)} backup(s) of vmid {vmid}, which no longer exists"
+        else:
+            other = "VM" if now.get("type") == "lxc" else "container"
+            what = f"{len(rows)} backup(s) of a deleted {other} {vmid} (the vmid now belongs to {now.get('name')})"
+        out.append(
+            finding(
+                "BACKUP_ORPHANED",
+                Subject(kind="guest", id=str(vmid)),
+                what,
+                {
+                    "count": len(rows),
+                    "bytes": sum(int(r.get("size", 0)) for r in rows),
+                    "storages": sorted({str(r.get("storage")) for r in rows}),
+                    "vmid_in_use": now is not None,
+                },
+            )
         )
-        for vmid, rows in sorted(orphans.items())
-    ]
+    return out
 
 
 _UNLISTED = -1  # a vmid no job can name (job vmid lists hold non-negative numbers only)
