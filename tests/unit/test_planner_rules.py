@@ -74,6 +74,16 @@ def test_ha_guests_left_behind_by_maintenance() -> None:
     assert "1 HA-managed guest(s) left to HA maintenance" in plan.summary
     assert "MIGRATE_HA_MANAGED" in {f.code for f in plan.findings}
     assert left_behind("vm:9", "n", "started", "started") is None
+    # frozen (an LRM restarting, HA disarmed): unfrozen only once its LRM is active, which maintenance is not
+    frozen = left_behind("vm:9", "n", "started", "freeze")
+    assert frozen is not None and "LRM is active again" in frozen
+    from pve_steward.analysis.planner.handoff import ha_constraints
+
+    rules = [
+        {"rule": "kept", "type": "node-affinity", "resources": "vm:100", "nodes": "dst1", "strict": 1},
+        {"rule": "dropped", "type": "node-affinity", "resources": "vm:100", "nodes": "x", "errors": {"nodes": ["?"]}},
+    ]
+    assert [c.split(":")[0] for c in ha_constraints(cluster([vm(100, 4)], ha_rules=rules), "vm:100")] == ["rule kept"]
 
 
 def test_ha_affinity_leaving_no_target_is_reported_as_the_rule() -> None:

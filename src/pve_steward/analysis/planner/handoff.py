@@ -28,7 +28,7 @@ def _active(rule: Row) -> bool:
 def ha_constraints(data: ClusterData, sid: str) -> list[str]:
     out = []
     for rule in data.ha_rules:
-        if sid in _members(rule) and not int(rule.get("disable", 0) or 0):
+        if sid in _members(rule) and _active(rule):  # a rule with errors is dropped by PVE, as a disabled one
             strict = " (strict)" if int(rule.get("strict", 0) or 0) else ""
             target = rule.get("nodes") or rule.get("affinity", "")
             out.append(f"rule {rule.get('rule')}: {rule.get('type')} {target}{strict}")
@@ -98,9 +98,11 @@ def _service_row(data: ClusterData, sid: str) -> Row:
 
 @pve_rule(
     "ha.maintenance-leaves",
-    rule="In node maintenance the CRM moves services it runs (started); a service in error state is left alone, and "
-    "one requested stopped or disabled stays stopped on its node.",
-    pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, next_state_stopped, next_state_error",
+    rule="In node maintenance the CRM moves services it runs (started); a service in error state is left alone, "
+    "one requested stopped or disabled stays stopped on its node, and a frozen one stays until its LRM is active "
+    "again (maintenance is not).",
+    pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, next_state_stopped, next_state_error, "
+    "manage (freeze: 'unfreeze if active again')",
     codes=("HA_GUEST_LEFT_BEHIND",),
 )
 def left_behind(sid: str, node: str, requested: str, crm: str) -> str | None:
@@ -110,6 +112,12 @@ def left_behind(sid: str, node: str, requested: str, crm: str) -> str | None:
             f"{sid} is in HA error state: the CRM no longer touches it and it stays on {node}. Recover it: "
             f"ha-manager set {sid} --state disabled, fix the cause, migrate it, then ha-manager set {sid} --state "
             "started"
+        )
+    if crm == "freeze":
+        return (
+            f"{sid} is frozen (its node's LRM is restarting, or HA is disarmed): the CRM leaves it on {node} until "
+            "that LRM is active again, and maintenance mode is not. Wait until the service is started again, then "
+            "enable maintenance"
         )
     if requested in ("stopped", "disabled"):
         return (
