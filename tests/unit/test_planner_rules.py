@@ -149,3 +149,53 @@ def test_ha_maintenance_copies_local_disks_but_failover_has_no_copy() -> None:
     assert plan.blockers == [] and plan.ha_guests[0].moved_by_ha and plan.ha_guests[0].problems == []
     findings, _ = analyze_migratability(d)
     assert [f.code for f in findings] == ["HA_GUEST_NOT_MIGRATABLE"] and "failover" in findings[0].message
+
+
+def _ha(guests: list, nodes: dict, **kw: object):  # type: ignore[no-untyped-def,type-arg]
+    sids = [{"sid": f"vm:{g[0]['vmid']}", "state": "started"} for g in guests]
+    return cluster(guests, nodes, ha_resources=sids, **kw)
+
+
+def test_ha_maintenance_counts_on_every_node_its_scheduler_may_choose() -> None:
+    """pve-ha-manager select_service_node: the top-priority online nodes of the rule or group, chosen by service
+    count or load, not by free memory (Usage/Basic.pm). A plan counts on HA only when each of them has room."""
+    from pve_steward.analysis.planner.ha_placement import ha_candidates
+
+    nodes = {"src": (128, 20, AMD), "a": (32, 18, AMD), "b": (64, 0, AMD)}  # a: 14 GiB free, b: 64
+    one = [vm(100, 16)]
+    # no rule: HA may choose a or b, and a lacks room (the old first fit put it on b and said READY)
+    plan = plan_evacuation(_ha(one, nodes), "src", headroom_pct=0)
+    assert [(b.vmid, b.code) for b in plan.blockers] == [(100, "MIGRATE_CAPACITY")] and "a lack" in plan.blockers[
+        0
+    ].detail
+    # a strict rule 'b:2,a:1' sends it to b only while b is online: fits
+    prio = {"rule": "p", "type": "node-affinity", "resources": "vm:100", "nodes": "b:2,a:1", "strict": 1}
+    assert plan_evacuation(_ha(one, nodes, ha_rules=[prio]), "src", headroom_pct=0).blockers == []
+    # a non-strict rule naming a: a first, the others only at priority -1 (NodeAffinity.pm plugin_compile)
+    soft = {"rule": "s", "type": "node-affinity", "resources": "vm:100", "nodes": "a", "strict": 0}
+    d = _ha(one, nodes, ha_rules=[soft])
+    assert ha_candidates(d, "vm:100", ["a", "b"]) == ["a"] and ha_candidates(d, "vm:100", ["b"]) == ["b"]
+    assert [b.code for b in plan_evacuation(d, "src", headroom_pct=0).blockers] == ["MIGRATE_CAPACITY"]
+    # PVE 8: an unrestricted group with priorities behaves alike
+    grouped = _ha(one, nodes, ha_groups=[{"group": "g", "nodes": "b:2,a:1", "restricted": 0}])
+    grouped.ha_resources[0]["group"] = "g"
+    assert ha_candidates(grouped, "vm:100", ["a", "b"]) == ["b"]
+    # the operator's denied nodes do not steer HA: b stays HA's choice and is not a stall
+    pinned = {"rule": "only-b", "type": "node-affinity", "resources": "vm:100", "nodes": "b", "strict": 1}
+    denied = plan_evacuation(_ha(one, nodes, ha_rules=[pinned]), "src", headroom_pct=0, denied=["b"])
+    assert [b.code for b in denied.blockers] == []
+
+
+def test_ha_may_not_choose_a_node_the_guest_cannot_go_to() -> None:
+    """select_service_node knows nothing of storage: HA may pick a node where the guest's disk is missing, and
+    the LRM's migration then fails (PVEVM.pm migrate, check_storage_availability)."""
+    from tests.unit.pve_fixtures import storage_cfg
+    from tests.unit.test_planner import STORAGES
+
+    nodes = {"src": (128, 20, AMD), "a": (64, 0, AMD), "b": (64, 0, AMD)}
+    limited = [*STORAGES, storage_cfg("rbd2", "rbd", nodes="src,a", shared=1)]
+    d = _ha([vm(100, 4, scsi0="rbd2:vm-100-disk-0,size=8G")], nodes)
+    d.storage_config = limited
+    plan = plan_evacuation(d, "src", headroom_pct=0)
+    assert [(b.vmid, b.code) for b in plan.blockers] == [(100, "HA_GUEST_NOT_MIGRATABLE")]
+    assert "HA may choose b" in plan.blockers[0].detail

@@ -16,7 +16,8 @@ from pve_steward.analysis.data import ClusterData, Missing, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
 from pve_steward.analysis.migration import Migratability, assess, eligible_targets
 from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
-from pve_steward.analysis.planner.handoff import ha_capacity, hand_off
+from pve_steward.analysis.planner.ha_placement import ha_capacity
+from pve_steward.analysis.planner.handoff import hand_off
 from pve_steward.analysis.planner.models import (
     Blocker,
     Downtime,
@@ -205,10 +206,14 @@ def _plan(
         )
     targets_ok, excluded = eligible_targets(data, node, allowed, denied)
     placement = Placement(data, targets_ok, headroom_pct)
-    ha_guests, schedulable = _split(data, guests, ledger, allowed, denied, allow_offline)
+    ha_guests, ha_verdicts, schedulable = _split(data, guests, ledger, allowed, denied, allow_offline)
     running_first = sorted(schedulable, key=lambda m: (m.status != "running", -m.memory_bytes, m.vmid))
     steps = order_steps([s for m in running_first if (s := place(m, placement, ledger)) is not None])
-    for vmid, (code, problem) in ha_capacity(data, ha_guests, placement.free).items():
+    # HA chooses among every HA-online node, whatever the operator allowed: the others keep their room as it is
+    everywhere, _out = eligible_targets(data, node)
+    room = Placement(data, [t for t in everywhere if t not in placement.free], headroom_pct).free | placement.free
+    movable = {m.vmid: set(m.movable_to()) for m in ha_verdicts}
+    for vmid, (code, problem) in ha_capacity(data, ha_guests, room, movable).items():
         h = next(h for h in ha_guests if h.vmid == vmid)
         h.problems.append(problem)
         ledger.block(h.vmid, h.name, code, problem)
@@ -259,9 +264,11 @@ def _split(
     allowed: list[str] | None,
     denied: list[str] | None,
     allow_offline: bool,
-) -> tuple[list[HAGuest], list[Migratability]]:
-    """Step 3 and the first half of step 5: HA guests are handed off, the others get a verdict to place."""
+) -> tuple[list[HAGuest], list[Migratability], list[Migratability]]:
+    """Step 3 and the first half of step 5: HA guests are handed off (with their verdicts), the others get a
+    verdict to place."""
     ha_guests: list[HAGuest] = []
+    ha_verdicts: list[Migratability] = []
     schedulable: list[Migratability] = []
     for g in guests:
         vmid = int(str(g["vmid"]))
@@ -272,6 +279,7 @@ def _split(
         m = assess(data, vmid, allow_downtime=True)
         h = hand_off(data, m, res, g.get("status") == "running")
         ha_guests.append(h)
+        ha_verdicts.append(m)
         ledger.findings.append(
             finding(
                 "MIGRATE_HA_MANAGED",
@@ -285,7 +293,7 @@ def _split(
             ledger.block(vmid, m.name, "HA_GUEST_LEFT_BEHIND", h.action)
         for p in h.problems:
             ledger.block(vmid, m.name, "HA_GUEST_NOT_MIGRATABLE", p)
-    return ha_guests, schedulable
+    return ha_guests, ha_verdicts, schedulable
 
 
 def _recommendation(node: str, moved: list[HAGuest]) -> str | None:

@@ -147,37 +147,3 @@ def hand_off(data: ClusterData, m: Migratability, res: Row, running: bool) -> HA
         problems=ha_problems(data, m, failover=False) if action is None else [],
         action=action,
     )
-
-
-def ha_capacity(data: ClusterData, ha_guests: list[HAGuest], free: dict[str, int]) -> dict[int, tuple[str, str]]:
-    """Can the room left after the plan absorb the HA guests (first fit, largest first, within their rules)?
-
-    Returns (code, problem) per guest that cannot go: MIGRATE_HA_AFFINITY when its rules leave no
-    eligible node at all, MIGRATE_CAPACITY when the allowed nodes lack room.
-    """
-    left = dict(free)
-    out: dict[int, tuple[str, str]] = {}
-    for h in sorted(ha_guests, key=lambda h: (-h.memory_bytes, h.vmid)):
-        if not h.moved_by_ha:
-            continue
-        allowed = ha_allowed_nodes(data, h.sid)
-        blocked = ha_blocked_nodes(data, h.sid)
-        options = [n for n in sorted(left) if (allowed is None or n in allowed) and n not in blocked]
-        if not options:
-            why = f"strict node affinity allows only {', '.join(allowed)}" if allowed is not None else ""
-            if blocked:
-                why += ("; " if why else "") + f"negative resource affinity blocks {', '.join(sorted(blocked))}"
-            out[h.vmid] = ("MIGRATE_HA_AFFINITY", f"{h.sid}: no eligible node ({why}); HA maintenance would stall")
-            continue
-        fit = [n for n in options if left[n] >= h.memory_bytes]
-        if not fit:
-            where = ", ".join(allowed) if allowed is not None else "any eligible node"
-            out[h.vmid] = (
-                "MIGRATE_CAPACITY",
-                f"needs {h.memory_bytes / GiB:.1f} GiB on {where} after the planned moves; not enough room "
-                "(HA would stall or overload a node)",
-            )
-            continue
-        best = min(fit, key=lambda n: (-left[n], n))
-        left[best] -= h.memory_bytes
-    return out

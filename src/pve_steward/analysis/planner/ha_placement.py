@@ -1,0 +1,123 @@
+"""Where HA maintenance may put the HA guests it moves, and whether every such node has room for them.
+
+The CRM picks a service's node itself (pve-ha-manager Manager.pm select_service_node): among the
+highest-priority online nodes its node-affinity rule (PVE 9) or group (PVE 8) allows, minus nodes its
+negative resource-affinity peers hold, the one its scheduler scores best: in the default 'basic'
+mode the node with the fewest services, memory unseen. That choice cannot be proven from outside,
+so a plan counts on HA only when every node it may choose has room; the operator's allowed and
+denied nodes do not steer HA and are not applied here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.planner.handoff import ha_blocked_nodes
+from pve_steward.analysis.planner.models import HAGuest
+from pve_steward.analysis.pverules import pve_rule
+
+GiB = 1024**3
+
+
+def _priorities(spec: object) -> dict[str, int]:
+    """'a:2,b' -> {'a': 2, 'b': 0} (a node without a priority has 0)."""
+    out: dict[str, int] = {}
+    for part in str(spec or "").split(","):
+        m = re.fullmatch(r"\s*(\S+?)(?::(\d+))?\s*", part)
+        if m and m.group(1):
+            out[m.group(1)] = int(m.group(2) or 0)
+    return out
+
+
+def _affinity(data: ClusterData, sid: str) -> tuple[dict[str, int], bool] | None:
+    """The node priorities of the sid's node-affinity rule (PVE 9, groups migrated) or group (PVE 8), and whether
+    they are strict (restricted); None when nothing restricts it."""
+    for rule in data.ha_rules:
+        members = {m.strip() for m in str(rule.get("resources", "")).split(",")}
+        active = not int(rule.get("disable", 0) or 0) and not rule.get("errors")
+        if rule.get("type") == "node-affinity" and sid in members and active:
+            return _priorities(rule.get("nodes")), bool(int(rule.get("strict", 0) or 0))
+    res = data.ha_by_sid.get(sid) or {}
+    group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)
+    if group is not None:
+        return _priorities(group.get("nodes")), bool(int(group.get("restricted", 0) or 0))
+    return None
+
+
+@pve_rule(
+    "ha.candidate-nodes",
+    rule="HA places a service only on the highest-priority online nodes of its node-affinity rule or group (a "
+    "non-strict rule or unrestricted group adds every other node at priority -1), minus nodes its negative "
+    "resource-affinity peers hold; among those its scheduler picks by service count or load, not by free memory.",
+    pve="pve-ha-manager src/PVE/HA/Rules/NodeAffinity.pm plugin_compile, get_node_affinity; src/PVE/HA/Manager.pm "
+    "select_service_node (PVE 8: get_node_priority_groups); src/PVE/HA/Usage/Basic.pm score_nodes_to_start_service",
+    codes=("MIGRATE_HA_AFFINITY", "MIGRATE_CAPACITY"),
+)
+def ha_candidates(data: ClusterData, sid: str, online: list[str]) -> list[str]:
+    """The nodes among ``online`` (HA-online targets) that HA's scheduler chooses from for ``sid``."""
+    found = _affinity(data, sid)
+    if found is None:
+        return sorted(online)
+    nodes, strict = found
+    present = {n: p for n, p in nodes.items() if n in online}
+    if not strict:
+        present |= {n: -1 for n in online if n not in nodes}
+    if not present:
+        return []
+    top = max(present.values())
+    return sorted(n for n, p in present.items() if p == top)
+
+
+def ha_capacity(
+    data: ClusterData, ha_guests: list[HAGuest], free: dict[str, int], movable: dict[int, set[str]]
+) -> dict[int, tuple[str, str]]:
+    """Can every node HA may choose take each HA guest it moves (largest first, after the planned moves)?
+
+    ``free``: room per HA-online target after the plan; ``movable``: where each guest's own verdict lets it go.
+    Returns (code, problem) per guest that is not provably placed: MIGRATE_HA_AFFINITY when no node is left,
+    HA_GUEST_NOT_MIGRATABLE when HA may choose a node the guest cannot go to, MIGRATE_CAPACITY when a node it
+    may choose lacks room.
+    """
+    left = dict(free)
+    out: dict[int, tuple[str, str]] = {}
+    for h in sorted(ha_guests, key=lambda h: (-h.memory_bytes, h.vmid)):
+        if not h.moved_by_ha:
+            continue
+        blocked = ha_blocked_nodes(data, h.sid)
+        options = [n for n in ha_candidates(data, h.sid, sorted(left)) if n not in blocked]
+        if not options:
+            out[h.vmid] = (
+                "MIGRATE_HA_AFFINITY",
+                f"{h.sid}: {_no_node(data, h.sid, blocked)}; HA maintenance would stall",
+            )
+            continue
+        unusable = [n for n in options if n not in movable.get(h.vmid, set(options))]
+        if unusable:
+            out[h.vmid] = (
+                "HA_GUEST_NOT_MIGRATABLE",
+                f"{h.sid}: HA may choose {', '.join(unusable)}, where the guest cannot go (see its migration "
+                "verdict); the move would fail and HA retry",
+            )
+            continue
+        short = [n for n in options if left[n] < h.memory_bytes]
+        if short:
+            out[h.vmid] = (
+                "MIGRATE_CAPACITY",
+                f"needs {h.memory_bytes / GiB:.1f} GiB; HA chooses among {', '.join(options)} by its scheduler's "
+                f"score, not by free memory, and {', '.join(short)} lack(s) that room after the planned moves "
+                "(HA could overload it)",
+            )
+            continue
+        left[max(options, key=lambda n: (left[n], n))] -= h.memory_bytes
+    return out
+
+
+def _no_node(data: ClusterData, sid: str, blocked: dict[str, list[str]]) -> str:
+    found = _affinity(data, sid)
+    why = []
+    if found is not None and found[1]:
+        why.append(f"strict node affinity allows only {', '.join(sorted(found[0]))}")
+    if blocked:
+        why.append(f"negative resource affinity blocks {', '.join(sorted(blocked))}")
+    return "no eligible node (" + "; ".join(why) + ")" if why else "no eligible node"
