@@ -199,3 +199,21 @@ def test_ha_may_not_choose_a_node_the_guest_cannot_go_to() -> None:
     plan = plan_evacuation(d, "src", headroom_pct=0)
     assert [(b.vmid, b.code) for b in plan.blockers] == [(100, "HA_GUEST_NOT_MIGRATABLE")]
     assert "HA may choose b" in plan.blockers[0].detail
+
+
+def test_ha_disarmed_in_ignore_mode_leaves_guests_to_plain_migrations() -> None:
+    """pve-ha-manager Config.pm: while HA is disarmed in ignore mode its resources 'can be managed directly', so a
+    migrate is a plain one and maintenance mode would do nothing (the CRM ignores it while disarmed)."""
+    from pve_steward.analysis.checks.guests_common import not_ha_managed
+    from pve_steward.analysis.migration import assess
+
+    fencing = {"type": "fencing", "id": "fencing", "node": "src", "armed-state": "disarmed", "resource_mode": "ignore"}
+    d = _ha([vm(100, 4)], {"src": (128, 20, AMD), "a": (64, 0, AMD), "b": (64, 0, AMD)}, ha_status=[fencing])
+    plan = plan_evacuation(d, "src", headroom_pct=0)
+    assert [s.vmid for s in plan.steps] == [100] and plan.ha_guests == [] and plan.ha_recommendation is None
+    assert "MIGRATE_HA_MANAGED" not in {r.code for r in assess(d, 100).reasons}
+    assert not_ha_managed(d, T) == []  # HA_DISARMED reports the state once
+    armed = _ha(
+        [vm(100, 4)], {"src": (128, 20, AMD), "a": (64, 0, AMD)}, ha_status=[{**fencing, "armed-state": "armed"}]
+    )
+    assert [h.vmid for h in plan_evacuation(armed, "src", headroom_pct=0).ha_guests] == [100]

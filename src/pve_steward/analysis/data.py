@@ -154,8 +154,13 @@ class ClusterData:
 
     @cached_property
     def ha_by_vmid(self) -> dict[int, Row]:
-        """HA resources (not ``ignored``) by guest: ``ct:N`` only for a container N, ``vm:N`` otherwise."""
-        out = {}
+        """HA resources (not ``ignored``) by guest: ``ct:N`` only for a container N, ``vm:N`` otherwise.
+
+        None while HA is disarmed in ignore mode: then 'resources can be managed directly' and a migrate is a
+        plain one (pve-ha-manager src/PVE/HA/Config.pm $service_check_ha_state)."""
+        out: dict[int, Row] = {}
+        if self.ha_disarmed_ignore:
+            return out
         for sid, res in self.ha_by_sid.items():
             prefix, _, num = str(sid).partition(":")
             if res.get("state") == "ignored" or not num.isdecimal() or num != str(int(num)):
@@ -165,6 +170,15 @@ class ClusterData:
             if prefix == ("ct" if row and row.get("type") == "lxc" else "vm"):
                 out[vmid] = res
         return out
+
+    @cached_property
+    def ha_disarmed_ignore(self) -> bool:
+        """HA disarmed (or disarming) in ignore mode: its resources are managed directly, as if not in HA
+        (the status API's fencing row, pve-ha-manager src/PVE/API2/HA/Status.pm)."""
+        return any(
+            r.get("type") == "fencing" and r.get("resource_mode") == "ignore" and r.get("armed-state") != "armed"
+            for r in self.ha_status
+        )
 
     @cached_property
     def ha_service_states(self) -> dict[str, str]:

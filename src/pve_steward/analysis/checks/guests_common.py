@@ -368,7 +368,7 @@ def snapshot_contents(data: ClusterData, t: Thresholds) -> list[Finding]:
     pve="pve-ha-manager src/PVE/HA/Config.pm vm_is_ha_managed",
 )
 def not_ha_managed(data: ClusterData, t: Thresholds) -> list[Finding]:
-    if not data.ha_resources:
+    if not data.ha_resources or data.ha_disarmed_ignore:  # disarmed: HA_DISARMED says so, not one guest at a time
         return []
     running = [vmid for vmid, g, _raw, _cfg in guests_with_config(data) if g.get("status") == "running"]
     outside = [vmid for vmid in running if data.ha_managed(vmid) is None]
