@@ -217,3 +217,22 @@ def test_ha_disarmed_in_ignore_mode_leaves_guests_to_plain_migrations() -> None:
         [vm(100, 4)], {"src": (128, 20, AMD), "a": (64, 0, AMD)}, ha_status=[{**fencing, "armed-state": "armed"}]
     )
     assert [h.vmid for h in plan_evacuation(armed, "src", headroom_pct=0).ha_guests] == [100]
+
+
+def test_a_stopped_negative_peer_does_not_block_ha_placement() -> None:
+    """The scheduler counts a negative peer's node only while the peer holds it (Usage.pm get_used_service_nodes:
+    not stopped, not request_start), while a migrate command counts it anyway (Config.pm
+    get_resource_motion_info): the evacuation hands the guest to HA, a manual move to that node is refused."""
+    apart = {"rule": "apart", "type": "resource-affinity", "affinity": "negative", "resources": "vm:100,vm:200"}
+    peer = service("vm:200", "a", "stopped", "stopped")
+    nodes = {"src": (128, 20, AMD), "a": (64, 0, AMD), "b": (64, 0, AMD)}
+    d = _ha([vm(100, 4)], nodes, ha_rules=[apart], ha_status=[peer], online={"src": True, "a": True, "b": False})
+    d.ha_resources.append({"sid": "vm:200", "state": "stopped"})
+    plan = plan_evacuation(d, "src", headroom_pct=0)
+    assert plan.blockers == [] and [h.vmid for h in plan.ha_guests if h.moved_by_ha] == [100]
+    move = plan_guest_move(d, 100)
+    assert not move.can_move and [b.code for b in move.blockers] == ["MIGRATE_HA_AFFINITY"]
+    running = _ha([vm(100, 4)], nodes, ha_rules=[apart], ha_status=[service("vm:200", "a", "started", "started")])
+    running.ha_resources.append({"sid": "vm:200", "state": "started"})
+    held = plan_evacuation(running, "src", headroom_pct=0)  # a is held; b remains: HA may choose only b
+    assert held.blockers == []

@@ -15,9 +15,16 @@ from pve_steward.pve.guestconfig import GuestConfig
 
 # not what HA_GUEST_NOT_MIGRATABLE is about: no target, downtime (HA moves by restart or offline), and the error
 # state (HA_RESOURCE_ERROR reports it; maintenance leaves such a guest behind rather than stalling on it)
-# not what HA_GUEST_NOT_MIGRATABLE is about: no target, downtime (HA moves by restart or offline), and the error
-# state (HA_RESOURCE_ERROR reports it; maintenance leaves such a guest behind rather than stalling on it)
-_NOT_HA_BLOCKERS = {"MIGRATE_NO_TARGET", "MIGRATE_RESTART_REQUIRED", "MIGRATE_DOWNTIME_NOT_ALLOWED", "MIGRATE_HA_ERROR"}
+# not what HA_GUEST_NOT_MIGRATABLE is about: no target, downtime (HA moves by restart or offline), the error
+# state (HA_RESOURCE_ERROR reports it; maintenance leaves such a guest behind rather than stalling on it), and
+# resource affinity as a migrate command sees it (HA's own placement judges it: planner/ha_placement.py)
+_NOT_HA_BLOCKERS = {
+    "MIGRATE_NO_TARGET",
+    "MIGRATE_RESTART_REQUIRED",
+    "MIGRATE_DOWNTIME_NOT_ALLOWED",
+    "MIGRATE_HA_ERROR",
+    "MIGRATE_HA_AFFINITY",
+}
 
 
 register_codes(

@@ -212,7 +212,7 @@ def _plan(
     # HA chooses among every HA-online node, whatever the operator allowed: the others keep their room as it is
     everywhere, _out = eligible_targets(data, node)
     room = Placement(data, [t for t in everywhere if t not in placement.free], headroom_pct).free | placement.free
-    movable = {m.vmid: set(m.movable_to()) for m in ha_verdicts}
+    movable = {m.vmid: _movable_for_ha(m) for m in ha_verdicts}
     for vmid, (code, problem) in ha_capacity(data, ha_guests, room, movable).items():
         h = next(h for h in ha_guests if h.vmid == vmid)
         h.problems.append(problem)
@@ -294,6 +294,17 @@ def _split(
         for p in h.problems:
             ledger.block(vmid, m.name, "HA_GUEST_NOT_MIGRATABLE", p)
     return ha_guests, ha_verdicts, schedulable
+
+
+def _movable_for_ha(m: Migratability) -> set[str]:
+    """Where the guest can go as HA's scheduler sees it: a node PVE's precondition blocks only for resource
+    affinity counts (the precondition is the migrate command's view; ha_capacity applies the scheduler's)."""
+    return {
+        n
+        for t in m.targets
+        if t.mode or (t.reasons and all(r.code == "MIGRATE_HA_AFFINITY" for r in t.reasons if r.blocking))
+        for n in t.nodes
+    }
 
 
 def _recommendation(node: str, moved: list[HAGuest]) -> str | None:

@@ -84,7 +84,7 @@ def ha_capacity(
     for h in sorted(ha_guests, key=lambda h: (-h.memory_bytes, h.vmid)):
         if not h.moved_by_ha:
             continue
-        blocked = ha_blocked_nodes(data, h.sid)
+        blocked = ha_blocked_nodes(data, h.sid, scheduler=True)
         options = [n for n in ha_candidates(data, h.sid, sorted(left)) if n not in blocked]
         if not options:
             out[h.vmid] = (

@@ -7,6 +7,7 @@ import re
 
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.migration import Migratability, ha_problems
+from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.planner.models import HAGuest
 from pve_steward.analysis.pverules import pve_rule
 
@@ -68,16 +69,25 @@ def ha_allowed_nodes(data: ClusterData, sid: str) -> list[str] | None:
     return sorted(allowed) if allowed is not None else None
 
 
+# the CRM states in which a service holds its node for the scheduler (Usage.pm get_used_service_nodes)
+_HOLDS_NODE = frozenset(["started", "request_stop", "fence", "freeze", "error", "recovery", "migrate", "relocate"])
+
+
 @pve_rule(
     "ha.resource-affinity-blocking",
     rule="A node is blocked for an HA resource when a resource it must be kept apart from (negative resource-affinity) "
-    "runs or is headed there; PVE's precondition reports these as blocking-ha-resources with cause resource-affinity.",
-    pve="pve-ha-manager src/PVE/HA/Config.pm get_resource_motion_info",
+    "is there. A migrate command counts every such resource not ignored (PVE's precondition reports these as "
+    "blocking-ha-resources); the scheduler placing services in maintenance counts only those that hold their node "
+    "(not stopped or about to start) on an HA-online node.",
+    pve="pve-ha-manager src/PVE/HA/Config.pm get_resource_motion_info; src/PVE/HA/Rules/ResourceAffinity.pm "
+    "get_resource_affinity, src/PVE/HA/Usage.pm get_used_service_nodes",
     codes=("MIGRATE_HA_AFFINITY",),
 )
-def ha_blocked_nodes(data: ClusterData, sid: str) -> dict[str, list[str]]:
-    """Node -> the HA resources (negative resource-affinity) that block it."""
-    where = {str(r.get("sid")): str(r.get("node")) for r in data.ha_status if r.get("type") == "service"}
+def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> dict[str, list[str]]:
+    """Node -> the HA resources (negative resource-affinity) that block it; ``scheduler``: as the CRM's scheduler
+    sees them when it places services (maintenance, recovery), rather than as a migrate command does."""
+    rows = {str(r.get("sid")): r for r in data.ha_status if r.get("type") == "service"}
+    online = set(data.online_nodes) - maintenance_nodes(data)
     out: dict[str, list[str]] = {}
     for rule in data.ha_rules:
         members = _members(rule)
@@ -86,9 +96,15 @@ def ha_blocked_nodes(data: ClusterData, sid: str) -> dict[str, list[str]]:
         if not _active(rule):
             continue
         for other in members:
-            node = where.get(other)
-            if other != sid and node and (data.ha_by_sid.get(other) or {}).get("state") != "ignored":
-                out.setdefault(node, []).append(other)
+            row = rows.get(other) or {}
+            node = str(row.get("node") or "")
+            if other == sid or not node or (data.ha_by_sid.get(other) or {}).get("state") == "ignored":
+                continue
+            if scheduler and (
+                str(row.get("crm_state") or row.get("state") or "") not in _HOLDS_NODE or node not in online
+            ):
+                continue
+            out.setdefault(node, []).append(other)
     return out
 
 
