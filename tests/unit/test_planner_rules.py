@@ -236,3 +236,33 @@ def test_a_stopped_negative_peer_does_not_block_ha_placement() -> None:
     running.ha_resources.append({"sid": "vm:200", "state": "started"})
     held = plan_evacuation(running, "src", headroom_pct=0)  # a is held; b remains: HA may choose only b
     assert held.blockers == []
+
+
+def test_ha_keeps_positive_peers_together() -> None:
+    """Positive resource affinity (PVE 9): the peers end on one node, next to a peer that stays where it runs
+    (apply_positive_resource_affinity); a peer's node rule binds them all (create_implicit_positive_resource_
+    affinity_node_affinity_rules), and a peer's negative partner is theirs too (implicit negative rules)."""
+    from pve_steward.analysis.planner.ha_placement import ha_candidates, together
+
+    pair = {"rule": "pair", "type": "resource-affinity", "affinity": "positive", "resources": "vm:100,vm:101"}
+    nodes = {"src": (128, 40, AMD), "a": (64, 44, AMD), "b": (64, 44, AMD)}  # 20 GiB free on a and on b
+    both = _ha([vm(100, 16), vm(101, 16)], nodes, ha_rules=[pair])
+    plan = plan_evacuation(both, "src", headroom_pct=0)
+    assert sorted((b.vmid, b.code) for b in plan.blockers) == [(100, "MIGRATE_CAPACITY"), (101, "MIGRATE_CAPACITY")]
+    assert "32.0 GiB (vm:100, vm:101, kept together)" in plan.blockers[0].detail
+    # the peer stays on a, which has no room: only a will do, though b is empty
+    roomy = {"src": (128, 40, AMD), "a": (64, 60, AMD), "b": (64, 0, AMD)}
+    stays = _ha([vm(100, 16), vm(101, 4, node="a")], roomy, ha_rules=[pair])
+    stays.ha_status = [service("vm:101", "a", "started", "started")]
+    assert [b.code for b in plan_evacuation(stays, "src", headroom_pct=0).blockers] == ["MIGRATE_CAPACITY"]
+    # merged rules, an inherited node rule, an implicit negative partner
+    chain = {"rule": "chain", "type": "resource-affinity", "affinity": "positive", "resources": "vm:101,vm:102"}
+    pin = {"rule": "pin", "type": "node-affinity", "resources": "vm:102", "nodes": "a", "strict": 1}
+    d = _ha([vm(100, 4)], roomy, ha_rules=[pair, chain, pin])
+    assert together(d)["vm:100"] == {"vm:100", "vm:101", "vm:102"}
+    assert ha_candidates(d, "vm:100", ["a", "b"]) == ["a"]
+    apart = {"rule": "apart", "type": "resource-affinity", "affinity": "negative", "resources": "vm:101,vm:300"}
+    blocked = _ha([vm(100, 4)], roomy, ha_rules=[pair, apart], online={"src": True, "a": True, "b": False})
+    blocked.ha_status = [service("vm:300", "a", "started", "started"), service("vm:101", "src", "stopped", "stopped")]
+    blocked.ha_resources += [{"sid": "vm:101", "state": "stopped"}, {"sid": "vm:300", "state": "started"}]
+    assert [b.code for b in plan_evacuation(blocked, "src", headroom_pct=0).blockers] == ["MIGRATE_HA_AFFINITY"]

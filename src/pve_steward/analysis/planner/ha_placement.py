@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.planner.handoff import ha_blocked_nodes
+from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.planner.handoff import ha_blocked_nodes, holding_node
 from pve_steward.analysis.planner.models import HAGuest
 from pve_steward.analysis.pverules import pve_rule
 
@@ -30,13 +30,36 @@ def _priorities(spec: object) -> dict[str, int]:
     return out
 
 
-def _affinity(data: ClusterData, sid: str) -> tuple[dict[str, int], bool] | None:
-    """The node priorities of the sid's node-affinity rule (PVE 9, groups migrated) or group (PVE 8), and whether
-    they are strict (restricted); None when nothing restricts it."""
+def _members(rule: Row) -> set[str]:
+    return {m.strip() for m in str(rule.get("resources", "")).split(",") if m.strip()}
+
+
+def _active(rule: Row) -> bool:
+    return not int(rule.get("disable", 0) or 0) and not rule.get("errors")
+
+
+def together(data: ClusterData) -> dict[str, frozenset[str]]:
+    """sid -> the HA resources kept on one node with it: active positive resource-affinity rules, connected ones
+    merged (ResourceAffinity.pm merge_connected_positive_resource_affinity_rules)."""
+    groups: list[set[str]] = []
     for rule in data.ha_rules:
-        members = {m.strip() for m in str(rule.get("resources", "")).split(",")}
-        active = not int(rule.get("disable", 0) or 0) and not rule.get("errors")
-        if rule.get("type") == "node-affinity" and sid in members and active:
+        if rule.get("type") == "resource-affinity" and rule.get("affinity") == "positive" and _active(rule):
+            members = _members(rule)
+            touching = [g for g in groups if g & members]
+            for g in touching:
+                members |= g
+                groups.remove(g)
+            groups.append(members)
+    return {sid: frozenset(g) for g in groups if len(g) > 1 for sid in g}
+
+
+def _affinity(data: ClusterData, sid: str) -> tuple[dict[str, int], bool] | None:
+    """The node priorities of the sid's node-affinity rule (PVE 9, groups migrated; a positive resource-affinity
+    peer's rule binds it too: Rules.pm create_implicit_positive_resource_affinity_node_affinity_rules) or group
+    (PVE 8), and whether they are strict (restricted); None when nothing restricts it."""
+    kin = together(data).get(sid, frozenset([sid]))
+    for rule in data.ha_rules:
+        if rule.get("type") == "node-affinity" and _members(rule) & kin and _active(rule):
             return _priorities(rule.get("nodes")), bool(int(rule.get("strict", 0) or 0))
     res = data.ha_by_sid.get(sid) or {}
     group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)
@@ -74,43 +97,66 @@ def ha_capacity(
 ) -> dict[int, tuple[str, str]]:
     """Can every node HA may choose take each HA guest it moves (largest first, after the planned moves)?
 
-    ``free``: room per HA-online target after the plan; ``movable``: where each guest's own verdict lets it go.
-    Returns (code, problem) per guest that is not provably placed: MIGRATE_HA_AFFINITY when no node is left,
-    HA_GUEST_NOT_MIGRATABLE when HA may choose a node the guest cannot go to, MIGRATE_CAPACITY when a node it
-    may choose lacks room.
+    Guests HA keeps together (positive resource affinity) go as one: they end on one node, next to any peer that
+    stays where it runs (apply_positive_resource_affinity), and apart from every node one of them must avoid
+    (implicit negative rules). ``free``: room per HA-online target after the plan; ``movable``: where each
+    guest's own verdict lets it go. Returns (code, problem) per guest that is not provably placed:
+    MIGRATE_HA_AFFINITY when no node is left, HA_GUEST_NOT_MIGRATABLE when HA may choose a node the guest cannot
+    go to, MIGRATE_CAPACITY when a node it may choose lacks room.
     """
     left = dict(free)
     out: dict[int, tuple[str, str]] = {}
-    for h in sorted(ha_guests, key=lambda h: (-h.memory_bytes, h.vmid)):
-        if not h.moved_by_ha:
-            continue
-        blocked = ha_blocked_nodes(data, h.sid, scheduler=True)
-        options = [n for n in ha_candidates(data, h.sid, sorted(left)) if n not in blocked]
-        if not options:
-            out[h.vmid] = (
-                "MIGRATE_HA_AFFINITY",
-                f"{h.sid}: {_no_node(data, h.sid, blocked)}; HA maintenance would stall",
-            )
-            continue
-        unusable = [n for n in options if n not in movable.get(h.vmid, set(options))]
-        if unusable:
-            out[h.vmid] = (
-                "HA_GUEST_NOT_MIGRATABLE",
-                f"{h.sid}: HA may choose {', '.join(unusable)}, where the guest cannot go (see its migration "
-                "verdict); the move would fail and HA retry",
-            )
-            continue
-        short = [n for n in options if left[n] < h.memory_bytes]
-        if short:
-            out[h.vmid] = (
-                "MIGRATE_CAPACITY",
-                f"needs {h.memory_bytes / GiB:.1f} GiB; HA chooses among {', '.join(options)} by its scheduler's "
-                f"score, not by free memory, and {', '.join(short)} lack(s) that room after the planned moves "
-                "(HA could overload it)",
-            )
-            continue
-        left[max(options, key=lambda n: (left[n], n))] -= h.memory_bytes
+    kin = together(data)
+    units: dict[frozenset[str], list[HAGuest]] = {}
+    for h in ha_guests:
+        if h.moved_by_ha:
+            units.setdefault(kin.get(h.sid, frozenset([h.sid])), []).append(h)
+    for group, unit in sorted(
+        units.items(), key=lambda u: (-sum(h.memory_bytes for h in u[1]), min(h.vmid for h in u[1]))
+    ):
+        found = _place(data, group, unit, left, movable)
+        for h in unit:
+            if found is not None:
+                out[h.vmid] = found
     return out
+
+
+def _place(
+    data: ClusterData, group: frozenset[str], unit: list[HAGuest], left: dict[str, int], movable: dict[int, set[str]]
+) -> tuple[str, str] | None:
+    """One unit of HA guests that end on one node: the problem, or None once its room is reserved."""
+    names = ", ".join(sorted(h.sid for h in unit))
+    blocked: dict[str, list[str]] = {}
+    for sid in sorted(group):
+        for node, peers in ha_blocked_nodes(data, sid, scheduler=True).items():
+            blocked.setdefault(node, []).extend(p for p in peers if p not in group)
+    blocked = {n: p for n, p in blocked.items() if p}
+    candidates = ha_candidates(data, unit[0].sid, sorted(left))
+    moving = {h.sid for h in unit}
+    held = [n for sid in sorted(group - moving) if (n := holding_node(data, sid)) in candidates]
+    if held:  # a peer that stays pins the unit to its node (the most populated one)
+        candidates = [max(sorted(set(held)), key=held.count)]
+    options = [n for n in candidates if n not in blocked]
+    if not options:
+        return ("MIGRATE_HA_AFFINITY", f"{names}: {_no_node(data, unit[0].sid, blocked)}; HA maintenance would stall")
+    unusable = [n for n in options if any(n not in movable.get(h.vmid, {n}) for h in unit)]
+    if unusable:
+        return (
+            "HA_GUEST_NOT_MIGRATABLE",
+            f"{names}: HA may choose {', '.join(unusable)}, where the guest cannot go (see its migration verdict); "
+            "the move would fail and HA retry",
+        )
+    need = sum(h.memory_bytes for h in unit)
+    short = [n for n in options if left[n] < need]
+    if short:
+        kept = f" ({names}, kept together)" if len(unit) > 1 else ""
+        return (
+            "MIGRATE_CAPACITY",
+            f"needs {need / GiB:.1f} GiB{kept}; HA chooses among {', '.join(options)} by its scheduler's score, not "
+            f"by free memory, and {', '.join(short)} lack(s) that room after the planned moves (HA could overload it)",
+        )
+    left[max(options, key=lambda n: (left[n], n))] -= need
+    return None
 
 
 def _no_node(data: ClusterData, sid: str, blocked: dict[str, list[str]]) -> str:

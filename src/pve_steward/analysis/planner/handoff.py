@@ -108,6 +108,14 @@ def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> di
     return out
 
 
+def holding_node(data: ClusterData, sid: str) -> str | None:
+    """The HA-online node a service holds for the scheduler, if any (Usage.pm get_used_service_nodes)."""
+    row = _service_row(data, sid)
+    node = str(row.get("node") or "")
+    state = str(row.get("crm_state") or row.get("state") or "")
+    return node if state in _HOLDS_NODE and node in set(data.online_nodes) - maintenance_nodes(data) else None
+
+
 def _service_row(data: ClusterData, sid: str) -> Row:
     return next((r for r in data.ha_status if r.get("type") == "service" and r.get("sid") == sid), {})
 
