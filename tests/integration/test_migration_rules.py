@@ -7,6 +7,7 @@ must then succeed through PVE's migrate endpoint while every refused guest is re
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -227,6 +228,34 @@ async def test_pending_changes_do_not_decide_a_move(start_sim: Any, server_for: 
     move = await _call(server_for(sim, "auditor@pve!mcp"), "check_guest_migration", vmid=300, allow_offline=True)
     assert not move["can_move"] and move["blockers"][0]["code"] == "MIGRATE_PASSTHROUGH"
     assert "local devices: hostpci0" in _run(sim, "m1", "qemu", 300, target="m2", online=1)
+
+
+async def test_ha_migrate_follows_the_crms_resource_affinity(start_sim: Any, server_for: Any) -> None:
+    """pve-ha-manager Manager.pm queue_resource_motion (PVE 9): a negative partner on the target refuses the
+    command (the API answers with blocking-resources, nothing moves); positive partners go along
+    (comigrated-resources). The preview says so before anyone confirms."""
+    sim = start_sim("migration", version="9.1.2", speed=2000)
+    pve = api(sim)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        refused = await c.call_tool("ha_migrate", {"vmid": 312, "node": "m2"})
+    assert refused.is_error and "kept apart from vm:320" in refused.content[0].text
+    answer = pve.cluster.ha.resources("vm:312").migrate.post(node="m2")
+    assert answer["blocking-resources"] == [{"sid": "vm:320", "cause": "resource-affinity"}]
+    with sim.sim.mutate() as c:
+        c.ha_rules["pair"] = {"type": "resource-affinity", "affinity": "positive", "resources": "vm:312,vm:311"}
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = (await c.call_tool("ha_migrate", {"vmid": 312, "node": "m3"})).structured_content
+    assert body is not None and any("partners vm:311 to m3" in e for e in body["effects"])
+    answer = pve.cluster.ha.resources("vm:312").migrate.post(node="m3")
+    assert answer["comigrated-resources"] == ["vm:311"]
+    deadline = time.monotonic() + 30
+    where: dict[int, str] = {}
+    while set(where.values()) != {"m3"} and time.monotonic() < deadline:  # pvesim ends tasks as they are read
+        time.sleep(0.05)
+        where = {
+            int(r["vmid"]): str(r["node"]) for r in pve.cluster.resources.get(type="vm") if r["vmid"] in (311, 312)
+        }
+    assert where == {311: "m3", 312: "m3"}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -13,7 +13,9 @@ from pydantic import Field
 
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration import storage_on
-from pve_steward.analysis.planner import ha_allowed_nodes, plan_guest_move
+from pve_steward.analysis.migration.targets import maintenance_nodes
+from pve_steward.analysis.planner import ha_allowed_nodes, ha_blocked_nodes, plan_guest_move
+from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.client import api_path, ha_sid
 from pve_steward.client import node as node_seg
 from pve_steward.client import snapshot as snapshot_seg
@@ -656,6 +658,10 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
     state = str(service.get("crm_state") or service.get("state") or "")
     ref = TargetRef(vmid=vmid, name=str(row.get("name") or vmid), type=row["type"], node=str(row["node"]), sid=sid)
     allowed = ha_allowed_nodes(data, sid)
+    # the CRM refuses a target a negative-affinity partner holds, and one not HA-online (maintenance): it logs
+    # and does nothing (pve-ha-manager Manager.pm queue_resource_motion, update_crm_commands)
+    apart = ha_blocked_nodes(data, sid).get(node, [])
+    away = node in maintenance_nodes(data)
     checks = [
         await privilege_check(t, "/", ["Sys.Console"]),
         Check(
@@ -678,6 +684,16 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
             ok=allowed is None or node in allowed,
             detail="no strict rule" if allowed is None else f"allowed nodes: {', '.join(allowed)}",
         ),
+        Check(
+            check="no negative resource affinity on the target",
+            ok=not apart,
+            detail=f"kept apart from {', '.join(apart)}, which are on {node}" if apart else "none",
+        ),
+        Check(
+            check="target not in HA maintenance",
+            ok=not away,
+            detail=f"{node} is in HA maintenance mode" if away else "not in maintenance",
+        ),
     ]
     kind = "VM" if ref.type == "qemu" else "CT"
     verb = "live-migrate" if action == "migrate" and ref.type == "qemu" else "relocate (stop, move, start)"
@@ -685,6 +701,9 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
         f"ask the HA manager to {verb} {kind} {vmid} {quote_name(ref.name)} ({sid}) "
         f"from {quote_name(ref.node)} to {node}"
     ]
+    peers = sorted(together(data).get(sid, frozenset()) - {sid})
+    if peers:  # queue_resource_motion moves positive-affinity partners along (the answer's comigrated-resources)
+        effects.append(f"the HA manager moves its positive resource-affinity partners {', '.join(peers)} to {node} too")
     risks = ["the HA manager carries it out; it may refuse or move the guest again later (rules, failback)"]
     if verb.startswith("relocate"):
         risks.append("relocation stops the guest for the move: downtime")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pvesim import migration
 from pvesim.api import render
 from pvesim.api.guests import KIND, PREFIX, request_ha_move, set_running, set_stopped
 from pvesim.api.registry import ApiError, Call, b, route
@@ -291,11 +292,31 @@ def _ha_move(call: Call, kind: str) -> dict[str, Any] | None:
     if _crm_state(c, res) == "error":
         raise ApiError(500, f"service '{res.sid}' in error state, must be disabled and fixed first")
     g = c.guests[res.vmid]
-    if g.node != target:
-        request_ha_move(c, g, target, kind)
-    if c.schema_version < "9":
+    if c.schema_version < "9":  # no resource-affinity rules before PVE 9
+        if g.node != target and c.nodes[target].online and c.nodes[target].lrm_mode != "maintenance":
+            request_ha_move(c, g, target, kind)
         return None
-    return {"sid": res.sid, "requested-node": target}
+    # the CRM's queue_resource_motion (pve-ha-manager Manager.pm): a negative partner on the target refuses the
+    # command; positive partners go along; update_crm_commands ignores a target that is not HA-online
+    blocking = migration.blocking_ha_resources(c, g).get(target, [])
+    along = [
+        sid
+        for sid in migration.dependent_ha_resources(c, res.sid)
+        if (peer := c.ha_resources.get(sid)) is not None
+        and peer.state != "ignored"
+        and c.guests.get(peer.vmid) is not None
+        and c.guests[peer.vmid].node != target
+    ]
+    if not blocking and c.nodes[target].online and c.nodes[target].lrm_mode != "maintenance":
+        for moving in [g] + [c.guests[c.ha_resources[sid].vmid] for sid in along]:
+            if moving.node != target:
+                request_ha_move(c, moving, target, kind)
+    answer: dict[str, Any] = {"sid": res.sid, "requested-node": target}
+    if along:
+        answer["comigrated-resources"] = along
+    if blocking:
+        answer["blocking-resources"] = blocking
+    return answer
 
 
 @route("POST", "/cluster/ha/resources/{sid}/migrate")
