@@ -343,11 +343,12 @@ def test_container_mount_points_are_backed_up_only_when_marked() -> None:
 LOCAL_JOB = dict(DAILY, id="local-daily", storage="local", **{"prune-backups": None})
 
 
-def _retention(job, defaults, version="9.1.2", storages=STORAGES):  # type: ignore[no-untyped-def]
-    d = _data([guest_row(100, "pve1")], [backup_row(100, "pbs", HOUR, "ok")], [job], version={"version": version})
+def _retention(job, defaults, version="9.1.2", storages=STORAGES, code="BACKUP_JOB_NO_RETENTION", backups=()):  # type: ignore[no-untyped-def]
+    rows = list(backups) or [backup_row(100, "pbs", HOUR, "ok")]
+    d = _data([guest_row(100, "pve1")], rows, [job], version={"version": version})
     d.storage_config = list(storages)
     d.vzdump_defaults = dict(defaults)
-    return [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_NO_RETENTION"]
+    return [f for f in analyze_backups(d, T) if f.code == code]
 
 
 def test_retention_follows_job_storage_node_defaults_then_keep_all() -> None:
@@ -365,10 +366,20 @@ def test_retention_follows_job_storage_node_defaults_then_keep_all() -> None:
     assert _retention(dict(LOCAL_JOB, **{"prune-backups": "keep-all=1"}), {})[0].evidence["keeps_all"] == {
         "job": "the job's prune-backups keeps all (keep-all=1)"
     }
-    # remove=0 (job or vzdump.conf): never pruned
-    assert _retention(dict(LOCAL_JOB, remove=0, **{"prune-backups": {"keep-daily": 7}}), {})
+    # remove=0 (job or vzdump.conf) with keep-* limits: not pruned, and backups stop at the limit
+    # (VZDump.pm exec_backup_task 'max backup limit'); with keep-all nothing is limited and all is kept
+    capped = dict(LOCAL_JOB, remove=0, **{"prune-backups": {"keep-daily": 7}})
+    assert _retention(capped, {}) == []
+    assert _retention(capped, {}, code="BACKUP_JOB_LIMIT")[0].evidence["limits"] == {"job": 7}
+    assert _retention(dict(LOCAL_JOB, remove=0, **{"prune-backups": "keep-all=1"}), {})
     removal_off = {n: vzdump_defaults("local", "keep-last=5", remove=0) for n in keep_all}
-    assert _retention(LOCAL_JOB, removal_off)
+    assert _retention(LOCAL_JOB, removal_off) == []
+    limited = _retention(LOCAL_JOB, removal_off, code="BACKUP_JOB_LIMIT")
+    assert limited[0].evidence["limits"] == {"pve1": 5, "pve2": 5} and limited[0].severity.value == "warning"
+    full = [backup_row(100, "local", n * DAY, pbs=False) for n in range(1, 6)]
+    at_limit = _retention(LOCAL_JOB, removal_off, code="BACKUP_JOB_LIMIT", backups=full)
+    assert at_limit[0].evidence["guests_at_limit"] == [100] and at_limit[0].severity.value == "critical"
+    assert _retention(dict(LOCAL_JOB, remove=0), keep_all)  # remove=0, keep-all: every backup kept
     # the job's own remove=1 stands against vzdump.conf's remove=0 (VZDump.pm new fills only undefined keys)
     assert _retention(dict(LOCAL_JOB, remove=1), removal_off) == []
     # defaults not read (failed read: DATA_INCOMPLETE says so): no verdict

@@ -173,10 +173,20 @@ class _Policy:
             "warning",
             "Backup job without retention",
             "vzdump keeps every backup: the job, its storage and the node's /etc/vzdump.conf set no prune-backups "
-            "(PVE's default is keep-all=1), or remove=0. maxfiles counts as keep-last on PVE 8 only. On a PBS "
-            "storage it also needs no PBS prune job and no datastore keep-* to prune it (judged only with a PBS "
-            "connection).",
+            "(PVE's default is keep-all=1), or remove=0 without keep-* limits. maxfiles counts as keep-last on PVE 8 "
+            "only. On a PBS storage it also needs no PBS prune job and no datastore keep-* to prune it (judged only "
+            "with a PBS connection).",
             "Set prune-backups on the job or the storage.",
+        ),
+        Code(
+            "BACKUP_JOB_LIMIT",
+            "warning",
+            "Backup job stops at its keep limit",
+            "The job has keep-* limits but remove=0: vzdump does not prune, and refuses a guest's new backup once "
+            "its unprotected backups on the storage reach the sum of the keep-* values ('There is a max backup "
+            "limit of N enforced').",
+            "Let vzdump prune (remove=1, the default: drop remove=0 from the job or /etc/vzdump.conf), or raise the "
+            "limit, or delete old backups in time.",
         ),
         Code(
             "BACKUP_DISK_EXCLUDED",
@@ -477,6 +487,9 @@ def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
             continue
+        limits = _limits(data, job)
+        if limits:
+            out.append(_limit_finding(data, job, subject, limits))
         keeps_all = _keeps_everything(data, job)
         if keeps_all:
             out.append(
@@ -527,29 +540,85 @@ def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
     storage = data.storage_defs.get(sid, {})
     if storage.get("type") == "pbs":
         return _pbs_keeps_everything(data, job, storage)
-    if str(job.get("remove", "")) == "0":
-        return {"job": "remove=0: vzdump never prunes"}
+    out: dict[str, str] = {}
+    for where, (spec, remove, source) in _settings(data, job).items():
+        if _keeps_all(spec):
+            off = "; remove=0" if not remove else ""
+            out[where] = (
+                f"the job's prune-backups keeps all ({_fmt(spec)}){off}"
+                if source == "job"
+                else f"no prune-backups on the job; the storage or /etc/vzdump.conf gives {_fmt(spec)}{off}"
+            )
+    return out
+
+
+def _settings(data: ClusterData, job: Row) -> dict[str, tuple[dict[str, str], bool, str]]:
+    """The prune-backups and remove vzdump applies for a job on a non-PBS storage, per node ("job" when the job
+    sets both): the job's own values, the rest from /etc/vzdump.conf (the defaults endpoint folds the storage's
+    prune-backups in), keep-all=1 when none is set (VZDump.pm new). A node whose defaults were not read is left
+    out (DATA_INCOMPLETE says so). The last item says where the prune-backups came from."""
     spec = _prune_spec(job.get("prune-backups"))
     if spec is None and job.get("maxfiles") is not None and (_pve_major(data) or 9) < 9:
         spec = {"keep-last": str(job["maxfiles"])} if str(job["maxfiles"]) != "0" else {"keep-all": "1"}
-    if spec is not None and _keeps_all(spec):
-        return {"job": f"the job's prune-backups keeps all ({_fmt(spec)})"}
-    if spec is not None and job.get("remove") is not None:
-        return {}
-    nodes = [job["node"]] if job.get("node") else data.online_nodes
-    out: dict[str, str] = {}
-    for node in nodes:
+    remove = None if job.get("remove") is None else str(job["remove"]) != "0"
+    if spec is not None and (remove is not None or _keeps_all(spec)):
+        return {"job": (spec, bool(remove) if remove is not None else True, "job")}
+    sid = str(job.get("storage") or "local")
+    out: dict[str, tuple[dict[str, str], bool, str]] = {}
+    for node in [job["node"]] if job.get("node") else data.online_nodes:
         defaults = data.vzdump_defaults.get(f"{node}@{sid}")
         if defaults is None:
-            continue  # not read (storage not on that node, or the read failed: DATA_INCOMPLETE says so)
-        # vzdump.conf fills only what the job leaves undefined (VZDump.pm new): the job's remove=1 stands
-        if job.get("remove") is None and str(defaults.get("remove", "1")) == "0":
-            out[node] = "remove=0 in /etc/vzdump.conf: vzdump never prunes"
             continue
-        effective = spec if spec is not None else _prune_spec(defaults.get("prune-backups")) or {"keep-all": "1"}
-        if _keeps_all(effective):
-            out[node] = f"no prune-backups on the job; the storage or /etc/vzdump.conf gives {_fmt(effective)}"
+        effective = spec or _prune_spec(defaults.get("prune-backups")) or {"keep-all": "1"}
+        removing = remove if remove is not None else str(defaults.get("remove", "1")) != "0"
+        out[node] = (effective, removing, "job" if spec is not None else "defaults")
     return out
+
+
+@pve_rule(
+    "backups.limit",
+    rule="With keep-* limits and remove=0, vzdump does not prune but refuses a guest's new backup once its "
+    "unprotected backups of that type on the storage reach the sum of the keep-* values; keep-all means no limit.",
+    pve="pve-manager PVE/VZDump.pm new ('remove = 0 if keep-all'), exec_backup_task ('max backup limit')",
+    codes=("BACKUP_JOB_LIMIT",),
+)
+def _limits(data: ClusterData, job: Row) -> dict[str, int]:
+    """Where (node, or "job" when the job says it all) vzdump enforces a backup count limit, and the limit."""
+    sid = str(job.get("storage") or "local")
+    storage = data.storage_defs.get(sid, {})
+    if storage.get("type") == "pbs":  # the defaults of PBS storages are not read: the job and storage only
+        spec = _prune_spec(job.get("prune-backups")) or _prune_spec(storage.get("prune-backups"))
+        off = str(job.get("remove", "")) == "0"
+        return {"job": _limit(spec)} if off and spec is not None and not _keeps_all(spec) else {}
+    return {
+        where: _limit(spec)
+        for where, (spec, remove, _source) in _settings(data, job).items()
+        if not remove and not _keeps_all(spec)
+    }
+
+
+def _limit(spec: dict[str, str]) -> int:
+    return sum(int(v) for k, v in spec.items() if k.startswith("keep-") and v.isdecimal())
+
+
+def _limit_finding(data: ClusterData, job: Row, subject: Subject, limits: dict[str, int]) -> Finding:
+    """The limit, and the guests already at it on the job's storage (their next backup fails)."""
+    sid = str(job.get("storage") or "local")
+    limit = min(limits.values())
+    counts: dict[tuple[int, str], int] = defaultdict(int)
+    for b in data.backups:
+        if b.get("storage") == sid and b.get("vmid") is not None and not b.get("protected"):
+            counts[(int(b["vmid"]), str(b.get("subtype") or _backup_kind(b)))] += 1
+    full = sorted({vmid for (vmid, _kind), n in counts.items() if n >= limit})
+    where = "; ".join(f"{w}: {n}" for w, n in sorted(limits.items()))
+    return finding(
+        "BACKUP_JOB_LIMIT",
+        subject,
+        f"backup job {job.get('id')} does not prune (remove=0) and stops at {limit} backup(s) per guest on {sid} "
+        f"({where})" + (f"; {len(full)} guest(s) already there: their next backup fails" if full else ""),
+        {"storage": sid, "limits": limits, "guests_at_limit": full[:50], "count_at_limit": len(full)},
+        severity=Severity.CRITICAL if full else None,
+    )
 
 
 def _pbs_keeps_everything(data: ClusterData, job: Row, storage: Row) -> dict[str, str]:
