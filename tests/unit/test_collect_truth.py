@@ -88,7 +88,7 @@ async def test_agent_probe_only_pves_not_running_answer_is_a_verdict() -> None:
 async def test_vzdump_defaults_read_per_node_for_jobs_that_do_not_settle_retention() -> None:
     fake = _cluster("9.1.2")
     jobs = [
-        {"id": "pbs-job", "storage": "pbs", "all": 1, "enabled": 1},  # PBS: not judged, not read
+        {"id": "pbs-job", "storage": "pbs", "all": 1, "enabled": 1},  # PBS too: vzdump prunes it alike
         {"id": "local-job", "storage": "local", "all": 1, "enabled": 1},
         {"id": "pinned", "storage": "local", "all": 1, "enabled": 1, "node": "pve2"},
         {"id": "settled", "storage": "local", "all": 1, "enabled": 1, "remove": 1, "prune-backups": "keep-last=2"},
@@ -100,8 +100,8 @@ async def test_vzdump_defaults_read_per_node_for_jobs_that_do_not_settle_retenti
     fake.on("GET", "/nodes/{node}/vzdump/defaults", lambda p: {"storage": p["storage"], "prune-backups": "keep-all=1"})
     d = await collect(fake, NOW, ["backups"])
     reads = sorted((path, params["storage"]) for m, path, params in fake.calls if path.endswith("/vzdump/defaults"))
-    assert reads == [("/nodes/pve1/vzdump/defaults", "local"), ("/nodes/pve2/vzdump/defaults", "local")]
-    assert set(d.vzdump_defaults) == {"pve1@local", "pve2@local"}
+    assert reads == [(f"/nodes/{n}/vzdump/defaults", s) for n in ("pve1", "pve2") for s in ("local", "pbs")]
+    assert set(d.vzdump_defaults) == {"pve1@local", "pve2@local", "pve1@pbs", "pve2@pbs"}
 
 
 async def test_the_few_cluster_and_storage_reads_go_ahead_of_the_per_guest_ones() -> None:

@@ -250,9 +250,25 @@ def test_backup_job_retention_on_pbs_consults_pbs() -> None:
         d.backup_jobs = [job_row]
         return [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_NO_RETENTION"]
 
-    assert retention(pbs_data())[0].evidence["keeps_all"] == {
-        "pbs": "no prune-backups on the job or storage, and no PBS prune job or keep-* prunes datastore main"
+    why = (
+        "no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job or keep-* prunes datastore main"
+    )
+    assert retention(pbs_data())[0].evidence["keeps_all"] == {"pbs": why}
+    # vzdump prunes PBS targets with /etc/vzdump.conf's prune-backups too (VZDump.pm new, exec_backup_task)
+    from tests.unit.pve_fixtures import vzdump_defaults
+
+    nodes = [{"type": "node", "name": n, "online": 1, "id": f"node/{n}"} for n in ("pve1", "pve2")]
+    conf = pbs_data()
+    conf.cluster_status = nodes
+    conf.vzdump_defaults = {f"{n}@pbs-main": vzdump_defaults("pbs-main", "keep-last=7") for n in ("pve1", "pve2")}
+    assert retention(conf) == []
+    some = pbs_data()
+    some.vzdump_defaults = {
+        "pve1@pbs-main": vzdump_defaults("pbs-main", "keep-last=7"),
+        "pve2@pbs-main": vzdump_defaults("pbs-main"),
     }
+    some.cluster_status = nodes
+    assert list(retention(some)[0].evidence["keeps_all"]) == ["pve2"]
     assert retention(pbs_data(prune_jobs=[job("p", **{"keep-daily": 7})])) == []
     assert retention(pbs_data(config={"main": {"prune-schedule": "daily", "keep-last": 5}})) == []
     assert retention(

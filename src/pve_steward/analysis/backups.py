@@ -584,12 +584,6 @@ def _settings(data: ClusterData, job: Row) -> dict[str, tuple[dict[str, str], bo
 )
 def _limits(data: ClusterData, job: Row) -> dict[str, int]:
     """Where (node, or "job" when the job says it all) vzdump enforces a backup count limit, and the limit."""
-    sid = str(job.get("storage") or "local")
-    storage = data.storage_defs.get(sid, {})
-    if storage.get("type") == "pbs":  # the defaults of PBS storages are not read: the job and storage only
-        spec = _prune_spec(job.get("prune-backups")) or _prune_spec(storage.get("prune-backups"))
-        off = str(job.get("remove", "")) == "0"
-        return {"job": _limit(spec)} if off and spec is not None and not _keeps_all(spec) else {}
     return {
         where: _limit(spec)
         for where, (spec, remove, _source) in _settings(data, job).items()
@@ -622,19 +616,23 @@ def _limit_finding(data: ClusterData, job: Row, subject: Subject, limits: dict[s
 
 
 def _pbs_keeps_everything(data: ClusterData, job: Row, storage: Row) -> dict[str, str]:
-    """A PBS storage keeps everything when neither vzdump (the job's or storage's prune-backups) nor PBS (a prune
-    job reaching the namespace, or the datastore's keep-* with a prune-schedule) prunes it. Without a PBS
-    connection (or when it could not be read) it is not judged: PVE cannot see PBS's side."""
+    """A PBS storage keeps everything where neither vzdump (the job's prune-backups, else /etc/vzdump.conf's with
+    the storage's folded in: VZDump.pm new prunes PBS targets alike) nor PBS (a prune job reaching the namespace,
+    or the datastore's keep-* with a prune-schedule) prunes it. Without a PBS connection (or when it could not
+    be read) it is not judged: PVE cannot see PBS's side."""
     if data.pbs is None or not storage_maps(storage, data.pbs) or not storage.get("datastore"):
         return {}
-    spec = _prune_spec(job.get("prune-backups")) or _prune_spec(storage.get("prune-backups"))
-    if str(job.get("remove", "")) != "0" and spec is not None and not _keeps_all(spec):
-        return {}
+    settings = _settings(data, job)
+    if not settings:  # no defaults read: the job's and the storage's own values
+        spec = _prune_spec(job.get("prune-backups")) or _prune_spec(storage.get("prune-backups")) or {"keep-all": "1"}
+        settings = {"job": (spec, str(job.get("remove", "")) != "0", "job")}
+    keeping = sorted(where for where, (spec, _remove, _source) in settings.items() if _keeps_all(spec))
     store, ns = str(storage["datastore"]), str(storage.get("namespace") or "")
-    if pbs_prunes(data.pbs, store, ns):
+    if not keeping or pbs_prunes(data.pbs, store, ns):
         return {}
     where = f"datastore {store}" + (f" namespace {ns}" if ns else "")
-    return {"pbs": f"no prune-backups on the job or storage, and no PBS prune job or keep-* prunes {where}"}
+    why = f"no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job or keep-* prunes {where}"
+    return {place if place != "job" else "pbs": why for place in keeping}
 
 
 def _fmt(spec: dict[str, str]) -> str:

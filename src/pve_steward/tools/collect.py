@@ -616,13 +616,13 @@ class Collector:
     def _vzdump_defaults_reads(self, online: list[str]) -> list[Read]:
         """Where an enabled job's retention is not fully set on the job itself, read what vzdump would use on
         each node it runs on: ``GET /nodes/{n}/vzdump/defaults?storage=`` folds the storage's prune-backups,
-        /etc/vzdump.conf and the schema default (keep-all) as PVE/VZDump.pm does. PBS storages are skipped."""
+        /etc/vzdump.conf and the schema default (keep-all) as PVE/VZDump.pm does, for PBS storages alike."""
         kinds = {str(s.get("storage")): s for s in self.data.storage_config}
         pairs: set[tuple[str, str]] = set()
         for job in self.data.backup_jobs:
             sid = str(job.get("storage") or "local")
             cfg = kinds.get(sid, {})
-            if str(job.get("enabled", 1)) == "0" or cfg.get("type") == "pbs":
+            if str(job.get("enabled", 1)) == "0":
                 continue
             if job.get("prune-backups") and job.get("remove") is not None:
                 continue
