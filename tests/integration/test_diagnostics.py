@@ -205,6 +205,27 @@ async def test_backups_pve_hides_from_an_auditor_are_a_skipped_check_never_missi
     assert all("partial list" in why and "VM.Backup" in why for why in listed["incomplete"])
 
 
+async def test_backups_of_guests_the_token_cannot_see_are_not_called_orphaned(start_sim: Any, server_for: Any) -> None:
+    """/cluster/resources lists a guest only with VM.Audit on it (pve-manager Cluster.pm resources), while
+    Datastore.Allocate on a storage shows every backup there: a hidden guest's backups are not a deleted guest's.
+    The full permission map leaves a NoAccess path out, so each such vmid is asked for (?path=/vms/N)."""
+    from pvesim.access import AclEntry
+
+    sim = start_sim("demo")
+    extra = [AclEntry("/storage", "PVEDatastoreAdmin"), AclEntry("/vms/101", "NoAccess")]
+    with sim.sim.mutate() as c:
+        token = c.tokens["monitor@pve!mcp"]
+        token.user.acl = [*token.user.acl, *extra]
+        token.set_acl([*token.acl, *extra])
+
+    async def orphans(token: str) -> set[str]:
+        report = await _health(server_for(sim, token), areas=["backups"])
+        return {f["subject"]["id"] for f in report["findings"] if f["code"] == "BACKUP_ORPHANED"}
+
+    assert await orphans("monitor@pve!mcp") == {"130"}  # 101 is hidden from this token, not deleted
+    assert "101" not in await orphans("root@pam!pvesim") and "130" in await orphans("root@pam!pvesim")
+
+
 async def test_storage_content_says_when_pve_shortened_the_list(demo_sim: SimServer, server_for: Any) -> None:
     where = {"node": "pve1", "storage": "local", "content": "backup"}
     async with Client(server_for(demo_sim, "auditor@pve!mcp")) as c:

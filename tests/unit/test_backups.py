@@ -298,9 +298,14 @@ def test_excluded_disks_and_orphans() -> None:
         [backup_row(100, "pbs", HOUR, "ok"), backup_row(555, "pbs", 9 * DAY, "ok")],
         configs={100: qemu_config("web", scsi1="ceph-vm:vm-100-disk-1,backup=0,size=1T")},
     )
+    d.guest_visible = {555: True}  # the token would see a guest 555: it is gone
     found = {f.code: f for f in analyze_backups(d, T)}
     assert found["BACKUP_DISK_EXCLUDED"].evidence["disks"] == ["scsi1"]
     assert found["BACKUP_ORPHANED"].subject.id == "555"
+    # no VM.Audit on /vms/555 (a NoAccess ACL), or not asked: a hidden guest is not a deleted one
+    for visible in ({555: False}, {}):
+        d.guest_visible = visible
+        assert "BACKUP_ORPHANED" not in {f.code for f in analyze_backups(d, T)}
 
 
 def test_a_backup_belongs_to_a_guest_of_its_type() -> None:

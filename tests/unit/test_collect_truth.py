@@ -163,3 +163,30 @@ async def test_a_health_check_reads_each_thing_once_and_each_area_gets_its_own_c
     assert repeated == [], f"read more than once in one check: {repeated}"
     assert d.reads["node_status"]["pve1"] == d.node_status["pve1"], "both areas got the answer"
     assert d.reads["node_status"]["pve1"] is not d.node_status["pve1"], "each its own copy"
+
+
+async def test_each_vmid_without_a_guest_is_asked_whether_it_would_be_visible() -> None:
+    """A backup whose vmid is not in /cluster/resources: the token's own permissions on /vms/N say whether such a
+    guest would be listed (the full map leaves out NoAccess paths). At most ORPHAN_PROBE_LIMIT, then a gap."""
+    from pve_steward.tools.collect import ORPHAN_PROBE_LIMIT
+
+    fake = _cluster("9.1.2", [guest_row(100, "pve1")])
+    rows = [
+        {"volid": f"local:backup/vzdump-qemu-{v}-x.vma.zst", "vmid": v, "ctime": 1, "subtype": "qemu"}
+        for v in range(1000, 1000 + ORPHAN_PROBE_LIMIT + 2)
+    ]
+    fake.on("GET", "/cluster/backup", []).on("GET", "/cluster/backup-info/not-backed-up", [])
+    fake.on("GET", "/nodes/{node}/storage/{storage}/content", rows)
+    fake.on("GET", "/nodes/{node}/tasks", [])
+    fake.on(
+        "GET",
+        "/access/permissions",
+        lambda p: (
+            {p["path"]: {"VM.Audit": 1} if p["path"] != "/vms/1001" else {}}
+            if "path" in p
+            else {"/": {"Datastore.Allocate": 1, "VM.Audit": 1, "VM.Backup": 1, "Datastore.AllocateSpace": 1}}
+        ),
+    )
+    d = await collect(fake, NOW, ["backups"])
+    assert len(d.guest_visible) == ORPHAN_PROBE_LIMIT and d.guest_visible[1000] and not d.guest_visible[1001]
+    assert any("orphaned backups beyond" in m.what for m in d.missing)

@@ -262,7 +262,8 @@ def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[R
         if g is None or (
             kind is not None and kind != g.get("type") and not (kind == "openvz" and g.get("type") == "lxc")
         ):
-            orphans[vmid].append(b)
+            if g is not None or data.guest_visible.get(vmid):  # not visible, or not asked: not known to be deleted
+                orphans[vmid].append(b)
             continue
         known = newest_ctime.get(vmid)
         if known is None or ctime > known:

@@ -58,6 +58,9 @@ class ClusterData:
     not_backed_up: list[Row] | None = None
     backups: list[Row] = field(default_factory=list)  # storage content rows, each with "storage" added
     backup_storages_read: list[str] = field(default_factory=list)
+    # vmid -> whether this token would see a guest with it (VM.Audit on /vms/N): a backup whose vmid is missing
+    # from /cluster/resources belongs to a deleted guest only then (a NoAccess ACL hides a living one)
+    guest_visible: dict[int, bool] = field(default_factory=dict)
     vzdump_defaults: dict[str, Row] = field(default_factory=dict)  # "node@storage" -> /nodes/{n}/vzdump/defaults
     tasks: list[Row] = field(default_factory=list)
     task_logs: dict[str, list[str]] = field(default_factory=dict)

@@ -58,6 +58,9 @@ def _laid_out(configs: dict[int, Any]) -> dict[int, Any]:
     return {vmid: dict(configs[vmid]) for vmid in sorted(configs)}
 
 
+ORPHAN_PROBE_LIMIT = 64  # vmids with backups but no visible guest whose visibility is asked (one read each)
+
+
 class Collector:
     def __init__(self, client: ProxmoxClient, now: float, areas: Iterable[str], pbs: PbsLink | None = None) -> None:
         self.client = client
@@ -709,6 +712,7 @@ class Collector:
                     )
                 )
         if self._want("backups"):
+            reads += self._orphan_reads()
             for task in d.tasks:
                 status = task.get("status")
                 if (
@@ -733,8 +737,30 @@ class Collector:
                 continue
             if kind == "snapshots":
                 d.snapshots[int(ident)] = value
+            elif kind == "vms":
+                d.guest_visible[int(ident)] = "VM.Audit" in (value.get(f"/vms/{ident}") or {})
             elif kind == "log":
                 d.task_logs[ident] = [str(line.get("t", "")) for line in value]
+
+    def _orphan_reads(self) -> list[Read]:
+        """For each vmid with backups but no guest in /cluster/resources: whether this token would see such a
+        guest (its own permissions on /vms/N; the full map leaves out paths without any privilege, as a NoAccess
+        ACL gives: pve-access-control RPCEnvironment.pm get_effective_permissions). At most ORPHAN_PROBE_LIMIT."""
+        d = self.data
+        gone = sorted({int(b["vmid"]) for b in d.backups if b.get("vmid") is not None} - set(d.guests))
+        if len(gone) > ORPHAN_PROBE_LIMIT:
+            self._gaps.append(
+                Missing(
+                    what=f"orphaned backups beyond the first {ORPHAN_PROBE_LIMIT} of {len(gone)} vmids",
+                    path="/access/permissions",
+                    error="not checked: too many",
+                    affects=("backups",),
+                    optional=True,
+                )
+            )
+        return [
+            (f"vms:{v}", api_path("access", "permissions"), {"path": f"/vms/{v}"}) for v in gone[:ORPHAN_PROBE_LIMIT]
+        ]
 
     def _pending_reads(self, limit: int) -> list[Read]:
         """Pending changes of running guests (PVE applies a stopped guest's changes at once: qemu-server

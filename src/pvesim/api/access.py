@@ -13,11 +13,13 @@ def permissions(call: Call) -> dict[str, dict[str, int]]:
     other = "userid" in call.params and call.params["userid"] not in (token.full_id, token.user.userid)
     if other and not call.can("/access", "Sys.Audit"):
         raise ApiError(403, "Permission check failed (/access, Sys.Audit)")
-    paths = [call.params["path"]] if "path" in call.params else token.acl_paths()
+    if "path" in call.params:  # one path: answered even without any privilege (API2/AccessControl.pm permissions)
+        path = str(call.params["path"])
+        return {path: dict.fromkeys(sorted(token.privileges(path)), 1)}
     out: dict[str, dict[str, Any]] = {}
-    for path in paths:
+    for path in token.acl_paths():
         privs = token.privileges(path)
-        if privs:
+        if privs:  # RPCEnvironment.pm get_effective_permissions: 'filter paths where user has NO permissions'
             out[path] = dict.fromkeys(sorted(privs), 1)
     return out
 
