@@ -266,3 +266,16 @@ def test_ha_keeps_positive_peers_together() -> None:
     blocked.ha_status = [service("vm:300", "a", "started", "started"), service("vm:101", "src", "stopped", "stopped")]
     blocked.ha_resources += [{"sid": "vm:101", "state": "stopped"}, {"sid": "vm:300", "state": "started"}]
     assert [b.code for b in plan_evacuation(blocked, "src", headroom_pct=0).blockers] == ["MIGRATE_HA_AFFINITY"]
+
+
+def test_a_manual_ha_move_takes_its_positive_partners_along() -> None:
+    """Manager.pm queue_resource_motion migrates the positive partners to the same target: a move of vm:100
+    needs room for vm:101 as well, and says so."""
+    pair = {"rule": "pair", "type": "resource-affinity", "affinity": "positive", "resources": "vm:100,vm:101"}
+    tight = {"src": (128, 40, AMD), "a": (64, 40, AMD), "b": (64, 40, AMD)}  # 24 GiB free on each
+    d = _ha([vm(100, 16), vm(101, 16)], tight, ha_rules=[pair])
+    move = plan_guest_move(d, 100, headroom_pct=0)
+    assert not move.can_move and [b.code for b in move.blockers] == ["MIGRATE_CAPACITY"]
+    assert move.memory_bytes == 32 * GiB and any("partners vm:101" in n for n in move.notes)
+    alone = plan_guest_move(_ha([vm(100, 16), vm(101, 16)], tight), 100, headroom_pct=0)
+    assert alone.can_move and alone.memory_bytes == 16 * GiB

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration import Migratability, assess
 from pve_steward.analysis.planner.evacuation import Ledger, downtime_of, gaps_for
+from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.analysis.planner.handoff import ha_allowed_nodes, ha_blocked_nodes
 from pve_steward.analysis.planner.models import GuestMove
 from pve_steward.analysis.planner.placement import Placement
@@ -32,6 +33,25 @@ def ha_targets(data: ClusterData, m: Migratability, ledger: Ledger) -> list[str]
         ledger.block(m.vmid, m.name, "MIGRATE_HA_AFFINITY", f"{sid}: " + "; ".join(why))
         return None
     return ok
+
+
+def _partners(data: ClusterData, m: Migratability) -> list[tuple[str, int]]:
+    """An HA guest's positive resource-affinity partners the HA manager moves along, with the memory a running
+    one needs on the target (pve-ha-manager Manager.pm queue_resource_motion; ignored ones stay)."""
+    res = data.ha_managed(m.vmid)
+    if res is None:
+        return []
+    sid = str(res["sid"])
+    out = []
+    for other in sorted(together(data).get(sid, frozenset()) - {sid}):
+        if (data.ha_by_sid.get(other) or {}).get("state") == "ignored":
+            continue
+        vmid = int(other.split(":", 1)[1]) if other.split(":", 1)[-1].isdecimal() else None
+        row = data.guests.get(vmid) if vmid is not None else None
+        cfg = data.parsed.get(vmid) if vmid is not None else None
+        running = row is not None and row.get("status") == "running"
+        out.append((other, cfg.memory_bytes if running and cfg is not None else 0))
+    return out
 
 
 def plan_guest_move(
@@ -67,7 +87,13 @@ def plan_guest_move(
     if ledger.blockers:
         return GuestMove(**base, can_move=False, target=target, blockers=ledger.blockers, notes=notes)
     running = m.status == "running"
-    reserve = m.memory_bytes if running else 0
+    partners = _partners(data, m)
+    if partners:
+        notes.append(
+            "the HA manager moves its positive resource-affinity partners "
+            f"{', '.join(sid for sid, _ in partners)} to the same node (Manager.pm queue_resource_motion)"
+        )
+    reserve = (m.memory_bytes if running else 0) + sum(mem for _, mem in partners)
     candidates = ha_targets(data, m, ledger)
     placement = Placement(data, candidates or [], headroom_pct)
     chosen, why = placement.choose(candidates or [], reserve)
