@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.planner.handoff import ha_blocked_nodes, holding_node
+from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.planner.handoff import ha_blocked_nodes, holding_node, rule_active, rule_members
 from pve_steward.analysis.planner.models import HAGuest
 from pve_steward.analysis.pverules import pve_rule
 
@@ -30,21 +30,13 @@ def _priorities(spec: object) -> dict[str, int]:
     return out
 
 
-def _members(rule: Row) -> set[str]:
-    return {m.strip() for m in str(rule.get("resources", "")).split(",") if m.strip()}
-
-
-def _active(rule: Row) -> bool:
-    return not int(rule.get("disable", 0) or 0) and not rule.get("errors")
-
-
 def together(data: ClusterData) -> dict[str, frozenset[str]]:
     """sid -> the HA resources kept on one node with it: active positive resource-affinity rules, connected ones
     merged (ResourceAffinity.pm merge_connected_positive_resource_affinity_rules)."""
     groups: list[set[str]] = []
     for rule in data.ha_rules:
-        if rule.get("type") == "resource-affinity" and rule.get("affinity") == "positive" and _active(rule):
-            members = _members(rule)
+        if rule.get("type") == "resource-affinity" and rule.get("affinity") == "positive" and rule_active(rule):
+            members = set(rule_members(rule))
             touching = [g for g in groups if g & members]
             for g in touching:
                 members |= g
@@ -59,7 +51,7 @@ def _affinity(data: ClusterData, sid: str) -> tuple[dict[str, int], bool] | None
     (PVE 8), and whether they are strict (restricted); None when nothing restricts it."""
     kin = together(data).get(sid, frozenset([sid]))
     for rule in data.ha_rules:
-        if rule.get("type") == "node-affinity" and _members(rule) & kin and _active(rule):
+        if rule.get("type") == "node-affinity" and set(rule_members(rule)) & kin and rule_active(rule):
             return _priorities(rule.get("nodes")), bool(int(rule.get("strict", 0) or 0))
     res = data.ha_by_sid.get(sid) or {}
     group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)

@@ -14,7 +14,8 @@ from pve_steward.analysis.pverules import pve_rule
 GiB = 1024**3
 
 
-def _members(rule: Row) -> list[str]:
+def rule_members(rule: Row) -> list[str]:
+    """The sids an HA rule names."""
     return [m.strip() for m in str(rule.get("resources", "")).split(",") if m.strip()]
 
 
@@ -22,14 +23,15 @@ def _nodes(spec: object) -> set[str]:
     return {re.sub(r":\d+$", "", n.strip()) for n in str(spec or "").split(",") if n.strip()}
 
 
-def _active(rule: Row) -> bool:
+def rule_active(rule: Row) -> bool:
+    """Applied by PVE: not disabled, and without errors (Rules.pm drops those)."""
     return not int(rule.get("disable", 0) or 0) and not rule.get("errors")
 
 
 def ha_constraints(data: ClusterData, sid: str) -> list[str]:
     out = []
     for rule in data.ha_rules:
-        if sid in _members(rule) and _active(rule):  # a rule with errors is dropped by PVE, as a disabled one
+        if sid in rule_members(rule) and rule_active(rule):  # a rule with errors is dropped by PVE, as a disabled one
             strict = " (strict)" if int(rule.get("strict", 0) or 0) else ""
             target = rule.get("nodes") or rule.get("affinity", "")
             out.append(f"rule {rule.get('rule')}: {rule.get('type')} {target}{strict}")
@@ -54,10 +56,10 @@ def ha_allowed_nodes(data: ClusterData, sid: str) -> list[str] | None:
     allowed: set[str] | None = None
     for rule in data.ha_rules:
         if (
-            sid in _members(rule)
+            sid in rule_members(rule)
             and rule.get("type") == "node-affinity"
             and int(rule.get("strict", 0) or 0)
-            and _active(rule)
+            and rule_active(rule)
         ):
             nodes = _nodes(rule.get("nodes"))
             allowed = nodes if allowed is None else allowed & nodes
@@ -90,10 +92,10 @@ def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> di
     online = set(data.online_nodes) - maintenance_nodes(data)
     out: dict[str, list[str]] = {}
     for rule in data.ha_rules:
-        members = _members(rule)
+        members = rule_members(rule)
         if rule.get("type") != "resource-affinity" or rule.get("affinity") != "negative" or sid not in members:
             continue
-        if not _active(rule):
+        if not rule_active(rule):
             continue
         for other in members:
             row = rows.get(other) or {}
