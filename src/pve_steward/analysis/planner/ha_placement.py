@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.planner.handoff import ha_blocked_nodes, holding_node, rule_active, rule_members
+from pve_steward.analysis.migration.ha_rules import ha_blocked_nodes, holding_node, rule_active, rule_members
 from pve_steward.analysis.planner.models import HAGuest
 from pve_steward.analysis.pverules import pve_rule
 
