@@ -230,6 +230,16 @@ async def test_pending_changes_do_not_decide_a_move(start_sim: Any, server_for: 
     assert "local devices: hostpci0" in _run(sim, "m1", "qemu", 300, target="m2", online=1)
 
 
+async def test_an_auditors_verdict_for_an_ha_guest_follows_its_rules(start_sim: Any, server_for: Any) -> None:
+    """Without VM.Migrate there is no precondition: the verdict applies the negative partner itself (PVE 9)."""
+    sim = start_sim("migration", version="9.1.2", speed=2000)
+    async with Client(server_for(sim, "auditor@pve!mcp")) as c:
+        found = plain((await c.call_tool("diagnose_migratability", {"vmid": 312})).structured_content)
+    verdict = found["guests"][0]
+    blocked = {n for t in verdict["targets"] for n in t["nodes"] if not t["mode"]}
+    assert "m2" in blocked and any("vm:320" in str(t["reasons"]) for t in verdict["targets"])
+
+
 async def test_ha_migrate_follows_the_crms_resource_affinity(start_sim: Any, server_for: Any) -> None:
     """pve-ha-manager Manager.pm queue_resource_motion (PVE 9): a negative partner on the target refuses the
     command (the API answers with blocking-resources, nothing moves); positive partners go along

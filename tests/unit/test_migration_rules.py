@@ -256,6 +256,34 @@ def test_ha_moves_a_vm_with_local_devices_by_force() -> None:
     assert one(qemu_config("n", serial0="/dev/ttyS0"), status="stopped").verdict == "blocked"  # not HA: pinned
 
 
+def test_an_ha_guests_verdict_follows_its_ha_rules_without_pves_precondition() -> None:
+    """A migrate of an HA guest is an HA request: a strict node rule confines it and a negative partner's node is
+    refused (Manager.pm queue_resource_motion). Containers and tokens without VM.Migrate get no precondition to
+    say so, so the verdict applies the rules itself; a guest with such rules shares no verdict."""
+    pin = {"rule": "pin", "type": "node-affinity", "resources": "ct:200", "nodes": "pve1,pve3", "strict": 1}
+    apart = {"rule": "apart", "type": "resource-affinity", "affinity": "negative", "resources": "vm:100,vm:300"}
+    ha = [
+        {"sid": "vm:100", "state": "started"},
+        {"sid": "ct:200", "state": "started"},
+        {"sid": "vm:300", "state": "started"},
+    ]
+    status = [{"type": "service", "sid": "vm:300", "node": "pve2", "crm_state": "started", "state": "started"}]
+    ct = lxc_config("c", rootfs="ceph-vm:vm-200-disk-0,size=8G")
+    guests = [
+        (guest_row(100, "pve1"), qemu_config("v")),
+        (guest_row(101, "pve1"), qemu_config("twin")),  # alike, but not HA: every target
+        (guest_row(200, "pve1", status="stopped", gtype="lxc"), ct),
+    ]
+    d = _data(guests, ha_resources=ha, ha_rules=[pin, apart], ha_status=status)
+    assert assess(d, 100).movable_to() == ["pve3"]
+    assert assess(d, 101).movable_to() == ["pve2", "pve3"]
+    container = assess(d, 200)
+    assert container.movable_to() == ["pve3"]
+    assert "strict node affinity allows only pve1, pve3" in str(
+        [r.detail for t in container.targets for r in t.reasons]
+    )
+
+
 def test_an_ha_service_in_error_state_cannot_move() -> None:
     """PVE refuses the HA migrate request of a service in error state (pve-ha-manager API2/HA/Resources.pm
     check_service_state); any other CRM state hands the move to HA, and guests alike in every other respect

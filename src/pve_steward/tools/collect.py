@@ -471,7 +471,7 @@ class Collector:
                 ]
         # the few cluster-wide and per-storage reads go ahead of the thousands per guest: the pool takes reads
         # in order, so a lone one asked last was the whole last round trip of a check (issue 17)
-        if self._want("ha"):
+        if self._want("ha", "migration"):  # migration: a migrate of an HA guest meets its HA rules
             reads += self._ha_constraint_reads()
         if self._want("backups"):
             reads += self._backup_content_reads(online)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.migration.devices import Devices, clipboard_vnc, local_resources, mapped_live
+from pve_steward.analysis.migration.ha_rules import ha_allowed_nodes, ha_blocked_nodes
 from pve_steward.analysis.migration.model import RANK, Migratability, Reason, TargetVerdict, reason
 from pve_steward.analysis.migration.pvecheck import compare
 from pve_steward.analysis.migration.sdn import guest_vnets
@@ -136,6 +137,33 @@ def ha_reason() -> Reason:
     )
 
 
+# an HA resource's rules as a migrate request meets them: nodes a strict rule allows (None: any), and nodes a
+# negative resource-affinity partner holds
+HaRuleNodes = tuple[list[str] | None, dict[str, list[str]]]
+
+
+def ha_rule_nodes(data: ClusterData, sid: str) -> HaRuleNodes | None:
+    """The sid's HA rules that decide per node; None when none do (its verdict can then be shared)."""
+    allowed, blocked = ha_allowed_nodes(data, sid), ha_blocked_nodes(data, sid)
+    return (allowed, blocked) if allowed is not None or blocked else None
+
+
+def ha_rule_reasons(rules: HaRuleNodes, targets: list[TargetVerdict], precondition: bool) -> None:
+    """Per target (one node each): outside a strict rule, or held by a negative partner. PVE's precondition
+    already lists the partners as blocking-ha-resources (pvecheck), so they are added only without it."""
+    allowed, blocked = rules
+    for tv in targets:
+        node = tv.nodes[0]
+        if allowed is not None and node not in allowed:
+            tv.reasons.append(
+                reason("MIGRATE_HA_AFFINITY", True, f"strict node affinity allows only {', '.join(allowed)}")
+            )
+        if node in blocked and not precondition:
+            tv.reasons.append(
+                reason("MIGRATE_HA_AFFINITY", True, f"HA resources block {node}: {', '.join(blocked[node])}")
+            )
+
+
 @pve_rule(
     "migrate.ha-error-state",
     rule="PVE refuses the HA migrate request of a service in error state ('must be disabled and fixed first'): the "
@@ -195,6 +223,8 @@ def situation(
         return None
     ha = vmid in data.ha_by_vmid
     if ha and ha_error_reason(data, vmid) is not None:  # the service's state decides (rare)
+        return None
+    if ha and ha_rule_nodes(data, str(data.ha_by_vmid[vmid].get("sid"))) is not None:  # its own rules decide
         return None
     return (shape(data, cfg), gtype, str(status), allow_downtime, targets_key(row, allowed, denied), ha)
 
@@ -267,12 +297,23 @@ def _decide(
     raw = data.configs.get(cfg.vmid) or {}
     reasons, local_bytes, dev = guest_reasons(data, cfg, raw, running)
     targets_ok, excluded = eligible_targets(data, source, allowed, denied)
+    res = data.ha_managed(cfg.vmid)
+    rules = ha_rule_nodes(data, str(res.get("sid"))) if res is not None else None
     targets = target_groups(
-        data, cfg, source, targets_ok, running, pre is not None, targets_key(row, allowed, denied), dev.mapped
+        data,
+        cfg,
+        source,
+        targets_ok,
+        running,
+        pre is not None or rules is not None,
+        targets_key(row, allowed, denied),
+        dev.mapped,
     )
     if pre is not None:
         compare(pre, cfg, dev, reasons, targets)
-    if data.ha_managed(cfg.vmid) is not None:
+    if rules is not None:
+        ha_rule_reasons(rules, targets, pre is not None)
+    if res is not None:
         reasons.append(ha_reason())
         refused = ha_error_reason(data, cfg.vmid)
         if refused is not None:
