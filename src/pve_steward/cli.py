@@ -118,9 +118,9 @@ DEMO_REFUSES = (
     "disable_version_check",
 )
 DEMO_PBS_TOKEN = "steward@pbs!monitor"  # the simulated PBS's token with Datastore.Audit (pvesim/pbs/scenarios)
-# Which pvesim token the demo uses per tier: root@pam can do every admin action (guest_unlock
-# is root@pam only in PVE), the operator token holds exactly the operator tier's privileges, and the
-# read-only one is the README's: PVEAuditor plus what PVE asks before it lists backups.
+# Which pvesim token the demo uses per tier: root@pam's token for the admin tier, the operator token with
+# exactly the operator tier's privileges, and the read-only one is the README's: PVEAuditor plus what PVE
+# asks before it lists backups.
 DEMO_TOKENS = {"read_only": "monitor@pve!mcp", "operator": "operator@pve!mcp", "admin": "root@pam!pvesim"}
 DEMO_SECOND = "healthy"  # the small second cluster of `demo --clusters 2`
 

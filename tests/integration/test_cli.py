@@ -94,13 +94,10 @@ async def test_demo_admin_tier_ignores_cluster_env_and_can_do_admin_actions(tmp_
         url = endpoint(lines)
         assert connects_now(url)
         async with Client(url) as c:
-            unlock = {"action": "guest_unlock", "vmid": 111}
-            preview = (await c.call_tool("administer", unlock)).structured_content
-            assert preview is not None and preview["result"]["status"] == "preview", preview
-            assert all(check["ok"] for check in preview["result"]["checks"]), preview["result"]["checks"]
-            done = await c.call_tool("administer", {**unlock, "confirm_token": preview["result"]["confirm_token"]})
             job = {"action": "backup_job_set_enabled", "id": "backup-weekly-local", "enabled": True}
             job_preview = (await c.call_tool("administer", job)).structured_content
+            assert job_preview is not None and job_preview["result"]["status"] == "preview", job_preview
+            done = await c.call_tool("administer", {**job, "confirm_token": job_preview["result"]["confirm_token"]})
     banner = "\n".join(lines)
     assert "ignoring PVE_STEWARD_URL, PVE_STEWARD_TOKEN_SECRET_FILE, PVE_STEWARD_FINGERPRINT" in banner
     assert "token: root@pam!pvesim" in banner and "tier: admin" in banner
@@ -110,7 +107,7 @@ async def test_demo_admin_tier_ignores_cluster_env_and_can_do_admin_actions(tmp_
     verified = run(["audit", "verify"], clean_env(tmp_path))  # no --file: finds the demo's log
     demo_log = tmp_path / "state" / "pve-steward" / "demo-audit.jsonl"
     assert verified.returncode == 0, verified.stderr
-    assert f"{demo_log}: OK" in verified.stdout and "guest_unlock" in demo_log.read_text()
+    assert f"{demo_log}: OK" in verified.stdout and "backup_job_set_enabled" in demo_log.read_text()
 
 
 def test_demo_refuses_cluster_flags_with_one_line(tmp_path: Path) -> None:

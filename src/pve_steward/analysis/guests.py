@@ -72,8 +72,8 @@ def _no_onboot(data: ClusterData, vmid: int, g: Row, cfg: GuestConfig | None) ->
             "Stuck guest lock",
             "A lock is set, no running task holds the guest, and the last related task ended more than "
             "lock_stuck_minutes (60) ago (or none is known).",
-            "Make sure the locking action is truly gone (no task of the guest still runs), then clear the lock "
-            "with guest_unlock, or with qm unlock / pct unlock on the node.",
+            "Make sure the locking action is truly gone (no task of the guest still runs; guest_unlock checks), then "
+            "clear the lock on the node: qm unlock / pct unlock <vmid> (PVE lets no API token skip a lock).",
         ),
         Code(
             "GUEST_LOCKED",

@@ -203,7 +203,7 @@ def _restarts_by_node(restarting: Restarting) -> list[Finding]:
             "warning",
             "Guest is locked",
             "The guest config has a lock; PVE refuses every migration until it is cleared.",
-            "Wait for the locking task, or clear the lock with guest_unlock if it is truly gone.",
+            "Wait for the locking task, or, if it is truly gone, clear the lock on the node: qm unlock / pct unlock.",
         ),
         Code(
             "MIGRATE_CPU_HOST",
