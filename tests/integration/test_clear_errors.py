@@ -191,8 +191,8 @@ async def test_next_step_names_the_tool_as_the_client_calls_it(
 @pytest.mark.parametrize(
     ("granular", "tier", "expected"),
     [
-        (True, "admin", "then clear the lock with guest_unlock, or with qm unlock"),
-        (False, "admin", "then clear the lock with administer with action=guest_unlock, or with qm unlock"),
+        (True, "admin", "still runs; guest_unlock checks), then clear the lock on the node: qm unlock"),
+        (False, "admin", "still runs; administer with action=guest_unlock checks), then clear the lock on the node"),
         (False, "read_only", "guest_unlock (not available here: it needs tier admin, in tool administer, and"),
     ],
 )
