@@ -72,14 +72,10 @@ _HOLDS_NODE = frozenset(["started", "request_stop", "fence", "freeze", "error", 
 def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> dict[str, list[str]]:
     """Node -> the HA resources (negative resource-affinity) that block it; ``scheduler``: as the CRM's scheduler
     sees them when it places services (maintenance, recovery), rather than as a migrate command does."""
-    rows = {str(r.get("sid")): r for r in data.ha_status if r.get("type") == "service"}
-    online = set(data.online_nodes) - maintenance_nodes(data)
+    rows, online = _service_rows(data), _ha_online(data)
     out: dict[str, list[str]] = {}
-    for rule in data.ha_rules:
-        members = rule_members(rule)
-        if rule.get("type") != "resource-affinity" or rule.get("affinity") != "negative" or sid not in members:
-            continue
-        if not rule_active(rule):
+    for members in _negative(data):  # usually none: asked for every HA guest of the cluster
+        if sid not in members:
             continue
         for other in members:
             row = rows.get(other) or {}
@@ -99,8 +95,35 @@ def holding_node(data: ClusterData, sid: str) -> str | None:
     row = service_row(data, sid)
     node = str(row.get("node") or "")
     state = str(row.get("crm_state") or row.get("state") or "")
-    return node if state in _HOLDS_NODE and node in set(data.online_nodes) - maintenance_nodes(data) else None
+    return node if state in _HOLDS_NODE and node in _ha_online(data) else None
 
 
 def service_row(data: ClusterData, sid: str) -> Row:
-    return next((r for r in data.ha_status if r.get("type") == "service" and r.get("sid") == sid), {})
+    return _service_rows(data).get(sid, {})
+
+
+def _service_rows(data: ClusterData) -> dict[str, Row]:
+    """The HA status API's service rows by sid (once per snapshot: asked per HA guest)."""
+    memo = data.memo["ha_rules"]
+    if "rows" not in memo:
+        memo["rows"] = {str(r.get("sid")): r for r in data.ha_status if r.get("type") == "service"}
+    return memo["rows"]  # type: ignore[no-any-return]
+
+
+def _ha_online(data: ClusterData) -> set[str]:
+    memo = data.memo["ha_rules"]
+    if "online" not in memo:
+        memo["online"] = set(data.online_nodes) - maintenance_nodes(data)
+    return memo["online"]  # type: ignore[no-any-return]
+
+
+def _negative(data: ClusterData) -> list[list[str]]:
+    """The members of each active negative resource-affinity rule."""
+    memo = data.memo["ha_rules"]
+    if "negative" not in memo:
+        memo["negative"] = [
+            rule_members(r)
+            for r in data.ha_rules
+            if r.get("type") == "resource-affinity" and r.get("affinity") == "negative" and rule_active(r)
+        ]
+    return memo["negative"]  # type: ignore[no-any-return]
