@@ -258,7 +258,7 @@ def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[R
             continue
         vmid, ctime = int(vmid), int(b.get("ctime", 0))
         g = guests.get(vmid)
-        kind = b.get("subtype") or _backup_kind(b)
+        kind = _backup_kind(b)
         if g is None or (
             kind is not None and kind != g.get("type") and not (kind == "openvz" and g.get("type") == "lxc")
         ):
@@ -272,7 +272,9 @@ def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[R
 
 
 def _backup_kind(row: Row) -> str | None:
-    """The guest type of a backup row without ``subtype``: its PBS format or its archive's name."""
+    """The guest type of a backup row: its ``subtype``, else its PBS format or its archive's name."""
+    if row.get("subtype"):
+        return str(row["subtype"])
     fmt, volid = str(row.get("format", "")), str(row.get("volid", ""))
     if fmt in ("pbs-vm", "pbs-ct"):
         return "qemu" if fmt == "pbs-vm" else "lxc"
@@ -554,7 +556,7 @@ def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
 
 
 def _settings(data: ClusterData, job: Row) -> dict[str, tuple[dict[str, str], bool, str]]:
-    """The prune-backups and remove vzdump applies for a job on a non-PBS storage, per node ("job" when the job
+    """The prune-backups and remove vzdump applies for a job, per node ("job" when the job
     sets both): the job's own values, the rest from /etc/vzdump.conf (the defaults endpoint folds the storage's
     prune-backups in), keep-all=1 when none is set (VZDump.pm new). A node whose defaults were not read is left
     out (DATA_INCOMPLETE says so). The last item says where the prune-backups came from."""
@@ -603,7 +605,7 @@ def _limit_finding(data: ClusterData, job: Row, subject: Subject, limits: dict[s
     counts: dict[tuple[int, str], int] = defaultdict(int)
     for b in data.backups:
         if b.get("storage") == sid and b.get("vmid") is not None and not b.get("protected"):
-            counts[(int(b["vmid"]), str(b.get("subtype") or _backup_kind(b)))] += 1
+            counts[(int(b["vmid"]), str(_backup_kind(b)))] += 1
     full = sorted({vmid for (vmid, _kind), n in counts.items() if n >= limit})
     where = "; ".join(f"{w}: {n}" for w, n in sorted(limits.items()))
     return finding(

@@ -19,8 +19,14 @@ def rule_members(rule: Row) -> list[str]:
     return [m.strip() for m in str(rule.get("resources", "")).split(",") if m.strip()]
 
 
-def _nodes(spec: object) -> set[str]:
-    return {re.sub(r":\d+$", "", n.strip()) for n in str(spec or "").split(",") if n.strip()}
+def node_priorities(spec: object) -> dict[str, int]:
+    """A rule's or group's nodes, 'a:2,b' -> {'a': 2, 'b': 0} (a node without a priority has 0)."""
+    out: dict[str, int] = {}
+    for part in str(spec or "").split(","):
+        m = re.fullmatch(r"\s*(\S+?)(?::(\d+))?\s*", part)
+        if m and m.group(1):
+            out[m.group(1)] = int(m.group(2) or 0)
+    return out
 
 
 def rule_active(rule: Row) -> bool:
@@ -45,12 +51,12 @@ def ha_allowed_nodes(data: ClusterData, sid: str) -> list[str] | None:
             and int(rule.get("strict", 0) or 0)
             and rule_active(rule)
         ):
-            nodes = _nodes(rule.get("nodes"))
+            nodes = set(node_priorities(rule.get("nodes")))
             allowed = nodes if allowed is None else allowed & nodes
     res = data.ha_by_sid.get(sid) or {}
     group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)
     if group is not None and int(group.get("restricted", 0) or 0):
-        nodes = _nodes(group.get("nodes"))
+        nodes = set(node_priorities(group.get("nodes")))
         allowed = nodes if allowed is None else allowed & nodes
     return sorted(allowed) if allowed is not None else None
 
@@ -72,7 +78,7 @@ _HOLDS_NODE = frozenset(["started", "request_stop", "fence", "freeze", "error", 
 def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> dict[str, list[str]]:
     """Node -> the HA resources (negative resource-affinity) that block it; ``scheduler``: as the CRM's scheduler
     sees them when it places services (maintenance, recovery), rather than as a migrate command does."""
-    rows, online = _service_rows(data), _ha_online(data)
+    rows = _service_rows(data)
     out: dict[str, list[str]] = {}
     for members in _negative(data):  # usually none: asked for every HA guest of the cluster
         if sid not in members:
@@ -82,9 +88,7 @@ def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> di
             node = str(row.get("node") or "")
             if other == sid or not node or (data.ha_by_sid.get(other) or {}).get("state") == "ignored":
                 continue
-            if scheduler and (
-                str(row.get("crm_state") or row.get("state") or "") not in _HOLDS_NODE or node not in online
-            ):
+            if scheduler and holding_node(data, other) is None:
                 continue
             out.setdefault(node, []).append(other)
     return out

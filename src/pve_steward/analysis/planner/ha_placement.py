@@ -10,24 +10,18 @@ denied nodes do not steer HA and are not applied here.
 
 from __future__ import annotations
 
-import re
-
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.migration.ha_rules import ha_blocked_nodes, holding_node, rule_active, rule_members
+from pve_steward.analysis.migration.ha_rules import (
+    ha_blocked_nodes,
+    holding_node,
+    node_priorities,
+    rule_active,
+    rule_members,
+)
 from pve_steward.analysis.planner.models import HAGuest
 from pve_steward.analysis.pverules import pve_rule
 
 GiB = 1024**3
-
-
-def _priorities(spec: object) -> dict[str, int]:
-    """'a:2,b' -> {'a': 2, 'b': 0} (a node without a priority has 0)."""
-    out: dict[str, int] = {}
-    for part in str(spec or "").split(","):
-        m = re.fullmatch(r"\s*(\S+?)(?::(\d+))?\s*", part)
-        if m and m.group(1):
-            out[m.group(1)] = int(m.group(2) or 0)
-    return out
 
 
 def together(data: ClusterData) -> dict[str, frozenset[str]]:
@@ -52,11 +46,11 @@ def _affinity(data: ClusterData, sid: str) -> tuple[dict[str, int], bool] | None
     kin = together(data).get(sid, frozenset([sid]))
     for rule in data.ha_rules:
         if rule.get("type") == "node-affinity" and set(rule_members(rule)) & kin and rule_active(rule):
-            return _priorities(rule.get("nodes")), bool(int(rule.get("strict", 0) or 0))
+            return node_priorities(rule.get("nodes")), bool(int(rule.get("strict", 0) or 0))
     res = data.ha_by_sid.get(sid) or {}
     group = next((g for g in data.ha_groups if g.get("group") == res.get("group")), None)
     if group is not None:
-        return _priorities(group.get("nodes")), bool(int(group.get("restricted", 0) or 0))
+        return node_priorities(group.get("nodes")), bool(int(group.get("restricted", 0) or 0))
     return None
 
 
