@@ -448,7 +448,8 @@ def test_flag_reads_pve_booleans_in_every_form() -> None:
 
 def test_keys_in_lists_a_configs_devices_in_pves_order() -> None:
     """Network devices and serial ports by their number, whatever order the API sent them in."""
-    from pve_steward.analysis.checks.guests_common import NET_KEYS, SERIAL_KEYS, keys_in
+    from pve_steward.analysis.checks.guests_common import SERIAL_KEYS, keys_in
+    from pve_steward.pve.guestconfig import NET_KEYS
 
     raw = {"net10": "x", "serial3": "socket", "memory": "1", "net2": "y", "serial0": "socket", "net0": "z"}
     assert keys_in(raw, NET_KEYS) == ["net0", "net2", "net10"]

@@ -335,7 +335,7 @@ _VOLUME, _DEVICE, _NET = 1, 2, 3
 _QEMU_KIND = dict.fromkeys(_QEMU_DISK_KEYS, _VOLUME) | dict.fromkeys(_QEMU_DEVICE_KEYS, _DEVICE)
 _LXC_KIND = dict.fromkeys(_LXC_VOLUME_KEYS, _VOLUME) | dict.fromkeys(NETS, _NET)
 _QEMU_KEYS = frozenset(_QEMU_KIND)
-_NET_KEYS = frozenset(NETS)
+NET_KEYS = frozenset(NETS)
 _RARE_KEYS = frozenset(["vcpus", "tags", "template", "balloon", "lock", "description", "machine", "parent", "vmstate"])
 
 
@@ -363,7 +363,7 @@ def parse_guest_config(raw: dict[str, Any], vmid: int, gtype: GuestType) -> Gues
     if qemu:  # only volume and device keys need a look: find them in C, in PVE's order (in_pve_order)
         found = _QEMU_KEYS.intersection(raw)
         keys: Iterable[str] = found if len(found) < 2 else sorted(found, key=_RANK.__getitem__)
-        named = _NET_KEYS.intersection(raw)  # apart: most VMs have one, so no ordering pass
+        named = NET_KEYS.intersection(raw)  # apart: most VMs have one, so no ordering pass
         for key in named if len(named) < 2 else sorted(named, key=_RANK.__getitem__):
             value = raw[key]
             nets += ((key, *nic(value if type(value) is str else str(value), gtype)),)

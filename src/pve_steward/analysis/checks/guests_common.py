@@ -14,7 +14,7 @@ from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import CLUSTER, Finding, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import NETS, SERIALS, GuestConfig, in_pve_order
+from pve_steward.pve.guestconfig import SERIALS, GuestConfig, in_pve_order
 
 CLI = {"qemu": "qm", "lxc": "pct"}
 KIND = {"qemu": "VM", "lxc": "CT"}
@@ -44,8 +44,7 @@ def guests_with_config(
     return memo[key]  # type: ignore[no-any-return]
 
 
-# the keys PVE gives these devices (pve/guestconfig.py NETS, SERIALS)
-NET_KEYS = frozenset(NETS)
+# the keys PVE gives serial ports (pve/guestconfig.py SERIALS; its NET_KEYS for network devices)
 SERIAL_KEYS = frozenset(SERIALS)
 
 

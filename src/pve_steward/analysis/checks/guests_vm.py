@@ -12,7 +12,6 @@ from functools import lru_cache
 
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.checks.guests_common import (
-    NET_KEYS,
     SERIAL_KEYS,
     cluster_wide,
     guests_with_config,
@@ -22,7 +21,7 @@ from pve_steward.analysis.checks.guests_common import (
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.guestconfig import QEMU_DRIVES, parse_property_string
+from pve_steward.pve.guestconfig import NET_KEYS, QEMU_DRIVES, parse_property_string
 
 # a machine type that names its version (qemu-server QemuServer/Machine.pm $machine_fmt type pattern)
 _PINNED = re.compile(r"^(?P<family>pc-q35|pc-i440fx|pc|virt)-(?P<ver>\d+(?:\.\d+)+)(?:\+pve\d+)?(?:\.pxe)?$")
