@@ -166,6 +166,40 @@ async def test_replication_first_sync_pending_is_not_stale(start_sim: Any, serve
     assert not any(f["code"] == "REPLICATION_STALE" for f in report["findings"]) and report["complete"] is True
 
 
+async def test_replication_next_sync_follows_the_schedule_and_pauses_for_a_missing_target(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """ReplicationState.pm job_status: next_sync is the schedule's next event after last_try; after a failure
+    it is a retry only while the target is an online member, else 0 (the job is paused, fail_count frozen)."""
+    sim = start_sim("truth", version=version)
+    hour = int(sim.sim.cluster.clock.now()) // 3600 * 3600 - 3600
+    with sim.sim.mutate() as c:
+        job = c.replication["201-0"]
+        job.schedule, job.last_try, job.last_sync = "*/20", hour + 21 * 60, hour + 21 * 60
+    assert api(sim).nodes("pve2").replication.get()[0]["next_sync"] == hour + 40 * 60
+    with sim.sim.mutate() as c:
+        c.replication["201-0"].schedule = "*/15"
+        c.replication["201-0"].last_try = hour + 46 * 60
+    assert api(sim).nodes("pve2").replication.get()[0]["next_sync"] == hour + 3600
+    with sim.sim.mutate() as c:
+        job = c.replication["201-0"]
+        job.fail_count, job.error, job.last_sync = 1, "ssh: No route to host", hour - 86400
+        c.nodes["pve3"].online = False
+    assert api(sim).nodes("pve2").replication.get()[0]["next_sync"] == 0
+    paused = [
+        f
+        for f in (await _call(server_for(sim), "diagnose_replication", detail=True))["findings"]
+        if f["code"] in ("REPLICATION_PAUSED", "REPLICATION_FAILING")
+    ]
+    assert [(f["code"], f["severity"]) for f in paused] == [("REPLICATION_PAUSED", "warning")]
+    with sim.sim.mutate() as c:  # the target left the cluster (pvecm delnode): the job never runs again
+        c.replication["201-0"].target = "pve9"
+    assert api(sim).nodes("pve2").replication.get()[0]["next_sync"] == 0
+    report = await _call(server_for(sim), "diagnose_replication", detail=True)
+    gone = next(f for f in report["findings"] if f["code"] == "REPLICATION_PAUSED")
+    assert gone["severity"] == "critical" and "not a cluster member" in plain(gone["message"])
+
+
 async def test_get_task_takes_the_end_time_from_the_task_index(start_sim: Any, server_for: Any, version: str) -> None:
     """Tasks.pm read_task_status has no endtime; the task index row has it."""
     sim = start_sim("truth", version=version)

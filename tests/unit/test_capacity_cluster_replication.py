@@ -11,6 +11,7 @@ from pve_steward.analysis.replication import analyze_replication
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from tests.unit.pve_fixtures import (
     HOUR,
+    NOW,
     GiB,
     cluster_status,
     data,
@@ -251,6 +252,43 @@ def test_replication() -> None:
     assert {f.severity for f in analyze_replication(d, lenient) if f.code == "REPLICATION_FAILING"} == {
         Severity.WARNING
     }
+
+
+def test_failed_job_to_an_offline_or_departed_target_is_paused() -> None:
+    """ReplicationState.pm job_status: a failed job is retried only while its target is an online member;
+    otherwise next_sync is 0, get_next_job skips it and fail_count freezes (at 1 here)."""
+    jobs = [
+        {"id": f"{v}-0", "guest": v, "target": target, "schedule": "*/15", "type": "local"}
+        for v, target in ((100, "b"), (101, "c"), (102, "gone"), (103, "c"))
+    ]
+    row = {"fail_count": 1, "error": "No route to host", "last_sync": int(NOW - 24 * HOUR), "next_sync": 0}
+    state = {"a": [{**row, "id": f"{v}-0"} for v in (100, 101, 102)]}
+    state["a"].append({**row, "id": "103-0", "next_sync": int(NOW + 300)})  # a member's retry: still failing
+    nodes = {"a": True, "b": False, "c": True}
+    d = data(
+        replication_jobs=jobs,
+        replication_state=state,
+        cluster_status=cluster_status(nodes),
+        resources=[
+            *(node_row(n, online) for n, online in nodes.items()),
+            *(guest_row(v, "a") for v in range(100, 104)),
+        ],
+    )
+    found = {(f.code, f.subject.id): f for f in analyze_replication(d, T) if f.code != "REPLICATION_STALE"}
+    assert sorted(found) == [
+        ("REPLICATION_FAILING", "103-0"),
+        ("REPLICATION_PAUSED", "100-0"),
+        ("REPLICATION_PAUSED", "101-0"),
+        ("REPLICATION_PAUSED", "102-0"),
+    ]
+    offline, by_state, gone = (found[("REPLICATION_PAUSED", f"{v}-0")] for v in (100, 101, 102))
+    assert offline.severity is Severity.WARNING and "target b is offline" in offline.message
+    assert (
+        by_state.severity is Severity.WARNING and by_state.evidence["cause"] == "PVE schedules no retry (next_sync 0)"
+    )
+    assert gone.severity is Severity.CRITICAL and "not a cluster member" in gone.message
+    assert "force=1" in gone.remediation and gone.evidence["error"] == "No route to host"
+    assert found[("REPLICATION_FAILING", "103-0")].severity is Severity.WARNING
 
 
 def test_first_sync_pending_is_not_stale() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
@@ -18,7 +20,35 @@ from pve_steward.analysis.thresholds import Thresholds
     codes=("REPLICATION_STALE",),
 )
 def _first_sync_pending(state: Row) -> bool:
-    return not int(state.get("last_sync", 0) or 0) and not int(state.get("fail_count", 0) or 0)
+    return not _int(state.get("last_sync")) and not _int(state.get("fail_count"))
+
+
+def _int(value: Any) -> int | None:
+    """A PVE integer field, None when missing or not a number (bad input never raises)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+@pve_rule(
+    "replication.paused-target",
+    rule="A failed job is retried (next_sync = last_try + 5 min x fail_count, 30 min beyond 3) only while its "
+    "target is an online cluster member; otherwise next_sync is 0, get_next_job never picks it and fail_count "
+    "stops growing until the target is back (never, for a node that left the cluster).",
+    pve="pve-guest-common src/PVE/ReplicationState.pm job_status + get_next_job",
+    codes=("REPLICATION_PAUSED",),
+)
+def _paused(data: ClusterData, target: str, st: Row) -> tuple[str, bool] | None:
+    """Why PVE stopped retrying a failed job, and whether it never resumes; None while it is retried."""
+    nodes = data.nodes
+    if nodes and target not in nodes:
+        return f"target {target} is not a cluster member", True
+    if nodes and not nodes[target].get("online"):
+        return f"target {target} is offline", False
+    if _int(st.get("next_sync")) == 0:  # PVE's own verdict, when our view of the members differs
+        return "PVE schedules no retry (next_sync 0)", False
+    return None
 
 
 @check(
@@ -28,8 +58,20 @@ def _first_sync_pending(state: Row) -> bool:
             "REPLICATION_FAILING",
             "warning",
             "Replication failing",
-            "A job has fail_count > 0; critical at replication_fail_critical (3) or more.",
+            "A job has fail_count > 0 and PVE still retries it (its target is an online member; else "
+            "REPLICATION_PAUSED); critical at replication_fail_critical (3) or more.",
             "Read the job's error and fix the target or storage.",
+        ),
+        Code(
+            "REPLICATION_PAUSED",
+            "warning",
+            "Replication paused: target offline or gone",
+            "A job has failed and its target is offline or not a cluster member (or its state says next_sync 0): "
+            "PVE retries a failed job only while the target is an online member, so the job does not run and "
+            "fail_count stops growing. Critical when the target is not a cluster member: it never resumes.",
+            "Bring the target node back online and the job resumes. If the node left the cluster, delete the job: "
+            "DELETE /cluster/replication/{id} with force=1 (drops it at once) or keep=1 (leaves the target's "
+            "copies), i.e. pvesr delete <id> --force.",
         ),
         Code(
             "REPLICATION_STALE",
@@ -75,7 +117,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
             state[str(row.get("id"))] = row
     for job in sorted(data.replication_jobs, key=lambda j: str(j.get("id"))):
         jid = str(job.get("id"))
-        guest = int(job.get("guest", 0))
+        guest = _int(job.get("guest")) or 0
         subject = Subject(
             kind="replication_job",
             id=jid,
@@ -92,7 +134,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
             continue
-        if int(job.get("disable", 0) or 0):
+        if _int(job.get("disable")):
             out.append(
                 finding(
                     "REPLICATION_DISABLED", subject, f"replication job {jid} is disabled", {"target": job.get("target")}
@@ -102,22 +144,13 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
         st = state.get(jid)
         if st is None:
             continue  # its node's status was not readable: DATA_INCOMPLETE covers it
-        fails = int(st.get("fail_count", 0) or 0)
+        fails = _int(st.get("fail_count")) or 0
         if fails:
-            sev = Severity.CRITICAL if fails >= t.get("replication_fail_critical") else Severity.WARNING
-            out.append(
-                finding(
-                    "REPLICATION_FAILING",
-                    subject,
-                    f"replication {jid} to {job.get('target')} failed {fails} times: {st.get('error', '?')}",
-                    {"fail_count": fails, "error": st.get("error"), "target": job.get("target")},
-                    severity=sev,
-                )
-            )
+            out.append(_failing(data, t, subject, job, st, fails))
         if _first_sync_pending(st):
             continue
         interval = interval_seconds(str(job.get("schedule") or "*/15")) or 900.0
-        last = int(st.get("last_sync", 0) or 0)
+        last = _int(st.get("last_sync")) or 0
         lag = data.now - last if last else None
         limit = t.get("replication_lag_factor") * interval
         if lag is None or lag > limit:
@@ -136,3 +169,28 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+def _failing(data: ClusterData, t: Thresholds, subject: Subject, job: Row, st: Row, fails: int) -> Finding:
+    """A failed job: paused by PVE when its target is gone or offline, else failing (critical at the threshold)."""
+    jid, target = str(job.get("id")), str(job.get("target"))
+    evidence = {"fail_count": fails, "error": st.get("error"), "target": job.get("target")}
+    paused = _paused(data, target, st)
+    if paused is not None:
+        cause, never = paused
+        return finding(
+            "REPLICATION_PAUSED",
+            subject,
+            f"replication {jid} to {target} is paused after {fails} failed runs: {cause}; "
+            f"last error: {st.get('error', '?')}",
+            {**evidence, "cause": cause, "next_sync": st.get("next_sync")},
+            severity=Severity.CRITICAL if never else None,
+        )
+    sev = Severity.CRITICAL if fails >= t.get("replication_fail_critical") else Severity.WARNING
+    return finding(
+        "REPLICATION_FAILING",
+        subject,
+        f"replication {jid} to {target} failed {fails} times: {st.get('error', '?')}",
+        evidence,
+        severity=sev,
+    )

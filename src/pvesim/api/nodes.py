@@ -165,14 +165,35 @@ def task_log(call: Call) -> list[dict[str, Any]]:
     return lines[start : start + limit]
 
 
-def _next_sync(job: Any) -> int:
-    """ReplicationState.pm job_status: after a failure retry in 5 min x fail_count (30 min beyond 3 failures),
-    else the schedule's next event after last_try (every 15 min here; 0 before the first try is long past)."""
+_EVERY_MINUTES = re.compile(r"\*/(\d{1,2})")
+
+
+def _next_event(schedule: str, last_try: int) -> int:
+    """PVE::CalendarEvent compute_next_event(parse_calendar_event(schedule), last_try): the first event after
+    last_try. The sim has no calendar-event parser (it must not import the server's): it knows the minute
+    repetition ``*/N`` (minutes 0, N, 2N, ... of every hour) and takes any other schedule as PVE's default
+    ``*/15`` (pve-guest-common src/PVE/ReplicationConfig.pm ``default => '*/15'``)."""
+    m = _EVERY_MINUTES.fullmatch(schedule.strip())
+    step = int(m.group(1)) if m and 0 < int(m.group(1)) < 60 else 15
+    hour = last_try - last_try % 3600
+    for minute in range(0, 60, step):
+        if hour + 60 * minute > last_try:
+            return hour + 60 * minute
+    return hour + 3600
+
+
+def _next_sync(c: Any, job: Any) -> int:
+    """ReplicationState.pm job_status: 1 for a job marked for removal; after a failure, retry in 5 min x
+    fail_count (30 min beyond 3 failures) but only while the target is an online cluster member, else 0 (never
+    picked by get_next_job, so fail_count freezes); without failures the schedule's next event after last_try."""
     if job.remove_job:
         return 1
     if job.fail_count:
+        target = c.nodes.get(job.target)
+        if target is None or not target.online:  # PVE::Cluster::get_members()->{$target}->{online}
+            return 0
         return int(job.last_try + 60 * (5 * job.fail_count if job.fail_count <= 3 else 30))
-    return int(job.last_try + 900)
+    return _next_event(job.schedule or "*/15", int(job.last_try))
 
 
 def _replication_status(call: Call, job: Any) -> dict[str, Any]:
@@ -187,7 +208,7 @@ def _replication_status(call: Call, job: Any) -> dict[str, Any]:
             "last_try": job.last_try,
             "fail_count": job.fail_count,
             "duration": job.duration,
-            "next_sync": _next_sync(job),
+            "next_sync": _next_sync(c, job),
         }
     )
     if job.error:
