@@ -200,6 +200,20 @@ async def test_replication_next_sync_follows_the_schedule_and_pauses_for_a_missi
     assert gone["severity"] == "critical" and "not a cluster member" in plain(gone["message"])
 
 
+async def test_a_failing_job_removal_is_retried_every_minute_and_reported(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """ReplicationState.pm job_status: next_sync 1 for a remove_job job, whatever its fail_count."""
+    sim = start_sim("truth", version=version)
+    with sim.sim.mutate() as c:
+        job = c.replication["201-0"]
+        job.remove_job, job.fail_count, job.error = "full", 7, "ssh: connect to host pve3: No route to host"
+    assert api(sim).nodes("pve2").replication.get()[0]["next_sync"] == 1
+    report = await _call(server_for(sim), "diagnose_replication", detail=True)
+    stuck = next(f for f in report["findings"] if f["code"] == "REPLICATION_PENDING_REMOVAL")
+    assert stuck["severity"] == "warning" and "No route to host" in plain(stuck["message"])
+
+
 async def test_get_task_takes_the_end_time_from_the_task_index(start_sim: Any, server_for: Any, version: str) -> None:
     """Tasks.pm read_task_status has no endtime; the task index row has it."""
     sim = start_sim("truth", version=version)

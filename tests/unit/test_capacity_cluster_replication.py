@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
+from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
 from pve_steward.analysis.findings import Severity
 from pve_steward.analysis.replication import analyze_replication
@@ -289,6 +290,31 @@ def test_failed_job_to_an_offline_or_departed_target_is_paused() -> None:
     assert gone.severity is Severity.CRITICAL and "not a cluster member" in gone.message
     assert "force=1" in gone.remediation and gone.evidence["error"] == "No route to host"
     assert found[("REPLICATION_FAILING", "103-0")].severity is Severity.WARNING
+
+
+def test_a_removal_that_keeps_failing_is_a_warning_with_its_error() -> None:
+    """ReplicationState.pm job_status gives a remove_job job next_sync 1 without a retry limit; Replication.pm
+    replicate dies when the target is unreachable (fail_count++), and only DELETE force=1/keep=1 ends it."""
+    jobs = [
+        {"id": "100-1", "guest": 100, "target": "pve9", "type": "local", "remove_job": "full"},
+        {"id": "101-0", "guest": 101, "target": "b", "type": "local", "remove_job": "local", "disable": 1},
+    ]
+    state = {
+        "a": [
+            {"id": "100-1", "fail_count": 812, "error": "ssh: connect to host pve9: No route", "next_sync": 1},
+            {"id": "101-0", "fail_count": 0, "last_sync": int(NOW - HOUR), "next_sync": 1},
+        ]
+    }
+    d = data(replication_jobs=jobs, replication_state=state, resources=[guest_row(v, "a") for v in (100, 101)])
+    found = {f.subject.id: f for f in analyze_replication(d, T)}
+    assert {f.code for f in found.values()} == {"REPLICATION_PENDING_REMOVAL"}
+    stuck, running = found["100-1"], found["101-0"]
+    assert stuck.severity is Severity.WARNING and "failed 812 times" in stuck.message
+    assert "No route" in stuck.message and stuck.evidence["error"].startswith("ssh:")
+    assert "force=1" in stuck.remediation and "keep=1" in stuck.remediation
+    assert running.severity is Severity.INFO and "fail_count" not in running.evidence
+    # the texts say what PVE blocks: VM migration, to that job's target only (QemuMigrate.pm prepare)
+    assert "a VM cannot migrate to that job's target" in code_info(stuck.code).rule
 
 
 def test_first_sync_pending_is_not_stale() -> None:

@@ -92,8 +92,12 @@ def _paused(data: ClusterData, target: str, st: Row) -> tuple[str, bool] | None:
             "REPLICATION_PENDING_REMOVAL",
             "info",
             "Replication job marked for removal",
-            "remove_job is set; it also blocks migration until removed.",
-            "Nothing to fix unless it stays: PVE removes the job on its next run (check pvesr status on the node).",
+            "remove_job is set: PVE retries the removal every minute (next_sync 1) until it succeeds; meanwhile a VM "
+            "cannot migrate to that job's target (containers can). Warning when the removal has failed "
+            "(fail_count > 0): it is retried without end and the job never goes away.",
+            "Nothing to fix while it runs: PVE removes the job on its next run. If the removal keeps failing "
+            "(target unreachable), fix the error or drop the job: DELETE /cluster/replication/{id} with force=1 "
+            "(removes the entry without cleanup) or keep=1 (skips the target, removes only the local snapshots).",
         ),
     ],
     thresholds=[
@@ -125,14 +129,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
             node=(data.guests.get(guest) or {}).get("node"),
         )
         if job.get("remove_job"):
-            out.append(
-                finding(
-                    "REPLICATION_PENDING_REMOVAL",
-                    subject,
-                    f"replication job {jid} is marked for removal",
-                    {"remove_job": job.get("remove_job")},
-                )
-            )
+            out.append(_removal(subject, job, state.get(jid)))
             continue
         if _int(job.get("disable")):
             out.append(
@@ -193,4 +190,31 @@ def _failing(data: ClusterData, t: Thresholds, subject: Subject, job: Row, st: R
         f"replication {jid} to {target} failed {fails} times: {st.get('error', '?')}",
         evidence,
         severity=sev,
+    )
+
+
+@pve_rule(
+    "replication.removal-retried",
+    rule="A job marked for removal gets next_sync 1 (run every minute, 'todo: consider fail_count?'); a failed "
+    "removal (remove_job full and the target unreachable) raises fail_count and is retried without end; only "
+    "DELETE with force=1 (drop the entry) or keep=1 (remove_job local: the target is skipped) ends it.",
+    pve="pve-guest-common src/PVE/ReplicationState.pm job_status + src/PVE/Replication.pm replicate; "
+    "pve-manager PVE/API2/ReplicationConfig.pm delete",
+    codes=("REPLICATION_PENDING_REMOVAL",),
+)
+def _removal(subject: Subject, job: Row, st: Row | None) -> Finding:
+    """A job marked for removal: info while PVE removes it, warning with the error once removal has failed."""
+    jid = str(job.get("id"))
+    fails = _int((st or {}).get("fail_count")) or 0
+    evidence = {"remove_job": job.get("remove_job"), "target": job.get("target")}
+    if not fails:
+        return finding("REPLICATION_PENDING_REMOVAL", subject, f"replication job {jid} is marked for removal", evidence)
+    error = (st or {}).get("error")
+    return finding(
+        "REPLICATION_PENDING_REMOVAL",
+        subject,
+        f"removal of replication job {jid} (target {job.get('target')}) failed {fails} times and is retried "
+        f"every minute: {error or '?'}",
+        {**evidence, "fail_count": fails, "error": error},
+        severity=Severity.WARNING,
     )
