@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from proxmoxer import ResourceException
 
+import pvesim
+from pvesim.scenario import DEFAULT_TOKENS
 from tests.integration.pve import api, control
 
 pytestmark = pytest.mark.anyio
@@ -127,6 +130,33 @@ async def test_backup_and_replication_jobs(start_sim: Any, server_for: Any) -> N
     job = next(j for j in sim.cluster.backup_jobs if j["id"] == "backup-nightly")
     assert int(job["enabled"]) == 0
     assert replication["status"] == "completed" and sim.cluster.replication["112-0"].disable is True
+
+
+STORAGE_ADMIN = [{"path": "/", "role": "PVEAuditor"}, {"path": "/storage", "role": "PVEDatastoreAdmin"}]
+
+
+@pytest.mark.parametrize("version", ["8.4.14", "9.1.2"])
+async def test_replication_set_enabled_checks_the_privilege_of_the_release(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """PUT /cluster/replication/{id} needs Datastore.Allocate on /storage on PVE 8 (the 8.4 schema) and
+    VM.Replicate on /vms/<vmid> on PVE 9 (pve-manager c81fe5cc): the tool checks the one its cluster asks."""
+    data = pvesim.load_scenario("demo")
+    data["tokens"] = [*DEFAULT_TOKENS, {"id": "storage@pve!mcp", "user_acl": STORAGE_ADMIN, "acl": STORAGE_ADMIN}]
+    sim = start_sim(data, version=version)
+    pve8 = version.startswith("8")
+    async with Client(server_for(sim, "storage@pve!mcp", tier="admin")) as c:
+        storage = await (run if pve8 else refused)(c, "replication_set_enabled", job="112-0", enabled=False)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        operator = await (refused if pve8 else run)(c, "replication_set_enabled", job="112-0", enabled=pve8)
+    if pve8:
+        assert storage["status"] == "completed" and "lacks Datastore.Allocate on /storage" in operator
+    else:
+        assert "lacks VM.Replicate on /vms/112" in storage and operator["status"] == "completed"
+    assert sim.cluster.replication["112-0"].disable is True
+    denied = "Datastore.Allocate" if pve8 else "VM.Replicate"
+    with pytest.raises(ResourceException, match=f"Permission check failed.*{denied}"):  # the sim enforces it too
+        api(sim, "auditor@pve!mcp").cluster.replication("112-0").put(disable=0)
 
 
 async def test_pve_refuses_skiplock_for_other_users(start_sim: Any) -> None:

@@ -359,6 +359,27 @@ async def backup_job_set_enabled(
     return await two_phase(t, {"id": id, "enabled": enabled}, plan, confirm_token, False, WAIT_SYNC)
 
 
+async def _pve_major(t: ToolContext) -> int | None:
+    """The cluster's PVE major release: the version check's answer, else GET /version; None if unknown."""
+    version = t.app.pve_version
+    if not version:
+        try:
+            version = str((await t.client.get(api_path("version"))).get("version") or "")
+        except PveError:
+            return None
+    head = str(version).split(".", 1)[0]
+    return int(head) if head.isdecimal() else None
+
+
+def _replication_privilege(major: int | None, guest: int) -> tuple[str, str]:
+    """What PUT /cluster/replication/{id} requires: VM.Replicate on the guest from PVE 9 (pve-manager
+    PVE/API2/ReplicationConfig.pm update, c81fe5cc; the privilege is new in pve-access-control 9.0.3),
+    Datastore.Allocate on /storage before (the 8.4 schema's check). Unknown release: PVE 9's rule."""
+    if major is not None and major < 9:
+        return "/storage", "Datastore.Allocate"
+    return f"/vms/{guest}", "VM.Replicate"
+
+
 @guarded(toolset="storage", tier=Tier.OPERATOR, destructive=True)
 async def replication_set_enabled(
     t: ToolContext, job: ReplicationJobId, enabled: bool, confirm_token: Token | None = None
@@ -373,9 +394,10 @@ async def replication_set_enabled(
                 f"no replication job '{job}'; jobs: {', '.join(sorted(str(r.get('id')) for r in rows)) or 'none'}"
             )
         on = not int(row.get("disable", 0) or 0)
-        guest = int(row["guest"])
+        guest = int(job.split("-", 1)[0])  # PVE takes the guest from the id (parse_replication_job_id)
+        path, privilege = _replication_privilege(await _pve_major(t), guest)
         checks = [
-            await privilege_check(t, f"/vms/{guest}", ["VM.Replicate"]),
+            await privilege_check(t, path, [privilege]),
             toggle_check(on, enabled),
         ]
         effect = f"{'enable' if enabled else 'disable'} replication job {job} (guest {guest} to {row.get('target')})"

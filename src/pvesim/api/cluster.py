@@ -230,13 +230,19 @@ def replication_digest(c: Cluster) -> str:
 @route("PUT", "/cluster/replication/{id}")
 def update_replication(call: Call) -> None:
     c = call.cluster
-    job = c.replication.get(call.params["id"])
-    if job is None:
-        raise ApiError(500, f"replication job '{call.params['id']}' does not exist")
-    if not call.can(f"/vms/{job.guest}", "VM.Replicate"):
-        raise ApiError(403, f"Permission check failed (/vms/{job.guest}, VM.Replicate)")
-    if "digest" in call.params and call.params["digest"] != replication_digest(c):
+    jid = call.params["id"]
+    # pve-manager PVE/API2/ReplicationConfig.pm update: PVE 8 checks Datastore.Allocate on /storage (the 8.4
+    # schema's permissions), PVE 9 VM.Replicate on the guest parsed from the id (c81fe5cc), both before the lock
+    path, privilege = (
+        ("/storage", "Datastore.Allocate") if c.schema_version < "9" else (f"/vms/{jid.split('-')[0]}", "VM.Replicate")
+    )
+    if not call.can(path, privilege):
+        raise ApiError(403, f"Permission check failed ({path}, {privilege})")
+    if "digest" in call.params and call.params["digest"] != replication_digest(c):  # assert_if_modified
         raise ApiError(500, "detected modified configuration - file changed by other user? Try again.")
+    job = c.replication.get(jid)
+    if job is None:
+        raise ApiError(500, f"no such job '{jid}'")
     deletes = {k.strip() for k in str(call.params.get("delete", "")).split(",") if k.strip()}
     if "disable" in deletes:
         job.disable = False
