@@ -43,6 +43,7 @@ PARAMS: dict[str, dict[str, str]] = {
     "/nodes/{node}/lxc/{vmid}/pending": {"node": "pve1", "vmid": "120"},
     "/nodes/{node}/qemu/{vmid}/pending": {"node": "pve1", "vmid": "103"},
     "/nodes/{node}/replication/{id}/status": {"node": "pve3", "id": "112-0"},
+    "/cluster/replication/{id}": {"id": "112-0"},
     "/nodes/{node}/storage/{storage}/status": {"node": "pve1", "storage": "local-lvm"},
     "/nodes/{node}/storage/{storage}/content": {"node": "pve1", "storage": "pbs-main"},
     "/cluster/ha/resources/{sid}": {"sid": "vm:101"},

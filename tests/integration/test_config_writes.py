@@ -10,6 +10,7 @@ from proxmoxer import ResourceException
 
 import pvesim
 from pvesim.scenario import DEFAULT_TOKENS
+from pvesim.state import ReplicationJob
 from tests.integration.pve import api, control
 
 pytestmark = pytest.mark.anyio
@@ -157,6 +158,23 @@ async def test_replication_set_enabled_checks_the_privilege_of_the_release(
     denied = "Datastore.Allocate" if pve8 else "VM.Replicate"
     with pytest.raises(ResourceException, match=f"Permission check failed.*{denied}"):  # the sim enforces it too
         api(sim, "auditor@pve!mcp").cluster.replication("112-0").put(disable=0)
+
+
+async def test_replication_set_enabled_binds_the_digest_of_the_jobs_own_read(start_sim: Any, server_for: Any) -> None:
+    """ReplicationConfig.pm: the list's rows carry no digest (SectionConfig keeps it at the top level), the
+    job's own GET does; the confirmation is bound to it, so a change to replication.cfg since the preview
+    (another job here) is refused instead of written over."""
+    sim = start_sim("demo")
+    pve = api(sim)
+    assert all("digest" not in row for row in pve.cluster.replication.get())
+    assert len(pve.cluster.replication("112-0").get()["digest"]) == 40
+    args = {"job": "112-0", "enabled": False}
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        preview = (await c.call_tool("replication_set_enabled", args)).structured_content
+        with sim.sim.mutate() as cl:
+            cl.replication["100-0"] = ReplicationJob("100-0", 100, "pve3")
+        changed = await refused(c, "replication_set_enabled", **args, confirm_token=preview["confirm_token"])
+    assert "changed" in changed and sim.cluster.replication["112-0"].disable is False
 
 
 async def test_pve_refuses_skiplock_for_other_users(start_sim: Any) -> None:

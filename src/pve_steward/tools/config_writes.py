@@ -388,11 +388,13 @@ async def replication_set_enabled(
 
     async def plan() -> Plan:
         rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "replication"))
-        row = next((r for r in rows if str(r.get("id")) == job), None)
-        if row is None:
+        if not any(str(r.get("id")) == job for r in rows):
             raise Refused(
                 f"no replication job '{job}'; jobs: {', '.join(sorted(str(r.get('id')) for r in rows)) or 'none'}"
             )
+        # the list rows carry no digest (SectionConfig keeps it beside the ids); the job's own GET has it
+        # (pve-manager PVE/API2/ReplicationConfig.pm read: $data->{digest} = $cfg->{digest})
+        row: dict[str, Any] = await t.client.get(api_path("cluster", "replication", replication_seg(job)))
         on = not int(row.get("disable", 0) or 0)
         guest = int(job.split("-", 1)[0])  # PVE takes the guest from the id (parse_replication_job_id)
         path, privilege = _replication_privilege(await _pve_major(t), guest)

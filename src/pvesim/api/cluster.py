@@ -209,18 +209,34 @@ def replication_config_row(job: Any) -> dict[str, Any]:
 
 @route("GET", "/cluster/replication")
 def replication(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/ReplicationConfig.pm index: the jobs' sections, without a digest (SectionConfig
+    parse_config keeps it at the top level, beside ``ids``)."""
     c = call.cluster
     rows = []
-    digest = replication_digest(c)
     for job in sorted(c.replication.values(), key=lambda j: j.id):
         if call.can(f"/vms/{job.guest}", "VM.Audit"):
-            row = replication_config_row(job)
-            row["digest"] = digest
-            guest = c.guests.get(job.guest)
-            if guest:
-                row["source"] = guest.node
-            rows.append(row)
+            rows.append(_replication_section(c, job))
     return rows
+
+
+def _replication_section(c: Cluster, job: Any) -> dict[str, Any]:
+    row = replication_config_row(job)
+    guest = c.guests.get(job.guest)
+    if guest:
+        row["source"] = guest.node
+    return row
+
+
+@route("GET", "/cluster/replication/{id}")
+def replication_job(call: Call) -> dict[str, Any]:
+    """pve-manager PVE/API2/ReplicationConfig.pm read: the job's section and the file's digest."""
+    c = call.cluster
+    job = c.replication.get(call.params["id"])
+    if job is None:
+        raise ApiError(500, f"no such replication job '{call.params['id']}'")
+    if not call.can(f"/vms/{job.guest}", "VM.Audit"):
+        raise ApiError(403, f"Permission check failed (/vms/{job.guest}, VM.Audit)")
+    return {**_replication_section(c, job), "digest": replication_digest(c)}
 
 
 def replication_digest(c: Cluster) -> str:
