@@ -317,6 +317,9 @@ def task_blocker(
     c: Cluster, g: Guest, target: str, online: bool, with_local_disks: bool, force_local: bool = False
 ) -> str | None:
     """The error a qmigrate task would die with (``QemuMigrate::prepare`` + ``scan_local_volumes``)."""
+    # prepare's first check: the job to this target only (find_local_replication_job), any other job aside
+    if any(j.guest == g.vmid and j.target == target and j.remove_job for j in c.replication.values()):
+        return "refusing to migrate replicated VM whose replication job is marked for removal"
     if not c.nodes[target].online:
         return "migration aborted (duration 00:00:01): Can't connect to destination address using public key"
     running = g.status == "running"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from proxmoxer import ResourceException
 
 from pvesim.server import SimServer
 from pvesim.state import ReplicationJob
@@ -293,3 +294,36 @@ def test_pvesim_precondition_rows_as_pve_builds_them(start_sim: Any, version: st
         assert ha["allowed_nodes"] == ["m2", "m3"] and "has-dbus-vmstate" not in ha
     with pytest.raises(Exception, match="content type 'images' is not available on storage 'isos'"):
         m1(306).migrate.post(target="m2")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pvesim_migrate_applies_pves_replication_checks(start_sim: Any, version: str) -> None:
+    """qemu-server API2/Qemu.pm migrate_vm: a running replicated VM may live-migrate to any of its jobs'
+    targets (find_local_replication_job), and these checks come before the HA branch; QemuMigrate.pm prepare
+    (in the task) refuses only when the job to the target is marked for removal."""
+    sim = start_sim("migration", version=version, speed=2000)
+    pve = api(sim)
+    live = {"online": 1, "with-local-disks": 1}
+    with sim.sim.mutate() as c:
+        c.replication["300-0"] = ReplicationJob("300-0", 300, "m2", remove_job="full")
+    with pytest.raises(ResourceException, match="node 'm3' - not a replication target"):
+        pve.nodes("m1").qemu(300).migrate.post(target="m3", **live)
+    with sim.sim.mutate() as c:
+        c.replication["300-1"] = ReplicationJob("300-1", 300, "m3")
+    # the API accepts the move to m2; the task refuses it, the job to m2 being marked for removal
+    assert _run(sim, "m1", "qemu", 300, target="m2", **live) == (
+        "refusing to migrate replicated VM whose replication job is marked for removal"
+    )
+    assert _run(sim, "m1", "qemu", 300, target="m3", **live) == "OK"  # another job's removal does not matter
+    assert sim.cluster.guests[300].node == "m3"
+    # an HA-managed VM meets the same checks before PVE hands it to the HA manager
+    with sim.sim.mutate() as c:
+        c.replication["312-0"] = ReplicationJob("312-0", 312, "m2")
+    with pytest.raises(ResourceException, match="node 'm3' - not a replication target"):
+        pve.nodes("m1").qemu(312).migrate.post(target="m3", online=1)
+    with pytest.raises(ResourceException, match="can't migrate running VM without --online"):
+        pve.nodes("m1").qemu(312).migrate.post(target="m2")
+    with sim.sim.mutate() as c:
+        c.guests[312].config["lock"] = "backup"
+    with pytest.raises(ResourceException, match=r"VM is locked \(backup\)"):
+        pve.nodes("m1").qemu(312).migrate.post(target="m2", online=1)

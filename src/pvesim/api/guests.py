@@ -606,28 +606,31 @@ def schedule_migration(
 
 @route("POST", "/nodes/{node}/qemu/{vmid}/migrate")
 def qemu_migrate(call: Call) -> str:
+    """qemu-server src/PVE/API2/Qemu.pm migrate_vm: check_lock, the running checks and the storage check come
+    before the HA branch, so they hold for an HA-managed VM too; the remove_job refusal is QemuMigrate's
+    prepare, in the task (migration.task_blocker)."""
     c = call.cluster
     g = call.guest("qemu")
     target = call.params["target"]
     _check_target(c, g, target)
-    if _ha_managed(c, g):
-        return _ha_request(call, g, target, "migrate")
     _check_lock(g)
     online = call.flag("online")
-    if g.status == "running" and not online:
-        raise ApiError(500, "can't migrate running VM without --online")
-    problem = migration.storage_problem(c, g, target)  # check_storage_availability, before the worker forks
-    if problem:
-        raise ApiError(500, problem)
-    for job in c.replication.values():
-        if job.guest == g.vmid and job.target != target and g.status == "running" and not call.flag("force"):
+    if g.status == "running":
+        if not online:
+            raise ApiError(500, "can't migrate running VM without --online")
+        # check_for_existing_jobs / find_local_replication_job: any job of the VM, any job to the target
+        jobs = [j for j in c.replication.values() if j.guest == g.vmid]
+        if jobs and not call.flag("force") and not any(j.target == target for j in jobs):
             raise ApiError(
                 500,
                 f"Cannot live-migrate replicated VM to node '{target}' - not a replication target. "
                 "Use 'force' to override.",
             )
-        if job.guest == g.vmid and job.remove_job:
-            raise ApiError(500, f"replication job '{job.id}' is marked for removal")
+    problem = migration.storage_problem(c, g, target)  # check_storage_availability, before the worker forks
+    if problem:
+        raise ApiError(500, problem)
+    if _ha_managed(c, g):
+        return _ha_request(call, g, target, "migrate")
     return schedule_migration(c, g, target, call.user, online, call.flag("with-local-disks")).upid
 
 
