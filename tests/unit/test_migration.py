@@ -209,6 +209,31 @@ def test_findings_capability_view_and_ha() -> None:
     assert "without replication" in found[0].message
 
 
+def test_an_ha_guest_counts_as_replicated_only_for_the_disks_its_job_copies() -> None:
+    """QemuConfig.pm get_replicatable_volumes skips replicate=0 and needs the replicate feature (zfspool);
+    only an enabled job not marked for removal keeps a copy on the target (Replication.pm replicate)."""
+    disks = {
+        "scsi0": "local-zfs:vm-101-disk-0,size=8G",
+        "scsi1": "local-zfs:vm-101-disk-1,size=8G,replicate=0",
+        "scsi2": "ceph-vm:vm-101-disk-2,size=8G",
+    }
+    job = {"id": "101-0", "guest": 101, "target": "pve3", "type": "local"}
+    ha = [{"sid": "vm:101", "type": "vm", "state": "started"}]
+
+    def problems(config: dict[str, str], jobs: list[dict[str, object]]) -> list[str]:
+        d = _data(guest_row(101, "pve1"), qemu_config("db", **config), ha_resources=ha, replication_jobs=jobs)
+        return [f.message for f in analyze_migratability(d)[0] if f.code == "HA_GUEST_NOT_MIGRATABLE"]
+
+    (found,) = problems(disks, [job])
+    assert "without replication (scsi1:" in found and "scsi0" not in found and "scsi2" not in found
+    assert problems({**disks, "scsi1": "local-zfs:vm-101-disk-1,size=8G"}, [job]) == []
+    (lvm,) = problems({"scsi0": "local-lvm:vm-101-disk-0,size=8G"}, [job])  # no replicate feature on lvmthin
+    assert "(scsi0:" in lvm
+    for idle in ({**job, "disable": 1}, {**job, "remove_job": "full"}):
+        (none,) = problems({"scsi0": "local-zfs:vm-101-disk-0,size=8G"}, [idle])
+        assert "local disk without replication: a failover" in none
+
+
 def test_guests_alike_share_a_verdict_but_not_what_sets_them_apart() -> None:
     """Verdicts are shared between guests in the same situation; identity, local sizes and locks are not."""
     rows = [

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pve_steward.analysis.catalog import Code, check, register_codes
-from pve_steward.analysis.data import ClusterData, guest_subject
+from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.migration.model import Migratability
+from pve_steward.analysis.migration.storage import storage_shared, storage_type
 from pve_steward.analysis.migration.target_rules import target_groups, target_needs
 from pve_steward.analysis.migration.targets import eligible_targets, replication_jobs_of
 from pve_steward.analysis.migration.verdict import assess_in, situation
+from pve_steward.analysis.migration.volumes import replicate_on
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import GuestConfig
@@ -59,13 +61,55 @@ def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> l
     problems = [r.detail for r in m.blocking if r.code not in _NOT_HA_BLOCKERS]
     if m.type == "qemu" and m.status == "running":  # the LRM migrates running VMs online only
         problems += [f"cannot move live, as HA migrates it: {r.detail}" for r in m.reasons if r.live_only]
-    replicated = any(not j.get("disable") for j in replication_jobs_of(data, m.vmid))
-    if failover and m.local_disk_bytes and not replicated:
-        problems.append("local disk without replication: a failover node would have no data")
+    if failover and m.local_disk_bytes:
+        uncovered = unreplicated_disks(data, m.vmid)
+        if uncovered is None:
+            problems.append("local disk without replication: a failover node would have no data")
+        elif uncovered:
+            problems.append(
+                f"local disk without replication ({', '.join(uncovered)}: not on zfspool, replicate=0 or no enabled "
+                "job): a failover node would have no data for it"
+            )
     if failover:  # HA forces the move, but a node that recovers the VM must have the devices to start it
         forced = [r for r in m.reasons if r.code == "MIGRATE_PASSTHROUGH" and not r.blocking]
         problems += [f"recovery starts it on another node, which needs the same {', '.join(r.keys)}" for r in forced]
     return problems
+
+
+def _copying_job(job: Row) -> bool:
+    """An enabled job not marked for removal (a removal deletes the target's copies: Replication.pm replicate)."""
+    try:
+        disabled = bool(int(job.get("disable") or 0))
+    except (TypeError, ValueError):
+        disabled = True
+    return not disabled and not job.get("remove_job")
+
+
+@pve_rule(
+    "ha.replicated-disks",
+    rule="A replication job copies only the volumes get_replicatable_volumes selects: on a storage with the "
+    "replicate feature (zfspool) and with a reference that leaves replicate on; a non-ZFS local disk with "
+    "replicate on fails the whole job. Only an enabled job not marked for removal keeps a copy on its target.",
+    pve="qemu-server src/PVE/QemuConfig.pm get_replicatable_volumes; pve-container src/PVE/LXC/Config.pm "
+    "get_replicatable_volumes; pve-guest-common src/PVE/Replication.pm replicate",
+    codes=("HA_GUEST_NOT_MIGRATABLE",),
+)
+def unreplicated_disks(data: ClusterData, vmid: int) -> list[str] | None:
+    """The guest's local disks no enabled replication job copies; None when it has no such job at all."""
+    if not any(_copying_job(j) for j in replication_jobs_of(data, vmid)):
+        return None
+    cfg = data.parsed.get(vmid)
+    if cfg is None:
+        return []
+    out = []
+    for vol in cfg.volumes:
+        if vol.empty_drive or vol.storage is None or vol.host_path or vol.cdrom or vol.unused:
+            continue  # an unused disk or a CD-ROM (the cloud-init drive is regenerated) does not stop a start
+        if vol.storage not in data.storage_defs or storage_shared(data, vol.storage):
+            continue
+        if storage_type(data, vol.storage) != "zfspool" or not replicate_on(data, cfg, vol):
+            out.append(vol.key)
+    return out
 
 
 # a finding of one guest, minus the guest: (code, message prefix, message suffix, evidence, severity,

@@ -59,7 +59,11 @@ def replicated(data: ClusterData, cfg: GuestConfig, vol: Volume, stype: str | No
     live only to a job's target (migrate.replication-target), so any job of the guest is the target's."""
     if stype != "zfspool" or not data.replication_by_guest.get(cfg.vmid):
         return False
-    # foreach_volid merges the references: one that leaves replicate on (a snapshot's too) makes it replicated
+    return replicate_on(data, cfg, vol)
+
+
+def replicate_on(data: ClusterData, cfg: GuestConfig, vol: Volume) -> bool:
+    """foreach_volid merges the references: one that leaves replicate on (a snapshot's too) includes it."""
     return vol.replicate or bool((_snapshot_replicate(data, cfg) or {}).get(vol.volid))
 
 
