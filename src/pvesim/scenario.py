@@ -539,7 +539,7 @@ def _replication(rd: dict[str, Any], now: float) -> ReplicationJob:
         id=rd["id"],
         guest=int(rd["id"].split("-")[0]),
         target=rd["target"],
-        schedule=rd.get("schedule", "*/15"),
+        schedule=rd.get("schedule"),
         disable=bool(rd.get("disable", False)),
         remove_job=rd.get("remove_job"),
         rate=rd.get("rate"),

@@ -278,7 +278,7 @@ class ReplicationJob:
     id: str
     guest: int
     target: str
-    schedule: str = "*/15"
+    schedule: str | None = None  # unset: PVE's default */15 (ReplicationConfig.pm), and absent from its rows
     disable: bool = False
     remove_job: str | None = None
     rate: float | None = None
@@ -287,7 +287,7 @@ class ReplicationJob:
     last_try: int = 0
     fail_count: int = 0
     error: str | None = None
-    duration: float = 4.2
+    duration: float | None = 4.2  # of the last run (shown once a run ended: last_try set)
 
     @property
     def jobnum(self) -> int:

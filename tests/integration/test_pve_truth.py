@@ -16,6 +16,7 @@ from proxmoxer import ResourceException
 import pvesim
 from pvesim.scenario import DEFAULT_TOKENS
 from pvesim.server import SimServer
+from pvesim.state import ReplicationJob
 from tests.integration.pve import api, control
 from tests.integration.test_diagnostics import PLANTED
 from tests.untrusted import plain
@@ -212,6 +213,31 @@ async def test_a_failing_job_removal_is_retried_every_minute_and_reported(
     report = await _call(server_for(sim), "diagnose_replication", detail=True)
     stuck = next(f for f in report["findings"] if f["code"] == "REPLICATION_PENDING_REMOVAL")
     assert stuck["severity"] == "warning" and "No route to host" in plain(stuck["message"])
+
+
+async def test_a_job_pve_never_schedules_is_in_no_status_and_reported(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """ReplicationState.pm job_status (and so API2/Replication.pm status and job_status) leaves out a job whose
+    target is the guest's node and one whose guest does not exist; $extract_job_status copies duration only once
+    a run ended, and a job without a schedule has none in its rows."""
+    sim = start_sim("truth", version=version)
+    pve = api(sim)
+    (fresh,) = pve.nodes("pve2").replication.get()
+    assert "duration" not in fresh and fresh["schedule"] == "*/15"
+    with pytest.raises(ResourceException, match="no such replication job '201-0'"):  # only pve2 has it
+        pve.nodes("pve1").replication("201-0").status.get()
+    with sim.sim.mutate() as c:
+        c.replication["201-0"].schedule = None
+        c.replication["201-0"].target = "pve2"  # the guest's own node (a legacy job without source)
+        c.replication["299-0"] = ReplicationJob("299-0", 299, "pve3")  # its guest is gone
+    assert "schedule" not in pve.cluster.replication("201-0").get()
+    assert pve.nodes("pve2").replication.get() == []
+    with pytest.raises(ResourceException, match="no such replication job '201-0'"):
+        pve.nodes("pve2").replication("201-0").status.get()
+    report = await _call(server_for(sim), "diagnose_replication", detail=True)
+    never = {plain(f["subject"]["id"]) for f in report["findings"] if f["code"] == "REPLICATION_NOT_SCHEDULED"}
+    assert never == {"201-0", "299-0"} and report["complete"] is True
 
 
 async def test_get_task_takes_the_end_time_from_the_task_index(start_sim: Any, server_for: Any, version: str) -> None:

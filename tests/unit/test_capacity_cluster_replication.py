@@ -317,6 +317,40 @@ def test_a_removal_that_keeps_failing_is_a_warning_with_its_error() -> None:
     assert "a VM cannot migrate to that job's target" in code_info(stuck.code).rule
 
 
+def test_a_job_no_node_reports_is_never_scheduled() -> None:
+    """ReplicationState.pm job_status skips a job whose guest does not exist and, without remove_job, one whose
+    target is the guest's node: no node reports it and PVE never runs it. A node that did not answer is a gap."""
+    jobs = [
+        {"id": "105-0", "guest": 105, "target": "b", "type": "local", "remove_job": "full"},  # guest destroyed
+        {"id": "100-0", "guest": 100, "target": "a", "type": "local"},  # target = the guest's node
+        {"id": "101-0", "guest": 101, "target": "a", "type": "local"},  # guest on c, which did not answer
+        {"id": "102-0", "guest": 102, "target": "b", "type": "local"},  # guest on d, no longer a member
+        {"id": "103-0", "guest": 103, "target": "b", "type": "local"},  # reported
+    ]
+    state = {"a": [{"id": "103-0", "last_sync": int(NOW - 60), "fail_count": 0}], "b": []}
+    nodes = {"a": True, "b": True, "c": False}
+    guests = [guest_row(100, "a"), guest_row(101, "c"), guest_row(102, "d"), guest_row(103, "a")]
+    d = data(
+        replication_jobs=jobs,
+        replication_state=state,
+        cluster_status=cluster_status(nodes),
+        resources=[*(node_row(n, online) for n, online in nodes.items()), *guests],
+    )
+    found = {f.subject.id: f for f in analyze_replication(d, T)}
+    assert sorted(found) == ["100-0", "102-0", "105-0"]
+    assert {f.code for f in found.values()} == {"REPLICATION_NOT_SCHEDULED"}
+    assert "guest 105 does not exist" in found["105-0"].message
+    assert "target a is the node guest 100 is on" in found["100-0"].message
+    assert "d, which is not a cluster member" in found["102-0"].message
+    assert "force=1" in found["105-0"].remediation
+    # a job to its guest's node marked for removal is reported (job_status keeps it): no verdict without its row
+    jobs[1]["remove_job"] = "local"
+    again = data(
+        replication_jobs=jobs, replication_state=state, cluster_status=cluster_status(nodes), resources=d.resources
+    )
+    assert "100-0" not in {f.subject.id for f in analyze_replication(again, T) if f.code == "REPLICATION_NOT_SCHEDULED"}
+
+
 def test_first_sync_pending_is_not_stale() -> None:
     """ReplicationState.pm: state starts at last_sync=0/fail_count=0; only a failed run raises fail_count."""
     jobs = [{"id": f"{v}-0", "guest": v, "target": "b", "schedule": "*/15", "type": "local"} for v in (100, 101)]

@@ -74,6 +74,17 @@ def _paused(data: ClusterData, target: str, st: Row) -> tuple[str, bool] | None:
             "copies), i.e. pvesr delete <id> --force.",
         ),
         Code(
+            "REPLICATION_NOT_SCHEDULED",
+            "warning",
+            "Replication job never run by PVE",
+            "No node reports the job although every node that could answered: its guest does not exist (or sits "
+            "on a node that left the cluster), or its target is the node the guest is on. PVE's scheduler skips "
+            "such a job, so it never syncs, and a removal mark cannot remove a job whose guest is gone.",
+            "Delete the job: DELETE /cluster/replication/{id} with force=1 (pvesr delete <id> --force) when its guest "
+            "is gone; a job to the guest's own node can be deleted normally. Create a job to another node if the "
+            "guest should be replicated.",
+        ),
+        Code(
             "REPLICATION_STALE",
             "warning",
             "Replication lagging",
@@ -128,8 +139,20 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
             name=str((data.guests.get(guest) or {}).get("name") or ""),
             node=(data.guests.get(guest) or {}).get("node"),
         )
+        st = state.get(jid)
+        never = _never_scheduled(data, job) if st is None else None
+        if never is not None:
+            out.append(
+                finding(
+                    "REPLICATION_NOT_SCHEDULED",
+                    subject,
+                    f"replication job {jid} is never run by PVE: {never}",
+                    {"target": job.get("target"), "guest": job.get("guest"), "cause": never},
+                )
+            )
+            continue
         if job.get("remove_job"):
-            out.append(_removal(subject, job, state.get(jid)))
+            out.append(_removal(subject, job, st))
             continue
         if _int(job.get("disable")):
             out.append(
@@ -138,7 +161,6 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
             continue
-        st = state.get(jid)
         if st is None:
             continue  # its node's status was not readable: DATA_INCOMPLETE covers it
         fails = _int(st.get("fail_count")) or 0
@@ -166,6 +188,30 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+@pve_rule(
+    "replication.never-scheduled",
+    rule="The scheduler and the status API see only jobs whose guest exists and is on the local node, and skip a "
+    "job whose target is that node unless it is marked for removal ('never sync to local node'): such a job "
+    "never runs, and with its guest gone not even a removal mark takes it away.",
+    pve="pve-guest-common src/PVE/ReplicationState.pm job_status",
+    codes=("REPLICATION_NOT_SCHEDULED",),
+)
+def _never_scheduled(data: ClusterData, job: Row) -> str | None:
+    """Why no node reports the job, when every node that would have answered; None if a read is missing."""
+    if not data.resources or not data.replication_state:
+        return None  # nothing to judge by
+    vmid = _int(job.get("guest"))
+    row = data.guests.get(vmid) if vmid is not None else None
+    if row is None:
+        return f"guest {job.get('guest')} does not exist"
+    node = str(row.get("node") or "")
+    if data.nodes and node not in data.nodes:
+        return f"guest {vmid} is on {node}, which is not a cluster member"
+    if node in data.replication_state and not job.get("remove_job") and str(job.get("target")) == node:
+        return f"its target {node} is the node guest {vmid} is on"
+    return None
 
 
 def _failing(data: ClusterData, t: Thresholds, subject: Subject, job: Row, st: Row, fails: int) -> Finding:

@@ -194,8 +194,9 @@ def replication_config_row(job: Any) -> dict[str, Any]:
         "guest": job.guest,
         "jobnum": job.jobnum,
         "target": job.target,
-        "schedule": job.schedule,
     }
+    if job.schedule:  # SectionConfig writes only what is set; the */15 default lives in the schema
+        row["schedule"] = job.schedule
     if job.disable:
         row["disable"] = 1
     if job.remove_job:

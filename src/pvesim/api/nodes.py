@@ -197,6 +197,8 @@ def _next_sync(c: Any, job: Any) -> int:
 
 
 def _replication_status(call: Call, job: Any) -> dict[str, Any]:
+    """pve-manager PVE/API2/Replication.pm $extract_job_status: the job's config with job_status's fields;
+    last_sync, last_try and fail_count default to 0 (extract_job_state), duration exists once a run ended."""
     c = call.cluster
     row = replication_config_row(job)
     guest = c.guests.get(job.guest)
@@ -207,22 +209,35 @@ def _replication_status(call: Call, job: Any) -> dict[str, Any]:
             "last_sync": job.last_sync,
             "last_try": job.last_try,
             "fail_count": job.fail_count,
-            "duration": job.duration,
             "next_sync": _next_sync(c, job),
         }
     )
+    if job.last_try and job.duration is not None:  # record_job_end sets it
+        row["duration"] = job.duration
     if job.error:
         row["error"] = job.error
     return row
 
 
-@route("GET", "/nodes/{node}/replication")
-def node_replication(call: Call) -> list[dict[str, Any]]:
-    c = call.cluster
-    rows = []
+def _local_jobs(c: Any, node: str) -> list[Any]:
+    """ReplicationState.pm job_status: jobs of existing guests on this node, without those whose target is
+    this node ('never sync to local node') unless marked for removal."""
+    out = []
     for job in sorted(c.replication.values(), key=lambda j: j.id):
         guest = c.guests.get(job.guest)
-        if guest is None or guest.node != call.params["node"] or not call.can(f"/vms/{job.guest}", "VM.Audit"):
+        if guest is None or guest.node != node:  # skip non existing vms, only guests on this node
+            continue
+        if not job.remove_job and job.target == node:
+            continue
+        out.append(job)
+    return out
+
+
+@route("GET", "/nodes/{node}/replication")
+def node_replication(call: Call) -> list[dict[str, Any]]:
+    rows = []
+    for job in _local_jobs(call.cluster, call.params["node"]):
+        if not call.can(f"/vms/{job.guest}", "VM.Audit"):
             continue
         if "guest" in call.params and int(call.params["guest"]) != job.guest:
             continue
@@ -232,7 +247,8 @@ def node_replication(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/nodes/{node}/replication/{id}/status")
 def replication_status(call: Call) -> dict[str, Any]:
-    job = call.cluster.replication.get(call.params["id"])
+    """API2/Replication.pm job_status: only a job this node's job_status has, else 'no such replication job'."""
+    job = next((j for j in _local_jobs(call.cluster, call.params["node"]) if j.id == call.params["id"]), None)
     if job is None:
         raise ApiError(500, f"no such replication job '{call.params['id']}'")
     if not call.can(f"/vms/{job.guest}", "VM.Audit"):
