@@ -288,6 +288,8 @@ class ReplicationJob:
     fail_count: int = 0
     error: str | None = None
     duration: float | None = 4.2  # of the last run (shown once a run ended: last_try set)
+    # replication.cfg's stored source; None: the guest's node (job_status writes it there on its next run)
+    source: str | None = None
 
     @property
     def jobnum(self) -> int:

@@ -240,6 +240,22 @@ async def test_a_job_pve_never_schedules_is_in_no_status_and_reported(
     assert never == {"201-0", "299-0"} and report["complete"] is True
 
 
+async def test_replication_jobs_list_reads_the_state_where_the_guest_is(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    """ReplicationState.pm job_status runs on the guest's node and only then rewrites the job's source: after an
+    HA recovery the stored source still names the old node, which has no state for the job."""
+    sim = start_sim("truth", version=version)
+    with sim.sim.mutate() as c:
+        job = c.replication["201-0"]
+        job.source, job.fail_count, job.error, job.last_try = "pve1", 2, "zfs error", int(c.clock.now()) - 60
+    assert api(sim).cluster.replication.get()[0]["source"] == "pve1"
+    listed = await _call(server_for(sim), "list_replication_jobs")
+    (item,) = listed["items"]
+    assert item["fail_count"] == 2 and plain(item["error"]) == "zfs error" and listed["failing"] == ["201-0"]
+    assert listed["incomplete"] == []
+
+
 async def test_get_task_takes_the_end_time_from_the_task_index(start_sim: Any, server_for: Any, version: str) -> None:
     """Tasks.pm read_task_status has no endtime; the task index row has it."""
     sim = start_sim("truth", version=version)

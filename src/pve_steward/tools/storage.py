@@ -199,15 +199,40 @@ class ReplicationJobs(Model):
     incomplete: list[str] = Field(default_factory=list)
 
 
+def _vmid(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+async def _guest_nodes(t: ToolContext, incomplete: list[str]) -> dict[int, str]:
+    """Each guest's current node: its job state lives there (ReplicationState.pm job_status runs on the node
+    the guest is on; a job's ``source`` can still name the old node after an HA recovery)."""
+    try:
+        rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "resources"), type="vm")
+    except PveError as exc:
+        incomplete.append(f"guest locations (/cluster/resources): {exc.message}; used each job's source")
+        return {}
+    out: dict[int, str] = {}
+    for r in rows:
+        vmid = _vmid(r.get("vmid"))
+        if vmid is not None and r.get("node"):
+            out[vmid] = str(r["node"])
+    return out
+
+
 @guarded(toolset="storage")
 async def list_replication_jobs(t: ToolContext, vmid: VmId | None = None) -> ReplicationJobs:
-    """GET /cluster/replication joined with each source node's replication state."""
+    """GET /cluster/replication joined with the replication state of each guest's current node."""
     jobs: list[dict[str, Any]] = await t.client.get(api_path("cluster", "replication"))
     if vmid is not None:
-        jobs = [j for j in jobs if int(j.get("guest", 0)) == vmid]
-    sources = sorted({str(j["source"]) for j in jobs if j.get("source")})
-    states = await gather(t.client, [(n, api_path("nodes", node_seg(n), "replication"), {}) for n in sources])
+        jobs = [j for j in jobs if _vmid(j.get("guest")) == vmid]
     incomplete: list[str] = []
+    where = await _guest_nodes(t, incomplete) if jobs else {}
+    nodes = {where.get(_vmid(j.get("guest")) or 0) or j.get("source") for j in jobs}
+    sources = sorted(str(n) for n in nodes if n)
+    states = await gather(t.client, [(n, api_path("nodes", node_seg(n), "replication"), {}) for n in sources])
     by_id: dict[str, dict[str, Any]] = {}
     for n in sources:
         rows = states[n]
@@ -224,7 +249,7 @@ async def list_replication_jobs(t: ToolContext, vmid: VmId | None = None) -> Rep
                 guest=int(j["guest"]),
                 source=j.get("source"),
                 target=str(j.get("target")),
-                schedule=str(j.get("schedule", "*/15")),
+                schedule=str(j.get("schedule") or "*/15"),  # unset: ReplicationConfig.pm's default
                 enabled=not int(j.get("disable", 0)),
                 last_sync=iso(st.get("last_sync")) if st.get("last_sync") else None,
                 next_sync=iso(st.get("next_sync")) if st.get("next_sync") else None,

@@ -223,8 +223,9 @@ def replication(call: Call) -> list[dict[str, Any]]:
 def _replication_section(c: Cluster, job: Any) -> dict[str, Any]:
     row = replication_config_row(job)
     guest = c.guests.get(job.guest)
-    if guest:
-        row["source"] = guest.node
+    source = job.source or (guest.node if guest else None)  # stored: it lags after an HA recovery
+    if source:
+        row["source"] = source
     return row
 
 
