@@ -85,9 +85,9 @@ async def test_evacuating_a_ceph_node_that_is_not_ok_to_stop_is_blocked(start_si
     assert plan["verdict"] == "EVACUATION_BLOCKED" and "not ok to stop" in plan["summary"]
     codes = {(f["code"], f["subject"]["id"]) for f in plan["findings"]}
     assert {("CEPH_OSD_NOT_OK_TO_STOP", "osd.0"), ("CEPH_MON_QUORUM_AT_RISK", "mon.ceph1")} <= codes
-    noout = [s for s in plan["ceph_steps"] if "noout" in s["command"]]
-    assert [s["when"] for s in noout] == ["before", "after"]
-    assert noout[0]["action"].startswith("noout is already set")  # the scenario left it set
+    noout = [s for s in plan["ceph_steps"] if "noout" in s["action"]]  # the scenario left noout set
+    assert [s["when"] for s in noout] == ["before"] and "leave noout as the operator set it" in noout[0]["action"]
+    assert not any("unset noout" in s["command"] for s in plan["ceph_steps"])
 
 
 async def test_evacuating_a_healthy_ceph_node_shows_ok_to_stop_and_noout_steps(demo_sim: Any, server_for: Any) -> None:

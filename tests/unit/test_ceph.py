@@ -215,3 +215,10 @@ def test_osd_tree_walk_keeps_host() -> None:
 def test_ceph_codes_are_registered() -> None:
     for code in ("CEPH_HEALTH_CHECK", "CEPH_OSD_DOWN", "CEPH_NODE_LOSS_NEARFULL", "CEPH_FLAG_SET"):
         assert CODES[code].area == "ceph"
+
+
+def test_flag_values_read_as_pve_sends_them() -> None:
+    """PVE sends 0/1; a client decoding JSON true must read set, odd values must not raise."""
+    c = healthy()
+    c.flags = [{"name": "noout", "value": True}, {"name": "pause", "value": "odd"}, "junk"]  # type: ignore[list-item]
+    assert {f.subject.id for f in analyze_ceph(c) if f.code == "CEPH_FLAG_SET"} == {"flag/noout"}

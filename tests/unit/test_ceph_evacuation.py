@@ -68,9 +68,13 @@ def test_unanswered_safety_is_incomplete_not_safe() -> None:
     assert out.ceph_checks[0].safe is None
 
 
-def test_noout_already_set_is_said() -> None:
+def test_noout_already_set_is_neither_set_nor_unset() -> None:
+    """An operator's cluster-wide noout (a rolling upgrade's) stays: PVE Services.pm with_noout undoes only its own."""
     _c, steps, _f = ceph_evacuation(node_ceph({"osd.0": SAFE, "osd.1": SAFE, "mon.pve1": SAFE}, noout=1), "pve1")
-    assert any(s.action.startswith("noout is already set") for s in steps)
+    noout = [s for s in steps if "noout" in s.action]
+    assert [s.when for s in noout] == ["before"]
+    assert "leave noout as the operator set it" in noout[0].action
+    assert not any("ceph osd set noout" in s.command or "unset noout" in s.command for s in steps)
 
 
 def test_node_without_ceph_daemons_gets_nothing() -> None:

@@ -70,6 +70,17 @@ def osds(tree: Row) -> list[Row]:
     return sorted(out, key=lambda o: int(o.get("id", 0)))
 
 
+def flag_is_set(row: object) -> bool:
+    """A ``/cluster/ceph/flags`` row's value: PVE sends 0/1; a decoded JSON true counts, odd values do not."""
+    value = row.get("value") if isinstance(row, dict) else None
+    return value is True or str(value).strip() == "1"
+
+
+def noout_set(flags: list[Row]) -> bool:
+    """Is the cluster-wide noout set (``/cluster/ceph/flags``)?"""
+    return any(isinstance(f, dict) and f.get("name") == "noout" and flag_is_set(f) for f in flags or [])
+
+
 def _subject(ident: str, node: str | None = None) -> Subject:
     return Subject(kind="ceph", id=ident, node=node)
 
@@ -336,8 +347,8 @@ def pool_findings(pools: list[Row]) -> list[Finding]:
 def flag_findings(flags: list[Row]) -> list[Finding]:
     out = []
     for f in flags:
-        name = str(f.get("name"))
-        if not int(f.get("value") or 0):
+        name = str(f.get("name")) if isinstance(f, dict) else ""
+        if not flag_is_set(f):
             continue
         out.append(
             finding(

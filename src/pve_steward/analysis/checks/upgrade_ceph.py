@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from pve_steward.analysis.catalog import Code, check
+from pve_steward.analysis.ceph import noout_set
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject
 from pve_steward.analysis.thresholds import Thresholds
@@ -20,7 +21,7 @@ def _ceph(ident: str, node: str | None = None) -> Subject:
 
 def _noout(data: ClusterData) -> bool:
     assert data.ceph is not None
-    return any(f.get("name") == "noout" and str(f.get("value")) == "1" for f in data.ceph.flags)
+    return noout_set(data.ceph.flags)
 
 
 @check(

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pve_steward.analysis.catalog import Code, register_codes
-from pve_steward.analysis.ceph import osds
+from pve_steward.analysis.ceph import noout_set, osds
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.models import Model
@@ -117,6 +117,34 @@ def ceph_evacuation(c: NodeCeph, node: str) -> tuple[list[CephDaemonCheck], list
     return checks, _steps(c, node, ids, mons), found
 
 
+def _set_noout() -> CephStep:
+    return CephStep(
+        when="before",
+        action="set noout so Ceph does not mark the node's OSDs out",
+        command="ceph osd set noout (PUT /cluster/ceph/flags/noout value=1; operation ceph_set_flag)",
+        why=_NOOUT_WHY,
+    )
+
+
+def _leave_noout() -> CephStep:
+    """noout was set before the plan: PVE's own maintenance code only undoes the noout it set."""
+    # pve-manager PVE/Ceph/Services.pm with_noout ("leaves any operator-set cluster-wide noout untouched")
+    return CephStep(
+        when="before",
+        action="noout is already set: leave noout as the operator set it (do not set it, do not unset it "
+        "afterwards; find out who set it and whether their maintenance is still running)",
+        command="ceph osd dump | grep flags (GET /cluster/ceph/flags/noout: 1)",
+        why="a noout set by someone else (e.g. a rolling upgrade) is theirs to unset; unsetting it after this "
+        "node would let Ceph mark out the OSDs of the next node they take down",
+    )
+
+
+_NOOUT_WHY = (
+    "without noout Ceph marks the down OSDs out after mon_osd_down_out_interval (10 min) and starts "
+    "re-replicating their data onto the other nodes, filling them and loading the cluster"
+)
+
+
 def _check(c: NodeCeph, daemon: str) -> CephDaemonCheck:
     answer = c.safety.get(daemon)
     if not isinstance(answer, dict):
@@ -141,34 +169,31 @@ def _steps(c: NodeCeph, node: str, ids: list[int], mons: list[str]) -> list[Ceph
     if not ids:
         return steps
     listed = " ".join(str(i) for i in ids)
-    already = any(f.get("name") == "noout" and int(f.get("value") or 0) for f in c.flags)
-    steps += [
+    steps.append(
         CephStep(
             when="before",
             action=f"check that {node}'s OSDs ({listed}) may stop together",
             command=f"ceph osd ok-to-stop {listed}",
             why="PVE's cmd-safety asks for one OSD at a time; Ceph can judge the whole node's OSDs at once",
-        ),
-        CephStep(
-            when="before",
-            action="noout is already set: leave it (and find out who set it)"
-            if already
-            else "set noout so Ceph does not mark the node's OSDs out",
-            command="ceph osd set noout (PUT /cluster/ceph/flags/noout value=1; operation ceph_set_flag)",
-            why="without noout Ceph marks the down OSDs out after mon_osd_down_out_interval (10 min) and starts "
-            "re-replicating their data onto the other nodes, filling them and loading the cluster",
-        ),
+        )
+    )
+    already = noout_set(c.flags)
+    steps.append(_leave_noout() if already else _set_noout())
+    steps.append(
         CephStep(
             when="after",
             action=f"wait until {node}'s OSDs are up and in and PGs are active+clean",
             command=f"ceph osd tree {node}; ceph -s (GET /nodes/{node}/ceph/osd, GET /cluster/ceph/status)",
             why="recovery of the writes the node missed must finish before the next node goes down",
-        ),
-        CephStep(
-            when="after",
-            action="unset noout",
-            command="ceph osd unset noout (PUT /cluster/ceph/flags/noout value=0; operation ceph_unset_flag)",
-            why="a noout left set keeps Ceph from healing a real OSD failure later",
-        ),
-    ]
+        )
+    )
+    if not already:  # only undo what the plan set: an operator's noout (a rolling upgrade's) stays
+        steps.append(
+            CephStep(
+                when="after",
+                action="unset noout",
+                command="ceph osd unset noout (PUT /cluster/ceph/flags/noout value=0; operation ceph_unset_flag)",
+                why="a noout left set keeps Ceph from healing a real OSD failure later",
+            )
+        )
     return steps
