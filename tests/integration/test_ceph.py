@@ -137,3 +137,14 @@ async def test_flag_write_refusals(start_sim: Any, server_for: Any) -> None:
         no_ceph = await c.call_tool("ceph_set_flag", {"flag": "noout"})
     assert denied.is_error and "Sys.Modify" in denied.content[0].text
     assert no_ceph.is_error and "no Ceph" in no_ceph.content[0].text
+
+
+async def test_evacuation_finds_a_monitor_with_a_custom_id_by_its_host(start_sim: Any, server_for: Any) -> None:
+    """pveceph mon create --monid: listmon's ``host`` (the node's name on the wire) ties the monitor to pve1."""
+    import pvesim
+
+    data = pvesim.load_scenario("demo")
+    data["ceph"]["mons"] = [{"node": n, "name": f"mon-{n[-1]}"} for n in ("pve1", "pve2", "pve3")]
+    plan = await _evacuate(server_for(start_sim(data)), "pve1")
+    assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]} == {"osd.0": True, "osd.1": True, "mon.mon-1": True}
+    assert any(s["command"].startswith("ceph mon ok-to-stop mon-1") for s in plan["ceph_steps"])

@@ -64,8 +64,14 @@ def pool(name: str = "vm-pool", **over: Any) -> dict[str, Any]:
     return {**row, **over}
 
 
-def mon(name: str, quorum: bool = True) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": name, "rank": int(name[-1]), "host": 1, "ceph_version_short": "19.2.3"}
+def mon(name: str, quorum: bool = True, host: str | None = None) -> dict[str, Any]:
+    """A row of GET /nodes/{node}/ceph/mon (MON.pm listmon): ``host`` is the PVE node, as a string on the wire."""
+    row: dict[str, Any] = {
+        "name": name,
+        "rank": int(name[-1]) if name[-1].isdecimal() else ord(name[-1]) - ord("a"),
+        "host": host or name,
+        "ceph_version_short": "19.2.3",
+    }
     if quorum:
         row.update(quorum=1, state="running")
     else:

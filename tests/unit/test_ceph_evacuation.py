@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
+from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation, node_mons
 from pve_steward.analysis.planner.evacuation import with_ceph
 from pve_steward.analysis.planner.models import EvacuationPlan
 from tests.unit.test_ceph import mon, osd, tree
@@ -75,6 +75,16 @@ def test_noout_already_set_is_neither_set_nor_unset() -> None:
     assert [s.when for s in noout] == ["before"]
     assert "leave noout as the operator set it" in noout[0].action
     assert not any("ceph osd set noout" in s.command or "unset noout" in s.command for s in steps)
+
+
+def test_monitor_found_by_host_not_by_name() -> None:
+    """createmon takes a monid: listmon's ``host`` names the node (Services.pm get_services_info)."""
+    c = node_ceph({"osd.0": SAFE, "osd.1": SAFE, "mon.mon-a": {"safe": 0, "status": "no quorum"}})
+    c.mons = [mon("mon-a", host="pve1"), mon("mon-b", host="pve2"), {"name": "pve3", "host": 1}]
+    _checks, _steps, found = ceph_evacuation(c, "pve1")
+    assert [(f.code, f.subject.id) for f in found] == [("CEPH_MON_QUORUM_AT_RISK", "mon.mon-a")]
+    assert node_mons(c, "pve3") == ["pve3"]  # a host that is not a string: the default id, the node name
+    assert node_mons(c, "pve2") == ["mon-b"]
 
 
 def test_node_without_ceph_daemons_gets_nothing() -> None:

@@ -202,7 +202,7 @@ def mons(call: Call) -> list[dict[str, Any]]:
     for m in sorted(ceph.mons.values(), key=lambda m: m.name):
         row: dict[str, Any] = {
             "name": m.name,
-            "host": 1,
+            "host": m.host,  # the node (Services.pm get_services_info); the schema's "boolean" is a lie
             "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
             "rank": ceph.rank(m.name),
             "service": 1,

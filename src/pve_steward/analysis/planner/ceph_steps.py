@@ -51,8 +51,17 @@ def node_osds(c: NodeCeph, node: str) -> list[int]:
 
 
 def node_mons(c: NodeCeph, node: str) -> list[str]:
-    """Monitors named like their node, as ``pveceph mon create`` names them (Ceph/MON.pm createmon)."""
-    return [str(m["name"]) for m in c.mons if str(m.get("name")) == node]
+    """The node's monitors by listmon's ``host`` (a mon id may differ from the node: createmon's ``monid``).
+
+    Rows without a string ``host`` fall back to the default id, the node name.
+    """
+    # pve-manager PVE/Ceph/Services.pm get_services_info ($service->{host} = $host) + www/manager6/ceph/ServiceList.js
+    return [str(m["name"]) for m in c.mons if isinstance(m, dict) and m.get("name") is not None and _host(m) == node]
+
+
+def _host(mon: Row) -> str:
+    host = mon.get("host")
+    return host if isinstance(host, str) and host else str(mon.get("name"))
 
 
 register_codes(
