@@ -85,7 +85,8 @@ class Ceph:
     version: str
     osds: dict[int, Osd] = field(default_factory=dict)
     pools: dict[str, Pool] = field(default_factory=dict)
-    mons: dict[str, Mon] = field(default_factory=dict)
+    mons: dict[str, Mon] = field(default_factory=dict)  # the monmap
+    stale_mons: dict[str, Mon] = field(default_factory=dict)  # a [mon.<id>] section and mon dir, not in the monmap
     flags: set[str] = field(default_factory=set)
     extra_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # ceph.conf changes: section -> key -> value
@@ -321,7 +322,7 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
             avail_pct=int(md.get("avail_pct", 80)),
             version=str(md.get("version", version)),
         )
-        ceph.mons[mon.name] = mon
+        (ceph.mons if md.get("in_monmap", True) else ceph.stale_mons)[mon.name] = mon
     unknown = set(data.get("flags", [])) - set(FLAGS)
     if unknown:
         raise ValueError(f"unknown ceph flag(s) {sorted(unknown)} (known: {', '.join(FLAGS)})")

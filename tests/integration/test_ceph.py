@@ -29,6 +29,7 @@ PLANTED = {
     ("CEPH_FLAG_SET", "flag/noout"),
     ("CEPH_FLAG_SET", "flag/norebalance"),
     ("CEPH_MON_OUT_OF_QUORUM", "mon.ceph3"),
+    ("CEPH_MON_NOT_IN_MONMAP", "mon.ceph4"),
     ("CEPH_VERSION_MIXED", "versions"),
     ("CEPH_NODE_LOSS_NEARFULL", "capacity"),
 }
@@ -49,6 +50,8 @@ async def test_ceph_scenario_findings(start_sim: Any, server_for: Any, version: 
     down = next(f for f in report["findings"] if f["subject"]["id"] == "health/OSD_DOWN")
     assert down["evidence"]["meaning"] and down["evidence"]["likely_cause"] and down["remediation"]
     assert report["complete"] is True
+    mon3 = next(f for f in report["findings"] if f["subject"]["id"] == "mon.ceph3")
+    assert mon3["evidence"]["monitors"] == 3 and "2 of 3" in mon3["message"]  # ceph4 is not in the monmap
 
 
 async def test_demo_ceph_is_healthy_and_other_clusters_have_no_ceph(

@@ -197,6 +197,20 @@ def test_mon_out_of_quorum_critical_when_no_spare() -> None:
     assert f.severity == "warning"
 
 
+def test_mon_quorum_counts_the_monmap_only() -> None:
+    """listmon adds ceph.conf/mon-dir monitors without a rank (MON.pm listmon): they are not in the monmap."""
+    c = healthy()
+    stale = {"name": "pve4", "host": "pve4", "service": 1, "direxists": "1", "state": "stopped"}
+    c.mons = [mon("pve1"), mon("pve2"), mon("pve3"), stale]
+    found = [f for f in analyze_ceph(c) if f.code.startswith("CEPH_MON_")]
+    assert [(f.code, f.subject.id, f.severity) for f in found] == [("CEPH_MON_NOT_IN_MONMAP", "mon.pve4", "info")]
+    c.mons = [mon("pve1"), mon("pve2"), mon("pve3", quorum=False), stale]
+    (out,) = [f for f in analyze_ceph(c) if f.code == "CEPH_MON_OUT_OF_QUORUM"]
+    assert out.subject.id == "mon.pve3" and "2 of 3" in out.message and out.severity == "critical"
+    c.mons = [{"name": "a", "state": "unknown"}, {"name": "b", "state": "unknown"}, {"name": "c", "quorum": 1}]
+    assert {f.code for f in analyze_ceph(c) if f.code.startswith("CEPH_MON_")} == {"CEPH_MON_OUT_OF_QUORUM"}
+
+
 def test_mixed_versions() -> None:
     c = healthy()
     c.metadata = copy.deepcopy(c.metadata)

@@ -156,8 +156,20 @@ class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module,
             "CEPH_MON_OUT_OF_QUORUM",
             "warning",
             "Ceph monitor out of quorum",
-            "A monitor is not in quorum; critical when one more monitor failure would lose quorum.",
+            "A monitor of the monmap is not in quorum; critical when one more monitor failure would lose quorum "
+            "(a majority of the monmap's monitors).",
             "Bring the monitor back (systemctl status ceph-mon@<name> on its host).",
+        ),
+        Code(
+            "CEPH_MON_NOT_IN_MONMAP",
+            "info",
+            "Ceph monitor configured but not in the monmap",
+            "PVE lists a monitor (a [mon.<id>] section of ceph.conf or a monitor directory on a node) that has no "
+            "rank: it is not a member of Ceph's monmap and neither counts for nor against quorum. Usually the "
+            "leftover of a monitor removed by hand.",
+            "If the monitor was removed on purpose, delete its leftovers: the [mon.<id>] section of "
+            "/etc/pve/ceph.conf and /var/lib/ceph/mon/ceph-<id> on its node; otherwise re-create it (pveceph mon "
+            "destroy, then pveceph mon create).",
         ),
         Code(
             "CEPH_VERSION_MIXED",
@@ -366,30 +378,56 @@ def flag_findings(flags: list[Row]) -> list[Finding]:
 
 @pve_rule(
     "ceph.mon-quorum",
-    rule="A monitor whose rank is in quorum_status's quorum is 'running' with quorum=1; any other is out of "
-    "quorum, and the cluster needs more than half of its monitors in quorum.",
-    pve="pve-manager PVE/API2/Ceph/MON.pm listmon",
-    codes=("CEPH_MON_OUT_OF_QUORUM",),
+    rule="listmon lists every monitor PVE knows of (monmap, ceph.conf [mon.<id>] sections, monitor directories); "
+    "only monmap members get a rank, and one whose rank is in quorum_status's quorum has quorum=1. Ceph needs "
+    "more than half of the monmap's monitors in quorum.",
+    pve="pve-manager PVE/API2/Ceph/MON.pm listmon + PVE/Ceph/Services.pm get_services_info",
+    codes=("CEPH_MON_OUT_OF_QUORUM", "CEPH_MON_NOT_IN_MONMAP"),
 )
 def mon_findings(mons: list[Row]) -> list[Finding]:
+    rows = [m for m in mons or [] if isinstance(m, dict)]
+    members = [m for m in rows if m.get("rank") is not None]
+    if not members:  # no rank at all: listmon could not ask Ceph, the monmap is unknown
+        members = rows
     out = []
-    inq = [m for m in mons if int(m.get("quorum") or 0)]
-    for m in mons:
-        if int(m.get("quorum") or 0):
+    inq = [m for m in members if _in_quorum(m)]
+    for m in members:
+        if _in_quorum(m):
             continue
         name = str(m.get("name"))
-        spare = len(inq) - (len(mons) // 2 + 1)
+        spare = len(inq) - (len(members) // 2 + 1)
         out.append(
             finding(
                 "CEPH_MON_OUT_OF_QUORUM",
-                _subject(f"mon.{name}", m.get("host") if isinstance(m.get("host"), str) else None),
-                f"monitor {name} is not in quorum ({len(inq)} of {len(mons)} are); "
+                _subject(f"mon.{name}", _mon_host(m)),
+                f"monitor {name} is not in quorum ({len(inq)} of {len(members)} are); "
                 + ("losing one more loses quorum" if spare <= 0 else f"{spare} more may fail"),
-                {"mon": name, "state": m.get("state"), "in_quorum": len(inq), "monitors": len(mons)},
+                {"mon": name, "state": m.get("state"), "in_quorum": len(inq), "monitors": len(members)},
                 severity=Severity.CRITICAL if spare <= 0 else Severity.WARNING,
             )
         )
+    for m in rows:
+        if any(m is member for member in members):
+            continue
+        name = str(m.get("name"))
+        out.append(
+            finding(
+                "CEPH_MON_NOT_IN_MONMAP",
+                _subject(f"mon.{name}", _mon_host(m)),
+                f"monitor {name} is configured but not in the monmap: it does not count for quorum",
+                {"mon": name, "state": m.get("state"), "host": _mon_host(m), "monmap_members": len(members)},
+            )
+        )
     return out
+
+
+def _in_quorum(mon: Row) -> bool:
+    return str(mon.get("quorum")).strip() in ("1", "True")
+
+
+def _mon_host(mon: Row) -> str | None:
+    host = mon.get("host")
+    return host if isinstance(host, str) and host else None
 
 
 @pve_rule(

@@ -217,7 +217,11 @@ def mons(call: Call) -> list[dict[str, Any]]:
         else:
             row["state"] = "stopped"
         rows.append(row)
-    return rows
+    for m in ceph.stale_mons.values():  # get_services_info: its mon dir and ceph.conf section; no rank, no quorum
+        node = call.cluster.nodes.get(m.host)
+        addr = node.ip if node else None
+        rows.append({"name": m.name, "host": m.host, "addr": addr, "service": 1, "direxists": "1", "state": "stopped"})
+    return sorted(rows, key=lambda r: str(r["name"]))  # PVE's order is a Perl hash's; sorted for stable output
 
 
 @route("GET", "/nodes/{node}/ceph/cmd-safety")
