@@ -151,3 +151,20 @@ async def test_evacuation_finds_a_monitor_with_a_custom_id_by_its_host(start_sim
     plan = await _evacuate(server_for(start_sim(data)), "pve1")
     assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]} == {"osd.0": True, "osd.1": True, "mon.mon-1": True}
     assert any(s["command"].startswith("ceph mon ok-to-stop mon-1") for s in plan["ceph_steps"])
+
+
+async def test_a_down_osd_on_an_old_version_is_not_a_mixed_version(start_sim: Any, server_for: Any) -> None:
+    """`osd metadata` keeps a down OSD (pvesim too); Ceph's `versions` and our check count up OSDs only."""
+    import pvesim
+
+    data = pvesim.load_scenario("demo")
+    data["ceph"]["osds"].append({"id": 6, "node": "pve3", "size": "2T", "up": False, "version": "18.2.4"})
+    sim = start_sim(data)
+    report = await _health(server_for(sim), areas=["ceph"])
+    assert ("CEPH_OSD_DOWN", "osd.6") in {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+    assert not [f for f in report["findings"] if f["code"] == "CEPH_VERSION_MIXED"]
+    sim.cluster.ceph.osds[6].up = True
+    report = await _health(server_for(sim), areas=["ceph"])
+    assert [f["evidence"]["older"] for f in report["findings"] if f["code"] == "CEPH_VERSION_MIXED"] == [
+        {"18.2.4": ["osd.6"]}
+    ]

@@ -219,6 +219,17 @@ def test_mixed_versions() -> None:
     assert f.evidence["newest"] == "19.2.3" and f.evidence["older"] == {"18.2.4": ["osd.1"]}
 
 
+def test_mixed_versions_ignore_down_osds() -> None:
+    """`osd metadata` keeps a down OSD's last version; Ceph counts running (up) OSDs only (count_metadata)."""
+    c = healthy()
+    c.metadata = copy.deepcopy(c.metadata)
+    c.metadata["osd"].append({"id": 2, "ceph_version_short": "18.2.4"})
+    c.osd_tree = tree(osd(0, "pve1"), osd(1, "pve2"), osd(2, "pve3", up=False))
+    assert not [f for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"]
+    c.osd_tree = tree(osd(0, "pve1"), osd(1, "pve2"), osd(2, "pve3"))
+    assert [f.evidence["older"] for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"] == [{"18.2.4": ["osd.2"]}]
+
+
 @pytest.mark.parametrize(("used", "expected"), [(0.55, None), (0.58, "warning"), (0.65, "critical")])
 def test_node_loss_capacity(used: float, expected: str | None) -> None:
     c = healthy()

@@ -25,6 +25,7 @@ from tests.unit.pve_fixtures import (
     qemu_config,
     storage_cfg,
 )
+from tests.unit.test_ceph import osd, tree
 
 NODES = ("pve1", "pve2", "pve3")
 SERVICES = ("chrony", "corosync", "pve-cluster", "pvedaemon", "pveproxy", "pvescheduler", "pvestatd")
@@ -658,6 +659,18 @@ def test_nodes_already_on_9_are_said_so_and_not_checked() -> None:
     d.storage_config.append(storage_cfg("g", "glusterfs", "images"))
     found = run(d)
     assert sorted((f.code, f.subject.id) for f in found) == [("UPGRADE_NODE_UPGRADED", n) for n in NODES]
+
+
+def test_mixed_versions_count_up_osds_only() -> None:
+    """pve8to9 reads `ceph versions` (up OSDs, OSDMonitor count_metadata); `osd metadata` lists down ones too."""
+    d = clean()
+    assert d.ceph is not None
+    new, old = "ceph version 19.2.3 (abc) squid (stable)", "ceph version 18.2.4 (def) reef (stable)"
+    d.ceph.metadata["osd"] = [{"id": 0, "ceph_version": new}, {"id": 7, "ceph_version": old}]
+    d.ceph.osd_tree = tree(osd(0, "pve1"), osd(7, "pve2", up=False))
+    assert [f for f in run(d) if f.code == "UPGRADE_CEPH_MIXED_VERSIONS"] == []
+    d.ceph.osd_tree = tree(osd(0, "pve1"), osd(7, "pve2"))
+    assert [f.subject.id for f in run(d) if f.code == "UPGRADE_CEPH_MIXED_VERSIONS"] == ["daemons/osd"]
 
 
 def test_a_mixed_cluster_checks_only_its_pve8_nodes() -> None:

@@ -209,7 +209,7 @@ def analyze_ceph(c: CephData) -> list[Finding]:
         + pool_findings(c.pools)
         + flag_findings(c.flags)
         + mon_findings(c.mons)
-        + version_findings(c.metadata)
+        + version_findings(c.metadata, c.osd_tree)
         + node_loss_findings(c.osd_tree)
     )
 
@@ -434,16 +434,15 @@ def _mon_host(mon: Row) -> str | None:
     "ceph.versions",
     rule="Ceph's metadata lists each daemon's ceph_version_short; PVE's UI flags daemons that differ from the "
     "newest as needing a restart after an upgrade.",
-    pve="pve-manager PVE/API2/Cluster/Ceph.pm metadata",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm metadata (OSDs: up only, as Ceph OSDMonitor count_metadata)",
     codes=("CEPH_VERSION_MIXED",),
 )
-def version_findings(metadata: Row) -> list[Finding]:
+def version_findings(metadata: Row, tree: Row | None = None) -> list[Finding]:
     versions: dict[str, list[str]] = {}
     for kind in ("mon", "mgr", "osd", "mds"):
-        daemons = metadata.get(kind) or {}
-        rows = daemons.values() if isinstance(daemons, dict) else daemons
+        rows = running_daemons(metadata, kind, tree or {})
         for d in rows:
-            if isinstance(d, dict) and d.get("ceph_version_short"):
+            if d.get("ceph_version_short"):
                 ident = d.get("name") if kind != "osd" else d.get("id", d.get("name"))
                 versions.setdefault(str(d["ceph_version_short"]), []).append(f"{kind}.{ident}")
     if len(versions) <= 1:
@@ -458,6 +457,23 @@ def version_findings(metadata: Row) -> list[Finding]:
             {"newest": newest, "older": old},
         )
     ]
+
+
+def running_daemons(metadata: Row, kind: str, tree: Row) -> list[Row]:
+    """The ``kind`` rows of ``/cluster/ceph/metadata``; for OSDs only those the CRUSH tree shows up.
+
+    ``osd metadata`` (what PVE returns) lists every existing OSD, down ones with the version they last ran;
+    ``ceph versions`` (pve8to9) counts up OSDs only. Without a tree every OSD row is kept (up is unknown).
+    """
+    daemons = metadata.get(kind) if isinstance(metadata, dict) else None
+    rows = [d for d in (daemons.values() if isinstance(daemons, dict) else daemons or []) if isinstance(d, dict)]
+    if kind != "osd":
+        return rows
+    listed = {str(o.get("id")): o.get("status") for o in osds(tree) if isinstance(o, dict)}
+    if not listed:
+        return rows
+    # ceph src/mon/OSDMonitor.cc count_metadata: if (osdmap.is_up(osd))
+    return [d for d in rows if listed.get(str(d.get("id"))) == "up"]
 
 
 def _version_key(v: str) -> tuple[int, ...]:

@@ -114,8 +114,7 @@ def metadata(call: Call) -> dict[str, Any]:
             osd_objectstore="bluestore",
             osd_data=f"/var/lib/ceph/osd/ceph-{o.id}",
         )
-        for o in ceph.osds.values()
-        if o.up
+        for o in ceph.osds.values()  # `osd metadata`: every existing OSD, down ones too (with their last version)
     ]
     nodes = {
         n: {"version": {"str": ceph.version, "parts": [int(x) for x in ceph.version.split(".")]}, "buildcommit": "0"}

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pve_steward.analysis.catalog import Code, check
-from pve_steward.analysis.ceph import noout_set
+from pve_steward.analysis.ceph import noout_set, running_daemons
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject
 from pve_steward.analysis.thresholds import Thresholds
@@ -133,7 +132,7 @@ _SIMPLE = re.compile(r"^(.*) \((.*)\).*\(.*\)$")
             "warning",
             "Ceph daemons of one type run different versions",
             "pve8to9 WARNs when the running monitors, managers, MDS or OSDs report more than one version "
-            "(/cluster/ceph/metadata ceph_version, the build hash aside).",
+            "(`ceph versions`: /cluster/ceph/metadata ceph_version of the up OSDs, the build hash aside).",
             "Finish the Ceph upgrade: restart the daemons still on the old version.",
         )
     ],
@@ -145,11 +144,10 @@ def ceph_mixed(data: ClusterData, t: Thresholds) -> list[Finding]:
         return []
     out = []
     for key, name in (("mon", "monitor"), ("mgr", "manager"), ("mds", "MDS"), ("osd", "OSD")):
-        daemons: Any = data.ceph.metadata.get(key) or {}
-        rows = list(daemons.values()) if isinstance(daemons, dict) else list(daemons)
+        rows = running_daemons(data.ceph.metadata, key, data.ceph.osd_tree)  # `ceph versions`: up OSDs only
         versions = set()
         for row in rows:
-            m = _SIMPLE.match(str(row.get("ceph_version") or "")) if isinstance(row, dict) else None
+            m = _SIMPLE.match(str(row.get("ceph_version") or ""))
             if m:
                 versions.add(m.group(1))
         if len(versions) > 1:
