@@ -187,7 +187,8 @@ class Ceph:
         inactive = self.inactive_pools()
         if inactive:
             pgs = self.pgs_at_risk(inactive)
-            add("PG_AVAILABILITY", "HEALTH_ERR", f"Reduced data availability: {pgs} pgs inactive", pgs)
+            # ceph src/mon/PGMap.cc get_health_checks: case UNAVAILABLE: "PG_AVAILABILITY", sev = HEALTH_WARN
+            add("PG_AVAILABILITY", "HEALTH_WARN", f"Reduced data availability: {pgs} pgs inactive", pgs)
         norep = [p for p in self.pools.values() if p.size == 1]
         if norep:
             add("POOL_NO_REDUNDANCY", "HEALTH_WARN", f"{len(norep)} pool(s) have no replicas configured", len(norep))

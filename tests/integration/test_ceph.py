@@ -168,3 +168,17 @@ async def test_a_down_osd_on_an_old_version_is_not_a_mixed_version(start_sim: An
     assert [f["evidence"]["older"] for f in report["findings"] if f["code"] == "CEPH_VERSION_MIXED"] == [
         {"18.2.4": ["osd.6"]}
     ]
+
+
+async def test_inactive_pgs_are_health_warn_and_said_to_block_io(start_sim: Any, server_for: Any) -> None:
+    """Ceph PGMap.cc raises PG_AVAILABILITY as HEALTH_WARN (pvesim too); the finding keeps it, says I/O blocks."""
+    import pvesim
+
+    data = pvesim.load_scenario("demo")
+    for row in data["ceph"]["osds"]:
+        row["up"] = row["node"] == "pve3"  # two of three hosts down: PGs below min_size 2
+    sim = start_sim(data)
+    assert sim.cluster.ceph.health_status() == "HEALTH_WARN"
+    report = await _health(server_for(sim), areas=["ceph"])
+    (f,) = [f for f in report["findings"] if f["subject"]["id"] == "health/PG_AVAILABILITY"]
+    assert f["severity"] == "warning" and "I/O to those PGs is blocked" in f["message"]

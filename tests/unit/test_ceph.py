@@ -117,14 +117,18 @@ def test_every_health_check_is_explained() -> None:
             "status": "HEALTH_ERR",
             "checks": {
                 "OSD_DOWN": {"severity": "HEALTH_WARN", "summary": {"message": "1 osds down", "count": 1}},
-                "PG_AVAILABILITY": {"severity": "HEALTH_ERR", "summary": {"message": "4 pgs inactive", "count": 4}},
+                "PG_AVAILABILITY": {"severity": "HEALTH_WARN", "summary": {"message": "4 pgs inactive", "count": 4}},
+                "PG_DAMAGED": {"severity": "HEALTH_ERR", "summary": {"message": "1 pg inconsistent", "count": 1}},
                 "SOMETHING_NEW": {"severity": "HEALTH_WARN", "summary": {"message": "new", "count": 1}, "muted": True},
             },
         }
     }
     found = {f.subject.id: f for f in analyze_ceph(c)}
     assert found["health/OSD_DOWN"].severity == "warning"
-    assert found["health/PG_AVAILABILITY"].severity == "critical"
+    assert found["health/PG_DAMAGED"].severity == "critical"
+    # Ceph's severity is kept (PGMap.cc: HEALTH_WARN; PVE's map_ceph_health), the message says what it means
+    availability = found["health/PG_AVAILABILITY"]
+    assert availability.severity == "warning" and "I/O to those PGs is blocked" in availability.message
     assert found["health/SOMETHING_NEW"].severity == "info"  # muted by the operator
     assert found["health/OSD_DOWN"].evidence["meaning"] == CHECKS["OSD_DOWN"].meaning
     assert "docs.ceph.com" in found["health/SOMETHING_NEW"].remediation

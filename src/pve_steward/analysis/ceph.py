@@ -25,7 +25,12 @@ POOL_WARN_RATIO = 0.80  # pool percent_used (of what it can still grow to) that 
 POOL_CRIT_RATIO = 0.90
 LATENCY_FLOOR_MS = 50  # below this no OSD is an outlier, whatever the median
 LATENCY_FACTOR = 5  # an outlier answers this many times slower than the median OSD
-HEALTH_SEVERITY = {"HEALTH_ERR": Severity.CRITICAL, "HEALTH_WARN": Severity.WARNING}
+HEALTH_SEVERITY = {"HEALTH_ERR": Severity.CRITICAL, "HEALTH_WARN": Severity.WARNING}  # PVE.Utils.map_ceph_health
+# What a check's summary does not say; Ceph's severity stays (PG_AVAILABILITY is HEALTH_WARN, PGMap.cc)
+HEALTH_IMPACT = {
+    "PG_AVAILABILITY": "I/O to those PGs is blocked: guests using their pools hang",
+    "OBJECT_UNFOUND": "I/O to the unfound objects is blocked until an OSD holding them returns",
+}
 FLAG_RISK = {
     "pause": "all client reads and writes are stopped",
     "noout": "failed OSDs are never marked out, so their data is not re-replicated",
@@ -217,8 +222,10 @@ def analyze_ceph(c: CephData) -> list[Finding]:
 @pve_rule(
     "ceph.health",
     rule="PVE's Ceph status is `ceph status` verbatim: health.status is HEALTH_OK/WARN/ERR and health.checks "
-    "holds one entry per failing check, keyed by Ceph's check name with its severity and summary.",
-    pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/Ceph/Tools.pm ceph_cluster_status",
+    "holds one entry per failing check, keyed by Ceph's check name with its severity and summary; PVE's GUI "
+    "shows HEALTH_WARN as a warning and HEALTH_ERR as an error (Ceph's own severity, never escalated).",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/Ceph/Tools.pm ceph_cluster_status + "
+    "www/manager6/Utils.js map_ceph_health",
     codes=("CEPH_HEALTH_CHECK",),
 )
 def health_findings(status: Row) -> list[Finding]:
@@ -233,7 +240,8 @@ def health_findings(status: Row) -> list[Finding]:
             finding(
                 "CEPH_HEALTH_CHECK",
                 _subject(f"health/{name}"),
-                f"Ceph {check.get('severity', 'HEALTH_WARN')} {name}: {summary}",
+                f"Ceph {check.get('severity', 'HEALTH_WARN')} {name}: {summary}"
+                + (f"; {HEALTH_IMPACT[name]}" if name in HEALTH_IMPACT else ""),
                 {
                     "check": name,
                     "ceph_severity": check.get("severity"),
