@@ -164,9 +164,11 @@ def test_pool_near_full_boundaries(used: float, severity: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "min_size", "severity"), [(3, 2, None), (2, 2, "warning"), (2, 1, "critical"), (3, 1, "critical")]
+    ("size", "min_size", "severity"),
+    [(3, 2, None), (2, 2, None), (4, 2, None), (2, 1, "critical"), (3, 1, "critical"), (5, 2, "warning")],
 )
 def test_pool_redundancy(size: int, min_size: int, severity: str | None) -> None:
+    """PVE's Pool.js warns on min_size 1 and on min_size < size/2 (min_size != size); size 2/2 is not flagged."""
     c = healthy()
     c.pools = [pool(size=size, min_size=min_size), pool(".mgr", size=1, min_size=1)]  # Ceph's own: not judged
     hits = [f for f in analyze_ceph(c) if f.code == "CEPH_POOL_LOW_REDUNDANCY"]

@@ -139,9 +139,11 @@ class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module,
             "CEPH_POOL_LOW_REDUNDANCY",
             "warning",
             "Ceph pool with too few replicas",
-            "A replicated pool has size <= 2 or min_size = 1 (critical): one more failure loses data or accepts "
-            "writes with a single copy.",
-            "Set size 3 and min_size 2 (ceph osd pool set <pool> size 3; ... min_size 2) if capacity allows.",
+            "As PVE's pool editor warns: min_size is 1 (critical, ours: writes are accepted with a single copy), "
+            "or min_size is below half of size (and not equal to it), which can lose data or leave PGs "
+            "incomplete.",
+            "Raise min_size above half of size (size 3, min_size 2: ceph osd pool set <pool> min_size 2; raise "
+            "size first if capacity allows).",
         ),
         Code(
             "CEPH_POOL_AUTOSCALE_WARN",
@@ -333,17 +335,7 @@ def pool_findings(pools: list[Row]) -> list[Finding]:
                     severity=Severity.CRITICAL if used >= POOL_CRIT_RATIO else Severity.WARNING,
                 )
             )
-        size, min_size = int(p.get("size") or 0), int(p.get("min_size") or 0)
-        if p.get("type", "replicated") == "replicated" and not name.startswith(".") and (size <= 2 or min_size <= 1):
-            out.append(
-                finding(
-                    "CEPH_POOL_LOW_REDUNDANCY",
-                    subject,
-                    f"pool {name} has size {size}, min_size {min_size}",
-                    {"pool": name, "size": size, "min_size": min_size},
-                    severity=Severity.CRITICAL if min_size <= 1 else Severity.WARNING,
-                )
-            )
+        out += _redundancy(p, name, subject)
         final = p.get("pg_num_final")
         if p.get("pg_autoscale_mode") == "warn" and final is not None and int(final) != int(p.get("pg_num") or 0):
             out.append(
@@ -355,6 +347,42 @@ def pool_findings(pools: list[Row]) -> list[Finding]:
                 )
             )
     return out
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+@pve_rule(
+    "ceph.pool-min-size",
+    rule="PVE's pool editor warns when min_size is 1 ('can lead to data loss') or when min_size < size/2 and "
+    "min_size != size ('can lead to data loss, incomplete PGs or unfound objects').",
+    pve="pve-manager www/manager6/ceph/Pool.js showMinSizeOneWarning + showMinSizeHalfWarning",
+    codes=("CEPH_POOL_LOW_REDUNDANCY",),
+)
+def _redundancy(p: Row, name: str, subject: Subject) -> list[Finding]:
+    size, min_size = _int(p.get("size")), _int(p.get("min_size"))
+    if size is None or min_size is None or name.startswith("."):  # ".mgr"-style internal pools: ours to skip
+        return []
+    if min_size == 1:
+        warning = "a min_size of 1 is not recommended and can lead to data loss"
+    elif min_size < size / 2 and min_size != size:
+        warning = "min_size < size/2 can lead to data loss, incomplete PGs or unfound objects"
+    else:
+        return []
+    return [
+        finding(
+            "CEPH_POOL_LOW_REDUNDANCY",
+            subject,
+            f"pool {name} has size {size}, min_size {min_size}: {warning}",
+            {"pool": name, "size": size, "min_size": min_size, "type": p.get("type"), "pve_warning": warning},
+            # ours, stricter than PVE's warning sign: min_size 1 accepts writes with a single copy
+            severity=Severity.CRITICAL if min_size == 1 else Severity.WARNING,
+        )
+    ]
 
 
 @pve_rule(
