@@ -182,3 +182,25 @@ async def test_inactive_pgs_are_health_warn_and_said_to_block_io(start_sim: Any,
     report = await _health(server_for(sim), areas=["ceph"])
     (f,) = [f for f in report["findings"] if f["subject"]["id"] == "health/PG_AVAILABILITY"]
     assert f["severity"] == "warning" and "I/O to those PGs is blocked" in f["message"]
+
+
+async def _upgrade_codes(mcp: Any) -> list[tuple[str, str]]:
+    async with Client(mcp) as c:
+        result = await c.call_tool("check_upgrade_readiness", {"detail": True})
+    assert result.is_error is False, result.content[0].text
+    report = plain(result.structured_content)["report"]
+    return sorted((f["code"], f["subject"]["id"]) for f in report["findings"] if f["code"].startswith("UPGRADE_CEPH"))
+
+
+async def test_noout_expectations_on_a_cluster_already_on_9(start_sim: Any, server_for: Any) -> None:
+    """pve8to9 on PVE 9 nodes: noout set with one Ceph version -> 'upgrade seems finished'; mixed -> still wanted."""
+    import pvesim
+
+    data = pvesim.load_scenario("demo")
+    data["ceph"]["flags"] = ["noout"]
+    assert await _upgrade_codes(server_for(start_sim(data), "root@pam!pvesim")) == [
+        ("UPGRADE_CEPH_NOOUT_STILL_SET", "flags")
+    ]
+    data = pvesim.load_scenario("demo")
+    data["ceph"]["osds"][0]["version"] = "19.2.2"  # one OSD not restarted after the minor update
+    assert await _upgrade_codes(server_for(start_sim(data), "root@pam!pvesim")) == [("UPGRADE_CEPH_NOOUT", "flags")]
