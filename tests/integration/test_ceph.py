@@ -204,3 +204,22 @@ async def test_noout_expectations_on_a_cluster_already_on_9(start_sim: Any, serv
     data = pvesim.load_scenario("demo")
     data["ceph"]["osds"][0]["version"] = "19.2.2"  # one OSD not restarted after the minor update
     assert await _upgrade_codes(server_for(start_sim(data), "root@pam!pvesim")) == [("UPGRADE_CEPH_NOOUT", "flags")]
+
+
+async def test_evacuation_asks_for_the_nodes_mds_and_warns_of_a_lone_manager(start_sim: Any, server_for: Any) -> None:
+    """mds ok-to-stop through cmd-safety; the active manager without standby from /cluster/ceph/status mgrmap."""
+    import pvesim
+
+    data = pvesim.load_scenario("demo")
+    data["ceph"]["mds"] = [{"node": "pve1", "state": "active"}]
+    data["ceph"]["mgrs"] = [{"node": "pve1"}, {"node": "pve2", "up": False}]
+    plan = await _evacuate(server_for(start_sim(data)), "pve1")
+    assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]}["mds.pve1"] is False
+    codes = {(f["code"], f["subject"]["id"]) for f in plan["findings"]}
+    assert {("CEPH_MDS_NOT_OK_TO_STOP", "mds.pve1"), ("CEPH_MGR_NO_STANDBY", "mgr.pve1")} <= codes
+    assert plan["verdict"] == "EVACUATION_BLOCKED"
+    data["ceph"]["mds"].append({"node": "pve3", "state": "standby"})
+    data["ceph"]["mgrs"][1]["up"] = True
+    plan = await _evacuate(server_for(start_sim(data)), "pve1")
+    assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]}["mds.pve1"] is True
+    assert not any(f["code"].startswith("CEPH_") for f in plan["findings"]) and plan["verdict"] != "EVACUATION_BLOCKED"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.data import Missing
-from pve_steward.analysis.planner.ceph_steps import NodeCeph, node_mons, node_osds
+from pve_steward.analysis.planner.ceph_steps import NodeCeph, active_mgr_alone, node_mds, node_mons, node_osds
 from pve_steward.client import ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.errors import PveError, PvePermissionError
@@ -82,10 +82,12 @@ async def read_node_ceph(client: ProxmoxClient, node: str) -> NodeCeph | None:
         [
             ("osd_tree", api_path("nodes", seg, "ceph", "osd"), {}),
             ("mons", api_path("nodes", seg, "ceph", "mon"), {}),
+            ("mds", api_path("nodes", seg, "ceph", "mds"), {}),
+            ("mgrs", api_path("nodes", seg, "ceph", "mgr"), {}),
             ("flags", api_path("cluster", "ceph", "flags"), {}),
         ],
     )
-    c = NodeCeph()
+    c = NodeCeph(mgrmap=_mgrmap(status))
     for key, value in got.items():
         if not isinstance(value, PveError):
             setattr(c, key, value)
@@ -93,11 +95,20 @@ async def read_node_ceph(client: ProxmoxClient, node: str) -> NodeCeph | None:
         err = got["osd_tree"] if isinstance(got["osd_tree"], PveError) else got["mons"]
         assert isinstance(err, PveError)
         c.safety["osd.?"] = f"could not list the node's Ceph daemons: {err.message}"
+    if isinstance(got["mds"], PveError):
+        c.safety["mds.?"] = f"could not list the Ceph metadata servers: {got['mds'].message}"
     safety = api_path("nodes", seg, "ceph", "cmd-safety")
     asks = [(f"osd.{i}", safety, {"service": "osd", "id": str(i), "action": "stop"}) for i in node_osds(c, node)]
     asks += [(f"mon.{m}", safety, {"service": "mon", "id": m, "action": "stop"}) for m in node_mons(c, node)]
+    asks += [(f"mds.{d}", safety, {"service": "mds", "id": d, "action": "stop"}) for d in node_mds(c, node)]
     for daemon, answer in (await gather(client, asks)).items():
         c.safety[daemon] = answer.message if isinstance(answer, PveError) else answer
-    if not asks and not c.safety:
+    if not asks and not c.safety and active_mgr_alone(c, node) is None:
         return None
     return c
+
+
+def _mgrmap(status: object) -> dict[str, object]:
+    """``mgr dump`` as PVE re-adds it to the status (PVE/Ceph/Tools.pm ceph_cluster_status)."""
+    mgrmap = status.get("mgrmap") if isinstance(status, dict) else None
+    return mgrmap if isinstance(mgrmap, dict) else {}

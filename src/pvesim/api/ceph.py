@@ -41,12 +41,8 @@ def status(call: Call) -> dict[str, Any]:
         "quorum": [ceph.rank(m.name) for m in quorum],
         "quorum_names": [m.name for m in quorum],
         "quorum_age": 86400,
-        "monmap": {
-            "epoch": 3,
-            "fsid": ceph.fsid,
-            "min_mon_release_name": release_name(ceph.version),
-            "num_mons": len(ceph.mons),
-        },
+        "monmap": _mon_dump(ceph),  # Tools.pm ceph_cluster_status: octopus+ status lacks monmap.mons, PVE re-adds
+        "mgrmap": _mgr_dump(ceph),  # ... `mon dump` and `mgr dump`
         "osdmap": {
             "epoch": 512,
             "num_osds": len(osds),
@@ -63,7 +59,42 @@ def status(call: Call) -> dict[str, Any]:
             "bytes_avail": max(total - used, 0),
             "bytes_total": total,
         },
-        "mgrmap": {"available": True, "num_standbys": max(len(ceph.mons) - 1, 0)},
+    }
+
+
+def _mon_dump(ceph: Ceph) -> dict[str, Any]:
+    """``ceph mon dump``: the monmap's members with their rank, and the quorum's ranks."""
+    mons = [
+        {
+            "rank": ceph.rank(m.name),
+            "name": m.name,
+            "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "public_addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "priority": 0,
+            "weight": 0,
+        }
+        for m in sorted(ceph.mons.values(), key=lambda m: ceph.rank(m.name))
+    ]
+    return {
+        "epoch": 3,
+        "fsid": ceph.fsid,
+        "min_mon_release_name": release_name(ceph.version),
+        "mons": mons,
+        "quorum": sorted(ceph.rank(m.name) for m in ceph.quorum()),
+    }
+
+
+def _mgr_dump(ceph: Ceph) -> dict[str, Any]:
+    """``ceph mgr dump``: the active manager's name and the standbys (www/manager6/ceph/Services.js reads them)."""
+    active = ceph.active_mgr()
+    return {
+        "epoch": 20,
+        "active_gid": 4100 if active else 0,
+        "active_name": active.name if active else "",
+        "active_addr": "10.0.0.1:6801/1000" if active else "-",
+        "available": active is not None,
+        "standbys": [{"gid": 4200 + i, "name": m.name} for i, m in enumerate(ceph.standby_mgrs())],
+        "modules": ["iostat", "nfs", "restful"],
     }
 
 
@@ -103,10 +134,13 @@ def metadata(call: Call) -> dict[str, Any]:
             "mem_swap_kb": 0,
         }
 
+    # Cluster/Ceph.pm metadata: mon, mgr and mds keyed "<name>@<host>"
     mons = {
-        f"{m.name}": dict(daemon(m.name, m.host, m.version), addrs="[v2:10.0.0.1:3300/0]") for m in ceph.mons.values()
+        f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addrs="[v2:10.0.0.1:3300/0]")
+        for m in ceph.mons.values()
     }
-    mgrs = {m.name: dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mons.values()}
+    mgrs = {f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mgrs}
+    mds = {f"{d.name}@{d.host}": daemon(d.name, d.host, d.version) for d in ceph.mds if d.state != "stopped"}
     osds = [
         dict(
             daemon(str(o.id), o.host, o.version),
@@ -120,7 +154,7 @@ def metadata(call: Call) -> dict[str, Any]:
         n: {"version": {"str": ceph.version, "parts": [int(x) for x in ceph.version.split(".")]}, "buildcommit": "0"}
         for n in call.cluster.nodes
     }
-    out: dict[str, Any] = {"mon": mons, "mgr": mgrs, "osd": osds, "mds": {}}
+    out: dict[str, Any] = {"mon": mons, "mgr": mgrs, "osd": osds, "mds": mds}
     if call.params.get("scope", "all") == "all":
         out["node"] = nodes
     return out
@@ -223,6 +257,38 @@ def mons(call: Call) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: str(r["name"]))  # PVE's order is a Perl hash's; sorted for stable output
 
 
+@route("GET", "/nodes/{node}/ceph/mds")
+def mds_list(call: Call) -> list[dict[str, Any]]:
+    """Ceph/MDS.pm index: get_services_info merged with ``mds stat`` (state up:active / up:standby, rank)."""
+    ceph = _ceph(call)
+    rows = []
+    for d in sorted(ceph.mds, key=lambda d: d.name):
+        row: dict[str, Any] = {"name": d.name, "host": d.host, "service": 1, "direxists": "1", "state": "stopped"}
+        if d.state != "stopped":
+            row.update(
+                addr="10.0.0.1:6800/2000",
+                rank=0 if d.state == "active" else -1,
+                standby_replay=0,
+                state=f"up:{d.state}",
+            )
+            if d.state == "active":
+                row["fs_name"] = "cephfs"
+        rows.append(row)
+    return rows
+
+
+@route("GET", "/nodes/{node}/ceph/mgr")
+def mgr_list(call: Call) -> list[dict[str, Any]]:
+    """Ceph/MGR.pm index: get_services_info with state active / standby from ``mgr dump``."""
+    ceph = _ceph(call)
+    active, standbys = ceph.active_mgr(), ceph.standby_mgrs()
+    rows = []
+    for m in sorted(ceph.mgrs, key=lambda m: m.name):
+        state = "active" if m is active else "standby" if m in standbys else "stopped"
+        rows.append({"name": m.name, "host": m.host, "service": 1, "direxists": "1", "state": state})
+    return rows
+
+
 @route("GET", "/nodes/{node}/ceph/cmd-safety")
 def cmd_safety(call: Call) -> dict[str, Any]:
     """PVE/API2/Ceph.pm cmd_safety: ``<service> ok-to-stop`` through librados; safe when Ceph returns 0."""
@@ -231,7 +297,8 @@ def cmd_safety(call: Call) -> dict[str, Any]:
     if service == "mds":
         if action != "stop":
             raise ApiError(500, f"Service does not support this action: {service}: {action}")
-        return {"safe": 1}  # no MDS in the model: nothing depends on it
+        safe, message = ceph.mds_ok_to_stop(ident)
+        return {"safe": b(safe), "status": message}
     if service == "osd" and action == "destroy":  # safe-to-destroy: out, down and no longer holding data
         osd = ceph.osds.get(int(ident)) if ident.isdecimal() else None
         if osd is None:
