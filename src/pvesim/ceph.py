@@ -102,6 +102,8 @@ class Ceph:
     flags: set[str] = field(default_factory=set)
     extra_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # ceph.conf changes: section -> key -> value
+    installed: set[str] = field(default_factory=set)  # nodes with the Ceph packages (ceph-mon); others compute-only
+    api_node: str = ""  # the node answering the API: /cluster/ceph/* run there (no proxyto)
     nearfull_ratio: float = 0.85
     backfillfull_ratio: float = 0.90
     full_ratio: float = 0.95
@@ -363,6 +365,12 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
         if state not in ("active", "standby", "stopped"):
             raise ValueError(f"mds state must be active, standby or stopped, not '{state}'")
         ceph.mds.append(Daemon(str(dd.get("name", dd["node"])), str(dd["node"]), state, version))
+    ceph.installed = {str(n) for n in data.get("installed", nodes)}
+    ceph.api_node = str(data.get("api_node", nodes[0] if nodes else ""))
+    daemons = {o.host for o in ceph.osds.values()} | {m.host for m in ceph.mons.values()}
+    missing = sorted(daemons - ceph.installed)
+    if missing:
+        raise ValueError(f"Ceph daemons on node(s) without Ceph installed: {missing}")
     unknown = set(data.get("flags", [])) - set(FLAGS)
     if unknown:
         raise ValueError(f"unknown ceph flag(s) {sorted(unknown)} (known: {', '.join(FLAGS)})")

@@ -223,3 +223,37 @@ async def test_evacuation_asks_for_the_nodes_mds_and_warns_of_a_lone_manager(sta
     plan = await _evacuate(server_for(start_sim(data)), "pve1")
     assert {c["daemon"]: c["safe"] for c in plan["ceph_checks"]}["mds.pve1"] is True
     assert not any(f["code"].startswith("CEPH_") for f in plan["findings"]) and plan["verdict"] != "EVACUATION_BLOCKED"
+
+
+def _compute_only_api_node() -> dict[str, Any]:
+    """The ceph scenario with ceph4 compute-only (no Ceph packages) and answering the API, as a client sees it
+    when pointed at that node: /cluster/ceph/* dies there, /nodes/{n}/ceph/* is proxied to node n."""
+    import pvesim
+
+    data = pvesim.load_scenario("ceph")
+    ceph = data["ceph"]
+    ceph["osds"] = [o for o in ceph["osds"] if o["node"] != "ceph4"]
+    ceph["mons"] = [m for m in ceph["mons"] if m["node"] != "ceph4"]
+    ceph["installed"], ceph["api_node"] = ["ceph1", "ceph2", "ceph3"], "ceph4"
+    return data
+
+
+async def test_ceph_is_found_through_a_ceph_node_when_the_api_node_has_none(start_sim: Any, server_for: Any) -> None:
+    """PVE's GUI walks the nodes' /nodes/{n}/ceph/status (www/manager6/dc/Health.js); so do we."""
+    report = await _health(server_for(start_sim(_compute_only_api_node())), areas=["ceph"])
+    found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+    assert {("CEPH_MON_OUT_OF_QUORUM", "mon.ceph3"), ("CEPH_POOL_LOW_REDUNDANCY", "pool/scratch")} <= found
+    gaps = [f for f in report["findings"] if f["code"] == "DATA_INCOMPLETE"]
+    assert gaps and all("connect it to a Ceph node" in f["message"] for f in gaps) and report["complete"] is False
+
+
+async def test_evacuation_and_flag_writes_with_a_compute_only_api_node(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim(_compute_only_api_node())
+    plan = await _evacuate(server_for(sim), "ceph1")
+    assert {c["daemon"] for c in plan["ceph_checks"]} == {"osd.0", "osd.1", "mon.ceph1"}
+    noout = [s for s in plan["ceph_steps"] if "noout" in s["action"]]  # from the OSD tree's flags
+    assert [s["when"] for s in noout] == ["before"] and "leave noout" in noout[0]["action"]
+    assert (await _evacuate(server_for(sim), "ceph4"))["ceph_checks"] == []  # no Ceph on ceph4: nothing to stop
+    async with Client(server_for(sim, "root@pam!pvesim", tier="operator")) as c:
+        refused = await c.call_tool("ceph_unset_flag", {"flag": "noout"})
+    assert refused.is_error and "connect it to a Ceph node" in refused.content[0].text

@@ -57,6 +57,7 @@ class CephData:
     osd_tree: Row = field(default_factory=dict)
     pools: list[Row] = field(default_factory=list)
     mons: list[Row] = field(default_factory=list)
+    node: str | None = None  # the Ceph node whose /nodes/{n}/ceph/* answered (not every node runs Ceph)
 
 
 def osds(tree: Row) -> list[Row]:

@@ -9,20 +9,34 @@ from pvesim.ceph import FLAG_DESCRIPTIONS, FLAGS, Ceph, release_name
 
 
 def _ceph(call: Call) -> Ceph:
-    """PVE::Ceph::Tools::check_ceph_inited: without Ceph installed every Ceph call dies with this."""
-    if call.cluster.ceph is None:
+    """PVE::Ceph::Tools::check_ceph_inited on the node that runs the call: a /nodes/{node}/ceph call is proxied
+    to its node, a /cluster/ceph call (no proxyto) runs on the node answering the API. Without the Ceph
+    packages there (check_ceph_installed) every Ceph call dies with this."""
+    ceph = call.cluster.ceph
+    where = call.params.get("node") or (ceph.api_node if ceph else "")
+    if ceph is None or where not in ceph.installed:
         raise ApiError(500, "binary not installed: /usr/bin/ceph-mon")
-    return call.cluster.ceph
+    return ceph
 
 
 def _version_string(version: str) -> str:
     return f"ceph version {version} (pvesim) {release_name(version)} (stable)"
 
 
+@route("GET", "/nodes/{node}/ceph/status")
+def node_status(call: Call) -> dict[str, Any]:
+    """PVE/API2/Ceph.pm status (proxyto node): the same ceph_cluster_status, asked on that node."""
+    return _cluster_status(_ceph(call))
+
+
 @route("GET", "/cluster/ceph/status")
 def status(call: Call) -> dict[str, Any]:
+    """PVE/API2/Cluster/Ceph.pm status (no proxyto): ceph_cluster_status on the node answering the API."""
+    return _cluster_status(_ceph(call))
+
+
+def _cluster_status(ceph: Ceph) -> dict[str, Any]:
     """PVE::Ceph::Tools::ceph_cluster_status: ``ceph status`` as JSON."""
-    ceph = _ceph(call)
     quorum = ceph.quorum()
     if not quorum:
         raise ApiError(500, "got timeout")  # librados cannot reach a quorate monitor
@@ -121,6 +135,15 @@ def set_flag(call: Call) -> None:
 
 @route("GET", "/cluster/ceph/metadata")
 def metadata(call: Call) -> dict[str, Any]:
+    """Cluster/Ceph.pm metadata: the nodes' installed versions first (scope=versions needs no Ceph here)."""
+    cluster = call.cluster.ceph
+    nodes = {
+        n: {"version": {"str": cluster.version, "parts": cluster.version.split(".")}, "buildcommit": "0"}
+        for n in call.cluster.nodes
+        if cluster is not None and n in cluster.installed  # pvestatd broadcasts only where Ceph is inited
+    }
+    if call.params.get("scope", "all") == "versions":
+        return {"node": nodes} if nodes else {}
     ceph = _ceph(call)
 
     def daemon(name: str, host: str, version: str) -> dict[str, Any]:
@@ -140,7 +163,11 @@ def metadata(call: Call) -> dict[str, Any]:
         for m in ceph.mons.values()
     }
     mgrs = {f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mgrs}
-    mds = {f"{d.name}@{d.host}": daemon(d.name, d.host, d.version) for d in ceph.mds if d.state != "stopped"}
+    mds = {
+        f"{d.name}@{d.host}": dict(daemon(d.name, d.host, d.version), addr="10.0.0.1:6800/2000")
+        for d in ceph.mds
+        if d.state != "stopped"
+    }
     osds = [
         dict(
             daemon(str(o.id), o.host, o.version),
@@ -150,12 +177,8 @@ def metadata(call: Call) -> dict[str, Any]:
         )
         for o in ceph.osds.values()  # `osd metadata`: every existing OSD, down ones too (with their last version)
     ]
-    nodes = {
-        n: {"version": {"str": ceph.version, "parts": [int(x) for x in ceph.version.split(".")]}, "buildcommit": "0"}
-        for n in call.cluster.nodes
-    }
     out: dict[str, Any] = {"mon": mons, "mgr": mgrs, "osd": osds, "mds": mds}
-    if call.params.get("scope", "all") == "all":
+    if nodes:
         out["node"] = nodes
     return out
 
