@@ -139,6 +139,15 @@ async def test_flag_write_refusals(start_sim: Any, server_for: Any) -> None:
     async with Client(server_for(start_sim("healthy"), "root@pam!pvesim", tier="operator")) as c:
         no_ceph = await c.call_tool("ceph_set_flag", {"flag": "noout"})
     assert denied.is_error and "Sys.Modify" in denied.content[0].text
+    import pvesim
+    from pvesim.scenario import DEFAULT_TOKENS
+
+    data = pvesim.load_scenario("demo")  # Sys.Modify without Sys.Audit: get_flag (Sys.Audit on /) says what lacks
+    data["roles"] = {**data.get("roles", {}), "FlagWriter": ["Sys.Modify"]}
+    data["tokens"] = [*DEFAULT_TOKENS, {"id": "writer@pve!mcp", "acl": [{"path": "/", "role": "FlagWriter"}]}]
+    async with Client(server_for(start_sim(data), "writer@pve!mcp", tier="operator")) as c:
+        unread = await c.call_tool("ceph_set_flag", {"flag": "noout"})
+    assert unread.is_error and "lacks Sys.Audit on /" in unread.content[0].text
     assert no_ceph.is_error and "no Ceph" in no_ceph.content[0].text
 
 
