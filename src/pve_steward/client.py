@@ -121,6 +121,8 @@ API_WORDS = frozenset(
         "osd",
         "pool",
         "mon",
+        "mds",
+        "mgr",
         "cmd-safety",
         # access, firewall and monitoring checks (analysis/checks/access.py, firewall.py, cluster_config.py)
         "users",

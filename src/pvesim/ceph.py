@@ -80,15 +80,30 @@ class Mon:
 
 
 @dataclass
+class Daemon:
+    """A manager or metadata server: ``state`` is a manager's up/down, an MDS's active/standby/stopped."""
+
+    name: str
+    host: str
+    state: str = "standby"
+    version: str = ""
+
+
+@dataclass
 class Ceph:
     fsid: str
     version: str
     osds: dict[int, Osd] = field(default_factory=dict)
     pools: dict[str, Pool] = field(default_factory=dict)
-    mons: dict[str, Mon] = field(default_factory=dict)
+    mons: dict[str, Mon] = field(default_factory=dict)  # the monmap
+    stale_mons: dict[str, Mon] = field(default_factory=dict)  # a [mon.<id>] section and mon dir, not in the monmap
+    mgrs: list[Daemon] = field(default_factory=list)  # state "up" or "down"; the first up one is active
+    mds: list[Daemon] = field(default_factory=list)  # state "active", "standby" or "stopped"
     flags: set[str] = field(default_factory=set)
     extra_checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # ceph.conf changes: section -> key -> value
+    installed: set[str] = field(default_factory=set)  # nodes with the Ceph packages (ceph-mon); others compute-only
+    api_node: str = ""  # the node answering the API: /cluster/ceph/* run there (no proxyto)
     nearfull_ratio: float = 0.85
     backfillfull_ratio: float = 0.90
     full_ratio: float = 0.95
@@ -144,6 +159,25 @@ class Ceph:
     def rank(self, name: str) -> int:
         return sorted(self.mons).index(name)
 
+    # ------------------------------------------------------------ managers and metadata servers
+
+    def active_mgr(self) -> Daemon | None:
+        return next((m for m in self.mgrs if m.state == "up"), None)
+
+    def standby_mgrs(self) -> list[Daemon]:
+        active = self.active_mgr()
+        return [m for m in self.mgrs if m.state == "up" and m is not active]
+
+    def mds_ok_to_stop(self, name: str) -> tuple[bool, str]:
+        """MDSMonitor ``mds ok-to-stop``: an active MDS needs a standby to take its rank; unknown ids are fine."""
+        known = next((d for d in self.mds if d.name == name and d.state != "stopped"), None)
+        active = 1 if known and known.state == "active" else 0
+        lost_standby = 1 if known and known.state == "standby" else 0
+        standbys = sum(d.state == "standby" for d in self.mds)
+        if standbys - lost_standby < active:
+            return False, f"insufficent standby MDS daemons to stop active gids {{{name}}} and/or standby gids {{}}"
+        return True, f"should be safe to stop [{name}]"
+
     # ------------------------------------------------------------ health (OSDMap/PGMap/Monitor checks)
 
     def health_checks(self) -> dict[str, dict[str, Any]]:
@@ -186,7 +220,8 @@ class Ceph:
         inactive = self.inactive_pools()
         if inactive:
             pgs = self.pgs_at_risk(inactive)
-            add("PG_AVAILABILITY", "HEALTH_ERR", f"Reduced data availability: {pgs} pgs inactive", pgs)
+            # ceph src/mon/PGMap.cc get_health_checks: case UNAVAILABLE: "PG_AVAILABILITY", sev = HEALTH_WARN
+            add("PG_AVAILABILITY", "HEALTH_WARN", f"Reduced data availability: {pgs} pgs inactive", pgs)
         norep = [p for p in self.pools.values() if p.size == 1]
         if norep:
             add("POOL_NO_REDUNDANCY", "HEALTH_WARN", f"{len(norep)} pool(s) have no replicas configured", len(norep))
@@ -321,7 +356,21 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
             avail_pct=int(md.get("avail_pct", 80)),
             version=str(md.get("version", version)),
         )
-        ceph.mons[mon.name] = mon
+        (ceph.mons if md.get("in_monmap", True) else ceph.stale_mons)[mon.name] = mon
+    for gd in data.get("mgrs", [{"node": m.host, "name": m.name, "up": m.up} for m in ceph.mons.values()]):
+        up = bool(gd.get("up", True))
+        ceph.mgrs.append(Daemon(str(gd.get("name", gd["node"])), str(gd["node"]), "up" if up else "down", version))
+    for dd in data.get("mds", []):
+        state = str(dd.get("state", "standby"))
+        if state not in ("active", "standby", "stopped"):
+            raise ValueError(f"mds state must be active, standby or stopped, not '{state}'")
+        ceph.mds.append(Daemon(str(dd.get("name", dd["node"])), str(dd["node"]), state, version))
+    ceph.installed = {str(n) for n in data.get("installed", nodes)}
+    ceph.api_node = str(data.get("api_node", nodes[0] if nodes else ""))
+    daemons = {o.host for o in ceph.osds.values()} | {m.host for m in ceph.mons.values()}
+    missing = sorted(daemons - ceph.installed)
+    if missing:
+        raise ValueError(f"Ceph daemons on node(s) without Ceph installed: {missing}")
     unknown = set(data.get("flags", [])) - set(FLAGS)
     if unknown:
         raise ValueError(f"unknown ceph flag(s) {sorted(unknown)} (known: {', '.join(FLAGS)})")

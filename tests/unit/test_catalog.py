@@ -201,7 +201,7 @@ def test_every_legacy_code_is_declared_beside_its_check_and_the_catalogue_has_a_
     declared = {c.code for chk in CHECKS.values() for c in chk.codes}
     machinery = {"DATA_INCOMPLETE", "CHECK_SKIPPED", "ANALYSIS_FAILED"}
     planners = {"HA_GUEST_NOT_MIGRATABLE", "HA_GUEST_LEFT_BEHIND", "MIGRATE_CAPACITY"}
-    planners |= {"CEPH_OSD_NOT_OK_TO_STOP", "CEPH_MON_QUORUM_AT_RISK"}
+    planners |= {"CEPH_OSD_NOT_OK_TO_STOP", "CEPH_MON_QUORUM_AT_RISK", "CEPH_MDS_NOT_OK_TO_STOP", "CEPH_MGR_NO_STANDBY"}
     assert set(CODES) == declared | machinery | planners
     assert list(HEALTH_AREAS) == [a for a in AREAS if a != "data" and a not in ON_DEMAND]
     ranks = [AREAS.index(info.area) for info in CODES.values()]

@@ -64,8 +64,14 @@ def pool(name: str = "vm-pool", **over: Any) -> dict[str, Any]:
     return {**row, **over}
 
 
-def mon(name: str, quorum: bool = True) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": name, "rank": int(name[-1]), "host": 1, "ceph_version_short": "19.2.3"}
+def mon(name: str, quorum: bool = True, host: str | None = None) -> dict[str, Any]:
+    """A row of GET /nodes/{node}/ceph/mon (MON.pm listmon): ``host`` is the PVE node, as a string on the wire."""
+    row: dict[str, Any] = {
+        "name": name,
+        "rank": int(name[-1]) if name[-1].isdecimal() else ord(name[-1]) - ord("a"),
+        "host": host or name,
+        "ceph_version_short": "19.2.3",
+    }
     if quorum:
         row.update(quorum=1, state="running")
     else:
@@ -111,14 +117,18 @@ def test_every_health_check_is_explained() -> None:
             "status": "HEALTH_ERR",
             "checks": {
                 "OSD_DOWN": {"severity": "HEALTH_WARN", "summary": {"message": "1 osds down", "count": 1}},
-                "PG_AVAILABILITY": {"severity": "HEALTH_ERR", "summary": {"message": "4 pgs inactive", "count": 4}},
+                "PG_AVAILABILITY": {"severity": "HEALTH_WARN", "summary": {"message": "4 pgs inactive", "count": 4}},
+                "PG_DAMAGED": {"severity": "HEALTH_ERR", "summary": {"message": "1 pg inconsistent", "count": 1}},
                 "SOMETHING_NEW": {"severity": "HEALTH_WARN", "summary": {"message": "new", "count": 1}, "muted": True},
             },
         }
     }
     found = {f.subject.id: f for f in analyze_ceph(c)}
     assert found["health/OSD_DOWN"].severity == "warning"
-    assert found["health/PG_AVAILABILITY"].severity == "critical"
+    assert found["health/PG_DAMAGED"].severity == "critical"
+    # Ceph's severity is kept (PGMap.cc: HEALTH_WARN; PVE's map_ceph_health), the message says what it means
+    availability = found["health/PG_AVAILABILITY"]
+    assert availability.severity == "warning" and "I/O to those PGs is blocked" in availability.message
     assert found["health/SOMETHING_NEW"].severity == "info"  # muted by the operator
     assert found["health/OSD_DOWN"].evidence["meaning"] == CHECKS["OSD_DOWN"].meaning
     assert "docs.ceph.com" in found["health/SOMETHING_NEW"].remediation
@@ -154,9 +164,11 @@ def test_pool_near_full_boundaries(used: float, severity: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "min_size", "severity"), [(3, 2, None), (2, 2, "warning"), (2, 1, "critical"), (3, 1, "critical")]
+    ("size", "min_size", "severity"),
+    [(3, 2, None), (2, 2, None), (4, 2, None), (2, 1, "critical"), (3, 1, "critical"), (5, 2, "warning")],
 )
 def test_pool_redundancy(size: int, min_size: int, severity: str | None) -> None:
+    """PVE's Pool.js warns on min_size 1 and on min_size < size/2 (min_size != size); size 2/2 is not flagged."""
     c = healthy()
     c.pools = [pool(size=size, min_size=min_size), pool(".mgr", size=1, min_size=1)]  # Ceph's own: not judged
     hits = [f for f in analyze_ceph(c) if f.code == "CEPH_POOL_LOW_REDUNDANCY"]
@@ -191,12 +203,37 @@ def test_mon_out_of_quorum_critical_when_no_spare() -> None:
     assert f.severity == "warning"
 
 
+def test_mon_quorum_counts_the_monmap_only() -> None:
+    """listmon adds ceph.conf/mon-dir monitors without a rank (MON.pm listmon): they are not in the monmap."""
+    c = healthy()
+    stale = {"name": "pve4", "host": "pve4", "service": 1, "direxists": "1", "state": "stopped"}
+    c.mons = [mon("pve1"), mon("pve2"), mon("pve3"), stale]
+    found = [f for f in analyze_ceph(c) if f.code.startswith("CEPH_MON_")]
+    assert [(f.code, f.subject.id, f.severity) for f in found] == [("CEPH_MON_NOT_IN_MONMAP", "mon.pve4", "info")]
+    c.mons = [mon("pve1"), mon("pve2"), mon("pve3", quorum=False), stale]
+    (out,) = [f for f in analyze_ceph(c) if f.code == "CEPH_MON_OUT_OF_QUORUM"]
+    assert out.subject.id == "mon.pve3" and "2 of 3" in out.message and out.severity == "critical"
+    c.mons = [{"name": "a", "state": "unknown"}, {"name": "b", "state": "unknown"}, {"name": "c", "quorum": 1}]
+    assert {f.code for f in analyze_ceph(c) if f.code.startswith("CEPH_MON_")} == {"CEPH_MON_OUT_OF_QUORUM"}
+
+
 def test_mixed_versions() -> None:
     c = healthy()
     c.metadata = copy.deepcopy(c.metadata)
     c.metadata["osd"][1]["ceph_version_short"] = "18.2.4"
     (f,) = [f for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"]
     assert f.evidence["newest"] == "19.2.3" and f.evidence["older"] == {"18.2.4": ["osd.1"]}
+
+
+def test_mixed_versions_ignore_down_osds() -> None:
+    """`osd metadata` keeps a down OSD's last version; Ceph counts running (up) OSDs only (count_metadata)."""
+    c = healthy()
+    c.metadata = copy.deepcopy(c.metadata)
+    c.metadata["osd"].append({"id": 2, "ceph_version_short": "18.2.4"})
+    c.osd_tree = tree(osd(0, "pve1"), osd(1, "pve2"), osd(2, "pve3", up=False))
+    assert not [f for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"]
+    c.osd_tree = tree(osd(0, "pve1"), osd(1, "pve2"), osd(2, "pve3"))
+    assert [f.evidence["older"] for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"] == [{"18.2.4": ["osd.2"]}]
 
 
 @pytest.mark.parametrize(("used", "expected"), [(0.55, None), (0.58, "warning"), (0.65, "critical")])
@@ -215,3 +252,10 @@ def test_osd_tree_walk_keeps_host() -> None:
 def test_ceph_codes_are_registered() -> None:
     for code in ("CEPH_HEALTH_CHECK", "CEPH_OSD_DOWN", "CEPH_NODE_LOSS_NEARFULL", "CEPH_FLAG_SET"):
         assert CODES[code].area == "ceph"
+
+
+def test_flag_values_read_as_pve_sends_them() -> None:
+    """PVE sends 0/1; a client decoding JSON true must read set, odd values must not raise."""
+    c = healthy()
+    c.flags = [{"name": "noout", "value": True}, {"name": "pause", "value": "odd"}, "junk"]  # type: ignore[list-item]
+    assert {f.subject.id for f in analyze_ceph(c) if f.code == "CEPH_FLAG_SET"} == {"flag/noout"}

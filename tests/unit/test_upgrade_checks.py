@@ -25,6 +25,7 @@ from tests.unit.pve_fixtures import (
     qemu_config,
     storage_cfg,
 )
+from tests.unit.test_ceph import osd, tree
 
 NODES = ("pve1", "pve2", "pve3")
 SERVICES = ("chrony", "corosync", "pve-cluster", "pvedaemon", "pveproxy", "pvescheduler", "pvestatd")
@@ -246,6 +247,13 @@ def _ceph(change: Callable[[CephData], None]) -> Callable[[ClusterData], None]:
         change(d.ceph)
 
     return plant
+
+
+def _upgrade_all(d: ClusterData, nodes: tuple[str, ...] = NODES) -> None:
+    """The nodes run PVE 9 (proxmox-ve 9.1, its kernel, pve-manager up to date)."""
+    for n in nodes:
+        _set_pkg("proxmox-ve", OldVersion="9.1.0", RunningKernel="6.17.2-1-pve")(d.reads["apt_versions"][n])
+        d.reads["apt_updates"][n] = [pkg("pve-manager", "9.1.3")]
 
 
 def _resource(node: str, **fields: Any) -> Callable[[ClusterData], None]:
@@ -612,7 +620,20 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "daemons/osd",
     ),
+    (
+        "ceph overall",  # each type uniform, monitors on 18, OSDs on 19
+        _ceph(lambda c: c.metadata["mon"]["a"].update(ceph_version="ceph version 18.2.4 (def) reef (stable)")),
+        "UPGRADE_CEPH_OVERALL_VERSIONS",
+        "WARN",
+        "daemons/overall",
+    ),
+    ("noout after the upgrade", _upgrade_all, "UPGRADE_CEPH_NOOUT_STILL_SET", "WARN", "flags"),
 ]
+ALSO = {  # codes a plant brings besides its own
+    "legacy cgroup": {"UPGRADE_GUESTS_RUNNING"},
+    "ceph mixed": {"UPGRADE_CEPH_OVERALL_VERSIONS"},  # one type mixed: all types together are too
+    "noout after the upgrade": {"UPGRADE_NODE_UPGRADED"},
+}
 
 
 def test_a_clean_pve8_cluster_gives_no_upgrade_finding() -> None:
@@ -630,7 +651,7 @@ def test_each_planted_problem_gives_its_finding(
     f = found[0]
     assert f.evidence["pve8to9"] == grade
     assert f.severity.value == {"FAIL": "critical", "WARN": "warning", "NOTICE": "info"}[grade]
-    assert {f.code for f in run(d)} == {code} | ({"UPGRADE_GUESTS_RUNNING"} if name == "legacy cgroup" else set())
+    assert {f.code for f in run(d)} == {code} | ALSO.get(name, set())
 
 
 def test_every_upgrade_check_is_exercised_and_anchored() -> None:
@@ -651,13 +672,26 @@ def test_the_upgrade_area_is_not_part_of_the_health_check() -> None:
 
 def test_nodes_already_on_9_are_said_so_and_not_checked() -> None:
     d = clean()
+    assert d.ceph is not None
+    d.ceph.flags = [{"name": "noout", "value": 0}]  # noout set after the upgrade is its own check (below)
+    _upgrade_all(d)
     for n in NODES:
-        _set_pkg("proxmox-ve", OldVersion="9.1.0", RunningKernel="6.17.2-1-pve")(d.reads["apt_versions"][n])
-        d.reads["apt_updates"][n] = [pkg("pve-manager", "9.1.3")]
         d.reads["node_status"][n]["rootfs"] = {"avail": 1}
     d.storage_config.append(storage_cfg("g", "glusterfs", "images"))
     found = run(d)
     assert sorted((f.code, f.subject.id) for f in found) == [("UPGRADE_NODE_UPGRADED", n) for n in NODES]
+
+
+def test_mixed_versions_count_up_osds_only() -> None:
+    """pve8to9 reads `ceph versions` (up OSDs, OSDMonitor count_metadata); `osd metadata` lists down ones too."""
+    d = clean()
+    assert d.ceph is not None
+    new, old = "ceph version 19.2.3 (abc) squid (stable)", "ceph version 18.2.4 (def) reef (stable)"
+    d.ceph.metadata["osd"] = [{"id": 0, "ceph_version": new}, {"id": 7, "ceph_version": old}]
+    d.ceph.osd_tree = tree(osd(0, "pve1"), osd(7, "pve2", up=False))
+    assert [f for f in run(d) if f.code == "UPGRADE_CEPH_MIXED_VERSIONS"] == []
+    d.ceph.osd_tree = tree(osd(0, "pve1"), osd(7, "pve2"))
+    assert [f.subject.id for f in run(d) if f.code == "UPGRADE_CEPH_MIXED_VERSIONS"] == ["daemons/osd"]
 
 
 def test_a_mixed_cluster_checks_only_its_pve8_nodes() -> None:
@@ -667,10 +701,33 @@ def test_a_mixed_cluster_checks_only_its_pve8_nodes() -> None:
         d.reads["node_status"][n]["rootfs"] = {"avail": 1}
     found = run(d)
     assert sorted((f.code, f.subject.id) for f in found) == [
+        ("UPGRADE_CEPH_NOOUT_STILL_SET", "flags"),  # pve8to9 on pve1: one Ceph version, noout set
         ("UPGRADE_NODE_UPGRADED", "pve1"),
         ("UPGRADE_ROOTFS_LOW", "pve2"),
         ("UPGRADE_ROOTFS_LOW", "pve3"),
     ]
+    (noout,) = [f for f in found if f.code == "UPGRADE_CEPH_NOOUT_STILL_SET"]
+    assert "keep it until pve2, pve3 are upgraded too" in noout.message
+
+
+@pytest.mark.parametrize(
+    ("noout", "mixed", "expected"),
+    [
+        (1, False, ["UPGRADE_CEPH_NOOUT_STILL_SET"]),  # pve8to9: 'noout' flag set, upgrade seems finished
+        (0, False, []),
+        (0, True, ["UPGRADE_CEPH_NOOUT"]),  # Ceph versions still mixed: noout still wanted
+        (1, True, []),
+    ],
+)
+def test_noout_expectation_after_the_upgrade(noout: int, mixed: bool, expected: list[str]) -> None:
+    """pve8to9 check_ceph: $noout_wanted = !$upgraded only when one overall Ceph version runs."""
+    d = clean()
+    assert d.ceph is not None
+    d.ceph.flags = [{"name": "noout", "value": noout}]
+    if mixed:  # a build of another version: `ceph versions` overall has two entries
+        d.ceph.metadata["osd"].append({"ceph_version": "ceph version 19.2.2 (fff) squid (stable)"})
+    _upgrade_all(d)
+    assert [f.code for f in run(d) if f.code.startswith("UPGRADE_CEPH_")] == expected
 
 
 def test_an_unread_answer_is_a_gap_not_a_clean_bill() -> None:

@@ -25,7 +25,12 @@ POOL_WARN_RATIO = 0.80  # pool percent_used (of what it can still grow to) that 
 POOL_CRIT_RATIO = 0.90
 LATENCY_FLOOR_MS = 50  # below this no OSD is an outlier, whatever the median
 LATENCY_FACTOR = 5  # an outlier answers this many times slower than the median OSD
-HEALTH_SEVERITY = {"HEALTH_ERR": Severity.CRITICAL, "HEALTH_WARN": Severity.WARNING}
+HEALTH_SEVERITY = {"HEALTH_ERR": Severity.CRITICAL, "HEALTH_WARN": Severity.WARNING}  # PVE.Utils.map_ceph_health
+# What a check's summary does not say; Ceph's severity stays (PG_AVAILABILITY is HEALTH_WARN, PGMap.cc)
+HEALTH_IMPACT = {
+    "PG_AVAILABILITY": "I/O to those PGs is blocked: guests using their pools hang",
+    "OBJECT_UNFOUND": "I/O to the unfound objects is blocked until an OSD holding them returns",
+}
 FLAG_RISK = {
     "pause": "all client reads and writes are stopped",
     "noout": "failed OSDs are never marked out, so their data is not re-replicated",
@@ -52,6 +57,7 @@ class CephData:
     osd_tree: Row = field(default_factory=dict)
     pools: list[Row] = field(default_factory=list)
     mons: list[Row] = field(default_factory=list)
+    node: str | None = None  # the Ceph node whose /nodes/{n}/ceph/* answered (not every node runs Ceph)
 
 
 def osds(tree: Row) -> list[Row]:
@@ -68,6 +74,17 @@ def osds(tree: Row) -> list[Row]:
 
     walk(tree.get("root") or {}, None)
     return sorted(out, key=lambda o: int(o.get("id", 0)))
+
+
+def flag_is_set(row: object) -> bool:
+    """A ``/cluster/ceph/flags`` row's value: PVE sends 0/1; a decoded JSON true counts, odd values do not."""
+    value = row.get("value") if isinstance(row, dict) else None
+    return value is True or str(value).strip() == "1"
+
+
+def noout_set(flags: list[Row]) -> bool:
+    """Is the cluster-wide noout set (``/cluster/ceph/flags``)?"""
+    return any(isinstance(f, dict) and f.get("name") == "noout" and flag_is_set(f) for f in flags or [])
 
 
 def _subject(ident: str, node: str | None = None) -> Subject:
@@ -123,9 +140,11 @@ class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module,
             "CEPH_POOL_LOW_REDUNDANCY",
             "warning",
             "Ceph pool with too few replicas",
-            "A replicated pool has size <= 2 or min_size = 1 (critical): one more failure loses data or accepts "
-            "writes with a single copy.",
-            "Set size 3 and min_size 2 (ceph osd pool set <pool> size 3; ... min_size 2) if capacity allows.",
+            "As PVE's pool editor warns: min_size is 1 (critical, ours: writes are accepted with a single copy), "
+            "or min_size is below half of size (and not equal to it), which can lose data or leave PGs "
+            "incomplete.",
+            "Raise min_size above half of size (size 3, min_size 2: ceph osd pool set <pool> min_size 2; raise "
+            "size first if capacity allows).",
         ),
         Code(
             "CEPH_POOL_AUTOSCALE_WARN",
@@ -145,8 +164,20 @@ class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module,
             "CEPH_MON_OUT_OF_QUORUM",
             "warning",
             "Ceph monitor out of quorum",
-            "A monitor is not in quorum; critical when one more monitor failure would lose quorum.",
+            "A monitor of the monmap is not in quorum; critical when one more monitor failure would lose quorum "
+            "(a majority of the monmap's monitors).",
             "Bring the monitor back (systemctl status ceph-mon@<name> on its host).",
+        ),
+        Code(
+            "CEPH_MON_NOT_IN_MONMAP",
+            "info",
+            "Ceph monitor configured but not in the monmap",
+            "PVE lists a monitor (a [mon.<id>] section of ceph.conf or a monitor directory on a node) that has no "
+            "rank: it is not a member of Ceph's monmap and neither counts for nor against quorum. Usually the "
+            "leftover of a monitor removed by hand.",
+            "If the monitor was removed on purpose, delete its leftovers: the [mon.<id>] section of "
+            "/etc/pve/ceph.conf and /var/lib/ceph/mon/ceph-<id> on its node; otherwise re-create it (pveceph mon "
+            "destroy, then pveceph mon create).",
         ),
         Code(
             "CEPH_VERSION_MIXED",
@@ -186,7 +217,7 @@ def analyze_ceph(c: CephData) -> list[Finding]:
         + pool_findings(c.pools)
         + flag_findings(c.flags)
         + mon_findings(c.mons)
-        + version_findings(c.metadata)
+        + version_findings(c.metadata, c.osd_tree)
         + node_loss_findings(c.osd_tree)
     )
 
@@ -194,8 +225,10 @@ def analyze_ceph(c: CephData) -> list[Finding]:
 @pve_rule(
     "ceph.health",
     rule="PVE's Ceph status is `ceph status` verbatim: health.status is HEALTH_OK/WARN/ERR and health.checks "
-    "holds one entry per failing check, keyed by Ceph's check name with its severity and summary.",
-    pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/Ceph/Tools.pm ceph_cluster_status",
+    "holds one entry per failing check, keyed by Ceph's check name with its severity and summary; PVE's GUI "
+    "shows HEALTH_WARN as a warning and HEALTH_ERR as an error (Ceph's own severity, never escalated).",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm status + PVE/Ceph/Tools.pm ceph_cluster_status + "
+    "www/manager6/Utils.js map_ceph_health",
     codes=("CEPH_HEALTH_CHECK",),
 )
 def health_findings(status: Row) -> list[Finding]:
@@ -210,7 +243,8 @@ def health_findings(status: Row) -> list[Finding]:
             finding(
                 "CEPH_HEALTH_CHECK",
                 _subject(f"health/{name}"),
-                f"Ceph {check.get('severity', 'HEALTH_WARN')} {name}: {summary}",
+                f"Ceph {check.get('severity', 'HEALTH_WARN')} {name}: {summary}"
+                + (f"; {HEALTH_IMPACT[name]}" if name in HEALTH_IMPACT else ""),
                 {
                     "check": name,
                     "ceph_severity": check.get("severity"),
@@ -302,17 +336,7 @@ def pool_findings(pools: list[Row]) -> list[Finding]:
                     severity=Severity.CRITICAL if used >= POOL_CRIT_RATIO else Severity.WARNING,
                 )
             )
-        size, min_size = int(p.get("size") or 0), int(p.get("min_size") or 0)
-        if p.get("type", "replicated") == "replicated" and not name.startswith(".") and (size <= 2 or min_size <= 1):
-            out.append(
-                finding(
-                    "CEPH_POOL_LOW_REDUNDANCY",
-                    subject,
-                    f"pool {name} has size {size}, min_size {min_size}",
-                    {"pool": name, "size": size, "min_size": min_size},
-                    severity=Severity.CRITICAL if min_size <= 1 else Severity.WARNING,
-                )
-            )
+        out += _redundancy(p, name, subject)
         final = p.get("pg_num_final")
         if p.get("pg_autoscale_mode") == "warn" and final is not None and int(final) != int(p.get("pg_num") or 0):
             out.append(
@@ -326,6 +350,42 @@ def pool_findings(pools: list[Row]) -> list[Finding]:
     return out
 
 
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+@pve_rule(
+    "ceph.pool-min-size",
+    rule="PVE's pool editor warns when min_size is 1 ('can lead to data loss') or when min_size < size/2 and "
+    "min_size != size ('can lead to data loss, incomplete PGs or unfound objects').",
+    pve="pve-manager www/manager6/ceph/Pool.js showMinSizeOneWarning + showMinSizeHalfWarning",
+    codes=("CEPH_POOL_LOW_REDUNDANCY",),
+)
+def _redundancy(p: Row, name: str, subject: Subject) -> list[Finding]:
+    size, min_size = _int(p.get("size")), _int(p.get("min_size"))
+    if size is None or min_size is None or name.startswith("."):  # ".mgr"-style internal pools: ours to skip
+        return []
+    if min_size == 1:
+        warning = "a min_size of 1 is not recommended and can lead to data loss"
+    elif min_size < size / 2 and min_size != size:
+        warning = "min_size < size/2 can lead to data loss, incomplete PGs or unfound objects"
+    else:
+        return []
+    return [
+        finding(
+            "CEPH_POOL_LOW_REDUNDANCY",
+            subject,
+            f"pool {name} has size {size}, min_size {min_size}: {warning}",
+            {"pool": name, "size": size, "min_size": min_size, "type": p.get("type"), "pve_warning": warning},
+            # ours, stricter than PVE's warning sign: min_size 1 accepts writes with a single copy
+            severity=Severity.CRITICAL if min_size == 1 else Severity.WARNING,
+        )
+    ]
+
+
 @pve_rule(
     "ceph.flags",
     rule="The OSD map flags (noout, norebalance, pause, ...) are cluster-wide switches an operator sets for "
@@ -336,8 +396,8 @@ def pool_findings(pools: list[Row]) -> list[Finding]:
 def flag_findings(flags: list[Row]) -> list[Finding]:
     out = []
     for f in flags:
-        name = str(f.get("name"))
-        if not int(f.get("value") or 0):
+        name = str(f.get("name")) if isinstance(f, dict) else ""
+        if not flag_is_set(f):
             continue
         out.append(
             finding(
@@ -355,46 +415,71 @@ def flag_findings(flags: list[Row]) -> list[Finding]:
 
 @pve_rule(
     "ceph.mon-quorum",
-    rule="A monitor whose rank is in quorum_status's quorum is 'running' with quorum=1; any other is out of "
-    "quorum, and the cluster needs more than half of its monitors in quorum.",
-    pve="pve-manager PVE/API2/Ceph/MON.pm listmon",
-    codes=("CEPH_MON_OUT_OF_QUORUM",),
+    rule="listmon lists every monitor PVE knows of (monmap, ceph.conf [mon.<id>] sections, monitor directories); "
+    "only monmap members get a rank, and one whose rank is in quorum_status's quorum has quorum=1. Ceph needs "
+    "more than half of the monmap's monitors in quorum.",
+    pve="pve-manager PVE/API2/Ceph/MON.pm listmon + PVE/Ceph/Services.pm get_services_info",
+    codes=("CEPH_MON_OUT_OF_QUORUM", "CEPH_MON_NOT_IN_MONMAP"),
 )
 def mon_findings(mons: list[Row]) -> list[Finding]:
+    rows = [m for m in mons or [] if isinstance(m, dict)]
+    members = [m for m in rows if m.get("rank") is not None]
+    if not members:  # no rank at all: listmon could not ask Ceph, the monmap is unknown
+        members = rows
     out = []
-    inq = [m for m in mons if int(m.get("quorum") or 0)]
-    for m in mons:
-        if int(m.get("quorum") or 0):
+    inq = [m for m in members if _in_quorum(m)]
+    for m in members:
+        if _in_quorum(m):
             continue
         name = str(m.get("name"))
-        spare = len(inq) - (len(mons) // 2 + 1)
+        spare = len(inq) - (len(members) // 2 + 1)
         out.append(
             finding(
                 "CEPH_MON_OUT_OF_QUORUM",
-                _subject(f"mon.{name}", m.get("host") if isinstance(m.get("host"), str) else None),
-                f"monitor {name} is not in quorum ({len(inq)} of {len(mons)} are); "
+                _subject(f"mon.{name}", _mon_host(m)),
+                f"monitor {name} is not in quorum ({len(inq)} of {len(members)} are); "
                 + ("losing one more loses quorum" if spare <= 0 else f"{spare} more may fail"),
-                {"mon": name, "state": m.get("state"), "in_quorum": len(inq), "monitors": len(mons)},
+                {"mon": name, "state": m.get("state"), "in_quorum": len(inq), "monitors": len(members)},
                 severity=Severity.CRITICAL if spare <= 0 else Severity.WARNING,
             )
         )
+    for m in rows:
+        if any(m is member for member in members):
+            continue
+        name = str(m.get("name"))
+        out.append(
+            finding(
+                "CEPH_MON_NOT_IN_MONMAP",
+                _subject(f"mon.{name}", _mon_host(m)),
+                f"monitor {name} is configured but not in the monmap: it does not count for quorum",
+                {"mon": name, "state": m.get("state"), "host": _mon_host(m), "monmap_members": len(members)},
+            )
+        )
     return out
+
+
+def _in_quorum(mon: Row) -> bool:
+    return str(mon.get("quorum")).strip() in ("1", "True")
+
+
+def _mon_host(mon: Row) -> str | None:
+    host = mon.get("host")
+    return host if isinstance(host, str) and host else None
 
 
 @pve_rule(
     "ceph.versions",
     rule="Ceph's metadata lists each daemon's ceph_version_short; PVE's UI flags daemons that differ from the "
     "newest as needing a restart after an upgrade.",
-    pve="pve-manager PVE/API2/Cluster/Ceph.pm metadata",
+    pve="pve-manager PVE/API2/Cluster/Ceph.pm metadata (OSDs: up only, as Ceph OSDMonitor count_metadata)",
     codes=("CEPH_VERSION_MIXED",),
 )
-def version_findings(metadata: Row) -> list[Finding]:
+def version_findings(metadata: Row, tree: Row | None = None) -> list[Finding]:
     versions: dict[str, list[str]] = {}
     for kind in ("mon", "mgr", "osd", "mds"):
-        daemons = metadata.get(kind) or {}
-        rows = daemons.values() if isinstance(daemons, dict) else daemons
+        rows = running_daemons(metadata, kind, tree or {})
         for d in rows:
-            if isinstance(d, dict) and d.get("ceph_version_short"):
+            if d.get("ceph_version_short"):
                 ident = d.get("name") if kind != "osd" else d.get("id", d.get("name"))
                 versions.setdefault(str(d["ceph_version_short"]), []).append(f"{kind}.{ident}")
     if len(versions) <= 1:
@@ -409,6 +494,23 @@ def version_findings(metadata: Row) -> list[Finding]:
             {"newest": newest, "older": old},
         )
     ]
+
+
+def running_daemons(metadata: Row, kind: str, tree: Row) -> list[Row]:
+    """The ``kind`` rows of ``/cluster/ceph/metadata``; for OSDs only those the CRUSH tree shows up.
+
+    ``osd metadata`` (what PVE returns) lists every existing OSD, down ones with the version they last ran;
+    ``ceph versions`` (pve8to9) counts up OSDs only. Without a tree every OSD row is kept (up is unknown).
+    """
+    daemons = metadata.get(kind) if isinstance(metadata, dict) else None
+    rows = [d for d in (daemons.values() if isinstance(daemons, dict) else daemons or []) if isinstance(d, dict)]
+    if kind != "osd":
+        return rows
+    listed = {str(o.get("id")): o.get("status") for o in osds(tree) if isinstance(o, dict)}
+    if not listed:
+        return rows
+    # ceph src/mon/OSDMonitor.cc count_metadata: if (osdmap.is_up(osd))
+    return [d for d in rows if listed.get(str(d.get("id"))) == "up"]
 
 
 def _version_key(v: str) -> tuple[int, ...]:

@@ -70,7 +70,8 @@ CHECKS: dict[str, CheckInfo] = {
         "Bring the OSD back or let recovery finish; do not take more OSDs down meanwhile.",
     ),
     "PG_AVAILABILITY": CheckInfo(
-        "Some placement groups are inactive: I/O to their data blocks.",
+        "Some placement groups are inactive: I/O to their data is blocked. Ceph rates it HEALTH_WARN, yet "
+        "guests using the pool hang.",
         "Too many OSDs holding the same data are down (fewer than min_size copies up).",
         "Bring the down OSDs back immediately; guests using the pool hang.",
     ),

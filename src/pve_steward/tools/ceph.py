@@ -14,7 +14,7 @@ from pve_steward.client import api_path, ceph_flag
 from pve_steward.errors import PveError
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.security.tiers import Tier
-from pve_steward.tools.cephread import ceph_absent
+from pve_steward.tools.cephread import API_NODE_HINT, ceph_absent
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.twophase import (
     Plan,
@@ -62,8 +62,8 @@ async def _flag_plan(t: ToolContext, flag: str, wanted: bool) -> Plan:
     try:
         current = bool(int(await t.client.get(path) or 0))
     except PveError as exc:
-        if ceph_absent(exc):
-            raise Refused("this cluster has no Ceph (PVE: " + exc.message + ")") from exc
+        if ceph_absent(exc):  # /cluster/ceph/flags runs on the node answering the API (no proxyto)
+            raise Refused(f"this cluster has no Ceph, or {API_NODE_HINT} (PVE: {exc.message})") from exc
         raise
     verb = "set" if wanted else "unset"
     effect = f"{verb} the Ceph OSD flag {flag} on the whole Ceph cluster (ceph osd {verb} {flag})"

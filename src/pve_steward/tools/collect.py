@@ -260,7 +260,7 @@ class Collector:
         ceph_areas = tuple(a for a in ("ceph", "upgrade") if a in self.areas)
         self._gaps.extend([dataclasses.replace(g, affects=ceph_areas) for g in gaps])
         if d.ceph is not None and self._want("upgrade") and d.online_nodes:
-            await self._ceph_config(d.online_nodes[0])
+            await self._ceph_config(d.ceph.node or d.online_nodes[0])  # raw config needs Ceph on that node
 
     async def _pbs(self) -> None:
         if self.pbs is None:

@@ -9,20 +9,34 @@ from pvesim.ceph import FLAG_DESCRIPTIONS, FLAGS, Ceph, release_name
 
 
 def _ceph(call: Call) -> Ceph:
-    """PVE::Ceph::Tools::check_ceph_inited: without Ceph installed every Ceph call dies with this."""
-    if call.cluster.ceph is None:
+    """PVE::Ceph::Tools::check_ceph_inited on the node that runs the call: a /nodes/{node}/ceph call is proxied
+    to its node, a /cluster/ceph call (no proxyto) runs on the node answering the API. Without the Ceph
+    packages there (check_ceph_installed) every Ceph call dies with this."""
+    ceph = call.cluster.ceph
+    where = call.params.get("node") or (ceph.api_node if ceph else "")
+    if ceph is None or where not in ceph.installed:
         raise ApiError(500, "binary not installed: /usr/bin/ceph-mon")
-    return call.cluster.ceph
+    return ceph
 
 
 def _version_string(version: str) -> str:
     return f"ceph version {version} (pvesim) {release_name(version)} (stable)"
 
 
+@route("GET", "/nodes/{node}/ceph/status")
+def node_status(call: Call) -> dict[str, Any]:
+    """PVE/API2/Ceph.pm status (proxyto node): the same ceph_cluster_status, asked on that node."""
+    return _cluster_status(_ceph(call))
+
+
 @route("GET", "/cluster/ceph/status")
 def status(call: Call) -> dict[str, Any]:
+    """PVE/API2/Cluster/Ceph.pm status (no proxyto): ceph_cluster_status on the node answering the API."""
+    return _cluster_status(_ceph(call))
+
+
+def _cluster_status(ceph: Ceph) -> dict[str, Any]:
     """PVE::Ceph::Tools::ceph_cluster_status: ``ceph status`` as JSON."""
-    ceph = _ceph(call)
     quorum = ceph.quorum()
     if not quorum:
         raise ApiError(500, "got timeout")  # librados cannot reach a quorate monitor
@@ -41,12 +55,8 @@ def status(call: Call) -> dict[str, Any]:
         "quorum": [ceph.rank(m.name) for m in quorum],
         "quorum_names": [m.name for m in quorum],
         "quorum_age": 86400,
-        "monmap": {
-            "epoch": 3,
-            "fsid": ceph.fsid,
-            "min_mon_release_name": release_name(ceph.version),
-            "num_mons": len(ceph.mons),
-        },
+        "monmap": _mon_dump(ceph),  # Tools.pm ceph_cluster_status: octopus+ status lacks monmap.mons, PVE re-adds
+        "mgrmap": _mgr_dump(ceph),  # ... `mon dump` and `mgr dump`
         "osdmap": {
             "epoch": 512,
             "num_osds": len(osds),
@@ -63,7 +73,42 @@ def status(call: Call) -> dict[str, Any]:
             "bytes_avail": max(total - used, 0),
             "bytes_total": total,
         },
-        "mgrmap": {"available": True, "num_standbys": max(len(ceph.mons) - 1, 0)},
+    }
+
+
+def _mon_dump(ceph: Ceph) -> dict[str, Any]:
+    """``ceph mon dump``: the monmap's members with their rank, and the quorum's ranks."""
+    mons = [
+        {
+            "rank": ceph.rank(m.name),
+            "name": m.name,
+            "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "public_addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "priority": 0,
+            "weight": 0,
+        }
+        for m in sorted(ceph.mons.values(), key=lambda m: ceph.rank(m.name))
+    ]
+    return {
+        "epoch": 3,
+        "fsid": ceph.fsid,
+        "min_mon_release_name": release_name(ceph.version),
+        "mons": mons,
+        "quorum": sorted(ceph.rank(m.name) for m in ceph.quorum()),
+    }
+
+
+def _mgr_dump(ceph: Ceph) -> dict[str, Any]:
+    """``ceph mgr dump``: the active manager's name and the standbys (www/manager6/ceph/Services.js reads them)."""
+    active = ceph.active_mgr()
+    return {
+        "epoch": 20,
+        "active_gid": 4100 if active else 0,
+        "active_name": active.name if active else "",
+        "active_addr": "10.0.0.1:6801/1000" if active else "-",
+        "available": active is not None,
+        "standbys": [{"gid": 4200 + i, "name": m.name} for i, m in enumerate(ceph.standby_mgrs())],
+        "modules": ["iostat", "nfs", "restful"],
     }
 
 
@@ -90,6 +135,15 @@ def set_flag(call: Call) -> None:
 
 @route("GET", "/cluster/ceph/metadata")
 def metadata(call: Call) -> dict[str, Any]:
+    """Cluster/Ceph.pm metadata: the nodes' installed versions first (scope=versions needs no Ceph here)."""
+    cluster = call.cluster.ceph
+    nodes = {
+        n: {"version": {"str": cluster.version, "parts": cluster.version.split(".")}, "buildcommit": "0"}
+        for n in call.cluster.nodes
+        if cluster is not None and n in cluster.installed  # pvestatd broadcasts only where Ceph is inited
+    }
+    if call.params.get("scope", "all") == "versions":
+        return {"node": nodes} if nodes else {}
     ceph = _ceph(call)
 
     def daemon(name: str, host: str, version: str) -> dict[str, Any]:
@@ -103,10 +157,17 @@ def metadata(call: Call) -> dict[str, Any]:
             "mem_swap_kb": 0,
         }
 
+    # Cluster/Ceph.pm metadata: mon, mgr and mds keyed "<name>@<host>"
     mons = {
-        f"{m.name}": dict(daemon(m.name, m.host, m.version), addrs="[v2:10.0.0.1:3300/0]") for m in ceph.mons.values()
+        f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addrs="[v2:10.0.0.1:3300/0]")
+        for m in ceph.mons.values()
     }
-    mgrs = {m.name: dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mons.values()}
+    mgrs = {f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mgrs}
+    mds = {
+        f"{d.name}@{d.host}": dict(daemon(d.name, d.host, d.version), addr="10.0.0.1:6800/2000")
+        for d in ceph.mds
+        if d.state != "stopped"
+    }
     osds = [
         dict(
             daemon(str(o.id), o.host, o.version),
@@ -114,15 +175,10 @@ def metadata(call: Call) -> dict[str, Any]:
             osd_objectstore="bluestore",
             osd_data=f"/var/lib/ceph/osd/ceph-{o.id}",
         )
-        for o in ceph.osds.values()
-        if o.up
+        for o in ceph.osds.values()  # `osd metadata`: every existing OSD, down ones too (with their last version)
     ]
-    nodes = {
-        n: {"version": {"str": ceph.version, "parts": [int(x) for x in ceph.version.split(".")]}, "buildcommit": "0"}
-        for n in call.cluster.nodes
-    }
-    out: dict[str, Any] = {"mon": mons, "mgr": mgrs, "osd": osds, "mds": {}}
-    if call.params.get("scope", "all") == "all":
+    out: dict[str, Any] = {"mon": mons, "mgr": mgrs, "osd": osds, "mds": mds}
+    if nodes:
         out["node"] = nodes
     return out
 
@@ -202,7 +258,7 @@ def mons(call: Call) -> list[dict[str, Any]]:
     for m in sorted(ceph.mons.values(), key=lambda m: m.name):
         row: dict[str, Any] = {
             "name": m.name,
-            "host": 1,
+            "host": m.host,  # the node (Services.pm get_services_info); the schema's "boolean" is a lie
             "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
             "rank": ceph.rank(m.name),
             "service": 1,
@@ -217,6 +273,42 @@ def mons(call: Call) -> list[dict[str, Any]]:
         else:
             row["state"] = "stopped"
         rows.append(row)
+    for m in ceph.stale_mons.values():  # get_services_info: its mon dir and ceph.conf section; no rank, no quorum
+        node = call.cluster.nodes.get(m.host)
+        addr = node.ip if node else None
+        rows.append({"name": m.name, "host": m.host, "addr": addr, "service": 1, "direxists": "1", "state": "stopped"})
+    return sorted(rows, key=lambda r: str(r["name"]))  # PVE's order is a Perl hash's; sorted for stable output
+
+
+@route("GET", "/nodes/{node}/ceph/mds")
+def mds_list(call: Call) -> list[dict[str, Any]]:
+    """Ceph/MDS.pm index: get_services_info merged with ``mds stat`` (state up:active / up:standby, rank)."""
+    ceph = _ceph(call)
+    rows = []
+    for d in sorted(ceph.mds, key=lambda d: d.name):
+        row: dict[str, Any] = {"name": d.name, "host": d.host, "service": 1, "direxists": "1", "state": "stopped"}
+        if d.state != "stopped":
+            row.update(
+                addr="10.0.0.1:6800/2000",
+                rank=0 if d.state == "active" else -1,
+                standby_replay=0,
+                state=f"up:{d.state}",
+            )
+            if d.state == "active":
+                row["fs_name"] = "cephfs"
+        rows.append(row)
+    return rows
+
+
+@route("GET", "/nodes/{node}/ceph/mgr")
+def mgr_list(call: Call) -> list[dict[str, Any]]:
+    """Ceph/MGR.pm index: get_services_info with state active / standby from ``mgr dump``."""
+    ceph = _ceph(call)
+    active, standbys = ceph.active_mgr(), ceph.standby_mgrs()
+    rows = []
+    for m in sorted(ceph.mgrs, key=lambda m: m.name):
+        state = "active" if m is active else "standby" if m in standbys else "stopped"
+        rows.append({"name": m.name, "host": m.host, "service": 1, "direxists": "1", "state": state})
     return rows
 
 
@@ -228,7 +320,8 @@ def cmd_safety(call: Call) -> dict[str, Any]:
     if service == "mds":
         if action != "stop":
             raise ApiError(500, f"Service does not support this action: {service}: {action}")
-        return {"safe": 1}  # no MDS in the model: nothing depends on it
+        safe, message = ceph.mds_ok_to_stop(ident)
+        return {"safe": b(safe), "status": message}
     if service == "osd" and action == "destroy":  # safe-to-destroy: out, down and no longer holding data
         osd = ceph.osds.get(int(ident)) if ident.isdecimal() else None
         if osd is None:

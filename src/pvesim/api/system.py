@@ -266,7 +266,7 @@ def ceph_config(call: Call) -> str:
         },
         "client": {"keyring": "/etc/pve/priv/$cluster.$name.keyring"},
     }
-    for m in mons:
+    for m in [*mons, *c.ceph.stale_mons.values()]:  # a monitor removed by hand may leave its section behind
         if m.host in c.nodes:
             sections[f"mon.{m.name}"] = {"public_addr": c.nodes[m.host].ip}
     for name, changes in c.ceph.config.items():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pve_steward.analysis.catalog import Code, check
+from pve_steward.analysis.ceph import noout_set, running_daemons
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject
 from pve_steward.analysis.thresholds import Thresholds
@@ -20,7 +20,7 @@ def _ceph(ident: str, node: str | None = None) -> Subject:
 
 def _noout(data: ClusterData) -> bool:
     assert data.ceph is not None
-    return any(f.get("name") == "noout" and str(f.get("value")) == "1" for f in data.ceph.flags)
+    return noout_set(data.ceph.flags)
 
 
 @check(
@@ -38,44 +38,83 @@ def _noout(data: ClusterData) -> bool:
             "UPGRADE_CEPH_NOOUT",
             "warning",
             "Ceph 'noout' flag not set for the upgrade",
-            "Before the upgrade pve8to9 WARNs when the 'noout' flag is not set: it keeps Ceph from rebalancing "
-            "while nodes reboot (/cluster/ceph/flags).",
+            "pve8to9 WARNs when the 'noout' flag is not set while it is wanted: on a node still on PVE 8, and on "
+            "an upgraded node while the Ceph daemons still run different versions; it keeps Ceph from "
+            "rebalancing while nodes reboot (/cluster/ceph/flags).",
             "Set it for the cluster-wide upgrade (ceph osd set noout, or Ceph > OSD > Manage Global Flags) and "
             "unset it afterwards.",
+        ),
+        Code(
+            "UPGRADE_CEPH_NOOUT_STILL_SET",
+            "warning",
+            "Ceph 'noout' flag still set after the upgrade",
+            "On a node already on PVE 9 pve8to9 WARNs \"'noout' flag set, Ceph cluster upgrade seems finished\" "
+            "when noout is set and every running Ceph daemon reports one version (`ceph versions` overall).",
+            "Once every node is upgraded and Ceph is healthy, unset it (ceph osd unset noout, or the "
+            "ceph_unset_flag operation): while set, a failed OSD is never marked out.",
         ),
     ],
     anchors=["pve8to9:ceph-health", "pve8to9:ceph-noout"],
     pve=f"{SOURCE} check_ceph",
 )
 def ceph_health(data: ClusterData, t: Thresholds) -> list[Finding]:
-    if data.ceph is None or data.ceph.status is None or not cluster_to_upgrade(data):
+    if data.ceph is None or data.ceph.status is None:
         return []
+    out = _health(data) if cluster_to_upgrade(data) else []
+    return out + _noout_expectation(data)
+
+
+def _health(data: ClusterData) -> list[Finding]:
+    assert data.ceph is not None and data.ceph.status is not None
     health = data.ceph.status.get("health") or {}
     status, checks = health.get("status"), health.get("checks") or {}
-    out = []
-    noout = _noout(data)
-    if status != "HEALTH_OK" and not (status == "HEALTH_WARN" and noout and len(checks) == 1):
-        out.append(
-            graded(
-                "UPGRADE_CEPH_HEALTH",
-                "WARN",
-                _ceph("health"),
-                f"Ceph health reported as '{status}'",
-                "ceph-health",
-                {"status": status, "checks": sorted(checks)},
-            )
+    if status == "HEALTH_OK" or (status == "HEALTH_WARN" and _noout(data) and len(checks) == 1):
+        return []
+    return [
+        graded(
+            "UPGRADE_CEPH_HEALTH",
+            "WARN",
+            _ceph("health"),
+            f"Ceph health reported as '{status}'",
+            "ceph-health",
+            {"status": status, "checks": sorted(checks)},
         )
-    if not noout:
-        out.append(
+    ]
+
+
+def _noout_expectation(data: ClusterData) -> list[Finding]:
+    """pve8to9's $noout_wanted: 1, unless one overall daemon version runs, then 'not yet upgraded'."""
+    # pve-manager PVE/CLI/pve8to9.pm check_ceph: $noout_wanted = !$upgraded; # off post-upgrade, on pre-upgrade
+    on8 = nodes_to_upgrade(data)
+    upgraded = [n for n in data.online_nodes if n not in on8]
+    full, _simple = overall_versions(data)
+    single = len(full) == 1
+    if _noout(data):
+        if not (upgraded and single):
+            return []
+        pending = f" (pve8to9 on {', '.join(upgraded)}; keep it until {', '.join(on8)} are upgraded too)" if on8 else ""
+        return [
             graded(
-                "UPGRADE_CEPH_NOOUT",
+                "UPGRADE_CEPH_NOOUT_STILL_SET",
                 "WARN",
                 _ceph("flags"),
-                "'noout' flag not set - recommended to prevent rebalancing during upgrades",
+                "'noout' flag set, Ceph cluster upgrade seems finished" + pending,
                 "ceph-noout",
+                {"upgraded_nodes": upgraded, "nodes_on_pve8": on8, "versions": sorted(full)},
             )
+        ]
+    if not (cluster_to_upgrade(data) or (upgraded and full and not single)):
+        return []
+    return [
+        graded(
+            "UPGRADE_CEPH_NOOUT",
+            "WARN",
+            _ceph("flags"),
+            "'noout' flag not set - recommended to prevent rebalancing during upgrades",
+            "ceph-noout",
+            {"nodes_on_pve8": on8, "versions": sorted(full)},
         )
-    return out
+    ]
 
 
 @check(
@@ -122,6 +161,33 @@ def ceph_version(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 
 _SIMPLE = re.compile(r"^(.*) \((.*)\).*\(.*\)$")
+DAEMON_TYPES = (("mon", "monitor"), ("mgr", "manager"), ("mds", "MDS"), ("osd", "OSD"))
+
+
+def _versions(data: ClusterData, key: str) -> tuple[set[str], set[str]]:
+    """The running daemons' full ceph_version strings and their regex-simplified form (build hash aside)."""
+    assert data.ceph is not None
+    full, simple = set(), set()
+    for row in running_daemons(data.ceph.metadata, key, data.ceph.osd_tree):  # `ceph versions`: up OSDs only
+        text = str(row.get("ceph_version") or "")
+        m = _SIMPLE.match(text)
+        if m:  # pve8to9 keeps only the strings its regex matches
+            full.add(text)
+            simple.add(m.group(1))
+    return full, simple
+
+
+def overall_versions(data: ClusterData) -> tuple[set[str], set[str]]:
+    """`ceph versions` overall: every daemon type together (empty without Ceph metadata)."""
+    if data.ceph is None or not data.ceph.metadata:
+        return set(), set()
+    full: set[str] = set()
+    simple: set[str] = set()
+    for key, _name in DAEMON_TYPES:
+        f, s = _versions(data, key)
+        full |= f
+        simple |= s
+    return full, simple
 
 
 @check(
@@ -132,9 +198,18 @@ _SIMPLE = re.compile(r"^(.*) \((.*)\).*\(.*\)$")
             "warning",
             "Ceph daemons of one type run different versions",
             "pve8to9 WARNs when the running monitors, managers, MDS or OSDs report more than one version "
-            "(/cluster/ceph/metadata ceph_version, the build hash aside).",
+            "(`ceph versions`: /cluster/ceph/metadata ceph_version of the up OSDs, the build hash aside).",
             "Finish the Ceph upgrade: restart the daemons still on the old version.",
-        )
+        ),
+        Code(
+            "UPGRADE_CEPH_OVERALL_VERSIONS",
+            "warning",
+            "Ceph daemon types run different versions",
+            "pve8to9 WARNs 'overall version mismatch' when the running Ceph daemons of all types together report "
+            "more than one version (the build hash aside), even when each type on its own is uniform.",
+            "Finish the Ceph upgrade on every daemon type (compare 'ceph versions'): upgrade and restart the "
+            "monitors, managers, MDS and OSDs still on the old version.",
+        ),
     ],
     anchors=["pve8to9:ceph-mixed"],
     pve=f"{SOURCE} check_ceph",
@@ -143,14 +218,8 @@ def ceph_mixed(data: ClusterData, t: Thresholds) -> list[Finding]:
     if data.ceph is None or not data.ceph.metadata or not cluster_to_upgrade(data):
         return []
     out = []
-    for key, name in (("mon", "monitor"), ("mgr", "manager"), ("mds", "MDS"), ("osd", "OSD")):
-        daemons: Any = data.ceph.metadata.get(key) or {}
-        rows = list(daemons.values()) if isinstance(daemons, dict) else list(daemons)
-        versions = set()
-        for row in rows:
-            m = _SIMPLE.match(str(row.get("ceph_version") or "")) if isinstance(row, dict) else None
-            if m:
-                versions.add(m.group(1))
+    for key, name in DAEMON_TYPES:
+        _full, versions = _versions(data, key)
         if len(versions) > 1:
             out.append(
                 graded(
@@ -162,6 +231,18 @@ def ceph_mixed(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {"versions": sorted(versions)},
                 )
             )
+    _full, overall = overall_versions(data)
+    if len(overall) > 1:  # pve8to9: elsif (keys $ceph_versions_simple->{overall}->%* != 1)
+        out.append(
+            graded(
+                "UPGRADE_CEPH_OVERALL_VERSIONS",
+                "WARN",
+                _ceph("daemons/overall"),
+                "overall version mismatch detected, check 'ceph versions' output for details!",
+                "ceph-mixed",
+                {"versions": sorted(overall)},
+            )
+        )
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pve_steward.analysis.catalog import Code, register_codes
-from pve_steward.analysis.ceph import osds
+from pve_steward.analysis.ceph import noout_set, osds
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.models import Model
@@ -43,7 +43,10 @@ class NodeCeph:
     osd_tree: Row = field(default_factory=dict)
     mons: list[Row] = field(default_factory=list)
     flags: list[Row] = field(default_factory=list)
-    safety: dict[str, Row | str] = field(default_factory=dict)  # "osd.3" / "mon.pve1" -> answer or error
+    mds: list[Row] = field(default_factory=list)  # /nodes/{n}/ceph/mds
+    mgrs: list[Row] = field(default_factory=list)  # /nodes/{n}/ceph/mgr (names to hosts)
+    mgrmap: Row = field(default_factory=dict)  # /cluster/ceph/status mgrmap (`mgr dump`, re-added by PVE)
+    safety: dict[str, Row | str] = field(default_factory=dict)  # "osd.3" / "mon.pve1" / "mds.a" -> answer or error
 
 
 def node_osds(c: NodeCeph, node: str) -> list[int]:
@@ -51,8 +54,37 @@ def node_osds(c: NodeCeph, node: str) -> list[int]:
 
 
 def node_mons(c: NodeCeph, node: str) -> list[str]:
-    """Monitors named like their node, as ``pveceph mon create`` names them (Ceph/MON.pm createmon)."""
-    return [str(m["name"]) for m in c.mons if str(m.get("name")) == node]
+    """The node's monitors by listmon's ``host`` (a mon id may differ from the node: createmon's ``monid``).
+
+    Rows without a string ``host`` fall back to the default id, the node name.
+    """
+    # pve-manager PVE/Ceph/Services.pm get_services_info ($service->{host} = $host) + www/manager6/ceph/ServiceList.js
+    return [str(m["name"]) for m in c.mons if isinstance(m, dict) and m.get("name") is not None and _host(m) == node]
+
+
+def _host(row: Row) -> str:
+    host = row.get("host")
+    return host if isinstance(host, str) and host else str(row.get("name"))
+
+
+def node_mds(c: NodeCeph, node: str) -> list[str]:
+    """The node's metadata servers (MDS.pm index: host from get_services_info), stopped ones aside."""
+    return [
+        str(d["name"])
+        for d in c.mds
+        if isinstance(d, dict) and d.get("name") is not None and _host(d) == node and d.get("state") != "stopped"
+    ]
+
+
+def active_mgr_alone(c: NodeCeph, node: str) -> str | None:
+    """The active manager's name when it runs on ``node`` and ``mgr dump`` lists no standby."""
+    # pve-manager (master) PVE/Ceph/Services.pm is_safe_to_stop: "no standby mgr available for failover"
+    active = c.mgrmap.get("active_name") if isinstance(c.mgrmap, dict) else None
+    standbys = c.mgrmap.get("standbys") if isinstance(c.mgrmap, dict) else None
+    if not isinstance(active, str) or not active or not isinstance(standbys, list) or standbys:
+        return None  # no active manager, standbys unknown, or a standby takes over
+    hosts = {str(m.get("name")): _host(m) for m in c.mgrs if isinstance(m, dict)}
+    return active if hosts.get(active, active) == node else None
 
 
 register_codes(
@@ -65,6 +97,22 @@ register_codes(
         "Evacuation: PVE's cmd-safety (Ceph's ok-to-stop) says stopping an OSD on the node would leave PGs below "
         "min_size; taking the node down would stop I/O to them across the cluster. The plan is blocked.",
         "Bring the cluster's down OSDs back and let recovery finish (ceph -s: active+clean) before the maintenance.",
+    ),
+    Code(
+        "CEPH_MDS_NOT_OK_TO_STOP",
+        "critical",
+        "Stopping the node's Ceph MDS would take CephFS down",
+        "Evacuation: cmd-safety (ceph mds ok-to-stop) says no standby MDS would take over the node's active "
+        "MDS rank; CephFS (and the cephfs storages on every node) would stop. The plan is blocked.",
+        "Start a standby MDS on another node (pveceph mds create there) before the maintenance.",
+    ),
+    Code(
+        "CEPH_MGR_NO_STANDBY",
+        "warning",
+        "The node runs the only Ceph manager",
+        "Evacuation: the node holds the active Ceph manager and mgr dump (/cluster/ceph/status mgrmap) lists no "
+        "standby: while it is down, Ceph's statistics, PVE's Ceph usage figures and the mgr modules stop.",
+        "Create a manager on another node first (pveceph mgr create), so one takes over.",
     ),
     Code(
         "CEPH_MON_QUORUM_AT_RISK",
@@ -82,19 +130,21 @@ register_codes(
     rule="cmd-safety asks Ceph '<service> ok-to-stop' for one daemon and reports safe when Ceph returns 0: for "
     "an OSD, every PG keeps at least min_size replicas up; for a monitor, the rest keep a quorum.",
     pve="pve-manager PVE/API2/Ceph.pm cmd_safety",
-    codes=("CEPH_OSD_NOT_OK_TO_STOP", "CEPH_MON_QUORUM_AT_RISK"),
+    codes=("CEPH_OSD_NOT_OK_TO_STOP", "CEPH_MON_QUORUM_AT_RISK", "CEPH_MDS_NOT_OK_TO_STOP"),
 )
 def ceph_evacuation(c: NodeCeph, node: str) -> tuple[list[CephDaemonCheck], list[CephStep], list[Finding]]:
     """Ceph's verdict per daemon on the node, the maintenance steps, and findings (critical = blocks)."""
-    ids, mons = node_osds(c, node), node_mons(c, node)
+    ids, mons, mds = node_osds(c, node), node_mons(c, node), node_mds(c, node)
     checks = [_check(c, f"osd.{i}") for i in ids] + [_check(c, f"mon.{m}") for m in mons]
-    if "osd.?" in c.safety:  # the node's daemons could not be listed: nothing is known to be safe
-        checks.append(_check(c, "osd.?"))
+    checks += [_check(c, f"mds.{d}") for d in mds]  # www/manager6/ceph/ServiceList.js: asked before stopping an MDS
+    for unlisted in ("osd.?", "mds.?"):  # the node's daemons could not be listed: nothing is known to be safe
+        if unlisted in c.safety:
+            checks.append(_check(c, unlisted))
     found: list[Finding] = []
     for chk in checks:
         if chk.safe is not False:
             continue
-        code = "CEPH_OSD_NOT_OK_TO_STOP" if chk.daemon.startswith("osd.") else "CEPH_MON_QUORUM_AT_RISK"
+        code = _UNSAFE[chk.daemon.split(".", 1)[0]]
         found.append(
             finding(
                 code,
@@ -114,7 +164,73 @@ def ceph_evacuation(c: NodeCeph, node: str) -> tuple[list[CephDaemonCheck], list
                     {"daemon": chk.daemon},
                 )
             )
-    return checks, _steps(c, node, ids, mons), found
+    return checks, _steps(c, node, ids, mons) + _mds_steps(node, mds), found + _mgr_findings(c, node)
+
+
+_UNSAFE = {"osd": "CEPH_OSD_NOT_OK_TO_STOP", "mon": "CEPH_MON_QUORUM_AT_RISK", "mds": "CEPH_MDS_NOT_OK_TO_STOP"}
+
+
+@pve_rule(
+    "ceph.mgr-standby",
+    rule="Stopping the node that holds the active manager is unsafe when mgr dump lists no standby: no "
+    "manager takes over (PVE re-adds `mgr dump` as /cluster/ceph/status mgrmap).",
+    pve="pve-manager PVE/Ceph/Tools.pm ceph_cluster_status + (master) PVE/Ceph/Services.pm is_safe_to_stop",
+    codes=("CEPH_MGR_NO_STANDBY",),
+)
+def _mgr_findings(c: NodeCeph, node: str) -> list[Finding]:
+    active = active_mgr_alone(c, node)
+    if active is None:
+        return []
+    return [
+        finding(
+            "CEPH_MGR_NO_STANDBY",
+            Subject(kind="ceph", id=f"mgr.{active}", node=node),
+            f"{node} runs the active Ceph manager {active} and no standby manager is available for failover",
+            {"mgr": active, "standbys": 0},
+        )
+    ]
+
+
+def _mds_steps(node: str, mds: list[str]) -> list[CephStep]:
+    if not mds:
+        return []
+    return [
+        CephStep(
+            when="before",
+            action=f"confirm a standby MDS takes over from {node}'s MDS ({', '.join(mds)})",
+            command=f"ceph mds ok-to-stop {' '.join(mds)} "
+            f"(GET /nodes/{node}/ceph/cmd-safety?service=mds&id={mds[0]}&action=stop)",
+            why="an active MDS without a standby takes CephFS, and every cephfs storage, offline",
+        )
+    ]
+
+
+def _set_noout() -> CephStep:
+    return CephStep(
+        when="before",
+        action="set noout so Ceph does not mark the node's OSDs out",
+        command="ceph osd set noout (PUT /cluster/ceph/flags/noout value=1; operation ceph_set_flag)",
+        why=_NOOUT_WHY,
+    )
+
+
+def _leave_noout() -> CephStep:
+    """noout was set before the plan: PVE's own maintenance code only undoes the noout it set."""
+    # pve-manager PVE/Ceph/Services.pm with_noout ("leaves any operator-set cluster-wide noout untouched")
+    return CephStep(
+        when="before",
+        action="noout is already set: leave noout as the operator set it (do not set it, do not unset it "
+        "afterwards; find out who set it and whether their maintenance is still running)",
+        command="ceph osd dump | grep flags (GET /cluster/ceph/flags/noout: 1)",
+        why="a noout set by someone else (e.g. a rolling upgrade) is theirs to unset; unsetting it after this "
+        "node would let Ceph mark out the OSDs of the next node they take down",
+    )
+
+
+_NOOUT_WHY = (
+    "without noout Ceph marks the down OSDs out after mon_osd_down_out_interval (10 min) and starts "
+    "re-replicating their data onto the other nodes, filling them and loading the cluster"
+)
 
 
 def _check(c: NodeCeph, daemon: str) -> CephDaemonCheck:
@@ -141,34 +257,31 @@ def _steps(c: NodeCeph, node: str, ids: list[int], mons: list[str]) -> list[Ceph
     if not ids:
         return steps
     listed = " ".join(str(i) for i in ids)
-    already = any(f.get("name") == "noout" and int(f.get("value") or 0) for f in c.flags)
-    steps += [
+    steps.append(
         CephStep(
             when="before",
             action=f"check that {node}'s OSDs ({listed}) may stop together",
             command=f"ceph osd ok-to-stop {listed}",
             why="PVE's cmd-safety asks for one OSD at a time; Ceph can judge the whole node's OSDs at once",
-        ),
-        CephStep(
-            when="before",
-            action="noout is already set: leave it (and find out who set it)"
-            if already
-            else "set noout so Ceph does not mark the node's OSDs out",
-            command="ceph osd set noout (PUT /cluster/ceph/flags/noout value=1; operation ceph_set_flag)",
-            why="without noout Ceph marks the down OSDs out after mon_osd_down_out_interval (10 min) and starts "
-            "re-replicating their data onto the other nodes, filling them and loading the cluster",
-        ),
+        )
+    )
+    already = noout_set(c.flags)
+    steps.append(_leave_noout() if already else _set_noout())
+    steps.append(
         CephStep(
             when="after",
             action=f"wait until {node}'s OSDs are up and in and PGs are active+clean",
             command=f"ceph osd tree {node}; ceph -s (GET /nodes/{node}/ceph/osd, GET /cluster/ceph/status)",
             why="recovery of the writes the node missed must finish before the next node goes down",
-        ),
-        CephStep(
-            when="after",
-            action="unset noout",
-            command="ceph osd unset noout (PUT /cluster/ceph/flags/noout value=0; operation ceph_unset_flag)",
-            why="a noout left set keeps Ceph from healing a real OSD failure later",
-        ),
-    ]
+        )
+    )
+    if not already:  # only undo what the plan set: an operator's noout (a rolling upgrade's) stays
+        steps.append(
+            CephStep(
+                when="after",
+                action="unset noout",
+                command="ceph osd unset noout (PUT /cluster/ceph/flags/noout value=0; operation ceph_unset_flag)",
+                why="a noout left set keeps Ceph from healing a real OSD failure later",
+            )
+        )
     return steps
