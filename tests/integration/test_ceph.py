@@ -266,3 +266,16 @@ async def test_evacuation_and_flag_writes_with_a_compute_only_api_node(start_sim
     async with Client(server_for(sim, "root@pam!pvesim", tier="operator")) as c:
         refused = await c.call_tool("ceph_unset_flag", {"flag": "noout"})
     assert refused.is_error and "connect it to a Ceph node" in refused.content[0].text
+
+
+async def test_ceph_is_found_when_the_first_node_cannot_answer(start_sim: Any, server_for: Any) -> None:
+    """A Ceph node that fails (not "not installed") does not hide the others that answer: every node is
+    asked, the first alone and the rest together."""
+    import pvesim
+
+    data = pvesim.load_scenario("ceph")
+    data["faults"] = {"errors": [{"pattern": r"^/nodes/ceph1/ceph/status$", "message": "got timeout"}]}
+    report = await _health(server_for(start_sim(data)), areas=["ceph"])
+    found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
+    assert ("CEPH_MON_OUT_OF_QUORUM", "mon.ceph3") in found
+    assert not any(f["code"] == "DATA_INCOMPLETE" for f in report["findings"]), report["findings"]

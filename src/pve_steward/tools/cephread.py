@@ -33,15 +33,21 @@ async def ceph_node(client: ProxmoxClient, online: list[str]) -> tuple[str | Non
     """The first online node whose ``/nodes/{n}/ceph/status`` answers, with that status.
 
     (None, None, None): every node said Ceph is not installed there, the cluster has no Ceph.
-    (None, None, err): a node that did not say so could not answer (or the token lacks Sys.Audit on /).
+    (None, None, err): no node answered, and one that did not say "not installed" failed (no quorum,
+    timeout, or the token lacks Sys.Audit on /).
+    The first node is asked alone (on a Ceph cluster it usually answers); the others together, so a
+    cluster without Ceph costs one read per node in two rounds, not one round per node.
     """
-    for n in online:
-        got = (await gather(client, [("status", api_path("nodes", node_seg(n), "ceph", "status"), {})]))["status"]
-        if not isinstance(got, PveError):
-            return n, got if isinstance(got, dict) else {}, None
-        if not ceph_absent(got):  # Ceph is there but did not answer (no quorum, timeout) or the token may not ask
-            return None, None, got
-    return None, None, None
+    failed: PveError | None = None
+    for batch in (online[:1], online[1:]):
+        got = await gather(client, [(n, api_path("nodes", node_seg(n), "ceph", "status"), {}) for n in batch])
+        for n in batch:
+            answer = got[n]
+            if not isinstance(answer, PveError):
+                return n, answer if isinstance(answer, dict) else {}, None
+            if failed is None and not ceph_absent(answer):
+                failed = answer
+    return None, None, failed
 
 
 async def read_ceph(client: ProxmoxClient, online: list[str]) -> tuple[CephData | None, list[Missing]]:
