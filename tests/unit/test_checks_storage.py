@@ -130,3 +130,15 @@ def test_a_job_that_names_its_guests_runs_only_where_they_are() -> None:
 def test_unread_backup_jobs_give_no_backup_target_finding() -> None:
     resources = [r for r in HEALTHY_RESOURCES if r["storage"] != "pbs-main"]
     assert sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, None), T) == []
+
+
+def test_one_list_of_shared_types_equal_to_pves() -> None:
+    """pve-storage Plugin.pm @SHARED_STORAGE (stable-8): parse_config sets shared=1 for these types. The server
+    has one list (pve/storagecfg.py), pvesim its own copy; both must be PVE's."""
+    from pve_steward.pve.storagecfg import SHARED_STORAGE, is_shared
+    from pvesim.state import SHARED_STORAGE as SIMULATED
+
+    pve = {"iscsi", "nfs", "cifs", "rbd", "cephfs", "iscsidirect", "glusterfs", "zfs", "drbd", "pbs"}
+    assert SHARED_STORAGE == SIMULATED == pve
+    assert is_shared({"type": "lvm", "shared": 1}) and is_shared({"type": "zfs"}) and is_shared({"type": "pbs"})
+    assert not is_shared({"type": "dir"}) and not is_shared({"type": "lvmthin", "shared": "0"}) and not is_shared({})
