@@ -486,7 +486,7 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "nfs1",
     ),
-    ("content none", _storage(storage_cfg("old", "lvm", "none", vgname="vg")), "UPGRADE_CONTENT_NONE", "FAIL", "old"),
+    ("content none", _storage(storage_cfg("old", "lvm", "", vgname="vg")), "UPGRADE_CONTENT_NONE", "FAIL", "old"),
     (
         "content missing",
         _config(100, scsi1="local:100/vm-100-disk-1.qcow2,size=8G"),
@@ -680,3 +680,18 @@ def test_an_unread_answer_is_a_gap_not_a_clean_bill() -> None:
     report = diagnose(d, Thresholds(), ["upgrade"], None, "upgrade")
     assert not report.complete
     assert [f.code for f in report.findings] == ["DATA_INCOMPLETE"]
+
+
+def test_content_none_counts_none_as_a_content_key() -> None:
+    """pve8to9 check_storage_content FAILs only for an empty content hash (keys == 0) on a type whose plugin does
+    not accept 'none'; a configured 'none' is the key 'none' (Plugin.pm decode_value). btrfs and pbs accept it."""
+    d = clean()
+    d.storage_config += [
+        storage_cfg("b", "btrfs", "none", path="/mnt/b"),
+        storage_cfg("p", "pbs", "none", server="10.0.0.5", datastore="x"),
+        storage_cfg("p2", "pbs", "", server="10.0.0.5", datastore="y"),  # pbs is shared (and accepts none)
+        storage_cfg("l", "lvm", "none", vgname="vg"),
+        storage_cfg("e", "lvmthin", "", vgname="vg", thinpool="data"),
+        storage_cfg("s", "lvm", "", vgname="vg", shared=1),  # an LVM on a SAN LUN: shared, skipped
+    ]
+    assert [(f.code, f.subject.id) for f in run(d)] == [("UPGRADE_CONTENT_NONE", "e")]

@@ -21,6 +21,7 @@ from pve_steward.analysis.upgradeinfo import (
     nodes_to_upgrade,
 )
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.storagecfg import is_shared
 
 
 def _storage(sid: str, node: str | None = None) -> Subject:
@@ -70,8 +71,9 @@ def _enabled(row: dict[str, Any]) -> bool:
     return not flag(row.get("disable", 0))
 
 
-# storage types whose plugin accepts content 'none' (pve-storage Plugin plugindata: dir, iscsi, iscsidirect)
-_NONE_OK = {"dir", "iscsi", "iscsidirect"}
+# storage types whose plugindata content list accepts 'none': pve-storage DirPlugin.pm, BTRFSPlugin.pm,
+# ISCSIPlugin.pm, ISCSIDirectPlugin.pm, PBSPlugin.pm plugindata (Plugin.pm valid_content_types)
+_NONE_OK = {"dir", "btrfs", "iscsi", "iscsidirect", "pbs"}
 
 
 @check(
@@ -81,21 +83,22 @@ _NONE_OK = {"dir", "iscsi", "iscsidirect"}
             "UPGRADE_CONTENT_NONE",
             "critical",
             "Storage configured with content 'none' it does not support",
-            "pve8to9 FAILs for an enabled local storage whose content list is empty or 'none' when its type does "
-            "not support 'none' (/storage).",
+            "pve8to9 FAILs for an enabled, not shared storage with no content type at all (not even 'none') when "
+            "its type does not accept 'none' (/storage). PVE itself refuses such an entry when it parses "
+            "storage.cfg and shows the type's default content, so the API rarely shows one.",
             "Set the storage's content types (Datacenter > Storage > Edit, or pvesm set <id> --content ...).",
         )
     ],
     anchors=["pve8to9:content-none"],
-    pve=f"{SOURCE} check_storage_content",
+    pve=f"{SOURCE} check_storage_content (keys of the content hash == 0 and the type's valid content lacks 'none'); "
+    "pve-storage src/PVE/Storage/Plugin.pm decode_value (content 'none' is the key 'none')",
 )
 def content_none(data: ClusterData, t: Thresholds) -> list[Finding]:
     if not cluster_to_upgrade(data):
         return []
     out = []
     for row in data.storage_config:
-        content = _content(row) - {"none"}
-        if flag(row.get("shared", 0)) or not _enabled(row) or content or row.get("type") in _NONE_OK:
+        if is_shared(row) or not _enabled(row) or _content(row) or row.get("type") in _NONE_OK:
             continue
         sid = str(row.get("storage"))
         out.append(
