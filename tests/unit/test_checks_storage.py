@@ -8,6 +8,7 @@ from typing import Any
 from pve_steward.analysis.checks import storage as sc
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.storagecfg import SHARED_STORAGE
 from tests.unit.pve_fixtures import GiB, cluster_status, data, guest_row, node_row, storage_cfg
 from tests.unit.test_checks_node import codes
 
@@ -23,7 +24,7 @@ def resource(sid: str, node: str, plugintype: str, available: bool = True, conte
         "node": node,
         "status": "available" if available else "unknown",
         "plugintype": plugintype,
-        "shared": int(plugintype in sc.SHARED_TYPES or plugintype == "pbs"),
+        "shared": int(plugintype in SHARED_STORAGE),
         "content": content,
     }
     if available:
@@ -91,6 +92,38 @@ def test_shared_storage_limited_to_one_node_on_purpose_is_no_finding() -> None:
     config = [*HEALTHY_CONFIG[:2], storage_cfg("nfs-iso", "nfs", "iso", nodes="pve1")]
     resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "nfs-iso" and r["node"] != "pve1")]
     assert sc.shared_single_node(cluster(config, resources), T) == []
+
+
+def test_shared_single_node_counts_only_the_online_nodes_the_storage_is_configured_for() -> None:
+    """Cluster.pm resources has a row per node only where storage_check_enabled: nfs-iso with nodes pve1,pve2 and
+    pve2 offline is expected on pve1 alone (no finding); with nodes pve1,pve3 and pve3 not reaching it, it is."""
+    base = [r for r in HEALTHY_RESOURCES if r["storage"] != "nfs-iso"]
+    d = cluster([*HEALTHY_CONFIG[:2], storage_cfg("nfs-iso", "nfs", "iso", nodes="pve1,pve2")], base)
+    d.cluster_status = cluster_status({"pve1": True, "pve2": False, "pve3": True})
+    d.resources = [node_row("pve1"), node_row("pve2", online=False), node_row("pve3"), *base]
+    d.resources += [resource("nfs-iso", "pve1", "nfs"), resource("nfs-iso", "pve2", "nfs", available=False)]
+    assert sc.shared_single_node(d, T) == []
+    restricted = [*HEALTHY_CONFIG[:2], storage_cfg("nfs-iso", "nfs", "iso", nodes="pve1,pve3")]
+    rows = [*base, resource("nfs-iso", "pve1", "nfs"), resource("nfs-iso", "pve3", "nfs", available=False)]
+    found = sc.shared_single_node(cluster(restricted, rows), T)
+    assert codes(found) == [("STORAGE_SHARED_SINGLE_NODE", "nfs-iso", "warning")]
+    assert found[0].evidence["expected_on"] == ["pve1", "pve3"]
+
+
+def test_shared_single_node_decides_shared_by_the_flag_and_pves_list() -> None:
+    """Plugin.pm @SHARED_STORAGE has zfs (over iSCSI) and pbs; an LVM on a SAN LUN is shared by its flag."""
+    config = [
+        *HEALTHY_CONFIG,
+        storage_cfg("zfs-san", "zfs", "images", portal="10.0.0.9", target="iqn.x", pool="tank"),
+        storage_cfg("lun", "lvm", "images", vgname="san", shared=1),
+        storage_cfg("vg", "lvm", "images", vgname="pve"),  # local LVM on each node: not shared
+    ]
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "pbs-main" and r["node"] != "pve1")]
+    resources += [resource("pbs-main", n, "pbs", available=False) for n in ("pve2", "pve3")]
+    for sid, kind in (("zfs-san", "zfs"), ("lun", "lvm"), ("vg", "lvm")):
+        resources += [resource(sid, "pve1", kind)] + [resource(sid, n, kind, available=False) for n in NODES[1:]]
+    found = sc.shared_single_node(cluster(config, resources), T)
+    assert sorted(f.subject.id for f in found) == ["lun", "pbs-main", "zfs-san"]
 
 
 def test_no_storage_for_backups() -> None:

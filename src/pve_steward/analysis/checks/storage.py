@@ -15,10 +15,9 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.storagecfg import allowed_nodes, is_shared
 
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
-# cv4pve-diag DiagnosticEngine.Storage.cs _sharedStorageTypes
-SHARED_TYPES = frozenset({"nfs", "cifs", "cephfs", "rbd", "iscsi", "iscsidirect", "glusterfs"})
 
 
 def _content(s: Row) -> set[str]:
@@ -121,34 +120,44 @@ def disabled(data: ClusterData, t: Thresholds) -> list[Finding]:
             "STORAGE_SHARED_SINGLE_NODE",
             "warning",
             "Shared storage is available on only one node",
-            "A storage of a shared type (nfs, cifs, cephfs, rbd, iscsi, iscsidirect, glusterfs) is 'available' "
-            "in /cluster/resources on exactly one of several online nodes, while its definition does not limit "
-            "it to that node: the other nodes cannot reach it (mount failure or misconfiguration).",
+            "A shared storage (GET /storage shared=1: every iscsi, nfs, cifs, rbd, cephfs, iscsidirect, glusterfs, "
+            "zfs, drbd or pbs storage, and any other configured shared) is 'available' in /cluster/resources on "
+            "exactly one of the online nodes it is configured for (its nodes list, or every node), when that is two "
+            "or more: the other nodes cannot reach it (mount failure or misconfiguration).",
             "On the other nodes: `pvesm status`, check the mount/network path; GUI Datacenter > Storage > Edit > "
             "Nodes.",
         )
     ],
     anchors=["cv4pve-diag:WS0005"],
-    pve="pve-manager PVE/API2/Cluster.pm resources (storage rows per node)",
+    pve="pve-manager PVE/API2/Cluster.pm resources (a storage row per node where storage_check_enabled); "
+    "pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE, parse_config (shared=1)",
 )
 def shared_single_node(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Shared storages mounted on a single node."""
-    if len(data.online_nodes) < 2:
-        return []
+    """Shared storages mounted on a single node of those that should reach them."""
     out = []
     where = _available_on(data)
     for s in sorted(data.storage_config, key=lambda r: str(r.get("storage"))):
         sid, kind = str(s.get("storage")), str(s.get("type"))
-        allowed = [n for n in str(s.get("nodes") or "").split(",") if n]
-        if kind not in SHARED_TYPES or _disabled(s) or len(allowed) == 1 or len(where.get(sid, ())) != 1:
+        if not is_shared(s) or _disabled(s):
             continue
-        only = next(iter(where[sid]))
+        allowed = allowed_nodes(s)
+        expected = [n for n in data.online_nodes if allowed is None or n in allowed]
+        available = where.get(sid, set()) & set(expected)
+        if len(expected) < 2 or len(available) != 1:
+            continue
+        only = next(iter(available))
         out.append(
             finding(
                 "STORAGE_SHARED_SINGLE_NODE",
                 storage_subject(sid),
                 f"shared storage {sid} ({kind}) is available only on {only}",
-                {"storage": sid, "type": kind, "available_on": [only], "online_nodes": data.online_nodes},
+                {
+                    "storage": sid,
+                    "type": kind,
+                    "available_on": [only],
+                    "expected_on": expected,
+                    "online_nodes": data.online_nodes,
+                },
             )
         )
     return out
