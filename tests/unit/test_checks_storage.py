@@ -175,3 +175,40 @@ def test_one_list_of_shared_types_equal_to_pves() -> None:
     assert SHARED_STORAGE == SIMULATED == pve
     assert is_shared({"type": "lvm", "shared": 1}) and is_shared({"type": "zfs"}) and is_shared({"type": "pbs"})
     assert not is_shared({"type": "dir"}) and not is_shared({"type": "lvmthin", "shared": "0"}) and not is_shared({})
+
+
+def test_backup_job_to_a_storage_without_backup_content_fails_every_run() -> None:
+    """VZDump.pm storage_info dies "can't use storage 'nfs-iso' for backups - wrong content type" on every node:
+    STORAGE_NO_BACKUP_TARGET passes (pbs-main takes backups), the job still never writes a backup."""
+    jobs = [job("iso-backup", "nfs-iso"), job("off", "nfs-iso", enabled=0), job("fine", "pbs-main")]
+    d = cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, jobs)
+    assert sc.no_backup_target(d, T) == []
+    found = sc.backup_target_wrong_content(d, T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "nfs-iso", "critical")]
+    assert found[0].evidence["backup_jobs"] == ["iso-backup"] and found[0].evidence["content"] == ["iso"]
+
+
+def test_backup_job_without_storage_writes_to_local() -> None:
+    """VZDump.pm get_storage_param: no storage and no dumpdir means 'local' (unless /etc/vzdump.conf, which the
+    API reads do not show, names one: a warning); a job with dumpdir has no storage to judge."""
+    no_backup_local = [storage_cfg("local", "dir", "iso,vztmpl", path="/var/lib/vz"), *HEALTHY_CONFIG[1:]]
+    bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
+    dumpdir = {**bare, "id": "to-dir", "dumpdir": "/mnt/usb"}
+    found = sc.backup_target_wrong_content(cluster(no_backup_local, HEALTHY_RESOURCES, [bare, dumpdir]), T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "local", "warning")]
+    assert found[0].evidence["backup_jobs"] == ["bare"] and found[0].evidence["storage_from_job"] is False
+    assert sc.backup_target_wrong_content(cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, [bare, dumpdir]), T) == []
+
+
+def test_backup_job_that_runs_nowhere_or_to_an_unknown_storage_is_not_wrong_content() -> None:
+    """A job whose guests are on no node exits silently (API2/VZDump.pm vzdump); an unknown storage is
+    STORAGE_BACKUP_TARGET_MISSING's."""
+    jobs = [job("nobody", "nfs-iso", all=0, vmid="999"), job("ghost", "gone")]
+    assert sc.backup_target_wrong_content(cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, jobs), T) == []
+
+
+def test_backup_job_without_storage_needs_local_on_the_nodes_it_runs_on() -> None:
+    bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "local" and r["node"] == "pve3")]
+    found = sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, [bare]), T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_MISSING", "pve3:local", "warning")]
