@@ -112,6 +112,12 @@ def test_storage_config_rows_carry_the_shared_flag_pve_sets(demo_sim: SimServer)
     assert shared["local"] is None and shared["local-lvm"] is None
 
 
+def test_storage_config_gives_content_dirs_as_the_decoded_hash(start_sim) -> None:
+    """Config.pm re-encodes only content and nodes: content-dirs stays the hash Plugin.pm decode_value built."""
+    media = next(s for s in api(start_sim("upgrade")).storage.get() if s["storage"] == "media")
+    assert media["content-dirs"] == {"iso": "shared", "vztmpl": "shared"}
+
+
 def test_precondition_reports_local_disks_cdrom_and_devices(demo_sim: SimServer) -> None:
     pve = api(demo_sim)
     pre = pve.nodes("pve2").qemu(106).migrate.get()

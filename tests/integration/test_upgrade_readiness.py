@@ -38,6 +38,7 @@ PLANTED = {
     ("UPGRADE_MAXFILES", "backup-nfs", "FAIL"),
     ("UPGRADE_MAXFILES", "backup-nightly", "FAIL"),
     ("UPGRADE_CONTENT_DIRS_SHARED", "media", "FAIL"),
+    ("UPGRADE_CONTENT_DIRS_SHARED", "old-dir", "FAIL"),
     ("UPGRADE_BACKUP_JOB_NOTIFICATION", "backup-nightly", "FAIL"),
     ("UPGRADE_ROLE_VM_MONITOR", "role/VMWatcher", "FAIL"),
     ("UPGRADE_MACHINE_VERSION_OLD", "301", "WARN"),

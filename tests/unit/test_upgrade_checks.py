@@ -694,4 +694,53 @@ def test_content_none_counts_none_as_a_content_key() -> None:
         storage_cfg("e", "lvmthin", "", vgname="vg", thinpool="data"),
         storage_cfg("s", "lvm", "", vgname="vg", shared=1),  # an LVM on a SAN LUN: shared, skipped
     ]
-    assert [(f.code, f.subject.id) for f in run(d)] == [("UPGRADE_CONTENT_NONE", "e")]
+    assert [f.subject.id for f in run(d) if f.code == "UPGRADE_CONTENT_NONE"] == ["e"]
+
+
+def _dirs(*rows: dict[str, Any], upgraded: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    return [
+        (f.subject.id, f.message)
+        for f in _storage_run(*rows, upgraded=upgraded)
+        if f.code == "UPGRADE_CONTENT_DIRS_SHARED"
+    ]
+
+
+def _storage_run(*rows: dict[str, Any], upgraded: tuple[str, ...] = ()) -> list[Finding]:
+    d = clean()
+    d.storage_config += list(rows)
+    for n in upgraded:  # already on PVE 9: pve8to9 does not run there
+        _set_pkg("proxmox-ve", OldVersion="9.1.0", RunningKernel="6.17.2-1-pve")(d.reads["apt_versions"][n])
+    return run(d)
+
+
+def test_content_dirs_join_the_override_below_the_path() -> None:
+    """Plugin.pm get_subdir returns "$path/$subdir": an override '/dump' is /srv//dump = /srv/dump, which the
+    backup directory also is. /storage gives content-dirs as the hash decode_value built; a string is read too."""
+    for dirs in ("iso=/dump", {"iso": "/dump"}, {"iso": "dump"}):
+        found = _dirs(storage_cfg("m", "dir", "iso,backup", path="/srv", **{"content-dirs": dirs}))
+        assert found == [("m", "storage 'm' uses directory /srv/dump for multiple content types (backup, iso)")]
+    assert _dirs(storage_cfg("r", "dir", "iso,backup", path="/", **{"content-dirs": {"iso": "dump"}})) == [
+        ("r", "storage 'r' uses directory /dump for multiple content types (backup, iso)")
+    ]
+
+
+def test_content_dirs_fail_once_at_a_directory_storage_with_content_none() -> None:
+    """get_subdir dies "unknown vtype 'none'"; check_storage_health catches it once and the loop (sorted storage
+    ids) checks nothing after it on that node."""
+    none = storage_cfg("a-empty", "dir", "none", path="/srv/empty")
+    clash = storage_cfg("m", "dir", "iso,backup", path="/srv", **{"content-dirs": "iso=dump"})
+    assert _dirs(none, clash) == [
+        ("a-empty", "failed to check storage content directories - unknown vtype 'none' (storage 'a-empty')")
+    ]
+
+
+def test_content_checks_skip_storages_not_on_a_node_to_upgrade() -> None:
+    """pve8to9 skips what storage_check_enabled refuses on the node it runs on (the nodes list): a storage only on
+    pve3, already on PVE 9, is checked by no node still to upgrade; on pve2 it is."""
+    clash = storage_cfg("m", "dir", "iso,backup", path="/srv", nodes="pve3", **{"content-dirs": "iso=dump"})
+    empty = storage_cfg("e", "lvmthin", "", vgname="vg", thinpool="data", nodes="pve3")
+    codes = {"UPGRADE_CONTENT_DIRS_SHARED", "UPGRADE_CONTENT_NONE"}
+    assert {f.code for f in _storage_run(clash, empty) if f.code in codes} == codes
+    assert [f for f in _storage_run(clash, empty, upgraded=("pve3",)) if f.code in codes] == []
+    clash["nodes"] = empty["nodes"] = "pve2,pve3"
+    assert {f.code for f in _storage_run(clash, empty, upgraded=("pve3",)) if f.code in codes} == codes

@@ -272,6 +272,8 @@ def storage_config(call: Call) -> list[dict[str, Any]]:
         if s.disable:
             row["disable"] = 1
         row.update(s.options)
+        if isinstance(row.get("content-dirs"), str):  # not re-encoded: the hash Plugin.pm decode_value built
+            row["content-dirs"] = dict(d.split("=", 1) for d in row["content-dirs"].split(",") if "=" in d)
         rows.append(row)
     return rows
 
