@@ -36,7 +36,7 @@ PLANTED = {
     ("UPGRADE_COROSYNC_TOTEM", "cluster", "FAIL"),
     ("UPGRADE_GLUSTERFS", "gluster", "FAIL"),
     ("UPGRADE_MAXFILES", "backup-nfs", "FAIL"),
-    ("UPGRADE_MAXFILES", "backup-nightly", "FAIL"),
+    ("UPGRADE_MAXFILES", "vzdump.cron", "FAIL"),
     ("UPGRADE_CONTENT_DIRS_SHARED", "media", "FAIL"),
     ("UPGRADE_CONTENT_DIRS_SHARED", "old-dir", "FAIL"),
     ("UPGRADE_BACKUP_JOB_NOTIFICATION", "backup-nightly", "FAIL"),

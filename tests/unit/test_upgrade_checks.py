@@ -517,11 +517,11 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
     ),
     ("maxfiles storage", _storage(storage_cfg("nfs", "nfs", "backup", maxfiles=3)), "UPGRADE_MAXFILES", "FAIL", "nfs"),
     (
-        "maxfiles job",
-        edit_read("backup_job_config", "", lambda jobs: jobs[0].update(maxfiles=2)),
+        "maxfiles cron job",
+        edit_read("backup_job_config", "", lambda jobs: jobs.append({"id": "ab12:1", "type": "vzdump", "maxfiles": 2})),
         "UPGRADE_MAXFILES",
         "FAIL",
-        "nightly",
+        "vzdump.cron",
     ),
     (
         "notification policy",
@@ -744,3 +744,20 @@ def test_content_checks_skip_storages_not_on_a_node_to_upgrade() -> None:
     assert [f for f in _storage_run(clash, empty, upgraded=("pve3",)) if f.code in codes] == []
     clash["nodes"] = empty["nodes"] = "pve2,pve3"
     assert {f.code for f in _storage_run(clash, empty, upgraded=("pve3",)) if f.code in codes} == codes
+
+
+def test_maxfiles_of_jobs_cfg_jobs_is_not_pve8to9s() -> None:
+    """pve8to9 check_backup_retention_settings reads /etc/pve/vzdump.cron only, and FAILs once for it however many
+    of its jobs (ids '<digest>:<n>') set maxfiles; a jobs.cfg job's maxfiles gets no FAIL."""
+    d = clean()
+    d.reads["backup_job_config"][""] += [
+        {"id": "backup-1a2b", "type": "vzdump", "maxfiles": 3},
+        {"id": "ab12:1", "type": "vzdump", "maxfiles": 2},
+        {"id": "ab12:2", "type": "vzdump", "maxfiles": 1},
+        {"id": "ab12:3", "type": "vzdump"},
+    ]
+    found = [f for f in run(d) if f.code == "UPGRADE_MAXFILES"]
+    assert [(f.subject.id, f.evidence["jobs"]) for f in found] == [("vzdump.cron", ["ab12:1", "ab12:2"])]
+    assert found[0].message == (
+        "/etc/pve/vzdump.cron - parameter 'maxfiles' was deprecated with PVE 7.x and is getting dropped with PVE 9."
+    )

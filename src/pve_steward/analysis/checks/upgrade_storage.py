@@ -290,6 +290,9 @@ def glusterfs(data: ClusterData, t: Thresholds) -> list[Finding]:
     ]
 
 
+_MAXFILES = "parameter 'maxfiles' was deprecated with PVE 7.x and is getting dropped with PVE 9."
+
+
 @check(
     "upgrade",
     codes=[
@@ -297,15 +300,18 @@ def glusterfs(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_MAXFILES",
             "critical",
             "Legacy 'maxfiles' backup retention",
-            "pve8to9 FAILs for 'maxfiles' (deprecated in PVE 7, dropped in PVE 9) on a storage (/storage) and in "
-            "backup jobs (/cluster/backup, the API's view of the job configuration).",
+            "pve8to9 FAILs for 'maxfiles' (deprecated in PVE 7, dropped in PVE 9) on a storage (/storage), and "
+            "once for /etc/pve/vzdump.cron when any of its jobs has it (/cluster/backup lists those jobs with "
+            "ids '<digest>:<n>'); it does not read jobs.cfg. Its /etc/vzdump.conf check needs a shell: the API "
+            "turns that maxfiles into prune-backups.",
             "Replace maxfiles with prune-backups (e.g. keep-last=N) on the storage or job, in the GUI or with "
             "pvesm set <id> --prune-backups keep-last=N --delete maxfiles.",
         )
     ],
     needs=[BACKUP_JOBS],
     anchors=["pve8to9:maxfiles"],
-    pve=f"{SOURCE} check_backup_retention_settings",
+    pve=f"{SOURCE} check_backup_retention_settings; pve-guest-common src/PVE/VZDump/Common.pm "
+    'parse_vzdump_cron_config (id "$digest:$jid"); pve-manager PVE/API2/Backup.pm index (cron and jobs.cfg)',
 )
 def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
     if not cluster_to_upgrade(data):
@@ -315,7 +321,7 @@ def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_MAXFILES",
             "FAIL",
             _storage(str(row.get("storage"))),
-            f"storage '{row.get('storage')}' - parameter 'maxfiles' is dropped with PVE 9",
+            f"storage '{row.get('storage')}' - {_MAXFILES}",
             "maxfiles",
             {"maxfiles": row.get("maxfiles")},
         )
@@ -323,18 +329,22 @@ def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
         if row.get("maxfiles") is not None
     ]
     jobs = data.read("backup_job_config")
-    out += [
-        graded(
-            "UPGRADE_MAXFILES",
-            "FAIL",
-            Subject(kind="backup_job", id=str(job.get("id"))),
-            f"backup job '{job.get('id')}' - parameter 'maxfiles' is dropped with PVE 9",
-            "maxfiles",
-            {"maxfiles": job.get("maxfiles")},
-        )
+    cron = [
+        str(job.get("id"))
         for job in (jobs if isinstance(jobs, list) else [])
-        if isinstance(job, dict) and job.get("maxfiles") is not None
+        if isinstance(job, dict) and ":" in str(job.get("id")) and job.get("maxfiles") is not None
     ]
+    if cron:  # "only warn once, there might be many jobs"
+        out.append(
+            graded(
+                "UPGRADE_MAXFILES",
+                "FAIL",
+                Subject(kind="backup_job", id="vzdump.cron"),
+                f"/etc/pve/vzdump.cron - {_MAXFILES}",
+                "maxfiles",
+                {"jobs": cron},
+            )
+        )
     return out
 
 
