@@ -31,6 +31,7 @@ from pvesim.firewall import cluster_log_from, firewall_from
 from pvesim.nodehealth import health_from
 from pvesim.sdn import sdn_from
 from pvesim.state import (
+    SHARED_STORAGE,
     Clock,
     Cluster,
     Guest,
@@ -431,14 +432,16 @@ def _zfs(z: dict[str, Any]) -> dict[str, Any]:
 
 
 def _storage(sd: dict[str, Any]) -> Storage:
-    shared = bool(sd.get("shared", sd["type"] in ("nfs", "cifs", "rbd", "pbs", "cephfs", "glusterfs", "iscsi")))
+    # pve-storage src/PVE/Storage/Plugin.pm parse_config: @SHARED_STORAGE types are shared whatever the entry
+    # says (other types only with ``shared 1``), and the 'local' storage loses any node restriction
+    shared = sd["type"] in SHARED_STORAGE or bool(sd.get("shared", False))
     known = {"id", "type", "content", "shared", "nodes", "disable", "total", "used", "per_node", "inactive_on"}
     s = Storage(
         storage=sd["id"],
         type=sd["type"],
         content=list(sd.get("content", ["images"])),
         shared=shared,
-        nodes=sd.get("nodes"),
+        nodes=None if sd["id"] == "local" else sd.get("nodes"),
         disable=bool(sd.get("disable", False)),
         options={k: v for k, v in sd.items() if k not in known},
         total=size(sd.get("total", "500G")),

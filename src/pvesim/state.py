@@ -76,6 +76,11 @@ class Node:
     health: NodeHealth = field(default_factory=NodeHealth)  # services, clock, network, ... (nodehealth.py)
 
 
+# pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE (stable-8; master drops glusterfs with its plugin):
+# parse_config sets ``shared 1`` on every storage of these types, whatever storage.cfg says.
+SHARED_STORAGE = frozenset({"iscsi", "nfs", "cifs", "rbd", "cephfs", "iscsidirect", "glusterfs", "zfs", "drbd", "pbs"})
+
+
 @dataclass
 class Storage:
     """A datacenter storage definition (storage.cfg) plus its per-node capacity."""
@@ -93,6 +98,7 @@ class Storage:
     inactive_on: list[str] = field(default_factory=list)
 
     def available_on(self, node: str) -> bool:
+        """pve-storage src/PVE/Storage.pm storage_check_enabled: not disabled, and the node in its nodes list."""
         return not self.disable and (self.nodes is None or node in self.nodes)
 
     def capacity(self, node: str) -> tuple[int, int]:

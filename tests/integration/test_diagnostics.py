@@ -31,6 +31,7 @@ PLANTED = {
     ("MIGRATE_CPU_HOST", "108"),
     ("MIGRATE_LOCKED", "111"),
     ("STORAGE_USAGE_HIGH", "local-lvm"),
+    ("STORAGE_INACTIVE", "nfs-templates"),
     ("NODE_MEMORY_OVERCOMMIT", "pve3"),
     ("NODE_SWAP_USED", "pve3"),
     ("GUEST_LOCK_STUCK", "111"),
@@ -60,6 +61,9 @@ async def test_demo_planted_problems_are_found(demo_sim: SimServer, server_for: 
     assert found >= PLANTED, PLANTED - found
     failed_run = next(f for f in report["findings"] if f["code"] == "BACKUP_JOB_FAILED")
     assert failed_run["subject"]["node"] == "pve2" and failed_run["evidence"]["failed_vmids"] == [107]
+    # shared nfs-templates is mounted on pve1 only: inactive on each of the other nodes (pve8to9 per node)
+    inactive = sorted(f["subject"]["node"] for f in report["findings"] if f["code"] == "STORAGE_INACTIVE")
+    assert inactive == ["pve2", "pve3"]
     assert report["status"] == "critical" and report["complete"] is True
     assert [f["severity"] for f in report["findings"]] == sorted(
         (f["severity"] for f in report["findings"]), key=["critical", "warning", "info"].index

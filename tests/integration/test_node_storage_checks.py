@@ -70,6 +70,14 @@ async def test_demo_storage_problems_are_found(demo_sim: SimServer, server_for: 
     assert _found(report) == PLANTED_STORAGE and report["complete"] is True
 
 
+async def test_a_backup_job_to_a_storage_without_backup_content_is_found(start_sim: Any, server_for: Any) -> None:
+    sim = start_sim("demo")
+    with sim.sim.mutate() as c:  # the nightly job now writes to the ISO share (content iso,vztmpl)
+        next(j for j in c.backup_jobs if j["id"] == "backup-nightly")["storage"] = "nfs-iso"
+    report = await _health(server_for(sim), ["storage"])
+    assert _found(report) == PLANTED_STORAGE | {("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "nfs-iso", "critical")}
+
+
 async def test_healthy_cluster_has_no_node_or_storage_warning(start_sim: Any, server_for: Any) -> None:
     report = await _health(server_for(start_sim("healthy")), ["node", "storage"])
     assert {f["severity"] for f in report["findings"]} <= {"info"}, report["findings"]

@@ -74,6 +74,50 @@ def test_every_read_endpoint_answers(demo_sim: SimServer) -> None:
         pve.nodes("pve2").qemu(110).agent.info.get()
 
 
+def test_node_storage_rows_are_storage_info_rows(demo_sim: SimServer) -> None:
+    """pve-storage Storage.pm storage_info + API2/Storage/Status.pm index/read_status: every storage.cfg entry
+    on every node; enabled 0 where disabled or not in its nodes list, active 0 and zeros unless enabled and
+    active; ?content= drops what is not enabled on the node; /status answers for a storage not on the node."""
+    pve = api(demo_sim)
+    rows = {r["storage"]: r for r in pve.nodes("pve2").storage.get()}
+    assert set(rows) == {s["storage"] for s in pve.storage.get()}
+    zeros = {"total": 0, "used": 0, "avail": 0, "active": 0}
+    assert rows["local-zfs"] == {**rows["local-zfs"], **zeros, "enabled": 0}  # nodes pve1,pve3
+    assert rows["nfs-archive"] == {**rows["nfs-archive"], **zeros, "enabled": 0, "shared": 1}  # disable 1
+    assert rows["nfs-templates"] == {**rows["nfs-templates"], **zeros, "enabled": 1}  # not mounted on pve2
+    assert not any("used_fraction" in rows[s] for s in ("local-zfs", "nfs-archive", "nfs-templates"))
+    assert rows["ceph-vm"]["active"] == 1 and rows["ceph-vm"]["total"] > rows["ceph-vm"]["used"] > 0
+    assert rows["ceph-vm"]["used_fraction"] == rows["ceph-vm"]["used"] / rows["ceph-vm"]["total"]
+    assert "local-zfs" in {r["storage"] for r in pve.nodes("pve1").storage.get(content="images")}
+    assert "local-zfs" not in {r["storage"] for r in pve.nodes("pve2").storage.get(content="images")}
+    iso = {r["storage"] for r in pve.nodes("pve2").storage.get(content="iso")}
+    assert iso == {"local", "nfs-iso"}  # not the disabled nfs-archive
+    assert "nfs-archive" not in {r["storage"] for r in pve.nodes("pve2").storage.get(enabled=1)}
+    assert "local-zfs" in {r["storage"] for r in pve.nodes("pve2").storage.get(enabled=1)}  # config disable only
+    status = pve.nodes("pve2").storage("local-zfs").status.get()
+    assert status == {**status, **zeros, "enabled": 0, "type": "zfspool"} and "storage" not in status
+    for call in (
+        pve.nodes("pve2").storage("nowhere").status.get,
+        lambda: pve.nodes("pve2").storage.get(storage="local-zfs", content="images"),
+    ):
+        with pytest.raises(ResourceException) as exc:
+            call()
+        assert exc.value.status_code == 400 and exc.value.errors == {"storage": "No such storage."}
+
+
+def test_storage_config_rows_carry_the_shared_flag_pve_sets(demo_sim: SimServer) -> None:
+    """pve-storage Plugin.pm parse_config forces shared=1 on @SHARED_STORAGE types; Config.pm returns it."""
+    shared = {s["storage"]: s.get("shared") for s in api(demo_sim).storage.get()}
+    assert shared["nfs-iso"] == shared["pbs-main"] == shared["ceph-vm"] == 1
+    assert shared["local"] is None and shared["local-lvm"] is None
+
+
+def test_storage_config_gives_content_dirs_as_the_decoded_hash(start_sim) -> None:
+    """Config.pm re-encodes only content and nodes: content-dirs stays the hash Plugin.pm decode_value built."""
+    media = next(s for s in api(start_sim("upgrade")).storage.get() if s["storage"] == "media")
+    assert media["content-dirs"] == {"iso": "shared", "vztmpl": "shared"}
+
+
 def test_precondition_reports_local_disks_cdrom_and_devices(demo_sim: SimServer) -> None:
     pve = api(demo_sim)
     pre = pve.nodes("pve2").qemu(106).migrate.get()

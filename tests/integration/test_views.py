@@ -83,6 +83,10 @@ async def test_storage_ha_guest_and_task_views(demo_sim: SimServer, server_for: 
     assert {s["storage"] for s in storage["items"]} == {"local", "pbs-main"}
     shared = next(s for s in storage["items"] if s["storage"] == "pbs-main")
     assert shared["shared"] is True and len(shared["usage"]) == 1
+    # /nodes/{n}/storage lists every storage on every node, enabled 0 where it is not configured: no usage row
+    every = {s["storage"]: s for s in (await read(mcp, "list_storage"))["items"]}
+    assert [u["node"] for u in every["local-zfs"]["usage"]] == ["pve1", "pve3"]
+    assert every["nfs-archive"]["enabled"] is False and every["nfs-archive"]["usage"] == []
     content = await read(mcp, "storage_content", node="pve1", storage="pbs-main", limit=2)
     assert content["page"]["returned"] == 2 and content["items"][0]["notes"]
     replication = await read(mcp, "list_replication_jobs")

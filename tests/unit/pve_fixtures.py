@@ -160,7 +160,7 @@ def node_storage_row(
     shared: int = 0,
     content: str = "images,rootdir",
 ) -> dict[str, Any]:
-    return {
+    row: dict[str, Any] = {
         "storage": sid,
         "type": stype,
         "content": content,
@@ -170,8 +170,10 @@ def node_storage_row(
         "total": total,
         "used": used,
         "avail": max(total - used, 0),
-        "used_fraction": used / total if total else 0,
     }
+    if total:  # pve-storage API2/Storage/Status.pm index: used_fraction only with a total
+        row["used_fraction"] = used / total
+    return row
 
 
 def backup_row(

@@ -57,6 +57,44 @@ def test_shared_storage_counted_once_and_inactive_storage() -> None:
     ]
 
 
+def _three(node_storage: dict[str, list[dict[str, object]]], **cfg: object) -> list[tuple[str, str, str | None]]:
+    d = data(
+        resources=[node_row(n) for n in ("pve1", "pve2", "pve3")],
+        cluster_status=cluster_status(dict.fromkeys(("pve1", "pve2", "pve3"), True)),
+        storage_config=[storage_cfg("nfs1", "nfs", "images", shared=1, **cfg)],
+        node_storage=node_storage,
+    )
+    return sorted((f.code, f.subject.id, f.subject.node) for f in analyze_storage(d, T))
+
+
+def test_shared_storage_restricted_to_other_nodes_is_measured_where_it_is_enabled() -> None:
+    """Storage.pm storage_info lists nfs1 (nodes pve2,pve3) on pve1 too, with enabled 0 and zeros: pve1's row
+    must not stand for the storage, which is 95 % full where it is mounted."""
+    off = node_storage_row("nfs1", "nfs", 0, 0, active=0, enabled=0, shared=1)
+    full = node_storage_row("nfs1", "nfs", 100 * GiB, 95 * GiB, shared=1)
+    assert _three({"pve1": [off], "pve2": [full], "pve3": [full]}, nodes="pve2,pve3") == [
+        ("STORAGE_USAGE_HIGH", "nfs1", None)
+    ]
+
+
+def test_shared_storage_not_mounted_on_one_node_is_inactive_there() -> None:
+    """pve8to9 check_storage_health judges each node: nfs1 active on pve1 but not on pve2 is inactive on pve2,
+    even though pve1 already measured it (enabled 1, active 0, zeros)."""
+    ok = node_storage_row("nfs1", "nfs", 100 * GiB, 10 * GiB, shared=1)
+    down = node_storage_row("nfs1", "nfs", 0, 0, active=0, shared=1)
+    assert _three({"pve1": [ok], "pve2": [down], "pve3": [ok]}) == [("STORAGE_INACTIVE", "nfs1", "pve2")]
+    assert _three({"pve1": [down], "pve2": [ok], "pve3": [down]}) == [
+        ("STORAGE_INACTIVE", "nfs1", "pve1"),
+        ("STORAGE_INACTIVE", "nfs1", "pve3"),
+    ]
+
+
+def test_disabled_storage_rows_are_never_measured() -> None:
+    """A disabled storage's rows are enabled 0 with zeros in PVE; a row saying otherwise is still not judged."""
+    odd = node_storage_row("nfs1", "nfs", 100 * GiB, 99 * GiB, active=1, enabled=0, shared=1)
+    assert _three({"pve1": [odd]}, disable=1) == []
+
+
 def test_thin_overcommit() -> None:
     d = data(
         resources=[node_row("pve1"), guest_row(100, "pve1"), guest_row(101, "pve1")],

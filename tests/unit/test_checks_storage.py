@@ -8,6 +8,7 @@ from typing import Any
 from pve_steward.analysis.checks import storage as sc
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.storagecfg import SHARED_STORAGE
 from tests.unit.pve_fixtures import GiB, cluster_status, data, guest_row, node_row, storage_cfg
 from tests.unit.test_checks_node import codes
 
@@ -23,7 +24,7 @@ def resource(sid: str, node: str, plugintype: str, available: bool = True, conte
         "node": node,
         "status": "available" if available else "unknown",
         "plugintype": plugintype,
-        "shared": int(plugintype in sc.SHARED_TYPES or plugintype == "pbs"),
+        "shared": int(plugintype in SHARED_STORAGE),
         "content": content,
     }
     if available:
@@ -93,6 +94,38 @@ def test_shared_storage_limited_to_one_node_on_purpose_is_no_finding() -> None:
     assert sc.shared_single_node(cluster(config, resources), T) == []
 
 
+def test_shared_single_node_counts_only_the_online_nodes_the_storage_is_configured_for() -> None:
+    """Cluster.pm resources has a row per node only where storage_check_enabled: nfs-iso with nodes pve1,pve2 and
+    pve2 offline is expected on pve1 alone (no finding); with nodes pve1,pve3 and pve3 not reaching it, it is."""
+    base = [r for r in HEALTHY_RESOURCES if r["storage"] != "nfs-iso"]
+    d = cluster([*HEALTHY_CONFIG[:2], storage_cfg("nfs-iso", "nfs", "iso", nodes="pve1,pve2")], base)
+    d.cluster_status = cluster_status({"pve1": True, "pve2": False, "pve3": True})
+    d.resources = [node_row("pve1"), node_row("pve2", online=False), node_row("pve3"), *base]
+    d.resources += [resource("nfs-iso", "pve1", "nfs"), resource("nfs-iso", "pve2", "nfs", available=False)]
+    assert sc.shared_single_node(d, T) == []
+    restricted = [*HEALTHY_CONFIG[:2], storage_cfg("nfs-iso", "nfs", "iso", nodes="pve1,pve3")]
+    rows = [*base, resource("nfs-iso", "pve1", "nfs"), resource("nfs-iso", "pve3", "nfs", available=False)]
+    found = sc.shared_single_node(cluster(restricted, rows), T)
+    assert codes(found) == [("STORAGE_SHARED_SINGLE_NODE", "nfs-iso", "warning")]
+    assert found[0].evidence["expected_on"] == ["pve1", "pve3"]
+
+
+def test_shared_single_node_decides_shared_by_the_flag_and_pves_list() -> None:
+    """Plugin.pm @SHARED_STORAGE has zfs (over iSCSI) and pbs; an LVM on a SAN LUN is shared by its flag."""
+    config = [
+        *HEALTHY_CONFIG,
+        storage_cfg("zfs-san", "zfs", "images", portal="10.0.0.9", target="iqn.x", pool="tank"),
+        storage_cfg("lun", "lvm", "images", vgname="san", shared=1),
+        storage_cfg("vg", "lvm", "images", vgname="pve"),  # local LVM on each node: not shared
+    ]
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "pbs-main" and r["node"] != "pve1")]
+    resources += [resource("pbs-main", n, "pbs", available=False) for n in ("pve2", "pve3")]
+    for sid, kind in (("zfs-san", "zfs"), ("lun", "lvm"), ("vg", "lvm")):
+        resources += [resource(sid, "pve1", kind)] + [resource(sid, n, kind, available=False) for n in NODES[1:]]
+    found = sc.shared_single_node(cluster(config, resources), T)
+    assert sorted(f.subject.id for f in found) == ["lun", "pbs-main", "zfs-san"]
+
+
 def test_no_storage_for_backups() -> None:
     config = [storage_cfg("local", "dir", "iso,vztmpl"), storage_cfg("old", "nfs", "backup", disable=1)]
     found = sc.no_backup_target(cluster(config, []), T)
@@ -130,3 +163,52 @@ def test_a_job_that_names_its_guests_runs_only_where_they_are() -> None:
 def test_unread_backup_jobs_give_no_backup_target_finding() -> None:
     resources = [r for r in HEALTHY_RESOURCES if r["storage"] != "pbs-main"]
     assert sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, None), T) == []
+
+
+def test_one_list_of_shared_types_equal_to_pves() -> None:
+    """pve-storage Plugin.pm @SHARED_STORAGE (stable-8): parse_config sets shared=1 for these types. The server
+    has one list (pve/storagecfg.py), pvesim its own copy; both must be PVE's."""
+    from pve_steward.pve.storagecfg import SHARED_STORAGE, is_shared
+    from pvesim.state import SHARED_STORAGE as SIMULATED
+
+    pve = {"iscsi", "nfs", "cifs", "rbd", "cephfs", "iscsidirect", "glusterfs", "zfs", "drbd", "pbs"}
+    assert SHARED_STORAGE == SIMULATED == pve
+    assert is_shared({"type": "lvm", "shared": 1}) and is_shared({"type": "zfs"}) and is_shared({"type": "pbs"})
+    assert not is_shared({"type": "dir"}) and not is_shared({"type": "lvmthin", "shared": "0"}) and not is_shared({})
+
+
+def test_backup_job_to_a_storage_without_backup_content_fails_every_run() -> None:
+    """VZDump.pm storage_info dies "can't use storage 'nfs-iso' for backups - wrong content type" on every node:
+    STORAGE_NO_BACKUP_TARGET passes (pbs-main takes backups), the job still never writes a backup."""
+    jobs = [job("iso-backup", "nfs-iso"), job("off", "nfs-iso", enabled=0), job("fine", "pbs-main")]
+    d = cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, jobs)
+    assert sc.no_backup_target(d, T) == []
+    found = sc.backup_target_wrong_content(d, T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "nfs-iso", "critical")]
+    assert found[0].evidence["backup_jobs"] == ["iso-backup"] and found[0].evidence["content"] == ["iso"]
+
+
+def test_backup_job_without_storage_writes_to_local() -> None:
+    """VZDump.pm get_storage_param: no storage and no dumpdir means 'local' (unless /etc/vzdump.conf, which the
+    API reads do not show, names one: a warning); a job with dumpdir has no storage to judge."""
+    no_backup_local = [storage_cfg("local", "dir", "iso,vztmpl", path="/var/lib/vz"), *HEALTHY_CONFIG[1:]]
+    bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
+    dumpdir = {**bare, "id": "to-dir", "dumpdir": "/mnt/usb"}
+    found = sc.backup_target_wrong_content(cluster(no_backup_local, HEALTHY_RESOURCES, [bare, dumpdir]), T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "local", "warning")]
+    assert found[0].evidence["backup_jobs"] == ["bare"] and found[0].evidence["storage_from_job"] is False
+    assert sc.backup_target_wrong_content(cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, [bare, dumpdir]), T) == []
+
+
+def test_backup_job_that_runs_nowhere_or_to_an_unknown_storage_is_not_wrong_content() -> None:
+    """A job whose guests are on no node exits silently (API2/VZDump.pm vzdump); an unknown storage is
+    STORAGE_BACKUP_TARGET_MISSING's."""
+    jobs = [job("nobody", "nfs-iso", all=0, vmid="999"), job("ghost", "gone")]
+    assert sc.backup_target_wrong_content(cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, jobs), T) == []
+
+
+def test_backup_job_without_storage_needs_local_on_the_nodes_it_runs_on() -> None:
+    bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
+    resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "local" and r["node"] == "pve3")]
+    found = sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, [bare]), T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_MISSING", "pve3:local", "warning")]

@@ -494,7 +494,7 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "nfs1",
     ),
-    ("content none", _storage(storage_cfg("old", "lvm", "none", vgname="vg")), "UPGRADE_CONTENT_NONE", "FAIL", "old"),
+    ("content none", _storage(storage_cfg("old", "lvm", "", vgname="vg")), "UPGRADE_CONTENT_NONE", "FAIL", "old"),
     (
         "content missing",
         _config(100, scsi1="local:100/vm-100-disk-1.qcow2,size=8G"),
@@ -525,11 +525,11 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
     ),
     ("maxfiles storage", _storage(storage_cfg("nfs", "nfs", "backup", maxfiles=3)), "UPGRADE_MAXFILES", "FAIL", "nfs"),
     (
-        "maxfiles job",
-        edit_read("backup_job_config", "", lambda jobs: jobs[0].update(maxfiles=2)),
+        "maxfiles cron job",
+        edit_read("backup_job_config", "", lambda jobs: jobs.append({"id": "ab12:1", "type": "vzdump", "maxfiles": 2})),
         "UPGRADE_MAXFILES",
         "FAIL",
-        "nightly",
+        "vzdump.cron",
     ),
     (
         "notification policy",
@@ -737,3 +737,84 @@ def test_an_unread_answer_is_a_gap_not_a_clean_bill() -> None:
     report = diagnose(d, Thresholds(), ["upgrade"], None, "upgrade")
     assert not report.complete
     assert [f.code for f in report.findings] == ["DATA_INCOMPLETE"]
+
+
+def test_content_none_counts_none_as_a_content_key() -> None:
+    """pve8to9 check_storage_content FAILs only for an empty content hash (keys == 0) on a type whose plugin does
+    not accept 'none'; a configured 'none' is the key 'none' (Plugin.pm decode_value). btrfs and pbs accept it."""
+    d = clean()
+    d.storage_config += [
+        storage_cfg("b", "btrfs", "none", path="/mnt/b"),
+        storage_cfg("p", "pbs", "none", server="10.0.0.5", datastore="x"),
+        storage_cfg("p2", "pbs", "", server="10.0.0.5", datastore="y"),  # pbs is shared (and accepts none)
+        storage_cfg("l", "lvm", "none", vgname="vg"),
+        storage_cfg("e", "lvmthin", "", vgname="vg", thinpool="data"),
+        storage_cfg("s", "lvm", "", vgname="vg", shared=1),  # an LVM on a SAN LUN: shared, skipped
+    ]
+    assert [f.subject.id for f in run(d) if f.code == "UPGRADE_CONTENT_NONE"] == ["e"]
+
+
+def _dirs(*rows: dict[str, Any], upgraded: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    return [
+        (f.subject.id, f.message)
+        for f in _storage_run(*rows, upgraded=upgraded)
+        if f.code == "UPGRADE_CONTENT_DIRS_SHARED"
+    ]
+
+
+def _storage_run(*rows: dict[str, Any], upgraded: tuple[str, ...] = ()) -> list[Finding]:
+    d = clean()
+    d.storage_config += list(rows)
+    for n in upgraded:  # already on PVE 9: pve8to9 does not run there
+        _set_pkg("proxmox-ve", OldVersion="9.1.0", RunningKernel="6.17.2-1-pve")(d.reads["apt_versions"][n])
+    return run(d)
+
+
+def test_content_dirs_join_the_override_below_the_path() -> None:
+    """Plugin.pm get_subdir returns "$path/$subdir": an override '/dump' is /srv//dump = /srv/dump, which the
+    backup directory also is. /storage gives content-dirs as the hash decode_value built; a string is read too."""
+    for dirs in ("iso=/dump", {"iso": "/dump"}, {"iso": "dump"}):
+        found = _dirs(storage_cfg("m", "dir", "iso,backup", path="/srv", **{"content-dirs": dirs}))
+        assert found == [("m", "storage 'm' uses directory /srv/dump for multiple content types (backup, iso)")]
+    assert _dirs(storage_cfg("r", "dir", "iso,backup", path="/", **{"content-dirs": {"iso": "dump"}})) == [
+        ("r", "storage 'r' uses directory /dump for multiple content types (backup, iso)")
+    ]
+
+
+def test_content_dirs_fail_once_at_a_directory_storage_with_content_none() -> None:
+    """get_subdir dies "unknown vtype 'none'"; check_storage_health catches it once and the loop (sorted storage
+    ids) checks nothing after it on that node."""
+    none = storage_cfg("a-empty", "dir", "none", path="/srv/empty")
+    clash = storage_cfg("m", "dir", "iso,backup", path="/srv", **{"content-dirs": "iso=dump"})
+    assert _dirs(none, clash) == [
+        ("a-empty", "failed to check storage content directories - unknown vtype 'none' (storage 'a-empty')")
+    ]
+
+
+def test_content_checks_skip_storages_not_on_a_node_to_upgrade() -> None:
+    """pve8to9 skips what storage_check_enabled refuses on the node it runs on (the nodes list): a storage only on
+    pve3, already on PVE 9, is checked by no node still to upgrade; on pve2 it is."""
+    clash = storage_cfg("m", "dir", "iso,backup", path="/srv", nodes="pve3", **{"content-dirs": "iso=dump"})
+    empty = storage_cfg("e", "lvmthin", "", vgname="vg", thinpool="data", nodes="pve3")
+    codes = {"UPGRADE_CONTENT_DIRS_SHARED", "UPGRADE_CONTENT_NONE"}
+    assert {f.code for f in _storage_run(clash, empty) if f.code in codes} == codes
+    assert [f for f in _storage_run(clash, empty, upgraded=("pve3",)) if f.code in codes] == []
+    clash["nodes"] = empty["nodes"] = "pve2,pve3"
+    assert {f.code for f in _storage_run(clash, empty, upgraded=("pve3",)) if f.code in codes} == codes
+
+
+def test_maxfiles_of_jobs_cfg_jobs_is_not_pve8to9s() -> None:
+    """pve8to9 check_backup_retention_settings reads /etc/pve/vzdump.cron only, and FAILs once for it however many
+    of its jobs (ids '<digest>:<n>') set maxfiles; a jobs.cfg job's maxfiles gets no FAIL."""
+    d = clean()
+    d.reads["backup_job_config"][""] += [
+        {"id": "backup-1a2b", "type": "vzdump", "maxfiles": 3},
+        {"id": "ab12:1", "type": "vzdump", "maxfiles": 2},
+        {"id": "ab12:2", "type": "vzdump", "maxfiles": 1},
+        {"id": "ab12:3", "type": "vzdump"},
+    ]
+    found = [f for f in run(d) if f.code == "UPGRADE_MAXFILES"]
+    assert [(f.subject.id, f.evidence["jobs"]) for f in found] == [("vzdump.cron", ["ab12:1", "ab12:2"])]
+    assert found[0].message == (
+        "/etc/pve/vzdump.cron - parameter 'maxfiles' was deprecated with PVE 7.x and is getting dropped with PVE 9."
+    )

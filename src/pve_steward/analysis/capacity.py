@@ -13,9 +13,17 @@ from pve_steward.analysis.migration.storage import shared_flags, storage_shared
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.storagecfg import flag, is_shared
 
 GiB = 1024**3
 _THIN = {"lvmthin", "rbd"}
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload,no-any-return]
+    except (TypeError, ValueError):
+        return 0
 
 
 def _pct(used: float, total: float) -> float:
@@ -52,14 +60,15 @@ def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
             "warning",
             "Storage nearly full",
             "used/total at or above storage_warning_pct (80 %); critical at storage_critical_pct (90 %). Shared "
-            "storage is counted once.",
+            "storage is counted once, from a node where it is enabled and active.",
             "Free space, extend the storage, or move volumes.",
         ),
         Code(
             "STORAGE_INACTIVE",
             "critical",
             "Storage enabled but not active",
-            "An enabled storage is not active on an online node: guests on it cannot start there.",
+            "An enabled storage is not active on an online node (judged on each node, shared storage too): "
+            "guests on it cannot start there.",
             "Check the storage backend (mount, network, pool) on that node.",
         ),
         Code(
@@ -89,7 +98,9 @@ def _provisioned(data: ClusterData) -> dict[tuple[str, str | None], int]:
         "check_pve:storage=STORAGE_USAGE_HIGH",
         "pve8to9:storage-active=STORAGE_INACTIVE",
     ],
-    pve="pve-storage src/PVE/API2/Storage/Status.pm index (active, enabled, used, total per node)",
+    pve="pve-storage src/PVE/API2/Storage/Status.pm index over Storage.pm storage_info (every storage on every "
+    "node: enabled 0 where disabled or not in its nodes list, active/total only where enabled and activated); "
+    "pve-manager PVE/CLI/pve8to9.pm check_storage_health (enabled but not active, per node)",
 )
 def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
@@ -100,25 +111,26 @@ def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue
         for row in data.node_storage[node]:
             sid = str(row.get("storage"))
-            shared = bool(row.get("shared")) or storage_shared(data, sid)
-            if shared and sid in seen_shared:
-                continue
-            subject = Subject(kind="storage", id=sid, node=None if shared else node)
-            if int(row.get("enabled", 1) or 0) and not int(row.get("active", 0) or 0):
+            shared = is_shared(row) or storage_shared(data, sid)
+            enabled, active = flag(row.get("enabled", 1)), flag(row.get("active", 0))
+            if enabled and not active:  # on every node, shared or not, as pve8to9 judges each node
                 out.append(
                     finding(
                         "STORAGE_INACTIVE",
-                        subject,
+                        Subject(kind="storage", id=sid, node=node),
                         f"storage {sid} is enabled but not active on {node}",
                         {"node": node, "type": row.get("type")},
                     )
                 )
                 continue
-            if shared:
-                seen_shared.add(sid)
-            total, used = int(row.get("total") or 0), int(row.get("used") or 0)
-            if not total:
+            total, used = _int(row.get("total")), _int(row.get("used"))
+            if not (enabled and active and total):  # enabled 0 (disabled, or not for this node): all zeros
                 continue
+            if shared:  # counted once, from the first node that measured it
+                if sid in seen_shared:
+                    continue
+                seen_shared.add(sid)
+            subject = Subject(kind="storage", id=sid, node=None if shared else node)
             pct = _pct(used, total)
             where = "" if shared else f" on {node}"
             if pct >= t.get("storage_warning_pct"):

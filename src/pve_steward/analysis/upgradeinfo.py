@@ -127,6 +127,7 @@ def flag(value: Any) -> bool:
 # named so a report never suggests they were done. Anchor names as in anchor-checks.md.
 SHELL_CHECKS: tuple[tuple[str, str], ...] = (
     ("rbd-keyring", "external RBD storages without a keyring in /etc/pve/priv/ceph"),
+    ("maxfiles-vzdump-conf", "'maxfiles' in /etc/vzdump.conf (the API shows it turned into prune-backups)"),
     ("expected-votes", "corosync expected/total votes (corosync-quorumtool)"),
     ("corosync-conf-mismatch", "corosync.conf and pmxcfs disagree about the node list"),
     ("ring-resolve", "corosync ring addresses that resolve (or fail to) like corosync resolves them"),

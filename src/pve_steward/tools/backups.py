@@ -18,12 +18,12 @@ from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import BackupJobId, VmId
+from pve_steward.pve.storagecfg import is_shared
 from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
 
 MAX_PAGE = 500
-_SHARED_TYPES = ("pbs", "nfs", "cifs", "cephfs", "glusterfs")  # backup storage that every node sees alike
 
 
 def _ok(value: Any) -> Any:
@@ -194,7 +194,7 @@ async def list_backups(
         params: dict[str, Any] = {"content": "backup"}
         if vmid is not None:
             params["vmid"] = vmid
-        shared = bool(int(s.get("shared", 0) or 0)) or s.get("type") in _SHARED_TYPES
+        shared = is_shared(s)  # a backup storage every node sees alike: read once
         for n in where[:1] if shared else where:
             key = str(s["storage"]) if shared else f"{s['storage']}@{n}"
             reads.append(

@@ -29,6 +29,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.storagecfg import is_shared
 from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
@@ -556,7 +557,7 @@ class Collector:
             nodes = [n for n in online if not s.get("nodes") or n in str(s["nodes"]).split(",")]
             if nodes and not self._backups_visible(sid, nodes[0]):
                 continue
-            shared = bool(int(s.get("shared", 0) or 0)) or s.get("type") in ("pbs", "nfs", "cifs", "cephfs")
+            shared = is_shared(s)
             for n in nodes[:1] if shared else nodes:
                 reads.append(
                     (

@@ -12,6 +12,7 @@ from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import NodeName, StorageId, VmId
+from pve_steward.pve.storagecfg import flag, is_shared
 from pve_steward.pve.volumeaccess import content_hidden
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -68,6 +69,10 @@ async def list_storage(
             incomplete.append(f"storage status on {n}: {rows.message}")
             continue
         for r in rows:
+            # pve-storage Storage.pm storage_info lists every storage on every node, enabled 0 (and zeros) where
+            # it is disabled or the node is not in its nodes list: no usage there, not an outage
+            if not flag(r.get("enabled", 1)):
+                continue
             per.setdefault(str(r["storage"]), []).append(
                 StorageOnNode(
                     node=n,
@@ -83,7 +88,7 @@ async def list_storage(
         kinds = [k for k in str(c.get("content", "")).split(",") if k]
         if content and content not in kinds:
             continue
-        shared = bool(int(c.get("shared", 0))) or c.get("type") in ("nfs", "cifs", "rbd", "pbs", "cephfs", "iscsi")
+        shared = is_shared(c)
         usage = per.get(str(c["storage"]), [])
         if shared and usage:
             usage = [next((u for u in usage if u.active), usage[0])]
@@ -93,7 +98,7 @@ async def list_storage(
                 type=str(c.get("type")),
                 content=kinds,
                 shared=shared,
-                enabled=not int(c.get("disable", 0)),
+                enabled=not flag(c.get("disable", 0)),
                 restricted_to=str(c["nodes"]).split(",") if c.get("nodes") else None,
                 usage=usage,
             )

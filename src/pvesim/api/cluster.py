@@ -281,19 +281,23 @@ def storage_config(call: Call) -> list[dict[str, Any]]:
             or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
         ):
             continue
+        # pve-storage src/PVE/API2/Storage/Config.pm $api_storage_config: the parsed entry, content re-encoded
+        # ('none' when empty, Plugin.pm encode_value); parse_config set shared=1 on the @SHARED_STORAGE types
         row: dict[str, Any] = {
             "storage": s.storage,
             "type": s.type,
-            "content": ",".join(sorted(s.content)),
+            "content": ",".join(sorted(s.content)) or "none",
             "digest": render.digest_of(sorted(call.cluster.storages)),
         }
-        if s.shared and s.type in ("dir", "lvm", "lvmthin", "zfspool"):
+        if s.shared:
             row["shared"] = 1
         if s.nodes is not None:
             row["nodes"] = ",".join(s.nodes)
         if s.disable:
             row["disable"] = 1
         row.update(s.options)
+        if isinstance(row.get("content-dirs"), str):  # not re-encoded: the hash Plugin.pm decode_value built
+            row["content-dirs"] = dict(d.split("=", 1) for d in row["content-dirs"].split(",") if "=" in d)
         rows.append(row)
     return rows
 

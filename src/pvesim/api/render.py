@@ -123,26 +123,24 @@ def node_resource(cluster: Cluster, n: Node, mem_used: dict[str, int]) -> dict[s
     return row
 
 
-def storage_status_row(cluster: Cluster, s: Storage, node: str) -> dict[str, Any]:
-    total, used = s.capacity(node)
-    active = cluster.nodes[node].online and node not in s.inactive_on
+def storage_info(cluster: Cluster, s: Storage, node: str) -> dict[str, Any]:
+    """The storage's entry in pve-storage src/PVE/Storage.pm storage_info on ``node``: every storage.cfg
+    entry, with ``enabled`` = storage_check_enabled for that node (not disabled, the node in its nodes list),
+    ``active`` and real figures only where it is enabled and could be activated; zeros otherwise."""
+    enabled = s.available_on(node)
     row: dict[str, Any] = {
-        "storage": s.storage,
         "type": s.type,
-        "content": ",".join(sorted(s.content)),
+        "total": 0,
+        "avail": 0,
+        "used": 0,
         "shared": b(s.shared),
-        "enabled": b(not s.disable),
-        "active": b(active),
+        "content": ",".join(sorted(s.content)),
+        "active": 0,
+        "enabled": b(enabled),
     }
-    if active:
-        row.update(
-            {
-                "total": total,
-                "used": used,
-                "avail": max(total - used, 0),
-                "used_fraction": round(used / total, 6) if total else 0,
-            }
-        )
+    if enabled and cluster.nodes[node].online and node not in s.inactive_on:
+        total, used = s.capacity(node)
+        row.update({"total": total, "avail": max(total - used, 0), "used": used, "active": 1})
     return row
 
 

@@ -14,21 +14,45 @@ def _readable(call: Call, sid: str) -> bool:
     return call.can(f"/storage/{sid}", "Datastore.Audit") or call.can(f"/storage/{sid}", "Datastore.AllocateSpace")
 
 
-@route("GET", "/nodes/{node}/storage")
-def node_storage(call: Call) -> list[dict[str, Any]]:
+def _info(call: Call) -> dict[str, dict[str, Any]]:
+    """pve-storage src/PVE/Storage.pm storage_info(cfg, content) on the called node: with ``content``, only the
+    storages enabled on the node that carry one of its types (``next if !$want_ctype || !$storage_enabled``)."""
     c = call.cluster
     node = call.params["node"]
+    want = set(str(call.params["content"]).split(",")) if "content" in call.params else None
+    return {
+        s.storage: render.storage_info(c, s, node)
+        for s in c.storages.values()
+        if want is None or (want & set(s.content) and s.available_on(node))
+    }
+
+
+@route("GET", "/nodes/{node}/storage")
+def node_storage(call: Call) -> list[dict[str, Any]]:
+    """pve-storage src/PVE/API2/Storage/Status.pm index."""
+    c = call.cluster
+    node = call.params["node"]
+    info = _info(call)
+    sid = call.params.get("storage")
+    if sid and sid not in info:
+        raise ApiError(400, "Parameter verification failed.", {"storage": "No such storage."})
+    target = call.params.get("target")
+    if target in (node, "localhost"):
+        target = None
     rows = []
     for s in sorted(c.storages.values(), key=lambda s: s.storage):
-        if (s.nodes is not None and node not in s.nodes) or not _readable(call, s.storage):
-            continue
-        if "storage" in call.params and call.params["storage"] != s.storage:
-            continue
-        if "content" in call.params and not set(str(call.params["content"]).split(",")) & set(s.content):
+        data = info.get(s.storage)
+        if data is None or not _readable(call, s.storage) or (sid and sid != s.storage):
             continue
         if call.flag("enabled") and s.disable:
             continue
-        rows.append(render.storage_status_row(c, s, node))
+        # the clone dialog: shared storages whose nodes list holds both nodes (storage_check_node, not disable)
+        if target and not (s.shared and all(s.nodes is None or n in s.nodes for n in (node, target))):
+            continue
+        row = {"storage": s.storage, **data}
+        if data["total"]:
+            row["used_fraction"] = data["used"] / data["total"]
+        rows.append(row)
     return rows
 
 
@@ -44,11 +68,12 @@ def _storage(call: Call) -> Storage:
 
 @route("GET", "/nodes/{node}/storage/{storage}/status")
 def storage_status(call: Call) -> dict[str, Any]:
-    s = _storage(call)
-    row = render.storage_status_row(call.cluster, s, call.params["node"])
-    row.pop("storage")
-    row.pop("used_fraction", None)
-    return row
+    """pve-storage src/PVE/API2/Storage/Status.pm read_status: the storage_info entry, also for a storage not
+    enabled on the node (enabled 0, zeros); 400 for a storage storage.cfg does not define."""
+    s = call.cluster.storages.get(call.params["storage"])
+    if s is None:
+        raise ApiError(400, "Parameter verification failed.", {"storage": "No such storage."})
+    return render.storage_info(call.cluster, s, call.params["node"])
 
 
 def _disk_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:

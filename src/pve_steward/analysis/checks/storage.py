@@ -12,13 +12,12 @@ from __future__ import annotations
 from pve_steward.analysis.backups import covers, selection, visible_pools
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.storagecfg import allowed_nodes, content_types, is_shared
 
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
-# cv4pve-diag DiagnosticEngine.Storage.cs _sharedStorageTypes
-SHARED_TYPES = frozenset({"nfs", "cifs", "cephfs", "rbd", "iscsi", "iscsidirect", "glusterfs"})
 
 
 def _content(s: Row) -> set[str]:
@@ -61,6 +60,24 @@ def _runs_on(data: ClusterData, job: Row) -> list[str]:
         if covers(sel, vmid, str(g.get("node")), None if g.get("pool") is None else str(g["pool"]), pools)
     }
     return [n for n in nodes if n in holding]
+
+
+@pve_rule(
+    "storage.backup-job-storage",
+    rule=(
+        "A backup job writes to its storage; one without storage (and without dumpdir) takes /etc/vzdump.conf's"
+        " storage or dumpdir, else 'local'. vzdump refuses a storage whose content lacks 'backup' ('wrong content"
+        " type') before it backs up anything."
+    ),
+    pve="pve-manager PVE/VZDump.pm new (vzdump.conf defaults), get_storage_param, storage_info",
+    codes=("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "STORAGE_BACKUP_TARGET_MISSING"),
+)
+def job_storage(job: Row) -> tuple[str, bool] | None:
+    """The storage a backup job writes to and whether the job names it; None for a job writing to a dumpdir.
+    A job without storage gets 'local' here: /etc/vzdump.conf's storage is not visible through the API reads."""
+    if job.get("storage"):
+        return str(job["storage"]), True
+    return None if job.get("dumpdir") else ("local", False)
 
 
 def _available_on(data: ClusterData) -> dict[str, set[str]]:
@@ -121,34 +138,44 @@ def disabled(data: ClusterData, t: Thresholds) -> list[Finding]:
             "STORAGE_SHARED_SINGLE_NODE",
             "warning",
             "Shared storage is available on only one node",
-            "A storage of a shared type (nfs, cifs, cephfs, rbd, iscsi, iscsidirect, glusterfs) is 'available' "
-            "in /cluster/resources on exactly one of several online nodes, while its definition does not limit "
-            "it to that node: the other nodes cannot reach it (mount failure or misconfiguration).",
+            "A shared storage (GET /storage shared=1: every iscsi, nfs, cifs, rbd, cephfs, iscsidirect, glusterfs, "
+            "zfs, drbd or pbs storage, and any other configured shared) is 'available' in /cluster/resources on "
+            "exactly one of the online nodes it is configured for (its nodes list, or every node), when that is two "
+            "or more: the other nodes cannot reach it (mount failure or misconfiguration).",
             "On the other nodes: `pvesm status`, check the mount/network path; GUI Datacenter > Storage > Edit > "
             "Nodes.",
         )
     ],
     anchors=["cv4pve-diag:WS0005"],
-    pve="pve-manager PVE/API2/Cluster.pm resources (storage rows per node)",
+    pve="pve-manager PVE/API2/Cluster.pm resources (a storage row per node where storage_check_enabled); "
+    "pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE, parse_config (shared=1)",
 )
 def shared_single_node(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Shared storages mounted on a single node."""
-    if len(data.online_nodes) < 2:
-        return []
+    """Shared storages mounted on a single node of those that should reach them."""
     out = []
     where = _available_on(data)
     for s in sorted(data.storage_config, key=lambda r: str(r.get("storage"))):
         sid, kind = str(s.get("storage")), str(s.get("type"))
-        allowed = [n for n in str(s.get("nodes") or "").split(",") if n]
-        if kind not in SHARED_TYPES or _disabled(s) or len(allowed) == 1 or len(where.get(sid, ())) != 1:
+        if not is_shared(s) or _disabled(s):
             continue
-        only = next(iter(where[sid]))
+        allowed = allowed_nodes(s)
+        expected = [n for n in data.online_nodes if allowed is None or n in allowed]
+        available = where.get(sid, set()) & set(expected)
+        if len(expected) < 2 or len(available) != 1:
+            continue
+        only = next(iter(available))
         out.append(
             finding(
                 "STORAGE_SHARED_SINGLE_NODE",
                 storage_subject(sid),
                 f"shared storage {sid} ({kind}) is available only on {only}",
-                {"storage": sid, "type": kind, "available_on": [only], "online_nodes": data.online_nodes},
+                {
+                    "storage": sid,
+                    "type": kind,
+                    "available_on": [only],
+                    "expected_on": expected,
+                    "online_nodes": data.online_nodes,
+                },
             )
         )
     return out
@@ -207,9 +234,10 @@ def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
     where = _available_on(data)
     out = []
     for job in sorted(_enabled_jobs(data), key=lambda j: str(j.get("id"))):
-        sid = str(job.get("storage") or "")
-        if not sid:
+        target = job_storage(job)
+        if target is None:
             continue
+        sid = target[0]
         for node in _runs_on(data, job):
             if node in data.online_nodes and node not in where.get(sid, set()):
                 out.append(
@@ -225,4 +253,59 @@ def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
                         },
                     )
                 )
+    return out
+
+
+@check(
+    "storage",
+    codes=[
+        Code(
+            "STORAGE_BACKUP_TARGET_WRONG_CONTENT",
+            "critical",
+            "A backup job writes to a storage without content type 'backup'",
+            "An enabled backup job (GET /cluster/backup) that runs on some online node writes to a storage whose "
+            "content (GET /storage) lacks 'backup': vzdump stops with \"can't use storage '<id>' for backups - "
+            "wrong content type\" and every run fails. A job without storage writes to /etc/vzdump.conf's "
+            "storage, else to 'local'; the API does not show vzdump.conf's choice, so such a job is judged on "
+            "'local' and the finding is a warning.",
+            "Add 'VZDump backup file' to the storage's content (GUI Datacenter > Storage > Edit > Content, "
+            "`pvesm set <id> --content backup,...`) or point the job at a backup storage (GUI Datacenter > "
+            "Backup > Edit > Storage).",
+        )
+    ],
+    needs=[BACKUP_JOBS],
+    pve="pve-manager PVE/VZDump.pm storage_info ('wrong content type'), get_storage_param ('local')",
+)
+def backup_target_wrong_content(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """Storages that enabled backup jobs write to although they do not take backups."""
+    users: dict[str, list[tuple[str, bool]]] = {}
+    for job in sorted(_enabled_jobs(data), key=lambda j: str(j.get("id"))):
+        target = job_storage(job)
+        if target is None or not _runs_on(data, job):
+            continue
+        sid, named = target
+        scfg = data.storage_defs.get(sid)
+        if scfg is None or "backup" in content_types(scfg):  # an unknown storage: STORAGE_BACKUP_TARGET_MISSING
+            continue
+        users.setdefault(sid, []).append((str(job.get("id")), named))
+    out = []
+    for sid, jobs in sorted(users.items()):
+        named = any(n for _j, n in jobs)
+        ids = [j for j, _n in jobs]
+        default = "" if named else " (the jobs set no storage: vzdump's default, unless /etc/vzdump.conf sets one)"
+        out.append(
+            finding(
+                "STORAGE_BACKUP_TARGET_WRONG_CONTENT",
+                storage_subject(sid),
+                f"backup job(s) {', '.join(ids)} write to {sid}{default}, whose content lacks 'backup': vzdump "
+                "refuses it and every run fails",
+                {
+                    "storage": sid,
+                    "content": sorted(content_types(data.storage_defs[sid])),
+                    "backup_jobs": ids,
+                    "storage_from_job": named,
+                },
+                severity=None if named else Severity.WARNING,
+            )
+        )
     return out

@@ -21,6 +21,7 @@ from pve_steward.analysis.upgradeinfo import (
     nodes_to_upgrade,
 )
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.storagecfg import enabled_on, is_shared
 
 
 def _storage(sid: str, node: str | None = None) -> Subject:
@@ -66,12 +67,16 @@ def _content(row: dict[str, Any]) -> set[str]:
     return {c.strip() for c in str(row.get("content") or "").split(",") if c.strip()}
 
 
-def _enabled(row: dict[str, Any]) -> bool:
-    return not flag(row.get("disable", 0))
+def _enabled(row: dict[str, Any], data: ClusterData) -> bool:
+    """pve8to9's ``storage_check_enabled($cfg, $storeid, undef, 1)`` on some node still to upgrade: not disabled and
+    that node in the storage's nodes list (with no node to ask, only ``disable`` decides)."""
+    nodes = nodes_to_upgrade(data)
+    return any(enabled_on(row, n) for n in nodes) if nodes else not flag(row.get("disable", 0))
 
 
-# storage types whose plugin accepts content 'none' (pve-storage Plugin plugindata: dir, iscsi, iscsidirect)
-_NONE_OK = {"dir", "iscsi", "iscsidirect"}
+# storage types whose plugindata content list accepts 'none': pve-storage DirPlugin.pm, BTRFSPlugin.pm,
+# ISCSIPlugin.pm, ISCSIDirectPlugin.pm, PBSPlugin.pm plugindata (Plugin.pm valid_content_types)
+_NONE_OK = {"dir", "btrfs", "iscsi", "iscsidirect", "pbs"}
 
 
 @check(
@@ -81,21 +86,22 @@ _NONE_OK = {"dir", "iscsi", "iscsidirect"}
             "UPGRADE_CONTENT_NONE",
             "critical",
             "Storage configured with content 'none' it does not support",
-            "pve8to9 FAILs for an enabled local storage whose content list is empty or 'none' when its type does "
-            "not support 'none' (/storage).",
+            "pve8to9 FAILs for an enabled, not shared storage with no content type at all (not even 'none') when "
+            "its type does not accept 'none' (/storage). PVE itself refuses such an entry when it parses "
+            "storage.cfg and shows the type's default content, so the API rarely shows one.",
             "Set the storage's content types (Datacenter > Storage > Edit, or pvesm set <id> --content ...).",
         )
     ],
     anchors=["pve8to9:content-none"],
-    pve=f"{SOURCE} check_storage_content",
+    pve=f"{SOURCE} check_storage_content (keys of the content hash == 0 and the type's valid content lacks 'none'); "
+    "pve-storage src/PVE/Storage/Plugin.pm decode_value (content 'none' is the key 'none')",
 )
 def content_none(data: ClusterData, t: Thresholds) -> list[Finding]:
     if not cluster_to_upgrade(data):
         return []
     out = []
     for row in data.storage_config:
-        content = _content(row) - {"none"}
-        if flag(row.get("shared", 0)) or not _enabled(row) or content or row.get("type") in _NONE_OK:
+        if is_shared(row) or not _enabled(row, data) or _content(row) or row.get("type") in _NONE_OK:
             continue
         sid = str(row.get("storage"))
         out.append(
@@ -182,42 +188,75 @@ _SUBDIRS = {
             "UPGRADE_CONTENT_DIRS_SHARED",
             "critical",
             "One directory used for several content types",
-            "pve8to9 FAILs when an enabled storage with a path resolves two content types to the same directory "
-            "(content-dirs overrides in /storage): no longer supported.",
-            "Give each content type its own directory (pvesm set <id> --content-dirs ...).",
+            "pve8to9 FAILs when a storage with a path, enabled on a node still to upgrade, resolves two content "
+            "types to the same directory (content-dirs overrides in /storage): no longer supported. It also FAILs "
+            "('failed to check storage content directories - unknown vtype 'none'') at a directory storage with "
+            "content 'none', and checks no further storage on that node.",
+            "Give each content type its own directory (pvesm set <id> --content-dirs ...); give a storage with "
+            "content 'none' a content type or remove its path.",
         )
     ],
     anchors=["pve8to9:content-dirs"],
-    pve=f"{SOURCE} check_storage_content_dirs",
+    pve=f"{SOURCE} check_storage_content_dirs, check_storage_health (eval: 'failed to check storage content "
+    "directories'); pve-storage src/PVE/Storage/Plugin.pm get_subdir ('$path/$subdir', dies on unknown vtype)",
 )
 def content_dirs(data: ClusterData, t: Thresholds) -> list[Finding]:
     if not cluster_to_upgrade(data):
         return []
-    out = []
-    for row in data.storage_config:
-        path = row.get("path")
-        if not path or not _enabled(row):
-            continue
-        overrides = parse_property_string(str(row.get("content-dirs") or ""))
-        dirs: dict[str, list[str]] = {}
-        for vtype in sorted(_content(row) - {"none"}):
-            sub = overrides.get(vtype, _SUBDIRS.get(vtype))
-            if sub is not None:
-                dirs.setdefault(posixpath.normpath(posixpath.join(str(path), sub)), []).append(vtype)
-        for where, vtypes in sorted(dirs.items()):
-            if len(vtypes) > 1:
-                sid = str(row.get("storage"))
-                out.append(
-                    graded(
-                        "UPGRADE_CONTENT_DIRS_SHARED",
-                        "FAIL",
-                        _storage(sid),
-                        f"storage '{sid}' uses directory {where} for multiple content types ({', '.join(vtypes)})",
-                        "content-dirs",
-                        {"directory": where, "content_types": vtypes},
-                    )
-                )
-    return out
+    out: dict[tuple[str, str], Finding] = {}
+    rows = sorted(data.storage_config, key=lambda r: str(r.get("storage")))
+    nodes: list[str | None] = [*nodes_to_upgrade(data)] or [None]
+    for node in nodes:  # pve8to9 runs on each node; its loop stops at the first die
+        for row in rows:
+            if not row.get("path") or not (enabled_on(row, node) if node else _enabled(row, data)):
+                continue
+            sid = str(row.get("storage"))
+            if "none" in _content(row):  # get_subdir: "unknown vtype 'none'", caught once by check_storage_health
+                out.setdefault((sid, ""), _dirs_failed(sid))
+                break
+            for where, vtypes in _resolved_subdirs(row).items():
+                if len(vtypes) > 1:
+                    out.setdefault((sid, where), _dirs_shared(sid, where, vtypes))
+    return [out[k] for k in sorted(out)]
+
+
+def _resolved_subdirs(row: dict[str, Any]) -> dict[str, list[str]]:
+    """Directory -> the content types that land in it: Plugin.pm get_subdir's "$path/$subdir" (an override with a
+    leading slash is still below the path), normalised as Cwd::abs_path would (symlinks aside)."""
+    raw = row.get("content-dirs")
+    # Config.pm returns content-dirs as Plugin.pm decode_value left it (a hash); a string is read too
+    overrides = (
+        {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else parse_property_string(str(raw or ""))
+    )
+    dirs: dict[str, list[str]] = {}
+    for vtype in sorted(_content(row)):
+        sub = overrides.get(vtype, _SUBDIRS.get(vtype))
+        if sub is not None and vtype in _SUBDIRS:
+            where = posixpath.normpath(f"{row.get('path')}/{sub}")
+            dirs.setdefault("/" + where.lstrip("/") if where.startswith("/") else where, []).append(vtype)
+    return dirs
+
+
+def _dirs_shared(sid: str, where: str, vtypes: list[str]) -> Finding:
+    return graded(
+        "UPGRADE_CONTENT_DIRS_SHARED",
+        "FAIL",
+        _storage(sid),
+        f"storage '{sid}' uses directory {where} for multiple content types ({', '.join(vtypes)})",
+        "content-dirs",
+        {"directory": where, "content_types": vtypes},
+    )
+
+
+def _dirs_failed(sid: str) -> Finding:
+    return graded(
+        "UPGRADE_CONTENT_DIRS_SHARED",
+        "FAIL",
+        _storage(sid),
+        f"failed to check storage content directories - unknown vtype 'none' (storage '{sid}')",
+        "content-dirs",
+        {"content_types": ["none"]},
+    )
 
 
 @check(
@@ -251,6 +290,9 @@ def glusterfs(data: ClusterData, t: Thresholds) -> list[Finding]:
     ]
 
 
+_MAXFILES = "parameter 'maxfiles' was deprecated with PVE 7.x and is getting dropped with PVE 9."
+
+
 @check(
     "upgrade",
     codes=[
@@ -258,15 +300,18 @@ def glusterfs(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_MAXFILES",
             "critical",
             "Legacy 'maxfiles' backup retention",
-            "pve8to9 FAILs for 'maxfiles' (deprecated in PVE 7, dropped in PVE 9) on a storage (/storage) and in "
-            "backup jobs (/cluster/backup, the API's view of the job configuration).",
+            "pve8to9 FAILs for 'maxfiles' (deprecated in PVE 7, dropped in PVE 9) on a storage (/storage), and "
+            "once for /etc/pve/vzdump.cron when any of its jobs has it (/cluster/backup lists those jobs with "
+            "ids '<digest>:<n>'); it does not read jobs.cfg. Its /etc/vzdump.conf check needs a shell: the API "
+            "turns that maxfiles into prune-backups.",
             "Replace maxfiles with prune-backups (e.g. keep-last=N) on the storage or job, in the GUI or with "
             "pvesm set <id> --prune-backups keep-last=N --delete maxfiles.",
         )
     ],
     needs=[BACKUP_JOBS],
     anchors=["pve8to9:maxfiles"],
-    pve=f"{SOURCE} check_backup_retention_settings",
+    pve=f"{SOURCE} check_backup_retention_settings; pve-guest-common src/PVE/VZDump/Common.pm "
+    'parse_vzdump_cron_config (id "$digest:$jid"); pve-manager PVE/API2/Backup.pm index (cron and jobs.cfg)',
 )
 def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
     if not cluster_to_upgrade(data):
@@ -276,7 +321,7 @@ def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_MAXFILES",
             "FAIL",
             _storage(str(row.get("storage"))),
-            f"storage '{row.get('storage')}' - parameter 'maxfiles' is dropped with PVE 9",
+            f"storage '{row.get('storage')}' - {_MAXFILES}",
             "maxfiles",
             {"maxfiles": row.get("maxfiles")},
         )
@@ -284,18 +329,22 @@ def maxfiles(data: ClusterData, t: Thresholds) -> list[Finding]:
         if row.get("maxfiles") is not None
     ]
     jobs = data.read("backup_job_config")
-    out += [
-        graded(
-            "UPGRADE_MAXFILES",
-            "FAIL",
-            Subject(kind="backup_job", id=str(job.get("id"))),
-            f"backup job '{job.get('id')}' - parameter 'maxfiles' is dropped with PVE 9",
-            "maxfiles",
-            {"maxfiles": job.get("maxfiles")},
-        )
+    cron = [
+        str(job.get("id"))
         for job in (jobs if isinstance(jobs, list) else [])
-        if isinstance(job, dict) and job.get("maxfiles") is not None
+        if isinstance(job, dict) and ":" in str(job.get("id")) and job.get("maxfiles") is not None
     ]
+    if cron:  # "only warn once, there might be many jobs"
+        out.append(
+            graded(
+                "UPGRADE_MAXFILES",
+                "FAIL",
+                Subject(kind="backup_job", id="vzdump.cron"),
+                f"/etc/pve/vzdump.cron - {_MAXFILES}",
+                "maxfiles",
+                {"jobs": cron},
+            )
+        )
     return out
 
 

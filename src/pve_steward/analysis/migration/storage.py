@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass
 
 from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.pverules import pve_rule
+from pve_steward.pve.storagecfg import enabled_on, is_shared
 
-SHARED_TYPES = frozenset({"nfs", "cifs", "rbd", "pbs", "cephfs", "glusterfs", "iscsi", "iscsidirect", "zfs"})
 _DIR_CLONE = re.compile(r"^(\d+)/([^/\s]+)/(\d+)/([^/\s]+)$")
 _DIR_IMAGE = re.compile(r"^(\d+)/([^/\s]+)$")
 _ZFS_RBD = re.compile(r"^(?:((?:base|basevol)-(\d+)-\S+)/)?((base|basevol|vm|subvol)-(\d+)-\S+)$")
@@ -70,11 +71,21 @@ def storage_type(data: ClusterData, storage: str) -> str | None:
     return None if cfg is None else str(cfg.get("type") or "") or None
 
 
+@pve_rule(
+    "storage.shared",
+    rule=(
+        "A storage is shared when its config says shared=1, which parse_config sets for every type of"
+        " @SHARED_STORAGE (iscsi, nfs, cifs, rbd, cephfs, iscsidirect, glusterfs, zfs, drbd, pbs) and an admin"
+        " may set on any other (an LVM on a SAN LUN)."
+    ),
+    pve="pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE, parse_config",
+    codes=("STORAGE_USAGE_HIGH", "STORAGE_SHARED_SINGLE_NODE", "UPGRADE_CONTENT_NONE"),
+)
 def storage_shared(data: ClusterData, storage: str) -> bool:
     memo = data.memo["shared"]
     if storage not in memo:
         cfg = data.storage_defs.get(storage)
-        memo[storage] = cfg is not None and (bool(int(cfg.get("shared", 0) or 0)) or cfg.get("type") in SHARED_TYPES)
+        memo[storage] = cfg is not None and is_shared(cfg)
     return bool(memo[storage])
 
 
@@ -95,10 +106,7 @@ def storage_on(data: ClusterData, storage: str, node: str) -> bool:
     key = (storage, node)
     if key not in memo:
         cfg = data.storage_defs.get(storage)
-        nodes = cfg.get("nodes") if cfg else None
-        memo[key] = (
-            cfg is not None and not int(cfg.get("disable", 0) or 0) and (not nodes or node in str(nodes).split(","))
-        )
+        memo[key] = cfg is not None and enabled_on(cfg, node)
     return bool(memo[key])
 
 
