@@ -104,6 +104,9 @@ class Ceph:
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # ceph.conf changes: section -> key -> value
     installed: set[str] = field(default_factory=set)  # nodes with the Ceph packages (ceph-mon); others compute-only
     api_node: str = ""  # the node answering the API: /cluster/ceph/* run there (no proxyto)
+    # node -> the Ceph packages' version there, when not ``version`` (an upgrade half done: apt ran, no restart
+    # yet, or not yet on that node); pvestatd broadcasts it (PVE/Ceph/Services.pm broadcast_ceph_versions)
+    installed_versions: dict[str, str] = field(default_factory=dict)
     nearfull_ratio: float = 0.85
     backfillfull_ratio: float = 0.90
     full_ratio: float = 0.95
@@ -367,6 +370,10 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
         ceph.mds.append(Daemon(str(dd.get("name", dd["node"])), str(dd["node"]), state, version))
     ceph.installed = {str(n) for n in data.get("installed", nodes)}
     ceph.api_node = str(data.get("api_node", nodes[0] if nodes else ""))
+    ceph.installed_versions = {str(n): str(v) for n, v in (data.get("installed_versions") or {}).items()}
+    stray = sorted(set(ceph.installed_versions) - ceph.installed)
+    if stray:
+        raise ValueError(f"installed_versions for node(s) without Ceph installed: {stray}")
     daemons = {o.host for o in ceph.osds.values()} | {m.host for m in ceph.mons.values()}
     missing = sorted(daemons - ceph.installed)
     if missing:

@@ -279,3 +279,19 @@ async def test_ceph_is_found_when_the_first_node_cannot_answer(start_sim: Any, s
     found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
     assert ("CEPH_MON_OUT_OF_QUORUM", "mon.ceph3") in found
     assert not any(f["code"] == "DATA_INCOMPLETE" for f in report["findings"]), report["findings"]
+
+
+async def test_a_node_with_newer_packages_asks_for_restarts_and_the_others_for_an_upgrade(
+    start_sim: Any, server_for: Any
+) -> None:
+    """pvestatd broadcasts each node's installed Ceph version (metadata.node); PVE's panel compares with it."""
+    import pvesim
+
+    data = pvesim.load_scenario("demo")
+    data["ceph"]["version"] = "18.2.4"
+    data["ceph"]["installed_versions"] = {"pve1": "19.2.3"}
+    report = await _health(server_for(start_sim(data)), areas=["ceph"])
+    (f,) = [f for f in report["findings"] if f["code"] == "CEPH_VERSION_MIXED"]
+    assert f["evidence"]["newest"] == "19.2.3"
+    assert f["evidence"]["restart"] == ["mgr.pve1", "mon.pve1", "osd.0", "osd.1"]  # pve1's daemons
+    assert set(f["evidence"]["upgrade_nodes"]) == {"pve2", "pve3"}

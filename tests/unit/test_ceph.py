@@ -236,6 +236,27 @@ def test_mixed_versions_ignore_down_osds() -> None:
     assert [f.evidence["older"] for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"] == [{"18.2.4": ["osd.2"]}]
 
 
+def test_versions_are_compared_with_the_newest_installed() -> None:
+    """PVE's Ceph panel (Services.js updateAll): a daemon below the newest installed version is 'please restart'
+    when its node has that version installed, else 'please upgrade and restart'."""
+    c = healthy()
+    c.metadata = copy.deepcopy(c.metadata)
+    c.metadata["mon"] = {"pve1@pve1": {"name": "pve1", "hostname": "pve1", "ceph_version_short": "18.2.4"}}
+    c.metadata["osd"] = [
+        {"id": 0, "hostname": "pve1", "ceph_version_short": "18.2.4"},
+        {"id": 1, "hostname": "pve2", "ceph_version_short": "18.2.4"},
+    ]
+    c.metadata["node"] = {
+        "pve1": {"version": {"str": "19.2.3", "parts": ["19", "2", "3"]}},
+        "pve2": {"version": {"str": "18.2.4", "parts": ["18", "2", "4"]}},
+    }
+    (f,) = [f for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"]  # one running version, still behind
+    assert f.evidence["newest"] == "19.2.3" and f.evidence["restart"] == ["mon.pve1", "osd.0"]
+    assert f.evidence["upgrade_nodes"] == {"pve2": "18.2.4"} and "pve2 need the 19.2.3 packages" in f.message
+    c.metadata["node"]["pve1"]["version"]["str"] = "18.2.4"
+    assert not [f for f in analyze_ceph(c) if f.code == "CEPH_VERSION_MIXED"]  # all run what is installed
+
+
 @pytest.mark.parametrize(("used", "expected"), [(0.55, None), (0.58, "warning"), (0.65, "critical")])
 def test_node_loss_capacity(used: float, expected: str | None) -> None:
     c = healthy()

@@ -183,8 +183,11 @@ class _WithCeph(Protocol):  # ClusterData (analysis/data.py imports this module,
             "CEPH_VERSION_MIXED",
             "warning",
             "Ceph daemons on different versions",
-            "Ceph metadata shows more than one ceph_version_short across monitors, managers and OSDs.",
-            "Finish the upgrade: restart the daemons still on the older version.",
+            "A running Ceph daemon (monitor, manager, MDS, up OSD) is on an older version than the newest installed on "
+            "the cluster's nodes (or, without their installed versions, the newest running), as PVE's Ceph panel "
+            "marks it.",
+            "Restart the daemons whose node has the newest version installed; on nodes with an older one, upgrade "
+            "the Ceph packages first, then restart their daemons.",
         ),
         Code(
             "CEPH_NODE_LOSS_NEARFULL",
@@ -469,31 +472,82 @@ def _mon_host(mon: Row) -> str | None:
 
 @pve_rule(
     "ceph.versions",
-    rule="Ceph's metadata lists each daemon's ceph_version_short; PVE's UI flags daemons that differ from the "
-    "newest as needing a restart after an upgrade.",
-    pve="pve-manager PVE/API2/Cluster/Ceph.pm metadata (OSDs: up only, as Ceph OSDMonitor count_metadata)",
+    rule="PVE's Ceph panel compares every daemon's running version with the newest version installed on any node "
+    "(metadata.node[*].version, broadcast by pvestatd): a daemon on another version is 'please restart' when its "
+    "own node has that newest version installed, else 'please upgrade and restart'. OSDs count only while up, as "
+    "`ceph versions` counts them.",
+    pve="pve-manager www/manager6/ceph/Services.js updateAll (maxversion, HEALTH_OLD/HEALTH_UPGRADE), "
+    "www/manager6/ceph/OSD.js render_version; PVE/API2/Cluster/Ceph.pm metadata; Ceph OSDMonitor count_metadata",
     codes=("CEPH_VERSION_MIXED",),
 )
 def version_findings(metadata: Row, tree: Row | None = None) -> list[Finding]:
-    versions: dict[str, list[str]] = {}
-    for kind in ("mon", "mgr", "osd", "mds"):
-        rows = running_daemons(metadata, kind, tree or {})
-        for d in rows:
-            if d.get("ceph_version_short"):
-                ident = d.get("name") if kind != "osd" else d.get("id", d.get("name"))
-                versions.setdefault(str(d["ceph_version_short"]), []).append(f"{kind}.{ident}")
-    if len(versions) <= 1:
+    running = _running_versions(metadata, tree or {})
+    installed = installed_versions(metadata)
+    # the GUI's maxversion is the newest installed; without the nodes' versions, the newest running
+    candidates = list(installed.values()) or [v for _, _, v in running]
+    if not candidates:
         return []
-    newest = max(versions, key=_version_key)
-    old = {v: sorted(ds) for v, ds in versions.items() if v != newest}
+    newest = max(candidates, key=_version_key)
+    older: dict[str, list[str]] = {}
+    restart: list[str] = []
+    upgrade: dict[str, str] = {}
+    for daemon, host, version in running:
+        if _version_key(version) >= _version_key(newest):
+            continue
+        older.setdefault(version, []).append(daemon)
+        on_host = installed.get(host)
+        if not installed or on_host == newest:
+            restart.append(daemon)
+        else:
+            upgrade[host] = on_host or "unknown"
+    if not older:
+        return []
+    count = sum(len(d) for d in older.values())
+    said = []
+    if restart:
+        said.append(f"{len(restart)} need a restart ({newest} is installed on their node)")
+    if upgrade:
+        said.append(f"nodes {', '.join(sorted(upgrade))} need the {newest} packages first, then a restart")
     return [
         finding(
             "CEPH_VERSION_MIXED",
             _subject("versions"),
-            f"Ceph daemons run {len(versions)} versions; {sum(len(d) for d in old.values())} are older than {newest}",
-            {"newest": newest, "older": old},
+            f"{count} Ceph daemon(s) run older versions than {newest}: {'; '.join(said)}",
+            {
+                "newest": newest,
+                "older": {v: sorted(ds) for v, ds in older.items()},
+                "restart": sorted(restart),
+                "upgrade_nodes": dict(sorted(upgrade.items())),
+            },
         )
     ]
+
+
+def _running_versions(metadata: Row, tree: Row) -> list[tuple[str, str, str]]:
+    """(daemon, node, ceph_version_short) of every running daemon (OSDs: up only)."""
+    out = []
+    for kind in ("mon", "mgr", "osd", "mds"):
+        daemons = metadata.get(kind) if isinstance(metadata, dict) else None
+        # Cluster/Ceph.pm metadata keys mon/mgr/mds "<name>@<host>" (the GUI's host); Ceph's rows carry hostname
+        keyed = {id(r): str(k).partition("@")[2] for k, r in daemons.items()} if isinstance(daemons, dict) else {}
+        for d in running_daemons(metadata, kind, tree):
+            version = d.get("ceph_version_short")
+            if not version:
+                continue
+            ident = d.get("name") if kind != "osd" else d.get("id", d.get("name"))
+            out.append((f"{kind}.{ident}", keyed.get(id(d)) or str(d.get("hostname") or ""), str(version)))
+    return out
+
+
+def installed_versions(metadata: Row) -> dict[str, str]:
+    """node -> the Ceph version installed there (metadata.node, what pvestatd broadcasts)."""
+    nodes = metadata.get("node") if isinstance(metadata, dict) else None
+    out = {}
+    for name, row in (nodes or {}).items() if isinstance(nodes, dict) else ():
+        version = (row.get("version") or {}).get("str") if isinstance(row, dict) else None
+        if isinstance(version, str) and version:
+            out[str(name)] = version
+    return out
 
 
 def running_daemons(metadata: Row, kind: str, tree: Row) -> list[Row]:

@@ -138,9 +138,10 @@ def metadata(call: Call) -> dict[str, Any]:
     """Cluster/Ceph.pm metadata: the nodes' installed versions first (scope=versions needs no Ceph here)."""
     cluster = call.cluster.ceph
     nodes = {
-        n: {"version": {"str": cluster.version, "parts": cluster.version.split(".")}, "buildcommit": "0"}
+        n: {"version": {"str": v, "parts": v.split(".")}, "buildcommit": "0"}
         for n in call.cluster.nodes
         if cluster is not None and n in cluster.installed  # pvestatd broadcasts only where Ceph is inited
+        for v in [cluster.installed_versions.get(n, cluster.version)]
     }
     if call.params.get("scope", "all") == "versions":
         return {"node": nodes} if nodes else {}
