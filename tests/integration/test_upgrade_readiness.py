@@ -14,6 +14,8 @@ from mcp import Client
 import pvesim
 from pve_steward.analysis.upgradeinfo import SHELL_CHECKS
 from pvesim.server import SimServer
+from tests.conftest import wait_task
+from tests.integration.pve import api, control
 from tests.integration.test_cli import check
 from tests.untrusted import plain
 
@@ -203,3 +205,25 @@ def test_the_upgrade_scenario_loads_for_both_releases() -> None:
     for version in ("8.4.14", "9.1.2"):
         cluster = pvesim.build_cluster(pvesim.load_scenario("upgrade"), version=version)
         assert cluster.nodes["pve3"].cgroup_mode == 1 and "VMWatcher" in cluster.roles
+
+
+async def test_a_volume_only_a_snapshot_holds_is_checked_as_pve8to9_does(
+    upgrade_sim: SimServer, server_for: Any
+) -> None:
+    """pve8to9 check_storage_content walks each snapshot's section (GET config?snapshot=) as well."""
+    pve = api(upgrade_sim)
+    with upgrade_sim.sim.mutate() as c:
+        c.guests[301].config["scsi1"] = "local:301/vm-301-disk-1.qcow2,size=8G"  # 'local' has no images
+    wait_task(pve.nodes("pve1").tasks(pve.nodes("pve1").qemu(301).snapshot.post(snapname="pre")).status.get)
+    with upgrade_sim.sim.mutate() as c:
+        del c.guests[301].config["scsi1"]
+    report = (await _readiness(server_for(upgrade_sim, "root@pam!pvesim")))["report"]
+    (found,) = [
+        f for f in report["findings"] if f["code"] == "UPGRADE_VOLUME_CONTENT_MISMATCH" and f["subject"]["id"] == "301"
+    ]
+    assert "(scsi1 in snapshot 'pre')" in found["message"] and found["evidence"]["snapshot"] == "pre"
+    assert report["complete"] is True
+    control(upgrade_sim, "faults", {"errors": [{"pattern": r"/qemu/301/snapshot$", "message": "got timeout"}]})
+    report = (await _readiness(server_for(upgrade_sim, "root@pam!pvesim")))["report"]
+    gaps = [f for f in report["findings"] if f["code"] == "DATA_INCOMPLETE"]
+    assert report["complete"] is False and any("snapshot sections" in f["message"] for f in gaps), gaps

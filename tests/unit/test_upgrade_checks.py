@@ -818,3 +818,25 @@ def test_maxfiles_of_jobs_cfg_jobs_is_not_pve8to9s() -> None:
     assert found[0].message == (
         "/etc/pve/vzdump.cron - parameter 'maxfiles' was deprecated with PVE 7.x and is getting dropped with PVE 9."
     )
+
+
+def test_volume_content_walks_the_snapshots_as_pve8to9() -> None:
+    """pve8to9 check_storage_content walks every snapshot too, with a VM snapshot's RAM state (extra_keys
+    vmstate); the config's own vmstate is left out, and a volume is reported once per guest."""
+    d = clean()
+    d.configs[100].update(parent="pre", vmstate="gone:vm-100-state-now")
+    d.snapshot_configs[100] = {
+        "pre": {
+            "scsi0": "ceph-vm:vm-100-disk-0,size=32G",
+            "scsi1": "gone:vm-100-disk-9,size=8G",
+            "vmstate": "local:100/vm-100-state-pre.raw",
+        },
+        "older": {"scsi1": "gone:vm-100-disk-9,size=8G"},
+    }
+    found = [f for f in run(d) if f.code == "UPGRADE_VOLUME_CONTENT_MISMATCH"]
+    assert sorted(f.message for f in found) == [
+        "VM 100 - volume 'gone:vm-100-disk-9' (scsi1 in snapshot 'older') - storage does not exist",
+        "VM 100 - volume 'local:100/vm-100-state-pre.raw' (vmstate in snapshot 'pre') - storage does not have "
+        "content type 'images' configured",
+    ]
+    assert {f.evidence["snapshot"] for f in found} == {"older", "pre"}

@@ -20,7 +20,7 @@ from pve_steward.analysis.upgradeinfo import (
     guests_to_upgrade,
     nodes_to_upgrade,
 )
-from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_property_string, parse_volume
 from pve_steward.pve.storagecfg import enabled_on, is_shared
 
 
@@ -124,8 +124,9 @@ def content_none(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_VOLUME_CONTENT_MISMATCH",
             "warning",
             "Guest volume on a storage without its content type",
-            "pve8to9 WARNs for each guest volume (disks, unused disks) whose storage does not exist or lacks the "
-            "content type the volume needs (images for VM disks, iso for ISO images, rootdir for containers).",
+            "pve8to9 WARNs for each guest volume (disks, unused disks, and those only a snapshot holds, a VM "
+            "snapshot's RAM state included) whose storage does not exist or lacks the content type the volume needs "
+            "(images for VM disks, iso for ISO images, rootdir for containers).",
             "Add the content type to the storage (pvesm set <id> --content ...) or move the volume.",
         )
     ],
@@ -138,35 +139,52 @@ def volume_content(data: ClusterData, t: Thresholds) -> list[Finding]:
         cfg = data.parsed.get(vmid)
         if cfg is None:
             continue
-        seen: set[str] = set()
-        for vol in cfg.volumes:
+        seen: set[str] = set()  # pve8to9: "volume might be referenced multiple times"
+        for vol, snapshot in _volume_references(data, cfg):
             if vol.storage is None or vol.host_path or vol.volid in seen:
                 continue
             seen.add(vol.volid)
-            vtype = (
-                "rootdir"
-                if cfg.type == "lxc"
-                else ("iso" if vol.volid.split(":", 1)[-1].startswith("iso/") else "images")
-            )
-            scfg = data.storage_defs.get(str(vol.storage))
-            if scfg is None:
-                text = "storage does not exist"
-            elif vtype not in _content(scfg):
-                text = f"storage does not have content type '{vtype}' configured"
-            else:
-                continue
-            kind = "VM" if cfg.type == "qemu" else "CT"
-            out.append(
-                graded(
-                    "UPGRADE_VOLUME_CONTENT_MISMATCH",
-                    "WARN",
-                    Subject(kind="guest", id=str(vmid), name=cfg.name or None, node=data.guests[vmid].get("node")),
-                    f"{kind} {vmid} - volume '{vol.volid}' ({vol.key}) - {text}",
-                    "content-mismatch",
-                    {"volume": vol.volid, "key": vol.key, "storage": vol.storage, "content_type": vtype},
-                )
-            )
+            finding_ = _content_mismatch(data, cfg, vol, snapshot)
+            if finding_ is not None:
+                out.append(finding_)
     return out
+
+
+def _volume_references(data: ClusterData, cfg: GuestConfig) -> list[tuple[Volume, str | None]]:
+    """The config's volumes, then each snapshot's with a VM's RAM state (pve8to9 check_storage_content:
+    foreach_volume_full over the config, then over every snapshot with extra_keys vmstate; the config's own
+    vmstate is left out, as a resume works without 'images' content)."""
+    refs: list[tuple[Volume, str | None]] = [(v, None) for v in cfg.volumes]
+    for name, section in sorted((data.snapshot_configs.get(cfg.vmid) or {}).items()):
+        if not isinstance(section, dict):
+            continue
+        refs += [(v, name) for v in parse_guest_config(section, cfg.vmid, cfg.type).volumes]
+        state = section.get("vmstate") if cfg.type == "qemu" else None
+        vol = parse_volume("vmstate", str(state), cfg.type) if state else None
+        if vol is not None:
+            refs.append((vol, name))
+    return refs
+
+
+def _content_mismatch(data: ClusterData, cfg: GuestConfig, vol: Volume, snapshot: str | None) -> Finding | None:
+    vtype = "rootdir" if cfg.type == "lxc" else ("iso" if vol.volid.split(":", 1)[-1].startswith("iso/") else "images")
+    scfg = data.storage_defs.get(str(vol.storage))
+    if scfg is None:
+        text = "storage does not exist"
+    elif vtype not in _content(scfg):
+        text = f"storage does not have content type '{vtype}' configured"
+    else:
+        return None
+    kind = "VM" if cfg.type == "qemu" else "CT"
+    where = vol.key if snapshot is None else f"{vol.key} in snapshot '{snapshot}'"
+    return graded(
+        "UPGRADE_VOLUME_CONTENT_MISMATCH",
+        "WARN",
+        Subject(kind="guest", id=str(cfg.vmid), name=cfg.name or None, node=data.guests[cfg.vmid].get("node")),
+        f"{kind} {cfg.vmid} - volume '{vol.volid}' ({where}) - {text}",
+        "content-mismatch",
+        {"volume": vol.volid, "key": vol.key, "storage": vol.storage, "content_type": vtype, "snapshot": snapshot},
+    )
 
 
 # pve-storage Plugin.pm $vtype_subdirs
