@@ -237,6 +237,8 @@ def test_guest_whose_only_verified_backup_the_next_prune_removes() -> None:
     roomy = [job("daily", **{"keep-last": 4})]
     assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}, prune_jobs=roomy))
     assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}))
+    stale_config = {"main": {"name": "main", "prune-schedule": "daily", "keep-last": 1}}  # not run by PBS >= 2.2
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}, config=stale_config))
     # vzdump's prune-backups on the PVE side prunes the same group
     d = pbs_data(snapshots={"main": rows})
     d.backup_jobs = [{"id": "nightly", "storage": "pbs-main", "enabled": 1, "prune-backups": "keep-last=1"}]
@@ -250,9 +252,7 @@ def test_backup_job_retention_on_pbs_consults_pbs() -> None:
         d.backup_jobs = [job_row]
         return [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_NO_RETENTION"]
 
-    why = (
-        "no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job or keep-* prunes datastore main"
-    )
+    why = "no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job prunes datastore main"
     assert retention(pbs_data())[0].evidence["keeps_all"] == {"pbs": why}
     # vzdump prunes PBS targets with /etc/vzdump.conf's prune-backups too (VZDump.pm new, exec_backup_task)
     from tests.unit.pve_fixtures import vzdump_defaults
@@ -270,7 +270,9 @@ def test_backup_job_retention_on_pbs_consults_pbs() -> None:
     some.cluster_status = nodes
     assert list(retention(some)[0].evidence["keeps_all"]) == ["pve2"]
     assert retention(pbs_data(prune_jobs=[job("p", **{"keep-daily": 7})])) == []
-    assert retention(pbs_data(config={"main": {"prune-schedule": "daily", "keep-last": 5}})) == []
+    # a datastore's own prune-schedule/keep-* (datastore.cfg before PBS 2.2) is never run: PBS's scheduler reads
+    # only prune jobs (proxmox-backup-proxy.rs schedule_datastore_prune_jobs)
+    assert retention(pbs_data(config={"main": {"prune-schedule": "daily", "keep-last": 5}}))
     assert retention(
         pbs_data(prune_jobs=[job("p", disable=True, **{"keep-daily": 7})])
     )  # a disabled job prunes nothing

@@ -6,7 +6,8 @@ so a scenario reads the same whenever it runs. Payload shapes follow proxmox/pro
 
 Knobs a scenario plants problems with: a datastore's ``used``/``total``/``growth_per_day`` (PBS's
 estimated full date follows), ``error``, ``maintenance``, ``gc`` (``last_run_age``, ``state``,
-``still_bad``; without ``last_run_age`` GC never ran), keep-* / gc-schedule / prune-schedule; a job's
+``still_bad``; without ``last_run_age`` GC never ran), keep-* / gc-schedule / prune-schedule (served in the
+datastore config as PBS does; PBS >= 2.2 runs only prune jobs, never a datastore's prune-schedule); a job's
 ``state``, ``last_run_age``, ``next_run_age`` (negative: overdue), ``never_ran``, ``disable``; a group's
 snapshots with ``age``, ``verify`` (ok/failed), ``verify_age``, ``manifest: false``, ``protected``;
 ``tasks`` (type, id, age, status, user), ``subscription`` and ``updates``; tokens with ACL entries.

@@ -54,7 +54,7 @@ def _denied(data: ClusterData, store: str) -> bool:
             "critical",
             "Next prune removes a guest's only verified backup",
             "Every snapshot of the guest's backup group whose verification is ok would be removed by the next "
-            "prune (a PBS prune job or the datastore's keep-*, or vzdump's prune-backups on the PVE side; PBS's "
+            "prune (an enabled PBS prune job, or vzdump's prune-backups on the PVE side; PBS's "
             "selection, pbs-datastore prune.rs compute_prune_info): afterwards no verified backup of it is left.",
             "Verify the newer snapshots now (or protect the verified one) before the next prune runs.",
         ),
