@@ -241,8 +241,25 @@ def test_guest_whose_only_verified_backup_the_next_prune_removes() -> None:
     assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}, config=stale_config))
     # vzdump's prune-backups on the PVE side prunes the same group
     d = pbs_data(snapshots={"main": rows})
-    d.backup_jobs = [{"id": "nightly", "storage": "pbs-main", "enabled": 1, "prune-backups": "keep-last=1"}]
+    d.backup_jobs = [{"id": "nightly", "storage": "pbs-main", "enabled": 1, "all": 1, "prune-backups": "keep-last=1"}]
     assert codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"][0].evidence["pruned_by"] == ["PVE backup job nightly"]
+
+
+def test_vzdump_prunes_only_the_groups_of_guests_its_job_backs_up() -> None:
+    """VZDump.pm exec_backup_task prunes the guest's own group (PBSPlugin prune_backups: "$type/$vmid")."""
+
+    def group(kind: str, ident: str) -> list[dict[str, Any]]:
+        rows = [snap(kind, ident, 12 * HOUR + k * DAY) for k in range(3)]
+        rows[2] = snap(kind, ident, 12 * HOUR + 2 * DAY, "ok")  # only the oldest is verified
+        return rows
+
+    d = pbs_data(snapshots={"main": group("vm", "100") + group("vm", "101") + group("ct", "100")})
+    d.backup_jobs = [{"id": "j100", "storage": "pbs-main", "vmid": "100", "prune-backups": "keep-last=1"}]
+    found = codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"]
+    # vm/101 is not in the job; ct/100 is not guest 100's type (a VM): vzdump never prunes either
+    assert [(f.evidence["group"], f.evidence["pruned_by"]) for f in found] == [("vm/100", ["PVE backup job j100"])]
+    d.backup_jobs = [{"id": "all", "storage": "pbs-main", "all": 1, "exclude": "100", "prune-backups": "keep-last=1"}]
+    assert [f.evidence["group"] for f in codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"]] == ["vm/101"]
 
 
 def test_backup_job_retention_on_pbs_consults_pbs() -> None:

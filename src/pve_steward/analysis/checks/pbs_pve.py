@@ -4,11 +4,13 @@ namespace on a PBS server; these checks say what that means on the PBS side.
 
 from __future__ import annotations
 
+from pve_steward.analysis.backups import job_covers, visible_pools
 from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.checks.pbs import group_subject, groups_of, mapped_storages
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.pbs import PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 
@@ -20,18 +22,43 @@ def _spec(value: object) -> dict[str, str] | None:
     return dict(part.split("=", 1) for part in str(value).split(",") if "=" in part)
 
 
-def pve_prunes(data: ClusterData, storage: Row) -> list[tuple[str, dict[str, int]]]:
+PbsPrune = tuple[str, dict[str, int], Row | None]  # source, keep-*, the PVE backup job (None: a PBS prune job)
+GROUP_TYPE = {"qemu": "vm", "lxc": "ct"}  # pve-storage PBSPlugin.pm prune_backups: qemu -> vm, lxc -> ct
+
+
+def pve_prunes(data: ClusterData, storage: Row) -> list[PbsPrune]:
     """vzdump prunes a PBS storage after each backup with the job's prune-backups, else the storage's
     (pve-manager PVE/VZDump.pm new; pve-storage PBSPlugin prune_backups)."""
     sid = storage.get("storage")
-    out = []
+    out: list[PbsPrune] = []
     for job in data.backup_jobs:
         if job.get("storage") != sid or str(job.get("enabled", 1)) == "0" or str(job.get("remove", "")) == "0":
             continue
         keep = pve_keep_options(_spec(job.get("prune-backups")) or _spec(storage.get("prune-backups")))
         if keep:
-            out.append((f"PVE backup job {job.get('id')}", keep))
+            out.append((f"PVE backup job {job.get('id')}", keep, job))
     return out
+
+
+@pve_rule(
+    "pbs.vzdump-prune-group",
+    rule="vzdump prunes only the backup group of the guest it just backed up (type/vmid, qemu -> vm, lxc -> ct), "
+    "so a PVE backup job's prune-backups reaches only the guests the job selects",
+    pve="pve-manager PVE/VZDump.pm exec_backup_task (prune_backups(..., $vmid, $vmtype)); pve-storage "
+    "PBSPlugin.pm prune_backups",
+    codes=("PBS_PRUNE_DROPS_LAST_VERIFIED",),
+)
+def prunes_group(data: ClusterData, job: Row | None, kind: str, ident: str) -> bool:
+    """Whether a prune source reaches backup group ``kind/ident``: a PBS prune job always (it prunes every group
+    of its namespace), a PVE job only for a guest of that type it selects (or may: a pool it cannot see)."""
+    if job is None:
+        return True
+    guest = data.guests.get(int(ident)) if ident.isdecimal() else None
+    if guest is None or GROUP_TYPE.get(str(guest.get("type"))) != kind:
+        return False
+    pool = guest.get("pool")
+    covered = job_covers(job, int(ident), guest.get("node"), str(pool) if pool else None, visible_pools(data.resources))
+    return covered is not False
 
 
 def _denied(data: ClusterData, store: str) -> bool:
@@ -54,7 +81,7 @@ def _denied(data: ClusterData, store: str) -> bool:
             "critical",
             "Next prune removes a guest's only verified backup",
             "Every snapshot of the guest's backup group whose verification is ok would be removed by the next "
-            "prune (an enabled PBS prune job, or vzdump's prune-backups on the PVE side; PBS's "
+            "prune (an enabled PBS prune job, or the prune-backups of a PVE backup job that backs the guest up; PBS's "
             "selection, pbs-datastore prune.rs compute_prune_info): afterwards no verified backup of it is left.",
             "Verify the newer snapshots now (or protect the verified one) before the next prune runs.",
         ),
@@ -87,7 +114,7 @@ def pve_storages(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 def _last_verified(data: ClusterData, pbs: PbsData, store: str, storage: Row) -> list[Finding]:
     ns = str(storage.get("namespace") or "")
-    prunes = pbs_prunes(pbs, store, ns) + pve_prunes(data, storage)
+    prunes = [(source, keep, None) for source, keep in pbs_prunes(pbs, store, ns)] + pve_prunes(data, storage)
     if not prunes:
         return []
     rows = [r for r in pbs.snapshots.get(store, []) if str(r.get("ns") or "") == ns]
@@ -97,7 +124,9 @@ def _last_verified(data: ClusterData, pbs: PbsData, store: str, storage: Row) ->
         if key[1] not in ("vm", "ct") or not verified:
             continue
         removed_by: dict[int, str] = {}
-        for source, keep in prunes:
+        for source, keep, job in prunes:
+            if not prunes_group(data, job, key[1], key[2]):
+                continue
             marks = prune_marks(group, keep)
             for s in verified:
                 if marks[int(s.get("backup-time", 0))] == "remove":
