@@ -115,6 +115,54 @@ def test_maintenance_mode_is_critical_when_pve_writes_there() -> None:
     assert codes(pbs_data(datastores=[{"store": "main"}])) == {}
 
 
+def test_offline_maintenance_is_maintenance_not_a_datastore_error() -> None:
+    """status.rs datastore_status lists a datastore lookup_datastore refuses with that error; offline and delete
+    maintenance refuse reads ("datastore 'x' is in offline maintenance mode: msg", maintenance.rs check)."""
+    refused = usage("main", error="datastore 'main' is in offline maintenance mode: disk swap")
+    found = codes(
+        pbs_data(usage=[refused], datastores=[{"store": "main", "maintenance": "type=offline,message=disk swap"}])
+    )
+    assert (
+        set(found) == {"PBS_DATASTORE_MAINTENANCE"}
+        and found["PBS_DATASTORE_MAINTENANCE"][0].evidence["type"] == "offline"
+    )
+    deleting = usage("main", error="datastore 'main' is in datastore is being deleted")
+    assert set(codes(pbs_data(usage=[deleting], datastores=[{"store": "main", "maintenance": "delete"}]))) == {
+        "PBS_DATASTORE_MAINTENANCE"
+    }
+    # a real fault of a datastore in read-only maintenance, or a refusal whose maintenance PBS did not list: an error
+    broken = usage("main", error="unable to open chunk store 'main'")
+    ro = codes(pbs_data(usage=[broken], datastores=[{"store": "main", "maintenance": "type=read-only"}]))
+    assert set(ro) == {"PBS_DATASTORE_ERROR", "PBS_DATASTORE_MAINTENANCE"}
+    assert set(codes(pbs_data(usage=[refused]))) == {"PBS_DATASTORE_ERROR"}
+
+
+def test_pbs_simulator_refuses_maintenance_as_pbs_does() -> None:
+    from pvesim.pbs import app
+    from pvesim.pbs.state import build
+
+    state = build(
+        {
+            "tokens": [{"id": "root@pam!t", "acl": [{"path": "/", "role": "Admin"}]}],
+            "datastores": [
+                {"name": "a", "maintenance": "type=offline,message=disk%20swap"},
+                {"name": "b", "maintenance": "delete"},
+                {"name": "c", "maintenance": "read-only"},
+            ],
+        },
+        now=NOW,
+    )
+    token = state.tokens["root@pam!t"]
+    rows = {r["store"]: r for r in app.datastore_usage(state, token, {}, {})}
+    assert rows["a"] == {"store": "a", "error": "datastore 'a' is in offline maintenance mode: disk swap"}
+    assert rows["b"] == {"store": "b", "error": "datastore 'b' is in datastore is being deleted"}
+    assert "error" not in rows["c"]
+    pbs = PbsData(host="pbs", usage=list(rows.values()), datastores=app.datastore_list(state, token, {}, {}))
+    d = data()
+    d.pbs = pbs
+    assert {f.subject.id for f in codes(d).get("PBS_DATASTORE_ERROR", [])} == set()
+
+
 def test_garbage_collection_failed_stale_and_bad_chunks() -> None:
     found = codes(pbs_data(gc={"main": gc(state="TASK ERROR: no space left on device", bad=4)}))
     assert set(found) == {"PBS_GC_FAILED", "PBS_BAD_CHUNKS"}

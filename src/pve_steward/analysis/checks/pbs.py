@@ -21,6 +21,7 @@ from pve_steward.analysis.pbs import (
     task_ok,
     upid_start,
 )
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 DAY = 86400.0
@@ -64,7 +65,8 @@ def mapped_storages(data: ClusterData, pbs: PbsData) -> dict[str, list[Row]]:
             "PBS_DATASTORE_ERROR",
             "critical",
             "PBS datastore error",
-            "PBS could not open the datastore (the error field of GET /status/datastore-usage): backups to it fail.",
+            "PBS could not open the datastore (the error field of GET /status/datastore-usage): backups to it fail. "
+            "Offline or delete maintenance, which PBS also reports there, is PBS_DATASTORE_MAINTENANCE.",
             "Check the datastore's disk or mount on the PBS host (proxmox-backup-manager datastore list).",
         ),
     ],
@@ -84,6 +86,8 @@ def datastore_usage(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for row in pbs.usage:
         store = str(row.get("store"))
+        if row.get("error") and _maintenance_refusal(pbs, store, str(row["error"])):
+            continue  # PBS_DATASTORE_MAINTENANCE says it
         if row.get("error"):
             out.append(
                 finding(
@@ -96,6 +100,34 @@ def datastore_usage(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue
         out += _usage(data, t, store, row)
     return out
+
+
+def maintenance_type(pbs: PbsData, store: str) -> str | None:
+    """The datastore's maintenance type (read-only, offline, delete) from GET /admin/datastore's ``maintenance``
+    or its config's ``maintenance-mode``: a property string whose default key is ``type``
+    (pbs-api-types maintenance.rs MaintenanceMode)."""
+    row = next((r for r in pbs.datastores if str(r.get("store")) == store), {})
+    mode = row.get("maintenance") or pbs.config.get(store, {}).get("maintenance-mode")
+    if not mode:
+        return None
+    for part in str(mode).split(","):
+        key, eq, value = part.partition("=")
+        if not eq or key == "type":
+            return (value if eq else key) or str(mode)
+    return str(mode)
+
+
+@pve_rule(
+    "pbs.maintenance-refusal",
+    rule="Offline and delete maintenance make PBS refuse to open a datastore for reading; datastore-usage then "
+    "lists it with that refusal as its error",
+    pve="proxmox-backup src/api2/status.rs datastore_status; pbs-datastore datastore.rs lookup_datastore "
+    "('datastore {name} is in {error}'); pbs-api-types maintenance.rs MaintenanceMode::check",
+    codes=("PBS_DATASTORE_ERROR", "PBS_DATASTORE_MAINTENANCE"),
+)
+def _maintenance_refusal(pbs: PbsData, store: str, error: str) -> bool:
+    """Whether a usage row's error is PBS refusing a datastore in offline or delete maintenance, not a fault."""
+    return maintenance_type(pbs, store) in ("offline", "delete") and error.startswith(f"datastore '{store}' is in ")
 
 
 def _usage(data: ClusterData, t: Thresholds, store: str, row: Row) -> list[Finding]:
@@ -153,11 +185,11 @@ def datastore_maintenance(data: ClusterData, t: Thresholds) -> list[Finding]:
     mapped = mapped_storages(data, pbs)
     out = []
     for row in pbs.datastores:
-        mode = row.get("maintenance") or pbs.config.get(str(row.get("store")), {}).get("maintenance-mode")
-        if not mode:
-            continue
         store = str(row.get("store"))
-        kind = dict(p.split("=", 1) for p in str(mode).split(",") if "=" in p).get("type", str(mode))
+        mode = row.get("maintenance") or pbs.config.get(store, {}).get("maintenance-mode")
+        kind = maintenance_type(pbs, store)
+        if not mode or kind is None:
+            continue
         users = sorted(str(s.get("storage")) for s in mapped.get(store, []))
         out.append(
             finding(
