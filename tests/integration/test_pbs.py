@@ -88,6 +88,8 @@ async def test_pbs_findings_in_health_and_diagnose_pbs(
     assert pbs_made > 0 and (_requests("pbs") - counted[0], _requests("pve") - counted[1]) == (pbs_made, pve_made)
     assert _found(health) >= PLANTED, PLANTED - _found(health)
     assert health["complete"] is True and "CHECK_SKIPPED" not in health["by_code"]
+    # a job still running past its next slot is not "not running" (jobstate.rs compute_schedule_status)
+    assert not {f for f in _found(health) if f[1] == "job/verify/v-offsite"}
     # the demo's nightly job prunes (prune-backups on the job): no retention finding on the PBS storage
     assert "BACKUP_JOB_NO_RETENTION" not in health["by_code"]
     pbs = await _call(mcp, "diagnose_pbs")

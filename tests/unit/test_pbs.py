@@ -187,6 +187,9 @@ def test_jobs_failed_and_stale(kind: str) -> None:
     assert stale["PBS_JOB_STALE"][0].evidence["kind"] == kind.split("_", maxsplit=1)[0]
     unscheduled = job("j3", state=None, schedule=None)
     assert "PBS_JOB_STALE" in codes(pbs_data(**{kind: [unscheduled]}))
+    # still running (JobState::Started: last-run-upid, no state): next-run counts from its start, not overdue
+    running = job("j4", state=None, next_in=-2 * DAY, **{"last-run-upid": upid("x", "j4", NOW - 3 * DAY)})
+    assert codes(pbs_data(**{kind: [running]})) == {}
     # healthy, or disabled (a disabled prune job is not expected to run)
     assert codes(pbs_data(**{kind: [job("ok"), job("off", next_in=-9 * DAY, disable=True)]})) == {}
 

@@ -8,7 +8,8 @@ Knobs a scenario plants problems with: a datastore's ``used``/``total``/``growth
 estimated full date follows), ``error``, ``maintenance``, ``gc`` (``last_run_age``, ``state``,
 ``still_bad``; without ``last_run_age`` GC never ran), keep-* / gc-schedule / prune-schedule (served in the
 datastore config as PBS does; PBS >= 2.2 runs only prune jobs, never a datastore's prune-schedule); a job's
-``state``, ``last_run_age``, ``next_run_age`` (negative: overdue), ``never_ran``, ``disable``; a group's
+``state``, ``last_run_age``, ``next_run_age`` (negative: overdue), ``never_ran``, ``running`` (started
+``last_run_age`` ago, still going), ``disable``; a group's
 snapshots with ``age``, ``verify`` (ok/failed), ``verify_age``, ``manifest: false``, ``protected``;
 ``tasks`` (type, id, age, status, user), ``subscription`` and ``updates``; tokens with ACL entries.
 """
@@ -196,8 +197,10 @@ def _snapshot(s: dict[str, Any], key: tuple[str, str, str], t: int) -> Snapshot:
 
 
 def _job(j: dict[str, Any], t: int, worker: str) -> dict[str, Any]:
-    job = {k: v for k, v in j.items() if k not in ("last_run_age", "state", "next_run_age", "never_ran")}
-    if not j.get("never_ran"):
+    job = {k: v for k, v in j.items() if k not in ("last_run_age", "state", "next_run_age", "never_ran", "running")}
+    if j.get("running"):  # JobState::Started: the upid of the run going on, no state, no end time (jobstate.rs)
+        job["last-run-upid"] = upid(worker, str(j["id"]), t - int(parse_age(j.get("last_run_age", "1h"))))
+    elif not j.get("never_ran"):
         end = t - int(parse_age(j.get("last_run_age", "10h")))
         job |= {
             "last-run-upid": upid(worker, str(j["id"]), end - 300),

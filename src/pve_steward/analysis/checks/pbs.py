@@ -310,7 +310,8 @@ JOB_KINDS = (("verify", "verify_jobs"), ("prune", "prune_jobs"), ("sync", "sync_
             "warning",
             "PBS job not running",
             "An enabled verify, prune or sync job's next-run (computed by PBS from its last run and schedule) is "
-            "more than pbs_job_overdue_hours in the past, or it has no schedule and never ran.",
+            "more than pbs_job_overdue_hours in the past while no run of it is going (a running job lists "
+            "last-run-upid without last-run-state), or it has no schedule and never ran.",
             "Check that the job has a valid schedule and that proxmox-backup-proxy runs.",
         ),
     ],
@@ -345,6 +346,8 @@ def _job(now: float, t: Thresholds, kind: str, job: Row) -> list[Finding]:
     state = job.get("last-run-state")
     if state is not None and not task_ok(state):
         return [finding("PBS_JOB_FAILED", subject, f"PBS {kind} job {ident} failed: {state}", evidence)]
+    if job_running(job):
+        return []
     next_run = job.get("next-run")
     if isinstance(next_run, int) and (now - next_run) / 3600 > t.get("pbs_job_overdue_hours"):
         late = round((now - next_run) / 3600)
@@ -352,6 +355,19 @@ def _job(now: float, t: Thresholds, kind: str, job: Row) -> list[Finding]:
     if not job.get("schedule") and not job.get("last-run-upid"):
         return [finding("PBS_JOB_STALE", subject, f"PBS {kind} job {ident} has no schedule and never ran", evidence)]
     return []
+
+
+@pve_rule(
+    "pbs.job-running",
+    rule="A job whose last run is still going lists last-run-upid without last-run-state, and its next-run counts "
+    "from that run's start, so it may lie in the past while the job runs",
+    pve="proxmox-backup src/server/jobstate.rs JobState::load (Started while worker_is_active_local), "
+    "compute_schedule_status",
+    codes=("PBS_JOB_STALE",),
+)
+def job_running(job: Row) -> bool:
+    """Whether PBS reports the job's last run as still running (JobState::Started: upid, no state, no end time)."""
+    return bool(job.get("last-run-upid")) and job.get("last-run-state") is None
 
 
 @check(
