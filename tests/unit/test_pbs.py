@@ -163,6 +163,39 @@ def test_pbs_simulator_refuses_maintenance_as_pbs_does() -> None:
     assert {f.subject.id for f in codes(d).get("PBS_DATASTORE_ERROR", [])} == set()
 
 
+def test_pbs_simulator_gc_tasks_and_subscription_as_pbs_sends_them() -> None:
+    """GarbageCollectionStatus.upid is null until GC ran; TaskListItem.node is "localhost" (tasks.rs
+    into_task_list_item); without Sys.Audit on / the subscription keeps status, message and url."""
+    from pvesim.pbs import app
+    from pvesim.pbs.state import build
+
+    state = build(
+        {
+            "tokens": [{"id": "a@pbs!t", "acl": [{"path": "/", "role": "DatastoreAudit"}]}],
+            "datastores": [{"name": "main", "gc-schedule": "daily"}],
+            "tasks": [{"type": "backup", "id": "main:vm/100", "age": "1h", "status": "unable to connect"}],
+            "subscription": {
+                "status": "notfound",
+                "message": "There is no subscription key",
+                "url": "u",
+                "serverid": "x",
+            },
+        },
+        now=NOW,
+    )
+    token = state.tokens["a@pbs!t"]
+    status = app.gc_status(state, token, {"store": "main"}, {})
+    assert status["upid"] is None and "last-run-state" not in status
+    assert app.datastore_usage(state, token, {}, {})[0]["gc-status"]["upid"] is None
+    assert [t["node"] for t in app.tasks(state, token, {"node": "localhost"}, {})] == []  # no Sys.Audit: own only
+    state.tokens["a@pbs!t"].acl.append(("/system/tasks", "Audit", True))
+    assert [t["node"] for t in app.tasks(state, token, {"node": "localhost"}, {})] == ["localhost"]
+    sub = app.subscription(state, token, {"node": "localhost"}, {})
+    assert sub == {"status": "notfound", "message": "There is no subscription key", "url": "u"}
+    found = codes(pbs_data(gc={"main": status}, subscription=sub))
+    assert "never run" in str(found["PBS_GC_STALE"][0].message) and "PBS_NO_SUBSCRIPTION" in found
+
+
 def test_garbage_collection_failed_stale_and_bad_chunks() -> None:
     found = codes(pbs_data(gc={"main": gc(state="TASK ERROR: no space left on device", bad=4)}))
     assert set(found) == {"PBS_GC_FAILED", "PBS_BAD_CHUNKS"}

@@ -246,9 +246,9 @@ def tasks(state: PbsState, token: PbsToken, path: dict[str, str], q: dict[str, s
 
 
 def subscription(state: PbsState, token: PbsToken, path: dict[str, str], q: dict[str, str]) -> Any:
-    """src/api2/node/subscription.rs get_subscription (details only with Sys.Audit on /system)."""
-    if "Sys.Audit" not in token.privs("/system"):
-        return {"status": state.subscription.get("status"), "message": "only visible with Sys.Audit"}
+    """src/api2/node/subscription.rs get_subscription: without Sys.Audit on / only status, message and url."""
+    if "Sys.Audit" not in token.privs("/"):
+        return {k: v for k, v in state.subscription.items() if k in ("status", "message", "url")}
     return dict(state.subscription)
 
 

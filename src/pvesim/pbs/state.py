@@ -168,6 +168,7 @@ def _datastore(d: dict[str, Any], t: int) -> Datastore:
         "pending-chunks": 0,
         "removed-bad": int(gc.get("removed_bad", 0)),
         "still-bad": int(gc.get("still_bad", 0)),
+        "upid": None,  # GarbageCollectionStatus.upid is Option without skip_serializing_if: null until GC ran
     }
     if "last_run_age" in gc:
         end = t - int(parse_age(gc["last_run_age"]))
@@ -232,7 +233,7 @@ def _task(x: dict[str, Any], t: int) -> dict[str, Any]:
     user = x.get("user", "root@pam")
     return {
         "upid": upid(x["type"], x.get("id", ""), start, user),
-        "node": "pbs",
+        "node": "localhost",  # src/api2/node/tasks.rs into_task_list_item
         "pid": 0x1F2E,
         "pstart": 0xABCD,
         "starttime": start,
