@@ -329,6 +329,21 @@ def test_guest_whose_only_verified_backup_the_next_prune_removes() -> None:
     assert codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"][0].evidence["pruned_by"] == ["PVE backup job nightly"]
 
 
+def test_vzdump_prunes_after_its_new_backup() -> None:
+    """VZDump.pm exec_backup_task prunes right after the backup: the new snapshot takes a keep-last slot."""
+    rows = [snap("vm", "100", 12 * HOUR), snap("vm", "100", 12 * HOUR + DAY, "ok")]
+    d = pbs_data(snapshots={"main": rows})
+    d.backup_jobs = [{"id": "j", "storage": "pbs-main", "vmid": "100", "prune-backups": "keep-last=2"}]
+    found = codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"]
+    assert found[0].evidence["verified_backup_times"] == [rows[1]["backup-time"]]
+    # a PBS prune job runs on its own schedule: keep-last=2 keeps both snapshots there are
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(
+        pbs_data(snapshots={"main": rows}, prune_jobs=[job("p", **{"keep-last": 2})])
+    )
+    d.backup_jobs[0]["prune-backups"] = "keep-last=3"
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
+
+
 def test_vzdump_prunes_only_the_groups_of_guests_its_job_backs_up() -> None:
     """VZDump.pm exec_backup_task prunes the guest's own group (PBSPlugin prune_backups: "$type/$vmid")."""
 

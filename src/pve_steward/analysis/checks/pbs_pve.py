@@ -9,7 +9,7 @@ from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.checks.pbs import group_subject, groups_of, mapped_storages
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.pbs import PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
+from pve_steward.analysis.pbs import MANIFEST, PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -43,7 +43,8 @@ def pve_prunes(data: ClusterData, storage: Row) -> list[PbsPrune]:
 @pve_rule(
     "pbs.vzdump-prune-group",
     rule="vzdump prunes only the backup group of the guest it just backed up (type/vmid, qemu -> vm, lxc -> ct), "
-    "so a PVE backup job's prune-backups reaches only the guests the job selects",
+    "so a PVE backup job's prune-backups reaches only the guests the job selects; it prunes right after that "
+    "backup, which takes a keep slot itself",
     pve="pve-manager PVE/VZDump.pm exec_backup_task (prune_backups(..., $vmid, $vmtype)); pve-storage "
     "PBSPlugin.pm prune_backups",
     codes=("PBS_PRUNE_DROPS_LAST_VERIFIED",),
@@ -59,6 +60,13 @@ def prunes_group(data: ClusterData, job: Row | None, kind: str, ident: str) -> b
     pool = guest.get("pool")
     covered = job_covers(job, int(ident), guest.get("node"), str(pool) if pool else None, visible_pools(data.resources))
     return covered is not False
+
+
+def with_next_backup(group: list[Row], now: float) -> list[Row]:
+    """The group as vzdump prunes it: with the backup it has just written, the newest and finished
+    (VZDump.pm exec_backup_task prunes after the backup, "prune older backups with retention")."""
+    newest = max((int(s.get("backup-time", 0)) for s in group), default=0)
+    return [*group, {"backup-time": max(int(now), newest + 1), "files": [{"filename": MANIFEST}]}]
 
 
 def _denied(data: ClusterData, store: str) -> bool:
@@ -127,7 +135,7 @@ def _last_verified(data: ClusterData, pbs: PbsData, store: str, storage: Row) ->
         for source, keep, job in prunes:
             if not prunes_group(data, job, key[1], key[2]):
                 continue
-            marks = prune_marks(group, keep)
+            marks = prune_marks(group if job is None else with_next_backup(group, data.now), keep)
             for s in verified:
                 if marks[int(s.get("backup-time", 0))] == "remove":
                     removed_by.setdefault(int(s.get("backup-time", 0)), source)
