@@ -344,6 +344,22 @@ def test_vzdump_prunes_after_its_new_backup() -> None:
     assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
 
 
+def test_vzdump_prunes_pbs_with_the_nodes_vzdump_conf() -> None:
+    """VZDump.pm new: the job's prune-backups, else /etc/vzdump.conf's (the storage's folded in), else keep-all."""
+    from tests.unit.pve_fixtures import vzdump_defaults
+
+    rows = [snap("vm", "100", 12 * HOUR), snap("vm", "100", 12 * HOUR + DAY, "ok")]
+    d = pbs_data(snapshots={"main": rows})
+    d.backup_jobs = [{"id": "j", "storage": "pbs-main", "vmid": "100"}]
+    d.cluster_status = [{"type": "node", "name": "pve1", "online": 1, "id": "node/pve1"}]
+    d.vzdump_defaults = {"pve1@pbs-main": vzdump_defaults("pbs-main", "keep-last=1")}
+    assert codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"][0].evidence["pruned_by"] == ["PVE backup job j"]
+    d.vzdump_defaults = {"pve1@pbs-main": vzdump_defaults("pbs-main", "keep-last=1", remove=0)}
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
+    d.vzdump_defaults = {"pve1@pbs-main": vzdump_defaults("pbs-main")}  # keep-all
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
+
+
 def test_vzdump_prunes_only_the_groups_of_guests_its_job_backs_up() -> None:
     """VZDump.pm exec_backup_task prunes the guest's own group (PBSPlugin prune_backups: "$type/$vmid")."""
 

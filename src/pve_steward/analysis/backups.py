@@ -578,6 +578,14 @@ def _settings(data: ClusterData, job: Row) -> dict[str, tuple[dict[str, str], bo
     return out
 
 
+def vzdump_prune(data: ClusterData, job: Row, node: str | None) -> tuple[dict[str, str], bool] | None:
+    """The prune-backups and remove vzdump applies to the job's guests on ``node`` (see ``_settings``);
+    None when that node's /etc/vzdump.conf defaults were not read."""
+    settings = _settings(data, job)
+    chosen = settings.get("job") or (settings.get(node) if node else None)
+    return (chosen[0], chosen[1]) if chosen else None
+
+
 @pve_rule(
     "backups.limit",
     rule="With keep-* limits and remove=0, vzdump does not prune but refuses a guest's new backup once its "

@@ -4,7 +4,7 @@ namespace on a PBS server; these checks say what that means on the PBS side.
 
 from __future__ import annotations
 
-from pve_steward.analysis.backups import job_covers, visible_pools
+from pve_steward.analysis.backups import job_covers, visible_pools, vzdump_prune
 from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.checks.pbs import group_subject, groups_of, mapped_storages
 from pve_steward.analysis.data import ClusterData
@@ -26,18 +26,24 @@ PbsPrune = tuple[str, dict[str, int], Row | None]  # source, keep-*, the PVE bac
 GROUP_TYPE = {"qemu": "vm", "lxc": "ct"}  # pve-storage PBSPlugin.pm prune_backups: qemu -> vm, lxc -> ct
 
 
-def pve_prunes(data: ClusterData, storage: Row) -> list[PbsPrune]:
-    """vzdump prunes a PBS storage after each backup with the job's prune-backups, else the storage's
-    (pve-manager PVE/VZDump.pm new; pve-storage PBSPlugin prune_backups)."""
+def pve_jobs(data: ClusterData, storage: Row) -> list[Row]:
+    """The enabled PVE backup jobs writing to this PBS storage."""
     sid = storage.get("storage")
-    out: list[PbsPrune] = []
-    for job in data.backup_jobs:
-        if job.get("storage") != sid or str(job.get("enabled", 1)) == "0" or str(job.get("remove", "")) == "0":
-            continue
-        keep = pve_keep_options(_spec(job.get("prune-backups")) or _spec(storage.get("prune-backups")))
-        if keep:
-            out.append((f"PVE backup job {job.get('id')}", keep, job))
-    return out
+    return [j for j in data.backup_jobs if j.get("storage") == sid and str(j.get("enabled", 1)) != "0"]
+
+
+def pve_keep(data: ClusterData, job: Row, storage: Row, node: str | None) -> dict[str, int]:
+    """The keep-* vzdump prunes a guest's group with after its backup: the job's prune-backups, else
+    /etc/vzdump.conf's of the guest's node with the storage's folded in, else keep-all; nothing with remove=0
+    (pve-manager PVE/VZDump.pm new; analysis/backups.py vzdump_prune). Where that node's defaults were not
+    read: the job's, else the storage's."""
+    applied = vzdump_prune(data, job, node)
+    if applied is not None:
+        spec, remove = applied
+        return pve_keep_options(spec) if remove else {}
+    if str(job.get("remove", "")) == "0":
+        return {}
+    return pve_keep_options(_spec(job.get("prune-backups")) or _spec(storage.get("prune-backups")))
 
 
 @pve_rule(
@@ -49,17 +55,19 @@ def pve_prunes(data: ClusterData, storage: Row) -> list[PbsPrune]:
     "PBSPlugin.pm prune_backups",
     codes=("PBS_PRUNE_DROPS_LAST_VERIFIED",),
 )
-def prunes_group(data: ClusterData, job: Row | None, kind: str, ident: str) -> bool:
-    """Whether a prune source reaches backup group ``kind/ident``: a PBS prune job always (it prunes every group
-    of its namespace), a PVE job only for a guest of that type it selects (or may: a pool it cannot see)."""
+def group_keep(data: ClusterData, source: PbsPrune, storage: Row, kind: str, ident: str) -> dict[str, int]:
+    """The keep-* a prune source applies to backup group ``kind/ident`` ({}: it does not prune it): a PBS prune
+    job its own (it prunes every group of its namespace), a PVE job only for a guest of that type it selects (or
+    may: a pool it cannot see)."""
+    _name, keep, job = source
     if job is None:
-        return True
+        return keep
     guest = data.guests.get(int(ident)) if ident.isdecimal() else None
     if guest is None or GROUP_TYPE.get(str(guest.get("type"))) != kind:
-        return False
-    pool = guest.get("pool")
-    covered = job_covers(job, int(ident), guest.get("node"), str(pool) if pool else None, visible_pools(data.resources))
-    return covered is not False
+        return {}
+    pool, node = guest.get("pool"), guest.get("node")
+    covered = job_covers(job, int(ident), node, str(pool) if pool else None, visible_pools(data.resources))
+    return {} if covered is False else pve_keep(data, job, storage, str(node) if node else None)
 
 
 def with_next_backup(group: list[Row], now: float) -> list[Row]:
@@ -122,7 +130,8 @@ def pve_storages(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 def _last_verified(data: ClusterData, pbs: PbsData, store: str, storage: Row) -> list[Finding]:
     ns = str(storage.get("namespace") or "")
-    prunes = [(source, keep, None) for source, keep in pbs_prunes(pbs, store, ns)] + pve_prunes(data, storage)
+    prunes: list[PbsPrune] = [(source, keep, None) for source, keep in pbs_prunes(pbs, store, ns)]
+    prunes += [(f"PVE backup job {job.get('id')}", {}, job) for job in pve_jobs(data, storage)]
     if not prunes:
         return []
     rows = [r for r in pbs.snapshots.get(store, []) if str(r.get("ns") or "") == ns]
@@ -132,8 +141,10 @@ def _last_verified(data: ClusterData, pbs: PbsData, store: str, storage: Row) ->
         if key[1] not in ("vm", "ct") or not verified:
             continue
         removed_by: dict[int, str] = {}
-        for source, keep, job in prunes:
-            if not prunes_group(data, job, key[1], key[2]):
+        for prune in prunes:
+            source, _keep, job = prune
+            keep = group_keep(data, prune, storage, key[1], key[2])
+            if not keep:
                 continue
             marks = prune_marks(group if job is None else with_next_backup(group, data.now), keep)
             for s in verified:
