@@ -119,6 +119,22 @@ async def test_retention_on_a_pbs_storage_consults_pbs_prune_jobs(
     assert set(keeps) == {"pve1", "pve2", "pve3"} and all("no PBS prune job" in why for why in keeps.values()), keeps
 
 
+async def test_diagnose_pbs_reads_the_pve_jobs_that_prune_pbs(
+    start_sim: Any, pbs_sim: PbsServer, server_for: Any
+) -> None:
+    """vzdump prunes a PBS storage after each backup (VZDump.pm exec_backup_task): diagnose_pbs alone reads the
+    backup jobs to see it."""
+    sim = start_sim("demo")
+    attach(sim.cluster, pbs_sim)
+    for job in sim.cluster.backup_jobs:
+        if job.get("storage") == "pbs-main":
+            job["prune-backups"] = "keep-last=1"
+    report = await _call(server_for(sim, **pbs_settings(pbs_sim)), "diagnose_pbs")
+    by_pve = [f for f in report["findings"] if f["code"] == "PBS_PRUNE_DROPS_LAST_VERIFIED"]
+    assert any("PVE backup job backup-nightly" in f["evidence"]["pruned_by"] for f in by_pve), by_pve
+    assert report["complete"] is True
+
+
 async def test_not_configured_is_said_never_clean(demo_sim: Any, server_for: Any) -> None:
     report = await _call(server_for(demo_sim), "check_cluster_health", areas=["pbs"])
     assert [f["code"] for f in report["findings"]] == ["CHECK_SKIPPED"]
