@@ -135,6 +135,21 @@ async def test_diagnose_pbs_reads_the_pve_jobs_that_prune_pbs(
     assert report["complete"] is True
 
 
+async def test_every_failed_pbs_task_of_the_day_is_counted(start_sim: Any, pbs_sim: PbsServer, server_for: Any) -> None:
+    """PBS lists 50 tasks unless asked for all (tasks.rs list_tasks, limit 0 = no limit): 60 newer failed backups
+    must neither be cut to 50 nor hide the older failed verification."""
+    from pvesim.pbs.state import _task
+
+    sim = start_sim("demo")
+    attach(sim.cluster, pbs_sim)
+    now = pbs_sim.state.now()
+    failed = {"type": "backup", "id": "main:vm/100", "age": "1h", "status": "connection error"}
+    pbs_sim.state.tasks += [_task(failed, now) for _ in range(60)]
+    report = await _call(server_for(sim, **pbs_settings(pbs_sim)), "diagnose_pbs")
+    counts = {f["subject"]["id"]: f["evidence"]["count"] for f in report["findings"] if f["code"] == "PBS_TASK_FAILED"}
+    assert counts == {"tasks/backup": 60, "tasks/verificationjob": 1}, counts
+
+
 async def test_not_configured_is_said_never_clean(demo_sim: Any, server_for: Any) -> None:
     report = await _call(server_for(demo_sim), "check_cluster_health", areas=["pbs"])
     assert [f["code"] for f in report["findings"]] == ["CHECK_SKIPPED"]
