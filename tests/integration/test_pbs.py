@@ -88,6 +88,8 @@ async def test_pbs_findings_in_health_and_diagnose_pbs(
     assert pbs_made > 0 and (_requests("pbs") - counted[0], _requests("pve") - counted[1]) == (pbs_made, pve_made)
     assert _found(health) >= PLANTED, PLANTED - _found(health)
     assert health["complete"] is True and "CHECK_SKIPPED" not in health["by_code"]
+    # a job still running past its next slot is not "not running" (jobstate.rs compute_schedule_status)
+    assert not {f for f in _found(health) if f[1] == "job/verify/v-offsite"}
     # the demo's nightly job prunes (prune-backups on the job): no retention finding on the PBS storage
     assert "BACKUP_JOB_NO_RETENTION" not in health["by_code"]
     pbs = await _call(mcp, "diagnose_pbs")
@@ -115,6 +117,37 @@ async def test_retention_on_a_pbs_storage_consults_pbs_prune_jobs(
     keeps = found[0]["evidence"]["keeps_all"] if found else {}
     # per node, now that /etc/vzdump.conf is read for PBS storages too: none prunes, and neither does PBS
     assert set(keeps) == {"pve1", "pve2", "pve3"} and all("no PBS prune job" in why for why in keeps.values()), keeps
+
+
+async def test_diagnose_pbs_reads_the_pve_jobs_that_prune_pbs(
+    start_sim: Any, pbs_sim: PbsServer, server_for: Any
+) -> None:
+    """vzdump prunes a PBS storage after each backup (VZDump.pm exec_backup_task): diagnose_pbs alone reads the
+    backup jobs to see it."""
+    sim = start_sim("demo")
+    attach(sim.cluster, pbs_sim)
+    for job in sim.cluster.backup_jobs:
+        if job.get("storage") == "pbs-main":
+            job["prune-backups"] = "keep-last=1"
+    report = await _call(server_for(sim, **pbs_settings(pbs_sim)), "diagnose_pbs")
+    by_pve = [f for f in report["findings"] if f["code"] == "PBS_PRUNE_DROPS_LAST_VERIFIED"]
+    assert any("PVE backup job backup-nightly" in f["evidence"]["pruned_by"] for f in by_pve), by_pve
+    assert report["complete"] is True
+
+
+async def test_every_failed_pbs_task_of_the_day_is_counted(start_sim: Any, pbs_sim: PbsServer, server_for: Any) -> None:
+    """PBS lists 50 tasks unless asked for all (tasks.rs list_tasks, limit 0 = no limit): 60 newer failed backups
+    must neither be cut to 50 nor hide the older failed verification."""
+    from pvesim.pbs.state import _task
+
+    sim = start_sim("demo")
+    attach(sim.cluster, pbs_sim)
+    now = pbs_sim.state.now()
+    failed = {"type": "backup", "id": "main:vm/100", "age": "1h", "status": "connection error"}
+    pbs_sim.state.tasks += [_task(failed, now) for _ in range(60)]
+    report = await _call(server_for(sim, **pbs_settings(pbs_sim)), "diagnose_pbs")
+    counts = {f["subject"]["id"]: f["evidence"]["count"] for f in report["findings"] if f["code"] == "PBS_TASK_FAILED"}
+    assert counts == {"tasks/backup": 60, "tasks/verificationjob": 1}, counts
 
 
 async def test_not_configured_is_said_never_clean(demo_sim: Any, server_for: Any) -> None:

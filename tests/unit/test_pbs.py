@@ -115,6 +115,87 @@ def test_maintenance_mode_is_critical_when_pve_writes_there() -> None:
     assert codes(pbs_data(datastores=[{"store": "main"}])) == {}
 
 
+def test_offline_maintenance_is_maintenance_not_a_datastore_error() -> None:
+    """status.rs datastore_status lists a datastore lookup_datastore refuses with that error; offline and delete
+    maintenance refuse reads ("datastore 'x' is in offline maintenance mode: msg", maintenance.rs check)."""
+    refused = usage("main", error="datastore 'main' is in offline maintenance mode: disk swap")
+    found = codes(
+        pbs_data(usage=[refused], datastores=[{"store": "main", "maintenance": "type=offline,message=disk swap"}])
+    )
+    assert (
+        set(found) == {"PBS_DATASTORE_MAINTENANCE"}
+        and found["PBS_DATASTORE_MAINTENANCE"][0].evidence["type"] == "offline"
+    )
+    deleting = usage("main", error="datastore 'main' is in datastore is being deleted")
+    assert set(codes(pbs_data(usage=[deleting], datastores=[{"store": "main", "maintenance": "delete"}]))) == {
+        "PBS_DATASTORE_MAINTENANCE"
+    }
+    # a real fault of a datastore in read-only maintenance, or a refusal whose maintenance PBS did not list: an error
+    broken = usage("main", error="unable to open chunk store 'main'")
+    ro = codes(pbs_data(usage=[broken], datastores=[{"store": "main", "maintenance": "type=read-only"}]))
+    assert set(ro) == {"PBS_DATASTORE_ERROR", "PBS_DATASTORE_MAINTENANCE"}
+    assert set(codes(pbs_data(usage=[refused]))) == {"PBS_DATASTORE_ERROR"}
+
+
+def test_pbs_simulator_refuses_maintenance_as_pbs_does() -> None:
+    from pvesim.pbs import app
+    from pvesim.pbs.state import build
+
+    state = build(
+        {
+            "tokens": [{"id": "root@pam!t", "acl": [{"path": "/", "role": "Admin"}]}],
+            "datastores": [
+                {"name": "a", "maintenance": "type=offline,message=disk%20swap"},
+                {"name": "b", "maintenance": "delete"},
+                {"name": "c", "maintenance": "read-only"},
+            ],
+        },
+        now=NOW,
+    )
+    token = state.tokens["root@pam!t"]
+    rows = {r["store"]: r for r in app.datastore_usage(state, token, {}, {})}
+    assert rows["a"] == {"store": "a", "error": "datastore 'a' is in offline maintenance mode: disk swap"}
+    assert rows["b"] == {"store": "b", "error": "datastore 'b' is in datastore is being deleted"}
+    assert "error" not in rows["c"]
+    pbs = PbsData(host="pbs", usage=list(rows.values()), datastores=app.datastore_list(state, token, {}, {}))
+    d = data()
+    d.pbs = pbs
+    assert {f.subject.id for f in codes(d).get("PBS_DATASTORE_ERROR", [])} == set()
+
+
+def test_pbs_simulator_gc_tasks_and_subscription_as_pbs_sends_them() -> None:
+    """GarbageCollectionStatus.upid is null until GC ran; TaskListItem.node is "localhost" (tasks.rs
+    into_task_list_item); without Sys.Audit on / the subscription keeps status, message and url."""
+    from pvesim.pbs import app
+    from pvesim.pbs.state import build
+
+    state = build(
+        {
+            "tokens": [{"id": "a@pbs!t", "acl": [{"path": "/", "role": "DatastoreAudit"}]}],
+            "datastores": [{"name": "main", "gc-schedule": "daily"}],
+            "tasks": [{"type": "backup", "id": "main:vm/100", "age": "1h", "status": "unable to connect"}],
+            "subscription": {
+                "status": "notfound",
+                "message": "There is no subscription key",
+                "url": "u",
+                "serverid": "x",
+            },
+        },
+        now=NOW,
+    )
+    token = state.tokens["a@pbs!t"]
+    status = app.gc_status(state, token, {"store": "main"}, {})
+    assert status["upid"] is None and "last-run-state" not in status
+    assert app.datastore_usage(state, token, {}, {})[0]["gc-status"]["upid"] is None
+    assert [t["node"] for t in app.tasks(state, token, {"node": "localhost"}, {})] == []  # no Sys.Audit: own only
+    state.tokens["a@pbs!t"].acl.append(("/system/tasks", "Audit", True))
+    assert [t["node"] for t in app.tasks(state, token, {"node": "localhost"}, {})] == ["localhost"]
+    sub = app.subscription(state, token, {"node": "localhost"}, {})
+    assert sub == {"status": "notfound", "message": "There is no subscription key", "url": "u"}
+    found = codes(pbs_data(gc={"main": status}, subscription=sub))
+    assert "never run" in str(found["PBS_GC_STALE"][0].message) and "PBS_NO_SUBSCRIPTION" in found
+
+
 def test_garbage_collection_failed_stale_and_bad_chunks() -> None:
     found = codes(pbs_data(gc={"main": gc(state="TASK ERROR: no space left on device", bad=4)}))
     assert set(found) == {"PBS_GC_FAILED", "PBS_BAD_CHUNKS"}
@@ -139,6 +220,9 @@ def test_jobs_failed_and_stale(kind: str) -> None:
     assert stale["PBS_JOB_STALE"][0].evidence["kind"] == kind.split("_", maxsplit=1)[0]
     unscheduled = job("j3", state=None, schedule=None)
     assert "PBS_JOB_STALE" in codes(pbs_data(**{kind: [unscheduled]}))
+    # still running (JobState::Started: last-run-upid, no state): next-run counts from its start, not overdue
+    running = job("j4", state=None, next_in=-2 * DAY, **{"last-run-upid": upid("x", "j4", NOW - 3 * DAY)})
+    assert codes(pbs_data(**{kind: [running]})) == {}
     # healthy, or disabled (a disabled prune job is not expected to run)
     assert codes(pbs_data(**{kind: [job("ok"), job("off", next_in=-9 * DAY, disable=True)]})) == {}
 
@@ -237,10 +321,60 @@ def test_guest_whose_only_verified_backup_the_next_prune_removes() -> None:
     roomy = [job("daily", **{"keep-last": 4})]
     assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}, prune_jobs=roomy))
     assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}))
+    stale_config = {"main": {"name": "main", "prune-schedule": "daily", "keep-last": 1}}  # not run by PBS >= 2.2
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(pbs_data(snapshots={"main": rows}, config=stale_config))
     # vzdump's prune-backups on the PVE side prunes the same group
     d = pbs_data(snapshots={"main": rows})
-    d.backup_jobs = [{"id": "nightly", "storage": "pbs-main", "enabled": 1, "prune-backups": "keep-last=1"}]
+    d.backup_jobs = [{"id": "nightly", "storage": "pbs-main", "enabled": 1, "all": 1, "prune-backups": "keep-last=1"}]
     assert codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"][0].evidence["pruned_by"] == ["PVE backup job nightly"]
+
+
+def test_vzdump_prunes_after_its_new_backup() -> None:
+    """VZDump.pm exec_backup_task prunes right after the backup: the new snapshot takes a keep-last slot."""
+    rows = [snap("vm", "100", 12 * HOUR), snap("vm", "100", 12 * HOUR + DAY, "ok")]
+    d = pbs_data(snapshots={"main": rows})
+    d.backup_jobs = [{"id": "j", "storage": "pbs-main", "vmid": "100", "prune-backups": "keep-last=2"}]
+    found = codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"]
+    assert found[0].evidence["verified_backup_times"] == [rows[1]["backup-time"]]
+    # a PBS prune job runs on its own schedule: keep-last=2 keeps both snapshots there are
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(
+        pbs_data(snapshots={"main": rows}, prune_jobs=[job("p", **{"keep-last": 2})])
+    )
+    d.backup_jobs[0]["prune-backups"] = "keep-last=3"
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
+
+
+def test_vzdump_prunes_pbs_with_the_nodes_vzdump_conf() -> None:
+    """VZDump.pm new: the job's prune-backups, else /etc/vzdump.conf's (the storage's folded in), else keep-all."""
+    from tests.unit.pve_fixtures import vzdump_defaults
+
+    rows = [snap("vm", "100", 12 * HOUR), snap("vm", "100", 12 * HOUR + DAY, "ok")]
+    d = pbs_data(snapshots={"main": rows})
+    d.backup_jobs = [{"id": "j", "storage": "pbs-main", "vmid": "100"}]
+    d.cluster_status = [{"type": "node", "name": "pve1", "online": 1, "id": "node/pve1"}]
+    d.vzdump_defaults = {"pve1@pbs-main": vzdump_defaults("pbs-main", "keep-last=1")}
+    assert codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"][0].evidence["pruned_by"] == ["PVE backup job j"]
+    d.vzdump_defaults = {"pve1@pbs-main": vzdump_defaults("pbs-main", "keep-last=1", remove=0)}
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
+    d.vzdump_defaults = {"pve1@pbs-main": vzdump_defaults("pbs-main")}  # keep-all
+    assert "PBS_PRUNE_DROPS_LAST_VERIFIED" not in codes(d)
+
+
+def test_vzdump_prunes_only_the_groups_of_guests_its_job_backs_up() -> None:
+    """VZDump.pm exec_backup_task prunes the guest's own group (PBSPlugin prune_backups: "$type/$vmid")."""
+
+    def group(kind: str, ident: str) -> list[dict[str, Any]]:
+        rows = [snap(kind, ident, 12 * HOUR + k * DAY) for k in range(3)]
+        rows[2] = snap(kind, ident, 12 * HOUR + 2 * DAY, "ok")  # only the oldest is verified
+        return rows
+
+    d = pbs_data(snapshots={"main": group("vm", "100") + group("vm", "101") + group("ct", "100")})
+    d.backup_jobs = [{"id": "j100", "storage": "pbs-main", "vmid": "100", "prune-backups": "keep-last=1"}]
+    found = codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"]
+    # vm/101 is not in the job; ct/100 is not guest 100's type (a VM): vzdump never prunes either
+    assert [(f.evidence["group"], f.evidence["pruned_by"]) for f in found] == [("vm/100", ["PVE backup job j100"])]
+    d.backup_jobs = [{"id": "all", "storage": "pbs-main", "all": 1, "exclude": "100", "prune-backups": "keep-last=1"}]
+    assert [f.evidence["group"] for f in codes(d)["PBS_PRUNE_DROPS_LAST_VERIFIED"]] == ["vm/101"]
 
 
 def test_backup_job_retention_on_pbs_consults_pbs() -> None:
@@ -250,9 +384,7 @@ def test_backup_job_retention_on_pbs_consults_pbs() -> None:
         d.backup_jobs = [job_row]
         return [f for f in analyze_backups(d, T) if f.code == "BACKUP_JOB_NO_RETENTION"]
 
-    why = (
-        "no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job or keep-* prunes datastore main"
-    )
+    why = "no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job prunes datastore main"
     assert retention(pbs_data())[0].evidence["keeps_all"] == {"pbs": why}
     # vzdump prunes PBS targets with /etc/vzdump.conf's prune-backups too (VZDump.pm new, exec_backup_task)
     from tests.unit.pve_fixtures import vzdump_defaults
@@ -270,7 +402,9 @@ def test_backup_job_retention_on_pbs_consults_pbs() -> None:
     some.cluster_status = nodes
     assert list(retention(some)[0].evidence["keeps_all"]) == ["pve2"]
     assert retention(pbs_data(prune_jobs=[job("p", **{"keep-daily": 7})])) == []
-    assert retention(pbs_data(config={"main": {"prune-schedule": "daily", "keep-last": 5}})) == []
+    # a datastore's own prune-schedule/keep-* (datastore.cfg before PBS 2.2) is never run: PBS's scheduler reads
+    # only prune jobs (proxmox-backup-proxy.rs schedule_datastore_prune_jobs)
+    assert retention(pbs_data(config={"main": {"prune-schedule": "daily", "keep-last": 5}}))
     assert retention(
         pbs_data(prune_jobs=[job("p", disable=True, **{"keep-daily": 7})])
     )  # a disabled job prunes nothing

@@ -174,8 +174,8 @@ class _Policy:
             "Backup job without retention",
             "vzdump keeps every backup: the job, its storage and the node's /etc/vzdump.conf set no prune-backups "
             "(PVE's default is keep-all=1), or remove=0 without keep-* limits. maxfiles counts as keep-last on PVE 8 "
-            "only. On a PBS storage it also needs no PBS prune job and no datastore keep-* to prune it (judged only "
-            "with a PBS connection).",
+            "only. On a PBS storage it also needs no enabled PBS prune job to prune it (a datastore's old "
+            "prune-schedule is not run; judged only with a PBS connection).",
             "Set prune-backups on the job or the storage.",
         ),
         Code(
@@ -531,7 +531,7 @@ def _pve_major(data: ClusterData) -> int | None:
     "backups.retention",
     rule="vzdump prunes with the job's prune-backups, else the storage's, else /etc/vzdump.conf's, else keeps "
     "all (keep-all=1), and not at all with remove=0; PVE 8 still reads maxfiles (job, storage, vzdump.conf) as "
-    "keep-last, PVE 9 dropped it. On a PBS storage vzdump's prune-backups or PBS's prune jobs and datastore keep-* "
+    "keep-last, PVE 9 dropped it. On a PBS storage vzdump's prune-backups or PBS's prune jobs "
     "prune; without a PBS connection it is not judged.",
     pve="pve-manager PVE/VZDump.pm new + storage_info + read_vzdump_defaults (stable-8: maxfiles; pve-storage "
     "stable-8 Storage.pm storage_config); PVE/CLI/pve8to9.pm maxfiles check",
@@ -578,6 +578,14 @@ def _settings(data: ClusterData, job: Row) -> dict[str, tuple[dict[str, str], bo
     return out
 
 
+def vzdump_prune(data: ClusterData, job: Row, node: str | None) -> tuple[dict[str, str], bool] | None:
+    """The prune-backups and remove vzdump applies to the job's guests on ``node`` (see ``_settings``);
+    None when that node's /etc/vzdump.conf defaults were not read."""
+    settings = _settings(data, job)
+    chosen = settings.get("job") or (settings.get(node) if node else None)
+    return (chosen[0], chosen[1]) if chosen else None
+
+
 @pve_rule(
     "backups.limit",
     rule="With keep-* limits and remove=0, vzdump does not prune but refuses a guest's new backup once its "
@@ -621,7 +629,7 @@ def _limit_finding(data: ClusterData, job: Row, subject: Subject, limits: dict[s
 def _pbs_keeps_everything(data: ClusterData, job: Row, storage: Row) -> dict[str, str]:
     """A PBS storage keeps everything where neither vzdump (the job's prune-backups, else /etc/vzdump.conf's with
     the storage's folded in: VZDump.pm new prunes PBS targets alike) nor PBS (a prune job reaching the namespace,
-    or the datastore's keep-* with a prune-schedule) prunes it. Without a PBS connection (or when it could not
+    analysis/pbs.py pbs_prunes) prunes it. Without a PBS connection (or when it could not
     be read) it is not judged: PVE cannot see PBS's side."""
     if data.pbs is None or not storage_maps(storage, data.pbs) or not storage.get("datastore"):
         return {}
@@ -634,7 +642,7 @@ def _pbs_keeps_everything(data: ClusterData, job: Row, storage: Row) -> dict[str
     if not keeping or pbs_prunes(data.pbs, store, ns):
         return {}
     where = f"datastore {store}" + (f" namespace {ns}" if ns else "")
-    why = f"no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job or keep-* prunes {where}"
+    why = f"no prune-backups on the job, storage or /etc/vzdump.conf, and no PBS prune job prunes {where}"
     return {place if place != "job" else "pbs": why for place in keeping}
 
 

@@ -197,21 +197,21 @@ def storage_maps(storage: Row, pbs: PbsData) -> bool:
 @pve_rule(
     "pbs.retention",
     rule="A PBS prune job prunes its datastore and namespace (to max-depth) unless disabled or keeping nothing "
-    "(then it keeps all); a datastore's own keep-* prune on its prune-schedule",
-    pve="proxmox-backup src/server/prune_job.rs prune_datastore; pbs-api-types jobs.rs PruneJobConfig",
+    "(then it keeps all); a datastore's own prune-schedule/keep-* (pre-2.2 datastore.cfg) is never run",
+    pve="proxmox-backup src/bin/proxmox-backup-proxy.rs schedule_datastore_prune_jobs; src/server/prune_job.rs "
+    "prune_datastore",
     codes=("BACKUP_JOB_NO_RETENTION", "PBS_PRUNE_DROPS_LAST_VERIFIED"),
 )
 def pbs_prunes(pbs: PbsData, store: str, ns: str) -> list[tuple[str, dict[str, int]]]:
     """What prunes ``store``/``ns`` on the PBS side: enabled prune jobs that keep something and reach the
-    namespace (pbs-api-types jobs.rs PruneJobConfig; a job keeping nothing prunes nothing: src/server/prune_job.rs
-    prune_datastore), and the datastore's own keep-* with a prune-schedule (the pre-prune-job way)."""
+    namespace. PBS's scheduler reads only prune jobs (proxmox-backup-proxy.rs schedule_datastore_prune_jobs:
+    ``disable`` and ``!keeps_something()`` skipped); a datastore's prune-schedule/keep-* left in datastore.cfg
+    is not run (PBS 2.2 moved them to prune jobs: config/datastore.rs create_datastore, postinst
+    update-to-prune-jobs-config)."""
     out = []
     for job in pbs.prune_jobs:
         keep = keep_options(job)
         reaches = job.get("store") == store and ns_covers(str(job.get("ns") or ""), job.get("max-depth"), ns)
-        if reaches and keep and not job.get("disable"):
+        if reaches and keep and job.get("disable") not in (True, 1, "1", "true"):
             out.append((f"PBS prune job {job.get('id')}", keep))
-    config = pbs.config.get(store, {})
-    if config.get("prune-schedule") and keep_options(config):
-        out.append((f"datastore {store} prune-schedule", keep_options(config)))
     return out

@@ -154,9 +154,10 @@ class Collector:
             wave1.append(("ha_status", api_path("cluster", "ha", "status", "current"), {}))
         if self._want("ha", "migration", "guests"):  # guests: start-all skips HA resources (GUEST_NO_ONBOOT)
             wave1.append(("ha_resources", api_path("cluster", "ha", "resources"), {}))
+        if self._want("backups", "pbs"):  # pbs: vzdump's prune of PBS storages (PBS_PRUNE_DROPS_LAST_VERIFIED)
+            wave1.append(("backup_jobs", api_path("cluster", "backup"), {}))
         if self._want("backups"):
             wave1 += [
-                ("backup_jobs", api_path("cluster", "backup"), {}),
                 ("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}),
                 # whether the storages' content lists show every backup to this token (pve/volumeaccess.py)
                 ("permissions", api_path("access", "permissions"), {}),
@@ -432,7 +433,7 @@ class Collector:
             "ha_resources": ("ha", "migration", "guests"),
             "ha_groups": ("ha",),
             "ha_rules": ("ha",),
-            "backup_jobs": ("backups",),
+            "backup_jobs": ("backups", "pbs"),
             "not_backed_up": ("backups",),
             "replication_jobs": ("replication", "migration"),
             "storage": ALL_AREAS,
@@ -481,6 +482,7 @@ class Collector:
             reads += self._ha_constraint_reads()
         if self._want("backups"):
             reads += self._backup_content_reads(online)
+        if self._want("backups", "pbs"):
             reads += self._vzdump_defaults_reads(online)
         if self.areas & NEEDS_CONFIGS:
             # a migration question (preconditions) is judged on the current config, as PVE's migration loads
@@ -527,7 +529,7 @@ class Collector:
             "replication": ("replication",),
             "config": tuple(NEEDS_CONFIGS),
             "content": ("backups",),
-            "vzdump": ("backups",),
+            "vzdump": ("backups", "pbs"),
         }
         configs: dict[int, Any] = {}
         for key, value in sorted(got.items()):
@@ -625,13 +627,14 @@ class Collector:
     def _vzdump_defaults_reads(self, online: list[str]) -> list[Read]:
         """Where an enabled job's retention is not fully set on the job itself, read what vzdump would use on
         each node it runs on: ``GET /nodes/{n}/vzdump/defaults?storage=`` folds the storage's prune-backups,
-        /etc/vzdump.conf and the schema default (keep-all) as PVE/VZDump.pm does, for PBS storages alike."""
+        /etc/vzdump.conf and the schema default (keep-all) as PVE/VZDump.pm does, for PBS storages alike (for the
+        pbs area alone, only jobs writing to PBS storages)."""
         kinds = {str(s.get("storage")): s for s in self.data.storage_config}
         pairs: set[tuple[str, str]] = set()
         for job in self.data.backup_jobs:
             sid = str(job.get("storage") or "local")
             cfg = kinds.get(sid, {})
-            if str(job.get("enabled", 1)) == "0":
+            if str(job.get("enabled", 1)) == "0" or (not self._want("backups") and cfg.get("type") != "pbs"):
                 continue
             if job.get("prune-backups") and job.get("remove") is not None:
                 continue

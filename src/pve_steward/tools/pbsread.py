@@ -49,7 +49,12 @@ async def read_pbs(link: PbsLink, storages: list[Row], now: float) -> tuple[PbsD
             ("verify", api_path("admin", "verify"), {}),
             ("prune", api_path("admin", "prune"), {}),
             ("sync", api_path("admin", "sync"), {}),
-            ("tasks", api_path("nodes", node("localhost"), "tasks"), {"since": int(now) - TASK_WINDOW, "errors": 1}),
+            # limit 0: all of the window's failures (PBS lists 50 by default: src/api2/node/tasks.rs list_tasks)
+            (
+                "tasks",
+                api_path("nodes", node("localhost"), "tasks"),
+                {"since": int(now) - TASK_WINDOW, "errors": 1, "limit": 0},
+            ),
             ("subscription", api_path("nodes", node("localhost"), "subscription"), {}),
             ("updates", api_path("nodes", node("localhost"), "apt", "update"), {}),
         ],

@@ -12,6 +12,7 @@ import hmac
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -50,11 +51,25 @@ def _visible(token: PbsToken, store: str) -> bool:
 
 
 def _open(store: Datastore) -> None:
-    """DataStore::lookup_datastore(Operation::Read): an error, or offline maintenance, refuses it."""
+    """DataStore::lookup_datastore(Operation::Read): offline or delete maintenance refuses it first
+    ("datastore '{name}' is in {error}", pbs-api-types maintenance.rs MaintenanceMode::check), then an error."""
+    mode = _maintenance(store.maintenance)
+    if mode.get("type") == "delete":
+        raise ApiError(400, f"datastore '{store.name}' is in datastore is being deleted")
+    if mode.get("type") == "offline":
+        message = unquote(mode.get("message", ""))
+        raise ApiError(400, f"datastore '{store.name}' is in offline maintenance mode: {message}")
     if store.error:
         raise ApiError(400, store.error)
-    if store.maintenance and "offline" in store.maintenance:
-        raise ApiError(400, f"datastore '{store.name}' is in offline maintenance mode")
+
+
+def _maintenance(mode: str | None) -> dict[str, str]:
+    """A maintenance-mode property string (default key ``type``)."""
+    out = {}
+    for part in (mode or "").split(","):
+        key, eq, value = part.partition("=")
+        out[key if eq else "type"] = value if eq else key
+    return out
 
 
 def version(state: PbsState, token: PbsToken, path: dict[str, str], q: dict[str, str]) -> Any:
@@ -231,9 +246,9 @@ def tasks(state: PbsState, token: PbsToken, path: dict[str, str], q: dict[str, s
 
 
 def subscription(state: PbsState, token: PbsToken, path: dict[str, str], q: dict[str, str]) -> Any:
-    """src/api2/node/subscription.rs get_subscription (details only with Sys.Audit on /system)."""
-    if "Sys.Audit" not in token.privs("/system"):
-        return {"status": state.subscription.get("status"), "message": "only visible with Sys.Audit"}
+    """src/api2/node/subscription.rs get_subscription: without Sys.Audit on / only status, message and url."""
+    if "Sys.Audit" not in token.privs("/"):
+        return {k: v for k, v in state.subscription.items() if k in ("status", "message", "url")}
     return dict(state.subscription)
 
 

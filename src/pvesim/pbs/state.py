@@ -6,8 +6,10 @@ so a scenario reads the same whenever it runs. Payload shapes follow proxmox/pro
 
 Knobs a scenario plants problems with: a datastore's ``used``/``total``/``growth_per_day`` (PBS's
 estimated full date follows), ``error``, ``maintenance``, ``gc`` (``last_run_age``, ``state``,
-``still_bad``; without ``last_run_age`` GC never ran), keep-* / gc-schedule / prune-schedule; a job's
-``state``, ``last_run_age``, ``next_run_age`` (negative: overdue), ``never_ran``, ``disable``; a group's
+``still_bad``; without ``last_run_age`` GC never ran), keep-* / gc-schedule / prune-schedule (served in the
+datastore config as PBS does; PBS >= 2.2 runs only prune jobs, never a datastore's prune-schedule); a job's
+``state``, ``last_run_age``, ``next_run_age`` (negative: overdue), ``never_ran``, ``running`` (started
+``last_run_age`` ago, still going), ``disable``; a group's
 snapshots with ``age``, ``verify`` (ok/failed), ``verify_age``, ``manifest: false``, ``protected``;
 ``tasks`` (type, id, age, status, user), ``subscription`` and ``updates``; tokens with ACL entries.
 """
@@ -166,6 +168,7 @@ def _datastore(d: dict[str, Any], t: int) -> Datastore:
         "pending-chunks": 0,
         "removed-bad": int(gc.get("removed_bad", 0)),
         "still-bad": int(gc.get("still_bad", 0)),
+        "upid": None,  # GarbageCollectionStatus.upid is Option without skip_serializing_if: null until GC ran
     }
     if "last_run_age" in gc:
         end = t - int(parse_age(gc["last_run_age"]))
@@ -195,8 +198,10 @@ def _snapshot(s: dict[str, Any], key: tuple[str, str, str], t: int) -> Snapshot:
 
 
 def _job(j: dict[str, Any], t: int, worker: str) -> dict[str, Any]:
-    job = {k: v for k, v in j.items() if k not in ("last_run_age", "state", "next_run_age", "never_ran")}
-    if not j.get("never_ran"):
+    job = {k: v for k, v in j.items() if k not in ("last_run_age", "state", "next_run_age", "never_ran", "running")}
+    if j.get("running"):  # JobState::Started: the upid of the run going on, no state, no end time (jobstate.rs)
+        job["last-run-upid"] = upid(worker, str(j["id"]), t - int(parse_age(j.get("last_run_age", "1h"))))
+    elif not j.get("never_ran"):
         end = t - int(parse_age(j.get("last_run_age", "10h")))
         job |= {
             "last-run-upid": upid(worker, str(j["id"]), end - 300),
@@ -228,7 +233,7 @@ def _task(x: dict[str, Any], t: int) -> dict[str, Any]:
     user = x.get("user", "root@pam")
     return {
         "upid": upid(x["type"], x.get("id", ""), start, user),
-        "node": "pbs",
+        "node": "localhost",  # src/api2/node/tasks.rs into_task_list_item
         "pid": 0x1F2E,
         "pstart": 0xABCD,
         "starttime": start,

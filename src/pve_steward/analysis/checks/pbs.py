@@ -21,6 +21,7 @@ from pve_steward.analysis.pbs import (
     task_ok,
     upid_start,
 )
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 DAY = 86400.0
@@ -64,7 +65,8 @@ def mapped_storages(data: ClusterData, pbs: PbsData) -> dict[str, list[Row]]:
             "PBS_DATASTORE_ERROR",
             "critical",
             "PBS datastore error",
-            "PBS could not open the datastore (the error field of GET /status/datastore-usage): backups to it fail.",
+            "PBS could not open the datastore (the error field of GET /status/datastore-usage): backups to it fail. "
+            "Offline or delete maintenance, which PBS also reports there, is PBS_DATASTORE_MAINTENANCE.",
             "Check the datastore's disk or mount on the PBS host (proxmox-backup-manager datastore list).",
         ),
     ],
@@ -84,6 +86,8 @@ def datastore_usage(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for row in pbs.usage:
         store = str(row.get("store"))
+        if row.get("error") and _maintenance_refusal(pbs, store, str(row["error"])):
+            continue  # PBS_DATASTORE_MAINTENANCE says it
         if row.get("error"):
             out.append(
                 finding(
@@ -96,6 +100,34 @@ def datastore_usage(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue
         out += _usage(data, t, store, row)
     return out
+
+
+def maintenance_type(pbs: PbsData, store: str) -> str | None:
+    """The datastore's maintenance type (read-only, offline, delete) from GET /admin/datastore's ``maintenance``
+    or its config's ``maintenance-mode``: a property string whose default key is ``type``
+    (pbs-api-types maintenance.rs MaintenanceMode)."""
+    row = next((r for r in pbs.datastores if str(r.get("store")) == store), {})
+    mode = row.get("maintenance") or pbs.config.get(store, {}).get("maintenance-mode")
+    if not mode:
+        return None
+    for part in str(mode).split(","):
+        key, eq, value = part.partition("=")
+        if not eq or key == "type":
+            return (value if eq else key) or str(mode)
+    return str(mode)
+
+
+@pve_rule(
+    "pbs.maintenance-refusal",
+    rule="Offline and delete maintenance make PBS refuse to open a datastore for reading; datastore-usage then "
+    "lists it with that refusal as its error",
+    pve="proxmox-backup src/api2/status.rs datastore_status; pbs-datastore datastore.rs lookup_datastore "
+    "('datastore {name} is in {error}'); pbs-api-types maintenance.rs MaintenanceMode::check",
+    codes=("PBS_DATASTORE_ERROR", "PBS_DATASTORE_MAINTENANCE"),
+)
+def _maintenance_refusal(pbs: PbsData, store: str, error: str) -> bool:
+    """Whether a usage row's error is PBS refusing a datastore in offline or delete maintenance, not a fault."""
+    return maintenance_type(pbs, store) in ("offline", "delete") and error.startswith(f"datastore '{store}' is in ")
 
 
 def _usage(data: ClusterData, t: Thresholds, store: str, row: Row) -> list[Finding]:
@@ -153,11 +185,11 @@ def datastore_maintenance(data: ClusterData, t: Thresholds) -> list[Finding]:
     mapped = mapped_storages(data, pbs)
     out = []
     for row in pbs.datastores:
-        mode = row.get("maintenance") or pbs.config.get(str(row.get("store")), {}).get("maintenance-mode")
-        if not mode:
-            continue
         store = str(row.get("store"))
-        kind = dict(p.split("=", 1) for p in str(mode).split(",") if "=" in p).get("type", str(mode))
+        mode = row.get("maintenance") or pbs.config.get(store, {}).get("maintenance-mode")
+        kind = maintenance_type(pbs, store)
+        if not mode or kind is None:
+            continue
         users = sorted(str(s.get("storage")) for s in mapped.get(store, []))
         out.append(
             finding(
@@ -278,7 +310,8 @@ JOB_KINDS = (("verify", "verify_jobs"), ("prune", "prune_jobs"), ("sync", "sync_
             "warning",
             "PBS job not running",
             "An enabled verify, prune or sync job's next-run (computed by PBS from its last run and schedule) is "
-            "more than pbs_job_overdue_hours in the past, or it has no schedule and never ran.",
+            "more than pbs_job_overdue_hours in the past while no run of it is going (a running job lists "
+            "last-run-upid without last-run-state), or it has no schedule and never ran.",
             "Check that the job has a valid schedule and that proxmox-backup-proxy runs.",
         ),
     ],
@@ -313,6 +346,8 @@ def _job(now: float, t: Thresholds, kind: str, job: Row) -> list[Finding]:
     state = job.get("last-run-state")
     if state is not None and not task_ok(state):
         return [finding("PBS_JOB_FAILED", subject, f"PBS {kind} job {ident} failed: {state}", evidence)]
+    if job_running(job):
+        return []
     next_run = job.get("next-run")
     if isinstance(next_run, int) and (now - next_run) / 3600 > t.get("pbs_job_overdue_hours"):
         late = round((now - next_run) / 3600)
@@ -320,6 +355,19 @@ def _job(now: float, t: Thresholds, kind: str, job: Row) -> list[Finding]:
     if not job.get("schedule") and not job.get("last-run-upid"):
         return [finding("PBS_JOB_STALE", subject, f"PBS {kind} job {ident} has no schedule and never ran", evidence)]
     return []
+
+
+@pve_rule(
+    "pbs.job-running",
+    rule="A job whose last run is still going lists last-run-upid without last-run-state, and its next-run counts "
+    "from that run's start, so it may lie in the past while the job runs",
+    pve="proxmox-backup src/server/jobstate.rs JobState::load (Started while worker_is_active_local), "
+    "compute_schedule_status",
+    codes=("PBS_JOB_STALE",),
+)
+def job_running(job: Row) -> bool:
+    """Whether PBS reports the job's last run as still running (JobState::Started: upid, no state, no end time)."""
+    return bool(job.get("last-run-upid")) and job.get("last-run-state") is None
 
 
 @check(
