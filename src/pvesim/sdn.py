@@ -38,6 +38,13 @@ class Zone:
         restricted = self.nodes()
         return restricted is None or node in restricted
 
+    def allows(self, node: str) -> bool:
+        """Whether the edited config (sdn/zones.cfg, what Zones.pm tap_plug reads) lets ``node`` plug a vnet."""
+        raw = self.pending.get("nodes", self.options.get("nodes"))
+        if not raw or raw == "deleted":
+            return True
+        return node in [n for n in str(raw).split(",") if n]
+
 
 @dataclass
 class Vnet:
@@ -79,16 +86,24 @@ class Sdn:
         return out
 
     def plug_error(self, bridge: str, node: str) -> str | None:
-        """Why a NIC on ``bridge`` cannot be plugged on ``node`` (Zones.pm tap_plug; a missing bridge makes
-        PVE::Network::tap_plug die), or None; a plain bridge is not SDN's concern."""
+        """Why a NIC on ``bridge`` cannot be plugged on ``node``, or None; a plain bridge is not SDN's concern.
+
+        pve-bridge / LXC update_net call Zones.pm tap_create / veth_create first: the zone's plugin config
+        comes from the edited config (get_plugin_config; a zone deleted there croaks in Plugin->lookup) and
+        PVE::Network's read_bridge_mtu dies where the running config generated no bridge (or the node did not
+        reload). Zones.pm tap_plug then refuses a node the edited zone's nodes leave out."""
         v = self.vnets.get(bridge)
-        if v is None or v.state == "new":
+        if v is None:
             return None
-        zone = self.zones.get(v.zone)
-        if zone is None or not zone.on(node):
-            return f"vnet {bridge} is not allowed on this node"
-        if node in self.reload_pending:
+        if v.state == "new":  # not running: the classic-bridge fallback finds no such bridge
             return f"bridge '{bridge}' does not exist"
+        zone = self.zones.get(v.zone)
+        if zone is None or zone.state == "deleted":
+            return "cannot lookup undefined type!"
+        if not zone.on(node) or node in self.reload_pending:
+            return f"bridge '{bridge}' does not exist"
+        if not zone.allows(node):
+            return f"vnet {bridge} is not allowed on this node"
         return None
 
     def vnet_status(self, node: str, zone: str) -> list[dict[str, Any]]:

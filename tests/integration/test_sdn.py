@@ -79,10 +79,29 @@ async def test_check_guest_migration_refuses_a_target_outside_the_zone(start_sim
     assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
     ok = await _call(mcp, "check_guest_migration", vmid=104, target="pve2")
     assert ok["can_move"] is True and ok["mode"] == "live"
-    # and PVE agrees: the live move to pve3 fails when the target plugs the NIC, the one to pve2 succeeds
+    # and PVE agrees: the live move to pve3 fails when the target creates the NIC (no bridge: the running zone
+    # config leaves pve3 out, Zones.pm tap_create -> read_bridge_mtu), the one to pve2 succeeds
     pve = api(sim)
     upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve3", online=1)
     status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
-    assert "vnet tenant1 is not allowed on this node" in str(status["exitstatus"])
+    assert "bridge 'tenant1' does not exist" in str(status["exitstatus"])
     upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
     assert wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)["exitstatus"] == "OK"
+
+
+async def test_an_unapplied_zone_edit_refuses_a_node_the_running_zone_has(start_sim: Any, server_for: Any) -> None:
+    from pvesim import load_scenario
+
+    data = load_scenario("demo")
+    tenants = next(z for z in data["sdn"]["zones"] if z["id"] == "tenants")
+    tenants["pending"] = {"nodes": ["pve1"]}  # edited, not applied: pve2 keeps its bridge
+    sim = start_sim(data, speed=2000)
+    mcp = server_for(sim, "operator@pve!mcp")
+    move = await _call(mcp, "check_guest_migration", vmid=104, target="pve2")
+    assert move["can_move"] is False
+    assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
+    # PVE: Zones.pm tap_plug reads the edited zone (get_plugin_config) and refuses pve2
+    pve = api(sim)
+    upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
+    status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
+    assert "vnet tenant1 is not allowed on this node" in str(status["exitstatus"])

@@ -150,6 +150,36 @@ def test_plain_bridges_and_unrestricted_available_zones_leave_targets_alone() ->
         assert assess(d, vmid, allow_downtime=False).movable_to() == ["pve2", "pve3"]
 
 
+def test_unapplied_zone_nodes_edit_refuses_a_node_the_running_config_still_has() -> None:
+    # Zones.pm tap_plug reads the zone from the edited config (get_plugin_config): pve3 is refused although
+    # the running config (and pve3's bridge) still includes it
+    zones = [{**ZONES[0], "nodes": "pve1,pve2,pve3", "state": "changed", "pending": {"nodes": "pve1,pve2"}}, ZONES[1]]
+    d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=zones, sdn_vnets=VNETS)
+    m = assess(d, 104, allow_downtime=False)
+    assert _blocked_on(m) == {"pve2": set(), "pve3": {"MIGRATE_SDN_VNET_UNAVAILABLE"}}
+    detail = next(r.detail for t in m.targets for r in t.reasons)
+    assert "edited nodes (pve1, pve2, not applied yet) leave pve3 out" in detail
+
+
+def test_unapplied_widening_still_needs_the_running_bridge() -> None:
+    # the edit drops the restriction, but pve3 has no bridge until it is applied (generate_etc_network_config)
+    zones = [{**ZONES[0], "state": "changed", "pending": {"nodes": "deleted"}}, ZONES[1]]
+    d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=zones, sdn_vnets=VNETS)
+    assert _blocked_on(assess(d, 104, allow_downtime=False)) == {
+        "pve2": set(),
+        "pve3": {"MIGRATE_SDN_VNET_UNAVAILABLE"},
+    }
+
+
+def test_zone_deleted_but_not_applied_fails_on_every_node() -> None:
+    zones = [{**ZONES[0], "nodes": None, "state": "deleted", "pending": {}}, ZONES[1]]
+    vnets = [{**VNETS[0], "state": "deleted", "pending": {}}, VNETS[1]]
+    d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=zones, sdn_vnets=vnets)
+    m = assess(d, 104, allow_downtime=False)
+    assert _blocked_on(m) == {"pve2": {"MIGRATE_SDN_VNET_UNAVAILABLE"}, "pve3": {"MIGRATE_SDN_VNET_UNAVAILABLE"}}
+    assert "zone tenants is deleted" in next(r.detail for t in m.targets for r in t.reasons)
+
+
 def test_vnet_not_applied_yet_is_not_judged() -> None:
     vnets = [{"vnet": "tenant1", "type": "vnet", "state": "new", "pending": {"zone": "tenants"}}]
     d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=ZONES, sdn_vnets=vnets)

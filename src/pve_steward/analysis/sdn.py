@@ -67,8 +67,24 @@ def zone_status_on(data: ClusterData, zone: str, node: str) -> str | None:
 class ZoneConfig:
     id: str
     type: str
-    nodes: tuple[str, ...] | None  # the running config's restriction; None: every node
+    nodes: tuple[str, ...] | None  # the running config's restriction (where its bridges exist); None: every node
     applied: bool  # in the running config (False for a zone created but not applied)
+    edited_nodes: tuple[str, ...] | None = None  # the edited (sdn/zones.cfg) restriction tap_plug checks
+    deleted: bool = False  # gone from the edited config (state 'deleted'), still running
+
+
+def _node_list(value: object) -> tuple[str, ...] | None:
+    """A ``nodes`` value as the API encodes it (comma list, SDN.pm encode_value); None: no restriction."""
+    return tuple(n.strip() for n in str(value or "").split(",") if n.strip()) or None
+
+
+def _edited_nodes(row: Row, running: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The edited config's ``nodes``: pending_config lists a changed value under ``pending`` ('deleted' when
+    removed), an unchanged one only as the running value."""
+    pending = row.get("pending")
+    if not isinstance(pending, dict) or "nodes" not in pending:
+        return running
+    return None if pending["nodes"] == "deleted" else _node_list(pending["nodes"])
 
 
 def zones(data: ClusterData) -> dict[str, ZoneConfig] | None:
@@ -80,12 +96,16 @@ def zones(data: ClusterData) -> dict[str, ZoneConfig] | None:
     if "zones" not in memo:
         out = {}
         for r in rows:
-            nodes = str(r.get("nodes") or "")
+            if not isinstance(r, dict):
+                continue
+            nodes = _node_list(r.get("nodes"))
             out[str(r.get("zone"))] = ZoneConfig(
                 id=str(r.get("zone")),
                 type=str(r.get("type", "")),
-                nodes=tuple(n.strip() for n in nodes.split(",") if n.strip()) or None,
+                nodes=nodes,
                 applied=r.get("state") != "new",
+                edited_nodes=_edited_nodes(r, nodes),
+                deleted=r.get("state") == "deleted",
             )
         memo["zones"] = out
     return dict(memo["zones"])

@@ -181,15 +181,18 @@ def fabric_neighbors(data: ClusterData, t: Thresholds) -> list[Finding]:
             "MIGRATE_SDN_VNET_UNAVAILABLE",
             "warning",
             "Guest's SDN vnet not available on a target",
-            "A guest NIC on an SDN vnet can only be plugged where the vnet's zone exists and works: a node left "
-            "out of the zone's nodes refuses it ('vnet ... is not allowed on this node'), a node whose zone is "
-            "'pending' has no such bridge yet, one in 'error' has a broken one. Such a node is no target.",
+            "A guest NIC on an SDN vnet can only be plugged where the vnet's zone exists and works: a node the "
+            "applied zone leaves out has no such bridge ('bridge ... does not exist'), a node whose zone is "
+            "'pending' may not have it yet, one in 'error' has a broken one, and a node the edited zone config "
+            "leaves out (applied or not) refuses it ('vnet ... is not allowed on this node'); a zone deleted but "
+            "not applied fails everywhere. Such a node is no target.",
             "Move the guest to a node where the zone is available, or add the node to the zone (Datacenter > SDN "
-            "> Zones > nodes) and apply SDN.",
+            "> Zones > nodes) and apply SDN; review unapplied zone edits before moving guests.",
         )
     ],
     needs=[SDN_ZONES, SDN_VNETS],
-    pve="pve-network src/PVE/Network/SDN/Zones.pm tap_plug, status; qemu-server src/usr/pve-bridge",
+    pve="pve-network src/PVE/Network/SDN/Zones.pm tap_create, tap_plug, get_plugin_config, status; "
+    "qemu-server src/usr/pve-bridge",
 )
 def vnet_targets(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Declares the reads and the code of the migration rule ``migrate.sdn-vnet-on-target``; its findings come
