@@ -428,3 +428,11 @@ def test_generator_builds_a_large_cluster_fast() -> None:
         rows = pve.cluster.resources.get()
         assert time.monotonic() - t0 < 1.0
         assert sum(1 for r in rows if r["type"] in ("qemu", "lxc")) == 2000
+
+
+def test_sdn_zone_content_lists_vnet_status_and_nothing_for_an_unknown_zone(demo_sim: SimServer) -> None:
+    # pve-network src/PVE/API2/Network/SDN/Nodes/Zone.pm index filters Zones.pm status by zone: no error
+    pve = api(demo_sim)
+    lab = pve.nodes("pve2").sdn.zones("lab").content.get()
+    assert {"vnet": "lab20", "status": "error", "statusmsg": "missing vmbr0v20"} in lab
+    assert pve.nodes("pve2").sdn.zones("nozone").content.get() == []

@@ -105,3 +105,23 @@ async def test_an_unapplied_zone_edit_refuses_a_node_the_running_zone_has(start_
     upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
     status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
     assert "vnet tenant1 is not allowed on this node" in str(status["exitstatus"])
+
+
+async def test_a_zone_in_error_blocks_only_the_failing_vnet(start_sim: Any, server_for: Any) -> None:
+    from pvesim import load_scenario
+
+    data = load_scenario("demo")
+    data["sdn"]["vnets"].append({"id": "lab30", "zone": "lab", "tag": 30})  # healthy sibling of lab20
+    vm = next(g for g in data["guests"] if g["vmid"] == 104)
+    vm["config"]["net1"] = "virtio=BC:24:11:3A:11:04,bridge=lab30"
+    sim = start_sim(data, speed=2000)
+    mcp = server_for(sim, "operator@pve!mcp")
+    report = await _call(mcp, "check_cluster_health", areas=["sdn"], detail=True)
+    assert ("SDN_ZONE_ERROR", "lab", "pve2") in _sdn(report)  # zone lab is 'error' on pve2 (lab20 fails)
+    move = await _call(mcp, "check_guest_migration", vmid=104, target="pve2")
+    assert move["can_move"] is True, move["blockers"]
+    vm["config"]["net1"] = "virtio=BC:24:11:3A:11:04,bridge=lab20"
+    sim = start_sim(data, speed=2000)
+    move = await _call(server_for(sim, "operator@pve!mcp"), "check_guest_migration", vmid=104, target="pve2")
+    assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
+    assert "missing vmbr0v20" in move["blockers"][0]["detail"]

@@ -180,6 +180,32 @@ def test_zone_deleted_but_not_applied_fails_on_every_node() -> None:
     assert "zone tenants is deleted" in next(r.detail for t in m.targets for r in t.reasons)
 
 
+def test_zone_error_blocks_only_the_vnet_that_fails_when_the_content_was_read() -> None:
+    # Zones.pm status marks the zone 'error' when any one vnet fails; the sibling lab30 plugs fine on pve2
+    vnets = [*VNETS, {"vnet": "lab30", "zone": "lab", "tag": 30, "type": "vnet", "digest": "x"}]
+    on = {
+        105: qemu_config("a", scsi0="ceph-vm:vm-105-disk-0,size=8G", net0="virtio=BC:24:11:00:00:02,bridge=lab20"),
+        107: qemu_config("b", scsi0="ceph-vm:vm-107-disk-0,size=8G", net0="virtio=BC:24:11:00:00:07,bridge=lab30"),
+    }
+    rows = [network_zone("pve2", "lab", "error", "vlan"), network_zone("pve3", "lab", "available", "vlan")]
+    d = _data(rows, [(guest_row(v, "pve1"), c) for v, c in on.items()], sdn_zones=ZONES, sdn_vnets=vnets)
+    d.reads["sdn_zone_content"] = {
+        "pve2": {
+            "lab": [
+                {"vnet": "lab30", "status": "available"},
+                {"vnet": "lab20", "status": "error", "statusmsg": "missing vmbr0v20"},
+            ]
+        }
+    }
+    assert assess(d, 107, allow_downtime=False).movable_to() == ["pve2", "pve3"]
+    m = assess(d, 105, allow_downtime=False)
+    assert _blocked_on(m) == {"pve2": {"MIGRATE_SDN_VNET_UNAVAILABLE"}, "pve3": set()}
+    assert "vnet lab20 is 'error' on pve2 (missing vmbr0v20)" in next(r.detail for t in m.targets for r in t.reasons)
+    del d.reads["sdn_zone_content"]  # content not read: the zone's status decides, as before
+    d.memo.clear()
+    assert _blocked_on(assess(d, 107, allow_downtime=False))["pve2"] == {"MIGRATE_SDN_VNET_UNAVAILABLE"}
+
+
 def test_vnet_not_applied_yet_is_not_judged() -> None:
     vnets = [{"vnet": "tenant1", "type": "vnet", "state": "new", "pending": {"zone": "tenants"}}]
     d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=ZONES, sdn_vnets=vnets)

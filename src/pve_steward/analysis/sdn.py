@@ -19,6 +19,7 @@ from pve_steward.pve.guestconfig import parse_property_string
 ZONES = "sdn_zones"
 VNETS = "sdn_vnets"
 FABRIC_NEIGHBORS = "sdn_fabric_neighbors"  # node -> fabric -> FRR neighbour rows (tools/sdnread.py)
+ZONE_CONTENT = "sdn_zone_content"  # node -> zone -> vnet status rows, zones in 'error' only (tools/sdnread.py)
 _NET_KEY = re.compile(r"^net\d+$")
 
 
@@ -61,6 +62,17 @@ def zone_status_on(data: ClusterData, zone: str, node: str) -> str | None:
         memo["zones"] = {(s.id, s.node): s.status for s in network_status(data) if s.kind == "zone"}
     status = memo["zones"].get((zone, node))
     return None if status is None else str(status)
+
+
+def vnet_status_on(data: ClusterData, zone: str, vnet: str, node: str) -> tuple[str, str] | None:
+    """The vnet's own (status, statusmsg) on ``node`` from the zone's content (read where the zone is in
+    'error'); None when not read or not listed."""
+    per_node = data.read_nodes(ZONE_CONTENT).get(node)
+    rows = per_node.get(zone) if isinstance(per_node, dict) else None
+    for r in rows if isinstance(rows, list) else []:
+        if isinstance(r, dict) and r.get("vnet") == vnet:
+            return str(r.get("status") or ""), str(r.get("statusmsg") or "")
+    return None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,15 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration.model import Reason, reason
 from pve_steward.analysis.pverules import pve_rule
-from pve_steward.analysis.sdn import ZoneConfig, guest_bridges, running_vnets, vnet_zones, zone_status_on, zones
+from pve_steward.analysis.sdn import (
+    ZoneConfig,
+    guest_bridges,
+    running_vnets,
+    vnet_status_on,
+    vnet_zones,
+    zone_status_on,
+    zones,
+)
 
 
 def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
@@ -32,11 +40,13 @@ def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
     "migrate.sdn-vnet-on-target",
     rule="A NIC on an SDN vnet needs the vnet's bridge on the node, generated only where the running zone config "
     "includes the node ('bridge X does not exist' otherwise), applied and healthy there (zone not 'pending' or "
-    "'error'); tap_plug then reads the zone from the edited config, applied or not: a node its nodes leave out "
-    "refuses the NIC ('vnet X is not allowed on this node'), and a zone deleted there fails on every node.",
+    "'error'; in an 'error' zone the vnet's own status decides); tap_plug then reads the zone from the edited "
+    "config, applied or not: a node its nodes leave out refuses the NIC ('vnet X is not allowed on this node'), "
+    "and a zone deleted there fails on every node.",
     pve="pve-network src/PVE/Network/SDN/Zones.pm tap_create, veth_create, tap_plug, get_plugin_config, status, "
-    "generate_etc_network_config; pve-common src/PVE/Network.pm read_bridge_mtu; qemu-server src/usr/pve-bridge; "
-    "pve-container src/PVE/LXC.pm update_net/net_tap_plug",
+    "generate_etc_network_config; src/PVE/API2/Network/SDN/Nodes/Zone.pm index (content); pve-common "
+    "src/PVE/Network.pm read_bridge_mtu; qemu-server src/usr/pve-bridge; pve-container src/PVE/LXC.pm "
+    "update_net/net_tap_plug",
     codes=("MIGRATE_SDN_VNET_UNAVAILABLE",),
 )
 def sdn_reasons(data: ClusterData, vnets: tuple[str, ...], node: str) -> list[Reason]:
@@ -49,7 +59,7 @@ def sdn_reasons(data: ClusterData, vnets: tuple[str, ...], node: str) -> list[Re
         zid = zone_of.get(vnet)
         if zid is None:
             continue
-        why = _unavailable(data, zid, configs.get(zid), node)
+        why = _unavailable(data, zid, vnet, configs.get(zid), node)
         if why:
             out.append(
                 reason(
@@ -59,13 +69,19 @@ def sdn_reasons(data: ClusterData, vnets: tuple[str, ...], node: str) -> list[Re
     return out
 
 
-def _unavailable(data: ClusterData, zid: str, zone: ZoneConfig | None, node: str) -> str | None:
-    """The first of pve-bridge's failures for a vnet of zone ``zid`` on ``node``, in PVE's order."""
+def _unavailable(data: ClusterData, zid: str, vnet: str, zone: ZoneConfig | None, node: str) -> str | None:
+    """The first of pve-bridge's failures for ``vnet`` of zone ``zid`` on ``node``, in PVE's order."""
     if zone is not None and zone.deleted:  # Zones.pm get_plugin_config: undef -> Plugin->lookup croaks
         return f"zone {zid} is deleted in the SDN config (not applied yet)"
     if zone is not None and zone.nodes is not None and node not in zone.nodes:  # no bridge generated there
         return f"zone {zid} is limited to {', '.join(zone.nodes)}"
     status = zone_status_on(data, zid, node)
+    if status == "error":  # Zones.pm status: the zone is 'error' when any one of its vnets fails its check
+        own = vnet_status_on(data, zid, vnet, node)
+        if own is not None and own[0] != "error":
+            return None
+        if own is not None:
+            return f"vnet {vnet} is 'error' on {node}" + (f" ({own[1][:200]})" if own[1] else "")
     if status in ("pending", "error"):
         return f"zone {zid} is '{status}' on {node}"
     if zone is not None and zone.edited_nodes is not None and node not in zone.edited_nodes:  # Zones.pm tap_plug
