@@ -85,13 +85,15 @@ class Sdn:
                 out[v.zone]["status"] = "error"
         return out
 
-    def plug_error(self, bridge: str, node: str) -> str | None:
+    def plug_error(self, bridge: str, node: str, vlan: bool = False) -> str | None:
         """Why a NIC on ``bridge`` cannot be plugged on ``node``, or None; a plain bridge is not SDN's concern.
 
         pve-bridge / LXC update_net call Zones.pm tap_create / veth_create first: the zone's plugin config
         comes from the edited config (get_plugin_config; a zone deleted there croaks in Plugin->lookup) and
         PVE::Network's read_bridge_mtu dies where the running config generated no bridge (or the node did not
-        reload). Zones.pm tap_plug then refuses a node the edited zone's nodes leave out."""
+        reload). Zones.pm tap_plug then refuses a node the edited zone's nodes leave out, and Zones/Plugin.pm
+        tap_plug a NIC with a VLAN ``tag``/``trunks`` (``vlan``) on a vnet whose bridge does not filter VLANs
+        (only a ``vlanaware`` vnet's does)."""
         v = self.vnets.get(bridge)
         if v is None:
             return None
@@ -104,6 +106,8 @@ class Sdn:
             return f"bridge '{bridge}' does not exist"
         if not zone.allows(node):
             return f"vnet {bridge} is not allowed on this node"
+        if vlan and str(v.options.get("vlanaware", "")).lower() not in ("1", "true", "yes", "on"):
+            return f"vm vlans are not allowed on vnet {bridge}"
         return None
 
     def vnet_status(self, node: str, zone: str) -> list[dict[str, Any]]:

@@ -125,3 +125,26 @@ async def test_a_zone_in_error_blocks_only_the_failing_vnet(start_sim: Any, serv
     move = await _call(server_for(sim, "operator@pve!mcp"), "check_guest_migration", vmid=104, target="pve2")
     assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
     assert "missing vmbr0v20" in move["blockers"][0]["detail"]
+
+
+async def test_a_vlan_tag_on_a_vnet_that_is_not_vlan_aware(start_sim: Any, server_for: Any) -> None:
+    from pvesim import load_scenario
+
+    data = load_scenario("demo")
+    vm = next(g for g in data["guests"] if g["vmid"] == 104)
+    vm["config"]["net1"] = "virtio=BC:24:11:3A:11:04,bridge=tenant1,tag=7"
+    sim = start_sim(data, speed=2000)
+    move = await _call(server_for(sim, "operator@pve!mcp"), "check_guest_migration", vmid=104, target="pve2")
+    assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
+    assert "not VLAN-aware" in move["blockers"][0]["detail"]
+    # PVE: Zones/Plugin.pm tap_plug on the target
+    pve = api(sim)
+    upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
+    status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
+    assert "vm vlans are not allowed on vnet tenant1" in str(status["exitstatus"])
+    next(v for v in data["sdn"]["vnets"] if v["id"] == "tenant1")["vlanaware"] = 1
+    sim = start_sim(data, speed=2000)
+    move = await _call(server_for(sim, "operator@pve!mcp"), "check_guest_migration", vmid=104, target="pve2")
+    assert move["can_move"] is True, move["blockers"]
+    upid = api(sim).nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
+    assert wait_task(api(sim).nodes("pve1").tasks(upid).status.get, timeout=30)["exitstatus"] == "OK"

@@ -206,6 +206,24 @@ def test_zone_error_blocks_only_the_vnet_that_fails_when_the_content_was_read() 
     assert _blocked_on(assess(d, 107, allow_downtime=False))["pve2"] == {"MIGRATE_SDN_VNET_UNAVAILABLE"}
 
 
+def test_vlan_tag_on_a_vnet_that_is_not_vlan_aware_is_refused_everywhere() -> None:
+    # Zones/Plugin.pm tap_plug: die "vm vlans are not allowed on vnet X" if !$vlan_aware && ($tag || $trunks)
+    rows = [network_zone(n, "lab", "available", "vlan") for n in NODES]
+    tagged = qemu_config("t", scsi0="ceph-vm:vm-105-disk-0,size=8G", net0="virtio=BC:24:11:00:00:02,bridge=lab20,tag=5")
+    trunks = qemu_config(
+        "u", scsi0="ceph-vm:vm-106-disk-0,size=8G", net0="virtio=BC:24:11:00:00:03,bridge=lab20,trunks=5;6"
+    )
+    guests = [(guest_row(105, "pve1"), tagged), (guest_row(106, "pve1"), trunks)]
+    d = _data(rows, guests, sdn_zones=ZONES, sdn_vnets=VNETS)
+    for vmid in (105, 106):
+        m = assess(d, vmid, allow_downtime=False)
+        assert _blocked_on(m) == {n: {"MIGRATE_SDN_VNET_UNAVAILABLE"} for n in ("pve2", "pve3")}
+        assert "vnet lab20 is not VLAN-aware" in next(r.detail for t in m.targets for r in t.reasons)
+    aware = [VNETS[0], {**VNETS[1], "vlanaware": 1}]
+    d = _data(rows, guests, sdn_zones=ZONES, sdn_vnets=aware)
+    assert assess(d, 105, allow_downtime=False).movable_to() == ["pve2", "pve3"]
+
+
 def test_vnet_not_applied_yet_is_not_judged() -> None:
     vnets = [{"vnet": "tenant1", "type": "vnet", "state": "new", "pending": {"zone": "tenants"}}]
     d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=ZONES, sdn_vnets=vnets)

@@ -146,6 +146,24 @@ def running_vnets(data: ClusterData) -> dict[str, str] | None:
     return memo["vnets"]  # type: ignore[no-any-return]
 
 
+def vlan_aware_vnets(data: ClusterData) -> frozenset[str]:
+    """Running vnets with ``vlanaware``: only their bridges filter VLANs (the zone plugins' generate_sdn_config
+    add ``bridge-vlan-aware yes`` for them alone)."""
+    memo = data.memo["sdn_zones"]
+    if "vlan_aware" not in memo:
+        rows = data.read(VNETS)
+        memo["vlan_aware"] = frozenset(
+            str(r["vnet"])
+            for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("vnet") and r.get("state") != "new" and _true(r.get("vlanaware"))
+        )
+    return memo["vlan_aware"]  # type: ignore[no-any-return]
+
+
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, (int, str)) and str(value).strip().lower() in ("1", "true", "yes", "on"))
+
+
 def pending_objects(rows: list[Row]) -> list[Row]:
     """Objects whose config differs from the running config (``state`` set by pending_config)."""
     return [r for r in rows if r.get("state") in ("new", "changed", "deleted")]
@@ -159,6 +177,18 @@ def neighbor_down(protocol: str, status: str) -> bool:
     if protocol == "ospf":
         return not state.startswith(("full", "2-way"))
     return state != "up"
+
+
+def guest_vlan_bridges(raw: Row) -> tuple[str, ...]:
+    """The bridges a guest's NICs use with a VLAN ``tag`` or ``trunks`` (what Zones/Plugin.pm tap_plug refuses
+    on a vnet that is not VLAN-aware)."""
+    out = []
+    for key, value in raw.items():
+        if _NET_KEY.match(str(key)):
+            opts = parse_property_string(str(value))
+            if opts.get("bridge") and (opts.get("tag") or opts.get("trunks")):
+                out.append(opts["bridge"])
+    return tuple(sorted(set(out)))
 
 
 def guest_bridges(raw: Row) -> tuple[str, ...]:

@@ -185,14 +185,16 @@ def fabric_neighbors(data: ClusterData, t: Thresholds) -> list[Finding]:
             "applied zone leaves out has no such bridge ('bridge ... does not exist'), a node whose zone is "
             "'pending' may not have it yet, one in 'error' has a broken one, and a node the edited zone config "
             "leaves out (applied or not) refuses it ('vnet ... is not allowed on this node'); a zone deleted but "
-            "not applied fails everywhere. Such a node is no target.",
+            "not applied fails everywhere, and so does a NIC with a VLAN tag or trunks on a vnet that is not "
+            "VLAN-aware ('vm vlans are not allowed on vnet ...'). Such a node is no target.",
             "Move the guest to a node where the zone is available, or add the node to the zone (Datacenter > SDN "
-            "> Zones > nodes) and apply SDN; review unapplied zone edits before moving guests.",
+            "> Zones > nodes) and apply SDN; review unapplied zone edits before moving guests; drop the NIC's tag "
+            "or make the vnet VLAN-aware (and apply).",
         )
     ],
     needs=[SDN_ZONES, SDN_VNETS],
     pve="pve-network src/PVE/Network/SDN/Zones.pm tap_create, tap_plug, get_plugin_config, status; "
-    "qemu-server src/usr/pve-bridge",
+    "src/PVE/Network/SDN/Zones/Plugin.pm tap_plug; qemu-server src/usr/pve-bridge",
 )
 def vnet_targets(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Declares the reads and the code of the migration rule ``migrate.sdn-vnet-on-target``; its findings come

@@ -16,7 +16,9 @@ from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.sdn import (
     ZoneConfig,
     guest_bridges,
+    guest_vlan_bridges,
     running_vnets,
+    vlan_aware_vnets,
     vnet_status_on,
     vnet_zones,
     zone_status_on,
@@ -42,24 +44,28 @@ def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
     "includes the node ('bridge X does not exist' otherwise), applied and healthy there (zone not 'pending' or "
     "'error'; in an 'error' zone the vnet's own status decides); tap_plug then reads the zone from the edited "
     "config, applied or not: a node its nodes leave out refuses the NIC ('vnet X is not allowed on this node'), "
-    "and a zone deleted there fails on every node.",
+    "and a zone deleted there fails on every node. A NIC with a VLAN tag or trunks needs a VLAN-aware vnet "
+    "(Zones/Plugin.pm tap_plug: 'vm vlans are not allowed on vnet X').",
     pve="pve-network src/PVE/Network/SDN/Zones.pm tap_create, veth_create, tap_plug, get_plugin_config, status, "
-    "generate_etc_network_config; src/PVE/API2/Network/SDN/Nodes/Zone.pm index (content); pve-common "
-    "src/PVE/Network.pm read_bridge_mtu; qemu-server src/usr/pve-bridge; pve-container src/PVE/LXC.pm "
-    "update_net/net_tap_plug",
+    "generate_etc_network_config; src/PVE/Network/SDN/Zones/Plugin.pm tap_plug; "
+    "src/PVE/API2/Network/SDN/Nodes/Zone.pm index (content); pve-common src/PVE/Network.pm read_bridge_mtu; "
+    "qemu-server src/usr/pve-bridge; pve-container src/PVE/LXC.pm update_net/net_tap_plug",
     codes=("MIGRATE_SDN_VNET_UNAVAILABLE",),
 )
-def sdn_reasons(data: ClusterData, vnets: tuple[str, ...], node: str) -> list[Reason]:
-    """Why ``node`` cannot take a guest on ``vnets``: no bridge there, the edited zone refuses it, or the zone
-    reports pending/error there."""
+def sdn_reasons(data: ClusterData, vnets: tuple[str, ...], node: str, vmid: int | None = None) -> list[Reason]:
+    """Why ``node`` cannot take a guest on ``vnets``: no bridge there, the edited zone refuses it, the zone
+    reports pending/error there, or a NIC (of guest ``vmid``) sets a VLAN on a vnet that is not VLAN-aware."""
     zone_of = vnet_zones(data) or {}
     configs = zones(data) or {}
+    tagged = guest_vlan_bridges(data.configs.get(vmid) or {}) if vmid is not None else ()
     out = []
     for vnet in vnets:
         zid = zone_of.get(vnet)
         if zid is None:
             continue
         why = _unavailable(data, zid, vnet, configs.get(zid), node)
+        if why is None and vnet in tagged and vnet not in vlan_aware_vnets(data):  # Zones/Plugin.pm tap_plug
+            why = f"the NIC sets a VLAN tag or trunks but vnet {vnet} is not VLAN-aware ('vm vlans are not allowed')"
         if why:
             out.append(
                 reason(
