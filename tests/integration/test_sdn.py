@@ -148,3 +148,20 @@ async def test_a_vlan_tag_on_a_vnet_that_is_not_vlan_aware(start_sim: Any, serve
     assert move["can_move"] is True, move["blockers"]
     upid = api(sim).nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
     assert wait_task(api(sim).nodes("pve1").tasks(upid).status.get, timeout=30)["exitstatus"] == "OK"
+
+
+async def test_a_guest_on_a_vnet_not_applied_yet_has_no_target(start_sim: Any, server_for: Any) -> None:
+    from pvesim import load_scenario
+
+    data = load_scenario("demo")
+    data["sdn"]["vnets"].append({"id": "stage", "zone": "lab", "tag": 40, "state": "new"})
+    vm = next(g for g in data["guests"] if g["vmid"] == 104)
+    vm["config"]["net1"] = "virtio=BC:24:11:3A:11:04,bridge=stage"
+    sim = start_sim(data, speed=2000)
+    move = await _call(server_for(sim, "operator@pve!mcp"), "check_guest_migration", vmid=104, target="pve2")
+    assert [b["code"] for b in move["blockers"]] == ["MIGRATE_SDN_VNET_UNAVAILABLE"]
+    # PVE: Zones.pm tap_create falls back to the classic bridge, which does not exist
+    pve = api(sim)
+    upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
+    status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
+    assert "bridge 'stage' does not exist" in str(status["exitstatus"])

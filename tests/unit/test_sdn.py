@@ -224,10 +224,18 @@ def test_vlan_tag_on_a_vnet_that_is_not_vlan_aware_is_refused_everywhere() -> No
     assert assess(d, 105, allow_downtime=False).movable_to() == ["pve2", "pve3"]
 
 
-def test_vnet_not_applied_yet_is_not_judged() -> None:
+def test_vnet_not_applied_yet_has_no_bridge_on_any_target() -> None:
+    # Zones.pm tap_create: get_vnet($bridge, 1) finds no running vnet -> PVE::Network::tap_create ->
+    # read_bridge_mtu: "bridge 'tenant1' does not exist"
     vnets = [{"vnet": "tenant1", "type": "vnet", "state": "new", "pending": {"zone": "tenants"}}]
     d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=ZONES, sdn_vnets=vnets)
-    assert assess(d, 104, allow_downtime=False).movable_to() == ["pve2", "pve3"]
+    m = assess(d, 104, allow_downtime=False)
+    assert _blocked_on(m) == {n: {"MIGRATE_SDN_VNET_UNAVAILABLE"} for n in ("pve2", "pve3")}
+    assert "vnet tenant1 is created but not applied" in next(r.detail for t in m.targets for r in t.reasons)
+    assert assess(_data([], [(guest_row(104, "pve1"), VM_ON_VNET)]), 104, allow_downtime=False).movable_to() == [
+        "pve2",
+        "pve3",
+    ]  # SDN config not read: nothing to judge
 
 
 def test_evacuation_plan_places_the_vnet_guest_only_where_its_zone_is() -> None:

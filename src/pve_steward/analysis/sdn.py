@@ -146,6 +146,19 @@ def running_vnets(data: ClusterData) -> dict[str, str] | None:
     return memo["vnets"]  # type: ignore[no-any-return]
 
 
+def unapplied_vnets(data: ClusterData) -> frozenset[str]:
+    """Vnets created but not applied (``state: new``): no node has their bridge yet."""
+    memo = data.memo["sdn_zones"]
+    if "unapplied" not in memo:
+        rows = data.read(VNETS)
+        memo["unapplied"] = frozenset(
+            str(r["vnet"])
+            for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("vnet") and r.get("state") == "new"
+        )
+    return memo["unapplied"]  # type: ignore[no-any-return]
+
+
 def vlan_aware_vnets(data: ClusterData) -> frozenset[str]:
     """Running vnets with ``vlanaware``: only their bridges filter VLANs (the zone plugins' generate_sdn_config
     add ``bridge-vlan-aware yes`` for them alone)."""

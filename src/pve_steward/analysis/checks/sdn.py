@@ -184,9 +184,10 @@ def fabric_neighbors(data: ClusterData, t: Thresholds) -> list[Finding]:
             "A guest NIC on an SDN vnet can only be plugged where the vnet's zone exists and works: a node the "
             "applied zone leaves out has no such bridge ('bridge ... does not exist'), a node whose zone is "
             "'pending' may not have it yet, one in 'error' has a broken one, and a node the edited zone config "
-            "leaves out (applied or not) refuses it ('vnet ... is not allowed on this node'); a zone deleted but "
-            "not applied fails everywhere, and so does a NIC with a VLAN tag or trunks on a vnet that is not "
-            "VLAN-aware ('vm vlans are not allowed on vnet ...'). Such a node is no target.",
+            "leaves out (applied or not) refuses it ('vnet ... is not allowed on this node'). Everywhere: a zone "
+            "deleted but not applied, a vnet created but not applied (no bridge yet), and a NIC with a VLAN tag "
+            "or trunks on a vnet that is not VLAN-aware ('vm vlans are not allowed on vnet ...'). Such a node is "
+            "no target.",
             "Move the guest to a node where the zone is available, or add the node to the zone (Datacenter > SDN "
             "> Zones > nodes) and apply SDN; review unapplied zone edits before moving guests; drop the NIC's tag "
             "or make the vnet VLAN-aware (and apply).",

@@ -18,6 +18,7 @@ from pve_steward.analysis.sdn import (
     guest_bridges,
     guest_vlan_bridges,
     running_vnets,
+    unapplied_vnets,
     vlan_aware_vnets,
     vnet_status_on,
     vnet_zones,
@@ -27,14 +28,17 @@ from pve_steward.analysis.sdn import (
 
 
 def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
-    """The running SDN vnets the guest's NICs are on (none when the SDN config is absent or unreadable)."""
+    """The SDN vnets the guest's NICs are on, running or created but not applied (none when the SDN config is
+    absent or unreadable)."""
     vnets = running_vnets(data)
-    if not vnets:  # nearly every cluster: no SDN, or no running vnet
+    new = unapplied_vnets(data) if vnets is not None else frozenset()
+    if not vnets and not new:  # nearly every cluster: no SDN, or no vnet
         return ()
     memo = data.memo["guest_vnets"]
     found = memo.get(vmid)
     if found is None:
-        found = memo[vmid] = tuple(b for b in guest_bridges(data.configs.get(vmid) or {}) if b in vnets)
+        bridges = guest_bridges(data.configs.get(vmid) or {})
+        found = memo[vmid] = tuple(b for b in bridges if b in (vnets or {}) or b in new)
     return found  # type: ignore[no-any-return]
 
 
@@ -44,8 +48,8 @@ def guest_vnets(data: ClusterData, vmid: int) -> tuple[str, ...]:
     "includes the node ('bridge X does not exist' otherwise), applied and healthy there (zone not 'pending' or "
     "'error'; in an 'error' zone the vnet's own status decides); tap_plug then reads the zone from the edited "
     "config, applied or not: a node its nodes leave out refuses the NIC ('vnet X is not allowed on this node'), "
-    "and a zone deleted there fails on every node. A NIC with a VLAN tag or trunks needs a VLAN-aware vnet "
-    "(Zones/Plugin.pm tap_plug: 'vm vlans are not allowed on vnet X').",
+    "and a zone deleted there fails on every node; a vnet created but not applied has no bridge anywhere. A NIC "
+    "with a VLAN tag or trunks needs a VLAN-aware vnet (Zones/Plugin.pm tap_plug: 'vm vlans are not allowed').",
     pve="pve-network src/PVE/Network/SDN/Zones.pm tap_create, veth_create, tap_plug, get_plugin_config, status, "
     "generate_etc_network_config; src/PVE/Network/SDN/Zones/Plugin.pm tap_plug; "
     "src/PVE/API2/Network/SDN/Nodes/Zone.pm index (content); pve-common src/PVE/Network.pm read_bridge_mtu; "
@@ -61,9 +65,13 @@ def sdn_reasons(data: ClusterData, vnets: tuple[str, ...], node: str, vmid: int 
     out = []
     for vnet in vnets:
         zid = zone_of.get(vnet)
-        if zid is None:
+        if zid is None and vnet in unapplied_vnets(data):  # Zones.pm tap_create: no running vnet, so the
+            # classic-bridge fallback, and PVE::Network read_bridge_mtu finds no such bridge
+            why: str | None = f"vnet {vnet} is created but not applied, so {node} has no such bridge"
+        elif zid is None:
             continue
-        why = _unavailable(data, zid, vnet, configs.get(zid), node)
+        else:
+            why = _unavailable(data, zid, vnet, configs.get(zid), node)
         if why is None and vnet in tagged and vnet not in vlan_aware_vnets(data):  # Zones/Plugin.pm tap_plug
             why = f"the NIC sets a VLAN tag or trunks but vnet {vnet} is not VLAN-aware ('vm vlans are not allowed')"
         if why:
