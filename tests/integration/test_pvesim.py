@@ -436,3 +436,11 @@ def test_sdn_zone_content_lists_vnet_status_and_nothing_for_an_unknown_zone(demo
     lab = pve.nodes("pve2").sdn.zones("lab").content.get()
     assert {"vnet": "lab20", "status": "error", "statusmsg": "missing vmbr0v20"} in lab
     assert pve.nodes("pve2").sdn.zones("nozone").content.get() == []
+
+
+def test_sdn_rows_before_pve_9_1_carry_no_zone_type(start_sim) -> None:
+    # pve-network 18e6bb7 (1.2.0, PVE 9.1) added zone-type to Zones.pm status; 9.1 shows network rows instead
+    rows = [r for r in api(start_sim("demo", version="9.0.10")).cluster.resources.get() if r["type"] == "sdn"]
+    assert rows and all("zone-type" not in r for r in rows)
+    rows = [r for r in api(start_sim("demo", version="9.1.2")).cluster.resources.get() if r["type"] == "network"]
+    assert {r.get("zone-type") for r in rows if r["network"] == "lab"} == {"vlan"}

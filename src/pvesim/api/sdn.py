@@ -167,10 +167,10 @@ def resource_rows(call: Call) -> list[dict[str, Any]]:
                     }
                 )
             else:
-                row = {"id": f"sdn/{n.name}/{zid}", "sdn": zid, "node": n.name, "type": "sdn", "status": st["status"]}
-                if major >= 9:
-                    row["zone-type"] = st["zone-type"]
-                rows.append(row)
+                # no zone-type: Zones.pm status has it from pve-network 1.2.0 (PVE 9.1), which shows network rows
+                rows.append(
+                    {"id": f"sdn/{n.name}/{zid}", "sdn": zid, "node": n.name, "type": "sdn", "status": st["status"]}
+                )
         if network:
             for f in sorted(sdn.fabrics.values(), key=lambda f: f.id):
                 if _can(call, f"/sdn/fabrics/{f.id}") and n.name in f.nodes:
