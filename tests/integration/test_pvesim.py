@@ -444,3 +444,13 @@ def test_sdn_rows_before_pve_9_1_carry_no_zone_type(start_sim) -> None:
     assert rows and all("zone-type" not in r for r in rows)
     rows = [r for r in api(start_sim("demo", version="9.1.2")).cluster.resources.get() if r["type"] == "network"]
     assert {r.get("zone-type") for r in rows if r["network"] == "lab"} == {"vlan"}
+
+
+def test_pve_9_1_lists_localnetwork_for_an_offline_node_too(start_sim) -> None:
+    # pve-manager PVE/API2/Cluster.pm resources: the default localnetwork zone for every node of the nodelist
+    sim = start_sim("demo", version="9.1.2")
+    with sim.sim.mutate() as c:
+        c.nodes["pve3"].online = False
+    rows = api(sim).cluster.resources.get()
+    assert any(r.get("network") == "localnetwork" and r["node"] == "pve3" for r in rows)
+    assert not any(r.get("network") == "lab" and r["node"] == "pve3" for r in rows)  # its broadcasts: not modelled

@@ -132,10 +132,9 @@ def resource_rows(call: Call) -> list[dict[str, Any]]:
     major = _major(c)
     network = major > 9 or (major == 9 and c.release != "9.0")
     for n in c.nodes.values():
-        if not n.online:
-            continue  # a node that is down broadcasts nothing new; PVE keeps its last state, we drop it
-        if call.can("/sdn/zones/localnetwork", "SDN.Audit"):
-            if network:
+        local = call.can("/sdn/zones/localnetwork", "SDN.Audit")
+        if local and (network or n.online):
+            if network:  # Cluster.pm resources adds it for every node of the nodelist, up or down
                 rows.append(
                     {
                         "id": f"network/{n.name}/zone/localnetwork",
@@ -151,6 +150,8 @@ def resource_rows(call: Call) -> list[dict[str, Any]]:
                     {"id": f"sdn/{n.name}/localnetwork", "sdn": "localnetwork", "node": n.name, "type": "sdn"}
                     | {"status": "ok"}
                 )
+        if not n.online:
+            continue  # a node that is down broadcasts nothing new; PVE keeps its last state, we drop it
         for zid, st in sorted(sdn.zone_status(n.name).items()):
             if not call.can(f"/sdn/zones/{zid}", "SDN.Audit"):
                 continue
