@@ -163,6 +163,7 @@ API_WORDS = frozenset(
         "sdn",
         "zones",
         "vnets",
+        "controllers",
         "interfaces",
         "network-get-interfaces",
         "get-osinfo",

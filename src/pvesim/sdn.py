@@ -57,6 +57,17 @@ class Vnet:
 
 
 @dataclass
+class Controller:
+    """An SDN controller (evpn, bgp, isis, faucet): config only here; its running/pending state as zones'."""
+
+    id: str
+    type: str = "evpn"
+    options: dict[str, Any] = field(default_factory=dict)  # asn, peers, node ...
+    pending: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
+
+
+@dataclass
 class Fabric:
     id: str
     protocol: str = "openfabric"  # openfabric | ospf
@@ -70,6 +81,7 @@ class Fabric:
 class Sdn:
     zones: dict[str, Zone] = field(default_factory=dict)
     vnets: dict[str, Vnet] = field(default_factory=dict)
+    controllers: dict[str, Controller] = field(default_factory=dict)
     fabrics: dict[str, Fabric] = field(default_factory=dict)
     reload_pending: list[str] = field(default_factory=list)  # nodes not reloaded since the last apply
 
@@ -144,7 +156,7 @@ def _config(kind: str, ident: str, d: dict[str, Any], *skip: str) -> dict[str, A
 def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn | None:
     """The scenario's ``sdn:`` mapping, or None for a cluster without SDN objects.
 
-    Knobs: a zone's or vnet's ``pending`` (unapplied edits) and ``state`` (``new``: created, not applied),
+    Knobs: a zone's, vnet's or controller's ``pending`` (unapplied edits) and ``state`` (``new``: created, not applied),
     a vnet's ``errors`` (node -> status message), ``reload_pending`` (nodes whose local SDN config is
     older than the running config) and ``fabrics`` with ``not_ok`` nodes and ``neighbors`` (dropped on
     PVE 8, which has no fabrics).
@@ -162,6 +174,11 @@ def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn |
             raise ValueError(f"sdn vnet '{vid}' is in unknown zone '{vd['zone']}'")
         cfg = _config("vnet", vid, vd, "zone", "errors")
         sdn.vnets[vid] = Vnet(id=vid, zone=str(vd["zone"]), errors=dict(vd.get("errors") or {}), **cfg)
+    for cd in data.get("controllers", []):
+        cid = str(cd["id"])
+        sdn.controllers[cid] = Controller(
+            id=cid, type=str(cd.get("type", "evpn")), **_config("controller", cid, cd, "type")
+        )
     for fd in data.get("fabrics", []) if major >= 9 else []:  # fabrics came with PVE 9: a PVE 8 run has none
         fid = str(fd["id"])
         sdn.fabrics[fid] = Fabric(

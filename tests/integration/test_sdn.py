@@ -165,3 +165,22 @@ async def test_a_guest_on_a_vnet_not_applied_yet_has_no_target(start_sim: Any, s
     upid = pve.nodes("pve1").qemu(104).migrate.post(target="pve2", online=1)
     status = wait_task(pve.nodes("pve1").tasks(upid).status.get, timeout=30)
     assert "bridge 'stage' does not exist" in str(status["exitstatus"])
+
+
+@pytest.mark.parametrize("version", ["8.4.1", "9.1.2"])
+async def test_an_unapplied_controller_change_is_pending(start_sim: Any, server_for: Any, version: str) -> None:
+    from pvesim import load_scenario
+
+    data = load_scenario("demo")
+    data["sdn"]["controllers"] = [
+        {"id": "evpn1", "type": "evpn", "asn": 65000, "peers": "10.0.0.11"},
+        {"id": "evpn2", "type": "evpn", "asn": 65001, "peers": "10.0.0.12", "pending": {"asn": 65002}},
+    ]
+    sim = start_sim(data, version=version)
+    report = await _call(server_for(sim, "auditor@pve!mcp"), "check_cluster_health", areas=["sdn"], detail=True)
+    pending = {
+        (f["subject"]["kind"], f["subject"]["id"]) for f in report["findings"] if f["code"] == "SDN_CONFIG_PENDING"
+    }
+    assert pending == {("sdn_zone", "dmz"), ("sdn_controller", "evpn2")}
+    rows = api(sim).cluster.sdn.controllers.get(pending=1)
+    assert {r["controller"]: r.get("state") for r in rows} == {"evpn1": None, "evpn2": "changed"}

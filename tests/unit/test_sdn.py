@@ -97,6 +97,18 @@ def test_pending_config_names_new_changed_and_deleted_objects() -> None:
     assert next(f for f in found if f.subject.id == "tenant1").evidence["pending_keys"] == ["tag"]
 
 
+def test_pending_controller_is_an_unapplied_change_too() -> None:
+    # SDN.pm has_pending_changes covers controllers (and subnets) besides zones and vnets
+    controllers = [
+        {"controller": "evpn1", "type": "evpn", "asn": 65000, "peers": "10.0.0.1", "digest": "x"},
+        {"controller": "evpn2", "type": "evpn", "asn": 65000, "state": "changed", "pending": {"peers": "10.0.0.2"}},
+    ]
+    found = pending_config(_data([], sdn_zones=ZONES, sdn_vnets=VNETS, sdn_controllers=controllers), Thresholds())
+    assert [(f.subject.kind, f.subject.id, f.evidence["pending_keys"]) for f in found] == [
+        ("sdn_controller", "evpn2", ["peers"])
+    ]
+
+
 def test_applied_config_is_no_finding_and_unread_config_emits_nothing() -> None:
     assert pending_config(_data([], sdn_zones=ZONES, sdn_vnets=VNETS), Thresholds()) == []
     assert pending_config(_data([]), Thresholds()) == []  # the collector's gap says it

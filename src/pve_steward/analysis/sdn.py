@@ -18,6 +18,7 @@ from pve_steward.pve.guestconfig import parse_property_string
 
 ZONES = "sdn_zones"
 VNETS = "sdn_vnets"
+CONTROLLERS = "sdn_controllers"
 FABRIC_NEIGHBORS = "sdn_fabric_neighbors"  # node -> fabric -> FRR neighbour rows (tools/sdnread.py)
 ZONE_CONTENT = "sdn_zone_content"  # node -> zone -> vnet status rows, zones in 'error' only (tools/sdnread.py)
 _NET_KEY = re.compile(r"^net\d+$")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pvesim.api.registry import ApiError, Call, route
-from pvesim.sdn import Fabric, Sdn, Vnet, Zone
+from pvesim.sdn import Controller, Fabric, Sdn, Vnet, Zone
 from pvesim.state import Cluster
 
 _AUDIT = ("SDN.Audit", "SDN.Allocate")
@@ -33,11 +33,11 @@ def index(call: Call) -> list[dict[str, Any]]:
     return [{"id": i} for i in ids]
 
 
-def _row(obj: Zone | Vnet, key: str, mode: str) -> dict[str, Any] | None:
+def _row(obj: Zone | Vnet | Controller, key: str, mode: str) -> dict[str, Any] | None:
     """One object as the index shows it: ``PVE::Network::SDN::pending_config`` for ``pending``, the running
     config for ``running``, the edited config otherwise."""
-    head: dict[str, Any] = {key: obj.id, "type": obj.type} if isinstance(obj, Zone) else {key: obj.id}
-    own = {} if isinstance(obj, Zone) else {"zone": obj.zone}  # a vnet's zone is config like any other key
+    head: dict[str, Any] = {key: obj.id} if isinstance(obj, Vnet) else {key: obj.id, "type": obj.type}
+    own = {"zone": obj.zone} if isinstance(obj, Vnet) else {}  # a vnet's zone is config like any other key
     if mode == "running":
         return None if obj.state == "new" else {**head, **own, **obj.options}
     if mode == "pending":
@@ -78,6 +78,19 @@ def vnets(call: Call) -> list[dict[str, Any]]:
         row = _row(v, "vnet", _mode(call))
         if row is not None:
             row["type"] = "vnet"
+            out.append(row)
+    return out
+
+
+@route("GET", "/cluster/sdn/controllers")
+def controllers(call: Call) -> list[dict[str, Any]]:
+    """SDN/Controllers.pm index: like the zones' (pending_config for ``pending``), per /sdn/controllers/<id>."""
+    out = []
+    for ctl in sorted(_sdn(call).controllers.values(), key=lambda x: x.id):
+        if not _can(call, f"/sdn/controllers/{ctl.id}") or (call.params.get("type") not in (None, ctl.type)):
+            continue
+        row = _row(ctl, "controller", _mode(call))
+        if row is not None:
             out.append(row)
     return out
 

@@ -11,12 +11,27 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.sdn import FABRIC_NEIGHBORS, VNETS, ZONES, neighbor_down, network_status, pending_objects
+from pve_steward.analysis.sdn import (
+    CONTROLLERS,
+    FABRIC_NEIGHBORS,
+    VNETS,
+    ZONES,
+    neighbor_down,
+    network_status,
+    pending_objects,
+)
 from pve_steward.analysis.thresholds import Thresholds
 
 _AUDIT = "SDN.Audit on /sdn/zones"
 SDN_ZONES = Need(ZONES, "/cluster/sdn/zones", params=(("pending", 1),), privilege=_AUDIT, absent_ok=True)
 SDN_VNETS = Need(VNETS, "/cluster/sdn/vnets", params=(("pending", 1),), privilege=_AUDIT, absent_ok=True)
+SDN_CONTROLLERS = Need(
+    CONTROLLERS,
+    "/cluster/sdn/controllers",
+    params=(("pending", 1),),
+    privilege="SDN.Audit on /sdn/controllers",
+    absent_ok=True,
+)
 
 
 @check(
@@ -71,21 +86,22 @@ def zone_status(data: ClusterData, t: Thresholds) -> list[Finding]:
             "SDN_CONFIG_PENDING",
             "warning",
             "SDN changes not applied",
-            "SDN zones or vnets were created, changed or deleted but not applied: the running config (what nodes "
-            "build their networks from) still differs, and the change takes effect at the next apply, possibly "
-            "unreviewed.",
+            "SDN zones, vnets or controllers were created, changed or deleted but not applied: the running config "
+            "(what nodes build their networks from) still differs, and the change takes effect at the next apply, "
+            "possibly unreviewed.",
             "Review the pending changes (Datacenter > SDN, or GET /cluster/sdn/dry-run on PVE 9) and apply them "
             "(PUT /cluster/sdn) or roll them back (POST /cluster/sdn/rollback on PVE 9).",
         )
     ],
-    needs=[SDN_ZONES, SDN_VNETS],
-    pve="pve-network src/PVE/Network/SDN.pm pending_config, has_pending_changes; "
-    "src/PVE/API2/Network/SDN/Zones.pm, Vnets.pm index (pending)",
+    needs=[SDN_ZONES, SDN_VNETS, SDN_CONTROLLERS],
+    pve="pve-network src/PVE/Network/SDN.pm pending_config, has_pending_changes (zones, vnets, subnets, "
+    "controllers); src/PVE/API2/Network/SDN/Zones.pm, Vnets.pm, Controllers.pm index (pending)",
 )
 def pending_config(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Zones and vnets whose configuration is not applied yet."""
+    """Zones, vnets and controllers whose configuration is not applied yet (subnets, per vnet, are not read)."""
     out = []
-    for key, kind, subject in ((ZONES, "zone", "sdn_zone"), (VNETS, "vnet", "sdn_vnet")):
+    kinds = ((ZONES, "zone", "sdn_zone"), (VNETS, "vnet", "sdn_vnet"), (CONTROLLERS, "controller", "sdn_controller"))
+    for key, kind, subject in kinds:
         rows = data.read(key)
         for r in pending_objects(rows or []):
             ident = str(r.get(kind))
