@@ -163,6 +163,7 @@ API_WORDS = frozenset(
         "sdn",
         "zones",
         "vnets",
+        "controllers",
         "interfaces",
         "network-get-interfaces",
         "get-osinfo",
@@ -250,6 +251,15 @@ def datastore(value: str, param: str = "store") -> Segment:
 
 # pve-network / proxmox-ve-rs FabricId: letters, digits and '-', at most 8 characters
 _SDN_FABRIC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,7}$")
+
+
+_SDN_ZONE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,6}[A-Za-z0-9]$")  # pve-network Zones/Plugin.pm pve-sdn-zone-id
+
+
+def sdn_zone(value: str, param: str = "zone") -> Segment:
+    if not _SDN_ZONE.match(value):
+        raise ids.InvalidIdentifier(param, value, "SDN zone ids are 2-8 letters and digits, starting with a letter")
+    return Segment(value)
 
 
 def sdn_fabric(value: str, param: str = "fabric") -> Segment:

@@ -369,8 +369,8 @@ def _plug_error(c: Cluster, g: Guest, target: str) -> str | None:
         return None
     for key, value in sorted(g.config.items()):
         if key.startswith("net") and key[3:].isdecimal():
-            bridge = pveconfig.parse_property_string(value, "model").get("bridge", "")
-            err = c.sdn.plug_error(bridge, target)
+            opts = pveconfig.parse_property_string(value, "model")
+            err = c.sdn.plug_error(opts.get("bridge", ""), target, bool(opts.get("tag") or opts.get("trunks")))
             if err:
                 return err
     return None

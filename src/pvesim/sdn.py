@@ -38,6 +38,13 @@ class Zone:
         restricted = self.nodes()
         return restricted is None or node in restricted
 
+    def allows(self, node: str) -> bool:
+        """Whether the edited config (sdn/zones.cfg, what Zones.pm tap_plug reads) lets ``node`` plug a vnet."""
+        raw = self.pending.get("nodes", self.options.get("nodes"))
+        if not raw or raw == "deleted":
+            return True
+        return node in [n for n in str(raw).split(",") if n]
+
 
 @dataclass
 class Vnet:
@@ -47,6 +54,17 @@ class Vnet:
     pending: dict[str, Any] = field(default_factory=dict)
     state: str | None = None
     errors: dict[str, str] = field(default_factory=dict)  # node -> the plugin's status message
+
+
+@dataclass
+class Controller:
+    """An SDN controller (evpn, bgp, isis, faucet): config only here; its running/pending state as zones'."""
+
+    id: str
+    type: str = "evpn"
+    options: dict[str, Any] = field(default_factory=dict)  # asn, peers, node ...
+    pending: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
 
 
 @dataclass
@@ -63,6 +81,7 @@ class Fabric:
 class Sdn:
     zones: dict[str, Zone] = field(default_factory=dict)
     vnets: dict[str, Vnet] = field(default_factory=dict)
+    controllers: dict[str, Controller] = field(default_factory=dict)
     fabrics: dict[str, Fabric] = field(default_factory=dict)
     reload_pending: list[str] = field(default_factory=list)  # nodes not reloaded since the last apply
 
@@ -78,17 +97,29 @@ class Sdn:
                 out[v.zone]["status"] = "error"
         return out
 
-    def plug_error(self, bridge: str, node: str) -> str | None:
-        """Why a NIC on ``bridge`` cannot be plugged on ``node`` (Zones.pm tap_plug; a missing bridge makes
-        PVE::Network::tap_plug die), or None; a plain bridge is not SDN's concern."""
+    def plug_error(self, bridge: str, node: str, vlan: bool = False) -> str | None:
+        """Why a NIC on ``bridge`` cannot be plugged on ``node``, or None; a plain bridge is not SDN's concern.
+
+        pve-bridge / LXC update_net call Zones.pm tap_create / veth_create first: the zone's plugin config
+        comes from the edited config (get_plugin_config; a zone deleted there croaks in Plugin->lookup) and
+        PVE::Network's read_bridge_mtu dies where the running config generated no bridge (or the node did not
+        reload). Zones.pm tap_plug then refuses a node the edited zone's nodes leave out, and Zones/Plugin.pm
+        tap_plug a NIC with a VLAN ``tag``/``trunks`` (``vlan``) on a vnet whose bridge does not filter VLANs
+        (only a ``vlanaware`` vnet's does)."""
         v = self.vnets.get(bridge)
-        if v is None or v.state == "new":
+        if v is None:
             return None
-        zone = self.zones.get(v.zone)
-        if zone is None or not zone.on(node):
-            return f"vnet {bridge} is not allowed on this node"
-        if node in self.reload_pending:
+        if v.state == "new":  # not running: the classic-bridge fallback finds no such bridge
             return f"bridge '{bridge}' does not exist"
+        zone = self.zones.get(v.zone)
+        if zone is None or zone.state == "deleted":
+            return "cannot lookup undefined type!"
+        if not zone.on(node) or node in self.reload_pending:
+            return f"bridge '{bridge}' does not exist"
+        if not zone.allows(node):
+            return f"vnet {bridge} is not allowed on this node"
+        if vlan and str(v.options.get("vlanaware", "")).lower() not in ("1", "true", "yes", "on"):
+            return f"vm vlans are not allowed on vnet {bridge}"
         return None
 
     def vnet_status(self, node: str, zone: str) -> list[dict[str, Any]]:
@@ -125,7 +156,7 @@ def _config(kind: str, ident: str, d: dict[str, Any], *skip: str) -> dict[str, A
 def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn | None:
     """The scenario's ``sdn:`` mapping, or None for a cluster without SDN objects.
 
-    Knobs: a zone's or vnet's ``pending`` (unapplied edits) and ``state`` (``new``: created, not applied),
+    Knobs: a zone's, vnet's or controller's ``pending`` (unapplied edits) and ``state`` (``new``: created, not applied),
     a vnet's ``errors`` (node -> status message), ``reload_pending`` (nodes whose local SDN config is
     older than the running config) and ``fabrics`` with ``not_ok`` nodes and ``neighbors`` (dropped on
     PVE 8, which has no fabrics).
@@ -143,6 +174,11 @@ def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn |
             raise ValueError(f"sdn vnet '{vid}' is in unknown zone '{vd['zone']}'")
         cfg = _config("vnet", vid, vd, "zone", "errors")
         sdn.vnets[vid] = Vnet(id=vid, zone=str(vd["zone"]), errors=dict(vd.get("errors") or {}), **cfg)
+    for cd in data.get("controllers", []):
+        cid = str(cd["id"])
+        sdn.controllers[cid] = Controller(
+            id=cid, type=str(cd.get("type", "evpn")), **_config("controller", cid, cd, "type")
+        )
     for fd in data.get("fabrics", []) if major >= 9 else []:  # fabrics came with PVE 9: a PVE 8 run has none
         fid = str(fd["id"])
         sdn.fabrics[fid] = Fabric(

@@ -428,3 +428,29 @@ def test_generator_builds_a_large_cluster_fast() -> None:
         rows = pve.cluster.resources.get()
         assert time.monotonic() - t0 < 1.0
         assert sum(1 for r in rows if r["type"] in ("qemu", "lxc")) == 2000
+
+
+def test_sdn_zone_content_lists_vnet_status_and_nothing_for_an_unknown_zone(demo_sim: SimServer) -> None:
+    # pve-network src/PVE/API2/Network/SDN/Nodes/Zone.pm index filters Zones.pm status by zone: no error
+    pve = api(demo_sim)
+    lab = pve.nodes("pve2").sdn.zones("lab").content.get()
+    assert {"vnet": "lab20", "status": "error", "statusmsg": "missing vmbr0v20"} in lab
+    assert pve.nodes("pve2").sdn.zones("nozone").content.get() == []
+
+
+def test_sdn_rows_before_pve_9_1_carry_no_zone_type(start_sim) -> None:
+    # pve-network 18e6bb7 (1.2.0, PVE 9.1) added zone-type to Zones.pm status; 9.1 shows network rows instead
+    rows = [r for r in api(start_sim("demo", version="9.0.10")).cluster.resources.get() if r["type"] == "sdn"]
+    assert rows and all("zone-type" not in r for r in rows)
+    rows = [r for r in api(start_sim("demo", version="9.1.2")).cluster.resources.get() if r["type"] == "network"]
+    assert {r.get("zone-type") for r in rows if r["network"] == "lab"} == {"vlan"}
+
+
+def test_pve_9_1_lists_localnetwork_for_an_offline_node_too(start_sim) -> None:
+    # pve-manager PVE/API2/Cluster.pm resources: the default localnetwork zone for every node of the nodelist
+    sim = start_sim("demo", version="9.1.2")
+    with sim.sim.mutate() as c:
+        c.nodes["pve3"].online = False
+    rows = api(sim).cluster.resources.get()
+    assert any(r.get("network") == "localnetwork" and r["node"] == "pve3" for r in rows)
+    assert not any(r.get("network") == "lab" and r["node"] == "pve3" for r in rows)  # its broadcasts: not modelled

@@ -97,6 +97,18 @@ def test_pending_config_names_new_changed_and_deleted_objects() -> None:
     assert next(f for f in found if f.subject.id == "tenant1").evidence["pending_keys"] == ["tag"]
 
 
+def test_pending_controller_is_an_unapplied_change_too() -> None:
+    # SDN.pm has_pending_changes covers controllers (and subnets) besides zones and vnets
+    controllers = [
+        {"controller": "evpn1", "type": "evpn", "asn": 65000, "peers": "10.0.0.1", "digest": "x"},
+        {"controller": "evpn2", "type": "evpn", "asn": 65000, "state": "changed", "pending": {"peers": "10.0.0.2"}},
+    ]
+    found = pending_config(_data([], sdn_zones=ZONES, sdn_vnets=VNETS, sdn_controllers=controllers), Thresholds())
+    assert [(f.subject.kind, f.subject.id, f.evidence["pending_keys"]) for f in found] == [
+        ("sdn_controller", "evpn2", ["peers"])
+    ]
+
+
 def test_applied_config_is_no_finding_and_unread_config_emits_nothing() -> None:
     assert pending_config(_data([], sdn_zones=ZONES, sdn_vnets=VNETS), Thresholds()) == []
     assert pending_config(_data([]), Thresholds()) == []  # the collector's gap says it
@@ -150,10 +162,92 @@ def test_plain_bridges_and_unrestricted_available_zones_leave_targets_alone() ->
         assert assess(d, vmid, allow_downtime=False).movable_to() == ["pve2", "pve3"]
 
 
-def test_vnet_not_applied_yet_is_not_judged() -> None:
+def test_unapplied_zone_nodes_edit_refuses_a_node_the_running_config_still_has() -> None:
+    # Zones.pm tap_plug reads the zone from the edited config (get_plugin_config): pve3 is refused although
+    # the running config (and pve3's bridge) still includes it
+    zones = [{**ZONES[0], "nodes": "pve1,pve2,pve3", "state": "changed", "pending": {"nodes": "pve1,pve2"}}, ZONES[1]]
+    d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=zones, sdn_vnets=VNETS)
+    m = assess(d, 104, allow_downtime=False)
+    assert _blocked_on(m) == {"pve2": set(), "pve3": {"MIGRATE_SDN_VNET_UNAVAILABLE"}}
+    detail = next(r.detail for t in m.targets for r in t.reasons)
+    assert "edited nodes (pve1, pve2, not applied yet) leave pve3 out" in detail
+
+
+def test_unapplied_widening_still_needs_the_running_bridge() -> None:
+    # the edit drops the restriction, but pve3 has no bridge until it is applied (generate_etc_network_config)
+    zones = [{**ZONES[0], "state": "changed", "pending": {"nodes": "deleted"}}, ZONES[1]]
+    d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=zones, sdn_vnets=VNETS)
+    assert _blocked_on(assess(d, 104, allow_downtime=False)) == {
+        "pve2": set(),
+        "pve3": {"MIGRATE_SDN_VNET_UNAVAILABLE"},
+    }
+
+
+def test_zone_deleted_but_not_applied_fails_on_every_node() -> None:
+    zones = [{**ZONES[0], "nodes": None, "state": "deleted", "pending": {}}, ZONES[1]]
+    vnets = [{**VNETS[0], "state": "deleted", "pending": {}}, VNETS[1]]
+    d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=zones, sdn_vnets=vnets)
+    m = assess(d, 104, allow_downtime=False)
+    assert _blocked_on(m) == {"pve2": {"MIGRATE_SDN_VNET_UNAVAILABLE"}, "pve3": {"MIGRATE_SDN_VNET_UNAVAILABLE"}}
+    assert "zone tenants is deleted" in next(r.detail for t in m.targets for r in t.reasons)
+
+
+def test_zone_error_blocks_only_the_vnet_that_fails_when_the_content_was_read() -> None:
+    # Zones.pm status marks the zone 'error' when any one vnet fails; the sibling lab30 plugs fine on pve2
+    vnets = [*VNETS, {"vnet": "lab30", "zone": "lab", "tag": 30, "type": "vnet", "digest": "x"}]
+    on = {
+        105: qemu_config("a", scsi0="ceph-vm:vm-105-disk-0,size=8G", net0="virtio=BC:24:11:00:00:02,bridge=lab20"),
+        107: qemu_config("b", scsi0="ceph-vm:vm-107-disk-0,size=8G", net0="virtio=BC:24:11:00:00:07,bridge=lab30"),
+    }
+    rows = [network_zone("pve2", "lab", "error", "vlan"), network_zone("pve3", "lab", "available", "vlan")]
+    d = _data(rows, [(guest_row(v, "pve1"), c) for v, c in on.items()], sdn_zones=ZONES, sdn_vnets=vnets)
+    d.reads["sdn_zone_content"] = {
+        "pve2": {
+            "lab": [
+                {"vnet": "lab30", "status": "available"},
+                {"vnet": "lab20", "status": "error", "statusmsg": "missing vmbr0v20"},
+            ]
+        }
+    }
+    assert assess(d, 107, allow_downtime=False).movable_to() == ["pve2", "pve3"]
+    m = assess(d, 105, allow_downtime=False)
+    assert _blocked_on(m) == {"pve2": {"MIGRATE_SDN_VNET_UNAVAILABLE"}, "pve3": set()}
+    assert "vnet lab20 is 'error' on pve2 (missing vmbr0v20)" in next(r.detail for t in m.targets for r in t.reasons)
+    del d.reads["sdn_zone_content"]  # content not read: the zone's status decides, as before
+    d.memo.clear()
+    assert _blocked_on(assess(d, 107, allow_downtime=False))["pve2"] == {"MIGRATE_SDN_VNET_UNAVAILABLE"}
+
+
+def test_vlan_tag_on_a_vnet_that_is_not_vlan_aware_is_refused_everywhere() -> None:
+    # Zones/Plugin.pm tap_plug: die "vm vlans are not allowed on vnet X" if !$vlan_aware && ($tag || $trunks)
+    rows = [network_zone(n, "lab", "available", "vlan") for n in NODES]
+    tagged = qemu_config("t", scsi0="ceph-vm:vm-105-disk-0,size=8G", net0="virtio=BC:24:11:00:00:02,bridge=lab20,tag=5")
+    trunks = qemu_config(
+        "u", scsi0="ceph-vm:vm-106-disk-0,size=8G", net0="virtio=BC:24:11:00:00:03,bridge=lab20,trunks=5;6"
+    )
+    guests = [(guest_row(105, "pve1"), tagged), (guest_row(106, "pve1"), trunks)]
+    d = _data(rows, guests, sdn_zones=ZONES, sdn_vnets=VNETS)
+    for vmid in (105, 106):
+        m = assess(d, vmid, allow_downtime=False)
+        assert _blocked_on(m) == {n: {"MIGRATE_SDN_VNET_UNAVAILABLE"} for n in ("pve2", "pve3")}
+        assert "vnet lab20 is not VLAN-aware" in next(r.detail for t in m.targets for r in t.reasons)
+    aware = [VNETS[0], {**VNETS[1], "vlanaware": 1}]
+    d = _data(rows, guests, sdn_zones=ZONES, sdn_vnets=aware)
+    assert assess(d, 105, allow_downtime=False).movable_to() == ["pve2", "pve3"]
+
+
+def test_vnet_not_applied_yet_has_no_bridge_on_any_target() -> None:
+    # Zones.pm tap_create: get_vnet($bridge, 1) finds no running vnet -> PVE::Network::tap_create ->
+    # read_bridge_mtu: "bridge 'tenant1' does not exist"
     vnets = [{"vnet": "tenant1", "type": "vnet", "state": "new", "pending": {"zone": "tenants"}}]
     d = _data([], [(guest_row(104, "pve1"), VM_ON_VNET)], sdn_zones=ZONES, sdn_vnets=vnets)
-    assert assess(d, 104, allow_downtime=False).movable_to() == ["pve2", "pve3"]
+    m = assess(d, 104, allow_downtime=False)
+    assert _blocked_on(m) == {n: {"MIGRATE_SDN_VNET_UNAVAILABLE"} for n in ("pve2", "pve3")}
+    assert "vnet tenant1 is created but not applied" in next(r.detail for t in m.targets for r in t.reasons)
+    assert assess(_data([], [(guest_row(104, "pve1"), VM_ON_VNET)]), 104, allow_downtime=False).movable_to() == [
+        "pve2",
+        "pve3",
+    ]  # SDN config not read: nothing to judge
 
 
 def test_evacuation_plan_places_the_vnet_guest_only_where_its_zone_is() -> None:

@@ -59,6 +59,7 @@ SubjectKind = Literal[
     "sdn_zone",
     "sdn_vnet",
     "sdn_fabric",
+    "sdn_controller",
 ]
 
 

@@ -18,7 +18,9 @@ from pve_steward.pve.guestconfig import parse_property_string
 
 ZONES = "sdn_zones"
 VNETS = "sdn_vnets"
+CONTROLLERS = "sdn_controllers"
 FABRIC_NEIGHBORS = "sdn_fabric_neighbors"  # node -> fabric -> FRR neighbour rows (tools/sdnread.py)
+ZONE_CONTENT = "sdn_zone_content"  # node -> zone -> vnet status rows, zones in 'error' only (tools/sdnread.py)
 _NET_KEY = re.compile(r"^net\d+$")
 
 
@@ -63,12 +65,39 @@ def zone_status_on(data: ClusterData, zone: str, node: str) -> str | None:
     return None if status is None else str(status)
 
 
+def vnet_status_on(data: ClusterData, zone: str, vnet: str, node: str) -> tuple[str, str] | None:
+    """The vnet's own (status, statusmsg) on ``node`` from the zone's content (read where the zone is in
+    'error'); None when not read or not listed."""
+    per_node = data.read_nodes(ZONE_CONTENT).get(node)
+    rows = per_node.get(zone) if isinstance(per_node, dict) else None
+    for r in rows if isinstance(rows, list) else []:
+        if isinstance(r, dict) and r.get("vnet") == vnet:
+            return str(r.get("status") or ""), str(r.get("statusmsg") or "")
+    return None
+
+
 @dataclass(frozen=True)
 class ZoneConfig:
     id: str
     type: str
-    nodes: tuple[str, ...] | None  # the running config's restriction; None: every node
+    nodes: tuple[str, ...] | None  # the running config's restriction (where its bridges exist); None: every node
     applied: bool  # in the running config (False for a zone created but not applied)
+    edited_nodes: tuple[str, ...] | None = None  # the edited (sdn/zones.cfg) restriction tap_plug checks
+    deleted: bool = False  # gone from the edited config (state 'deleted'), still running
+
+
+def _node_list(value: object) -> tuple[str, ...] | None:
+    """A ``nodes`` value as the API encodes it (comma list, SDN.pm encode_value); None: no restriction."""
+    return tuple(n.strip() for n in str(value or "").split(",") if n.strip()) or None
+
+
+def _edited_nodes(row: Row, running: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The edited config's ``nodes``: pending_config lists a changed value under ``pending`` ('deleted' when
+    removed), an unchanged one only as the running value."""
+    pending = row.get("pending")
+    if not isinstance(pending, dict) or "nodes" not in pending:
+        return running
+    return None if pending["nodes"] == "deleted" else _node_list(pending["nodes"])
 
 
 def zones(data: ClusterData) -> dict[str, ZoneConfig] | None:
@@ -80,12 +109,16 @@ def zones(data: ClusterData) -> dict[str, ZoneConfig] | None:
     if "zones" not in memo:
         out = {}
         for r in rows:
-            nodes = str(r.get("nodes") or "")
+            if not isinstance(r, dict):
+                continue
+            nodes = _node_list(r.get("nodes"))
             out[str(r.get("zone"))] = ZoneConfig(
                 id=str(r.get("zone")),
                 type=str(r.get("type", "")),
-                nodes=tuple(n.strip() for n in nodes.split(",") if n.strip()) or None,
+                nodes=nodes,
                 applied=r.get("state") != "new",
+                edited_nodes=_edited_nodes(r, nodes),
+                deleted=r.get("state") == "deleted",
             )
         memo["zones"] = out
     return dict(memo["zones"])
@@ -114,6 +147,37 @@ def running_vnets(data: ClusterData) -> dict[str, str] | None:
     return memo["vnets"]  # type: ignore[no-any-return]
 
 
+def unapplied_vnets(data: ClusterData) -> frozenset[str]:
+    """Vnets created but not applied (``state: new``): no node has their bridge yet."""
+    memo = data.memo["sdn_zones"]
+    if "unapplied" not in memo:
+        rows = data.read(VNETS)
+        memo["unapplied"] = frozenset(
+            str(r["vnet"])
+            for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("vnet") and r.get("state") == "new"
+        )
+    return memo["unapplied"]  # type: ignore[no-any-return]
+
+
+def vlan_aware_vnets(data: ClusterData) -> frozenset[str]:
+    """Running vnets with ``vlanaware``: only their bridges filter VLANs (the zone plugins' generate_sdn_config
+    add ``bridge-vlan-aware yes`` for them alone)."""
+    memo = data.memo["sdn_zones"]
+    if "vlan_aware" not in memo:
+        rows = data.read(VNETS)
+        memo["vlan_aware"] = frozenset(
+            str(r["vnet"])
+            for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and r.get("vnet") and r.get("state") != "new" and _true(r.get("vlanaware"))
+        )
+    return memo["vlan_aware"]  # type: ignore[no-any-return]
+
+
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, (int, str)) and str(value).strip().lower() in ("1", "true", "yes", "on"))
+
+
 def pending_objects(rows: list[Row]) -> list[Row]:
     """Objects whose config differs from the running config (``state`` set by pending_config)."""
     return [r for r in rows if r.get("state") in ("new", "changed", "deleted")]
@@ -127,6 +191,18 @@ def neighbor_down(protocol: str, status: str) -> bool:
     if protocol == "ospf":
         return not state.startswith(("full", "2-way"))
     return state != "up"
+
+
+def guest_vlan_bridges(raw: Row) -> tuple[str, ...]:
+    """The bridges a guest's NICs use with a VLAN ``tag`` or ``trunks`` (what Zones/Plugin.pm tap_plug refuses
+    on a vnet that is not VLAN-aware)."""
+    out = []
+    for key, value in raw.items():
+        if _NET_KEY.match(str(key)):
+            opts = parse_property_string(str(value))
+            if opts.get("bridge") and (opts.get("tag") or opts.get("trunks")):
+                out.append(opts["bridge"])
+    return tuple(sorted(set(out)))
 
 
 def guest_bridges(raw: Row) -> tuple[str, ...]:

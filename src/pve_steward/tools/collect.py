@@ -35,7 +35,7 @@ from pve_steward.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
-from pve_steward.tools.sdnread import read_fabric_neighbors
+from pve_steward.tools.sdnread import read_fabric_neighbors, read_zone_content
 
 ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
@@ -255,6 +255,8 @@ class Collector:
         await self._declared_reads()
         if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read
             self._gaps.extend(await read_fabric_neighbors(self.client, self.data))
+        if self._want("migration"):  # the vnets' own status where a zone is in 'error': per zone and node
+            self._gaps.extend(await read_zone_content(self.client, self.data))
 
     async def _ceph_branch(self) -> None:
         d = self.data

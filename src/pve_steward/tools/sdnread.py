@@ -1,52 +1,88 @@
-"""PVE 9 fabric neighbours: ``GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors`` for each fabric a node
-reports in ``/cluster/resources`` (pve-network src/PVE/API2/Network/SDN/Nodes/Fabric.pm neighbors: FRR's
-adjacencies). Per fabric, so not a ``Need``; a handful of reads (fabrics x nodes). Stored as the
-``sdn_fabric_neighbors`` read: node -> fabric -> rows. A 403 (SDN.Audit on /sdn/fabrics/<fabric>) is a
-skipped check; any other failure a gap of the ``sdn`` area.
+"""Per-node SDN reads that depend on ``/cluster/resources``' SDN rows, so not ``Need``s; a handful each.
+
+PVE 9 fabric neighbours: ``GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors`` for each fabric a node
+reports (pve-network src/PVE/API2/Network/SDN/Nodes/Fabric.pm neighbors: FRR's adjacencies), stored as
+``sdn_fabric_neighbors``: node -> fabric -> rows; a gap of the ``sdn`` area.
+
+The vnets' own status where a zone reports 'error': ``GET /nodes/{node}/sdn/zones/{zone}/content``
+(SDN/Nodes/Zone.pm index over Zones.pm status, which marks the zone 'error' when any one vnet fails), so
+the migration rule judges a guest's vnet, not its siblings; stored as ``sdn_zone_content``: node -> zone
+-> rows; a gap of the ``migration`` area. A 403 (SDN.Audit) is a skipped read in both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pve_steward.analysis.data import ClusterData, Missing
-from pve_steward.analysis.sdn import FABRIC_NEIGHBORS, network_status
-from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather, sdn_fabric
+from pve_steward.analysis.sdn import FABRIC_NEIGHBORS, ZONE_CONTENT, network_status
+from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather, sdn_fabric, sdn_zone
 from pve_steward.client import node as node_seg
 from pve_steward.errors import PveError, PvePermissionError
 from pve_steward.pve.ids import InvalidIdentifier
 
 PATH = "/nodes/{node}/sdn/fabrics/{fabric}/neighbors"
+CONTENT_PATH = "/nodes/{node}/sdn/zones/{zone}/content"
 
 
 async def read_fabric_neighbors(client: ProxmoxClient, data: ClusterData) -> list[Missing]:
+    reads = _reads(data, "fabric", lambda n, f: ("nodes", node_seg(n), "sdn", "fabrics", sdn_fabric(f), "neighbors"))
+    return await _per_node(client, data, reads, FABRIC_NEIGHBORS, ("fabric", "neighbours of SDN fabric", PATH, "sdn"))
+
+
+async def read_zone_content(client: ProxmoxClient, data: ClusterData) -> list[Missing]:
+    reads = _reads(
+        data, "zone", lambda n, z: ("nodes", node_seg(n), "sdn", "zones", sdn_zone(z), "content"), status="error"
+    )
+    return await _per_node(
+        client, data, reads, ZONE_CONTENT, ("zone", "vnet status of SDN zone", CONTENT_PATH, "migration")
+    )
+
+
+def _reads(
+    data: ClusterData, kind: str, segments: Callable[[str, str], tuple[Any, ...]], status: str | None = None
+) -> list[tuple[str, ApiPath, dict[str, Any]]]:
+    """One read per (online node, object of ``kind``) the node reports (in ``status`` when given)."""
     online = set(data.online_nodes)
     reads: list[tuple[str, ApiPath, dict[str, Any]]] = []
     for s in network_status(data):
-        if s.kind != "fabric" or s.node not in online:
+        if s.kind != kind or s.node not in online or (status is not None and s.status != status):
             continue
         try:
-            path = api_path("nodes", node_seg(s.node), "sdn", "fabrics", sdn_fabric(s.id), "neighbors")
+            path = api_path(*segments(s.node, s.id))
         except InvalidIdentifier:
-            continue  # not a fabric id PVE accepts: nothing PVE could answer about
+            continue  # not an id PVE accepts: nothing PVE could answer about
         reads.append((f"{s.node}\n{s.id}", path, {}))
-    got = await gather(client, reads)
+    return reads
+
+
+async def _per_node(
+    client: ProxmoxClient,
+    data: ClusterData,
+    reads: list[tuple[str, ApiPath, dict[str, Any]]],
+    key: str,
+    what: tuple[str, str, str, str],
+) -> list[Missing]:
+    """Store the answers as ``key``: node -> object -> rows; the failures as gaps of ``area``."""
+    kind, label, template, area = what
+    got = await gather(client, reads) if reads else {}
     missing = []
-    for key, value in sorted(got.items()):
-        node, fabric = key.split("\n", 1)
+    for k, value in sorted(got.items()):
+        node, ident = k.split("\n", 1)
         if not isinstance(value, PveError):
-            data.reads.setdefault(FABRIC_NEIGHBORS, {}).setdefault(node, {})[fabric] = value
+            data.reads.setdefault(key, {}).setdefault(node, {})[ident] = value
             continue
         denied = isinstance(value, PvePermissionError)
+        privilege = f"/sdn/fabrics/{ident}" if kind == "fabric" else f"/sdn/zones/{ident}"
         missing.append(
             Missing(
-                what=f"neighbours of SDN fabric {fabric} on {node}"
-                + (f" (skipped: needs SDN.Audit on /sdn/fabrics/{fabric})" if denied else ""),
-                path=value.path or PATH,
+                what=f"{label} {ident} on {node}" + (f" (skipped: needs SDN.Audit on {privilege})" if denied else ""),
+                path=value.path or template,
                 error=value.message[:200],
                 node=node,
                 status=value.status,
-                affects=("sdn",),
+                affects=(area,),
                 optional=denied,
             )
         )

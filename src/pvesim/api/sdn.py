@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pvesim.api.registry import ApiError, Call, route
-from pvesim.sdn import Fabric, Sdn, Vnet, Zone
+from pvesim.sdn import Controller, Fabric, Sdn, Vnet, Zone
 from pvesim.state import Cluster
 
 _AUDIT = ("SDN.Audit", "SDN.Allocate")
@@ -33,11 +33,11 @@ def index(call: Call) -> list[dict[str, Any]]:
     return [{"id": i} for i in ids]
 
 
-def _row(obj: Zone | Vnet, key: str, mode: str) -> dict[str, Any] | None:
+def _row(obj: Zone | Vnet | Controller, key: str, mode: str) -> dict[str, Any] | None:
     """One object as the index shows it: ``PVE::Network::SDN::pending_config`` for ``pending``, the running
     config for ``running``, the edited config otherwise."""
-    head: dict[str, Any] = {key: obj.id, "type": obj.type} if isinstance(obj, Zone) else {key: obj.id}
-    own = {} if isinstance(obj, Zone) else {"zone": obj.zone}  # a vnet's zone is config like any other key
+    head: dict[str, Any] = {key: obj.id} if isinstance(obj, Vnet) else {key: obj.id, "type": obj.type}
+    own = {"zone": obj.zone} if isinstance(obj, Vnet) else {}  # a vnet's zone is config like any other key
     if mode == "running":
         return None if obj.state == "new" else {**head, **own, **obj.options}
     if mode == "pending":
@@ -82,6 +82,19 @@ def vnets(call: Call) -> list[dict[str, Any]]:
     return out
 
 
+@route("GET", "/cluster/sdn/controllers")
+def controllers(call: Call) -> list[dict[str, Any]]:
+    """SDN/Controllers.pm index: like the zones' (pending_config for ``pending``), per /sdn/controllers/<id>."""
+    out = []
+    for ctl in sorted(_sdn(call).controllers.values(), key=lambda x: x.id):
+        if not _can(call, f"/sdn/controllers/{ctl.id}") or (call.params.get("type") not in (None, ctl.type)):
+            continue
+        row = _row(ctl, "controller", _mode(call))
+        if row is not None:
+            out.append(row)
+    return out
+
+
 @route("GET", "/nodes/{node}/sdn/zones")
 def node_zones(call: Call) -> list[dict[str, Any]]:
     """SDN/Nodes/Zones.pm index: this node's zone status (``PVE::Network::SDN::status``)."""
@@ -95,11 +108,9 @@ def node_zones(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/nodes/{node}/sdn/zones/{zone}/content")
 def zone_content(call: Call) -> list[dict[str, Any]]:
-    """SDN/Nodes/Zone.pm content: the zone's vnets on this node with their status."""
-    sdn, node, zone = _sdn(call), call.params["node"], call.params["zone"]
-    if zone not in sdn.zones:
-        raise ApiError(500, f"sdn zone '{zone}' does not exist")
-    return sdn.vnet_status(node, zone)
+    """SDN/Nodes/Zone.pm content: the zone's vnets on this node with their status; it filters Zones.pm status
+    by zone, so a zone unknown there (or not on this node) lists nothing rather than failing."""
+    return _sdn(call).vnet_status(call.params["node"], call.params["zone"])
 
 
 def _fabric(call: Call) -> Fabric:
@@ -134,10 +145,9 @@ def resource_rows(call: Call) -> list[dict[str, Any]]:
     major = _major(c)
     network = major > 9 or (major == 9 and c.release != "9.0")
     for n in c.nodes.values():
-        if not n.online:
-            continue  # a node that is down broadcasts nothing new; PVE keeps its last state, we drop it
-        if call.can("/sdn/zones/localnetwork", "SDN.Audit"):
-            if network:
+        local = call.can("/sdn/zones/localnetwork", "SDN.Audit")
+        if local and (network or n.online):
+            if network:  # Cluster.pm resources adds it for every node of the nodelist, up or down
                 rows.append(
                     {
                         "id": f"network/{n.name}/zone/localnetwork",
@@ -153,6 +163,8 @@ def resource_rows(call: Call) -> list[dict[str, Any]]:
                     {"id": f"sdn/{n.name}/localnetwork", "sdn": "localnetwork", "node": n.name, "type": "sdn"}
                     | {"status": "ok"}
                 )
+        if not n.online:
+            continue  # a node that is down broadcasts nothing new; PVE keeps its last state, we drop it
         for zid, st in sorted(sdn.zone_status(n.name).items()):
             if not call.can(f"/sdn/zones/{zid}", "SDN.Audit"):
                 continue
@@ -169,10 +181,10 @@ def resource_rows(call: Call) -> list[dict[str, Any]]:
                     }
                 )
             else:
-                row = {"id": f"sdn/{n.name}/{zid}", "sdn": zid, "node": n.name, "type": "sdn", "status": st["status"]}
-                if major >= 9:
-                    row["zone-type"] = st["zone-type"]
-                rows.append(row)
+                # no zone-type: Zones.pm status has it from pve-network 1.2.0 (PVE 9.1), which shows network rows
+                rows.append(
+                    {"id": f"sdn/{n.name}/{zid}", "sdn": zid, "node": n.name, "type": "sdn", "status": st["status"]}
+                )
         if network:
             for f in sorted(sdn.fabrics.values(), key=lambda f: f.id):
                 if _can(call, f"/sdn/fabrics/{f.id}") and n.name in f.nodes:

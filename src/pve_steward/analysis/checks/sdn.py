@@ -11,12 +11,27 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.sdn import FABRIC_NEIGHBORS, VNETS, ZONES, neighbor_down, network_status, pending_objects
+from pve_steward.analysis.sdn import (
+    CONTROLLERS,
+    FABRIC_NEIGHBORS,
+    VNETS,
+    ZONES,
+    neighbor_down,
+    network_status,
+    pending_objects,
+)
 from pve_steward.analysis.thresholds import Thresholds
 
 _AUDIT = "SDN.Audit on /sdn/zones"
 SDN_ZONES = Need(ZONES, "/cluster/sdn/zones", params=(("pending", 1),), privilege=_AUDIT, absent_ok=True)
 SDN_VNETS = Need(VNETS, "/cluster/sdn/vnets", params=(("pending", 1),), privilege=_AUDIT, absent_ok=True)
+SDN_CONTROLLERS = Need(
+    CONTROLLERS,
+    "/cluster/sdn/controllers",
+    params=(("pending", 1),),
+    privilege="SDN.Audit on /sdn/controllers",
+    absent_ok=True,
+)
 
 
 @check(
@@ -71,21 +86,22 @@ def zone_status(data: ClusterData, t: Thresholds) -> list[Finding]:
             "SDN_CONFIG_PENDING",
             "warning",
             "SDN changes not applied",
-            "SDN zones or vnets were created, changed or deleted but not applied: the running config (what nodes "
-            "build their networks from) still differs, and the change takes effect at the next apply, possibly "
-            "unreviewed.",
+            "SDN zones, vnets or controllers were created, changed or deleted but not applied: the running config "
+            "(what nodes build their networks from) still differs, and the change takes effect at the next apply, "
+            "possibly unreviewed.",
             "Review the pending changes (Datacenter > SDN, or GET /cluster/sdn/dry-run on PVE 9) and apply them "
             "(PUT /cluster/sdn) or roll them back (POST /cluster/sdn/rollback on PVE 9).",
         )
     ],
-    needs=[SDN_ZONES, SDN_VNETS],
-    pve="pve-network src/PVE/Network/SDN.pm pending_config, has_pending_changes; "
-    "src/PVE/API2/Network/SDN/Zones.pm, Vnets.pm index (pending)",
+    needs=[SDN_ZONES, SDN_VNETS, SDN_CONTROLLERS],
+    pve="pve-network src/PVE/Network/SDN.pm pending_config, has_pending_changes (zones, vnets, subnets, "
+    "controllers); src/PVE/API2/Network/SDN/Zones.pm, Vnets.pm, Controllers.pm index (pending)",
 )
 def pending_config(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Zones and vnets whose configuration is not applied yet."""
+    """Zones, vnets and controllers whose configuration is not applied yet (subnets, per vnet, are not read)."""
     out = []
-    for key, kind, subject in ((ZONES, "zone", "sdn_zone"), (VNETS, "vnet", "sdn_vnet")):
+    kinds = ((ZONES, "zone", "sdn_zone"), (VNETS, "vnet", "sdn_vnet"), (CONTROLLERS, "controller", "sdn_controller"))
+    for key, kind, subject in kinds:
         rows = data.read(key)
         for r in pending_objects(rows or []):
             ident = str(r.get(kind))
@@ -181,15 +197,21 @@ def fabric_neighbors(data: ClusterData, t: Thresholds) -> list[Finding]:
             "MIGRATE_SDN_VNET_UNAVAILABLE",
             "warning",
             "Guest's SDN vnet not available on a target",
-            "A guest NIC on an SDN vnet can only be plugged where the vnet's zone exists and works: a node left "
-            "out of the zone's nodes refuses it ('vnet ... is not allowed on this node'), a node whose zone is "
-            "'pending' has no such bridge yet, one in 'error' has a broken one. Such a node is no target.",
+            "A guest NIC on an SDN vnet can only be plugged where the vnet's zone exists and works: a node the "
+            "applied zone leaves out has no such bridge ('bridge ... does not exist'), a node whose zone is "
+            "'pending' may not have it yet, one in 'error' has a broken one, and a node the edited zone config "
+            "leaves out (applied or not) refuses it ('vnet ... is not allowed on this node'). Everywhere: a zone "
+            "deleted but not applied, a vnet created but not applied (no bridge yet), and a NIC with a VLAN tag "
+            "or trunks on a vnet that is not VLAN-aware ('vm vlans are not allowed on vnet ...'). Such a node is "
+            "no target.",
             "Move the guest to a node where the zone is available, or add the node to the zone (Datacenter > SDN "
-            "> Zones > nodes) and apply SDN.",
+            "> Zones > nodes) and apply SDN; review unapplied zone edits before moving guests; drop the NIC's tag "
+            "or make the vnet VLAN-aware (and apply).",
         )
     ],
     needs=[SDN_ZONES, SDN_VNETS],
-    pve="pve-network src/PVE/Network/SDN/Zones.pm tap_plug, status; qemu-server src/usr/pve-bridge",
+    pve="pve-network src/PVE/Network/SDN/Zones.pm tap_create, tap_plug, get_plugin_config, status; "
+    "src/PVE/Network/SDN/Zones/Plugin.pm tap_plug; qemu-server src/usr/pve-bridge",
 )
 def vnet_targets(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Declares the reads and the code of the migration rule ``migrate.sdn-vnet-on-target``; its findings come

@@ -176,7 +176,7 @@ def target_groups(
         if mapped and one:
             reasons += mapping_reasons(data, mapped, one)
         if vnets and one:
-            reasons += sdn_reasons(data, vnets, one)
+            reasons += sdn_reasons(data, vnets, one, cfg.vmid)
         out.append(TargetVerdict(nodes=nodes, mode=None, reasons=reasons))
     out.sort(key=lambda t: t.nodes)
     if not jobs and not per_node:
