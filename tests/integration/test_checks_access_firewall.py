@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+import pvesim
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
 from tests.untrusted import plain
@@ -79,3 +80,15 @@ async def test_a_token_that_cannot_see_the_lists_is_skipped_not_clean(start_sim:
     judged = {f["code"] for f in report["findings"]} - {"CHECK_SKIPPED", "DATA_INCOMPLETE", "ACCESS_REALM_NO_TFA"}
     assert judged == set(), judged  # the realm list is world-readable; nothing else is claimed
     assert report["status"] != "ok"
+
+
+async def test_a_users_own_entry_on_root_overrides_its_groups_administrator(start_sim: Any, server_for: Any) -> None:
+    """pve-access-control AccessControl.pm roles: a user's own propagating entry on / replaces its groups'
+    Administrator there, so erin (admins member, PVEAuditor of her own on /) is no administrator."""
+    data = pvesim.load_scenario("demo")
+    data["access"]["users"].append({"userid": "erin@pve", "email": "e@x", "expire_in": "30d", "groups": ["admins"]})
+    data["access"]["acl"].append({"path": "/", "user": "erin@pve", "role": "PVEAuditor"})
+    report = await _health(server_for(start_sim(data), "root@pam!pvesim"), ["access"])
+    found = _found(report)
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "bob@pve") in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "erin@pve") not in found

@@ -138,6 +138,33 @@ def test_admin_without_tfa_directly_and_through_a_group() -> None:
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "carol@pve") not in found
 
 
+def test_a_users_own_propagating_entry_on_root_overrides_its_groups_administrator() -> None:
+    """AccessControl.pm roles: 'user privs always override group privs' at a node of the ACL tree; a
+    propagating user entry on / therefore hides the group's Administrator everywhere, a non-propagating one
+    only on / itself (the group's role still reaches every object below)."""
+    d = healthy(
+        access_users=[
+            user("root@pam", email="r@x"),
+            user("carol@pve", email="c@x", expire=int(NOW + DAY), groups="admins"),
+            user("dave@pve", email="d@x", expire=int(NOW + DAY), groups="admins"),
+            user("erin@pve", email="e@x", expire=int(NOW + DAY), groups="admins"),
+        ],
+        access_tfa=[tfa("root@pam", "totp")],
+        access_acl=[
+            acl("/", "group", "admins", "Administrator"),
+            acl("/", "user", "carol@pve", "PVEAuditor"),
+            acl("/", "user", "dave@pve", "PVEAuditor", 0),
+            acl("/vms", "user", "erin@pve", "PVEAuditor"),
+        ],
+        access_groups=[{"groupid": "admins", "users": "carol@pve,dave@pve,erin@pve"}],
+        access_roles=[],
+    )
+    found = codes(d)
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "carol@pve") not in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "dave@pve") in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "erin@pve") in found
+
+
 def test_administrator_on_root_held_by_a_user_disabled_or_not_propagating() -> None:
     d = healthy(
         access_users=[user("root@pam", email="r@x"), user("old@pve", enable=0, email="o@x")],

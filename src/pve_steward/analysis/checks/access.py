@@ -51,7 +51,12 @@ def _rows(data: ClusterData, key: str) -> list[Row] | None:
 
 
 def _enabled(row: Row, key: str = "enable") -> bool:
-    return bool(int(row.get(key, 1) or 0))
+    """PVE's 0/1 flags (absent: on); an odd value counts as set, never raises."""
+    value = row.get(key, 1)
+    try:
+        return bool(int(value or 0))
+    except (TypeError, ValueError):
+        return bool(value)
 
 
 def _realm(userid: str) -> str:
@@ -89,6 +94,20 @@ def _admin_acl(acl: list[Row], *, root_only: bool = False) -> Iterator[Row]:
     for a in acl:
         if a.get("roleid") == "Administrator" and (not root_only or a.get("path") == "/"):
             yield a
+
+
+@pve_rule(
+    "access.user-overrides-group",
+    rule="A user's own ACL entry on a path replaces its groups' entries there; a propagating one on / does so below",
+    pve="pve-access-control src/PVE/AccessControl.pm roles ('user privs always override group privs')",
+    codes=("ACCESS_GROUP_ADMIN_NO_TFA",),
+)
+def _own_root_entry(acl: list[Row]) -> set[str]:
+    """Users with a propagating entry of their own on / (any role): their groups' Administrator on / applies
+    nowhere for them. A non-propagating one overrides / only, so the group's role still reaches every object."""
+    return {
+        str(a.get("ugid")) for a in acl if a.get("type") == "user" and a.get("path") == "/" and _enabled(a, "propagate")
+    }
 
 
 @check(
@@ -134,7 +153,8 @@ def root_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "warning",
             "Administrator through a group, without a second factor",
             "An enabled member of a group that holds Administrator on / has no enabled TFA entry, nor a realm "
-            "that enforces one.",
+            "that enforces one. A member with a propagating ACL entry of its own on / is not counted: PVE lets "
+            "a user's own entry override its groups' (AccessControl.pm roles).",
             _FIX_TFA + "; or take the user out of the group (`pveum user modify <user> --groups ...`).",
         ),
     ],
@@ -172,7 +192,7 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             for member in str(g.get("users") or "").split(","):
                 if member.strip():
                     via.setdefault(member.strip(), []).append(str(g.get("groupid")))
-    for userid in sorted(set(via) & enabled - with_tfa - set(direct)):
+    for userid in sorted(set(via) & enabled - with_tfa - set(direct) - _own_root_entry(acl)):
         out.append(
             finding(
                 "ACCESS_GROUP_ADMIN_NO_TFA",
