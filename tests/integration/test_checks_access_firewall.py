@@ -92,3 +92,27 @@ async def test_a_users_own_entry_on_root_overrides_its_groups_administrator(star
     found = _found(report)
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "bob@pve") in found
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "erin@pve") not in found
+
+
+async def test_firewall_rules_pve_skips_or_that_list_anywhere(start_sim: Any, server_for: Any) -> None:
+    """pve-firewall Firewall.pm: a rule naming an alias cluster.fw lacks carries errors (verify_rule) and is
+    skipped (enable_host_firewall); an address list with 0.0.0.0/0 in it is open to anywhere
+    (parse_address_list); security-group references have no log option."""
+    data = pvesim.load_scenario("demo")
+    fw = data["firewall"]
+    fw["aliases"] = {"Mgmt": "10.0.0.0/24"}
+    fw["rules"] = [
+        {"type": "in", "action": "ACCEPT", "macro": "SSH", "source": "mgmt"},
+        {"type": "in", "action": "ACCEPT", "macro": "SSH", "source": "backupnet"},
+        {"type": "in", "action": "ACCEPT", "proto": "tcp", "dport": "8006", "source": "10.0.0.0/24,0.0.0.0/0"},
+        {"type": "group", "action": "webservers"},
+    ]
+    report = await _health(server_for(start_sim(data), "root@pam!pvesim"), ["firewall"])
+    found = _found(report)
+    assert found == {
+        ("FIREWALL_RULE_INVALID", "cluster/1"),
+        ("FIREWALL_RULE_ANY_ADDRESS", "cluster/2"),
+        ("FIREWALL_NODE_DISABLED", "pve3"),
+    }, found
+    invalid = next(f for f in report["findings"] if f["code"] == "FIREWALL_RULE_INVALID")
+    assert invalid["evidence"]["errors"] == {"source": "no such alias 'backupnet'"}
