@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.checks import access
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding
@@ -176,6 +177,13 @@ def test_administrator_on_root_held_by_a_user_disabled_or_not_propagating() -> N
     assert ("ACCESS_DISABLED_USER_ADMIN", "/:user:old@pve") in found
     assert ("ACCESS_ADMIN_ROOT_NO_PROPAGATE", "/:group:ops") in found
     assert ("ACCESS_ADMIN_AT_ROOT", "/:group:ops") not in found  # groups are the recommended way
+
+
+def test_a_non_propagating_administrator_on_root_is_not_described_as_harmless() -> None:
+    """ACL.pm update_acl skips its 'superset of privileges' limits for a caller with Permissions.Modify on the
+    path, which Administrator on / gives even without propagation: the holder can re-add it propagating."""
+    info = code_info("ACCESS_ADMIN_ROOT_NO_PROPAGATE")
+    assert "Permissions.Modify" in info.rule and "grants nothing" not in info.rule
 
 
 def test_tokens_of_disabled_users_root_without_privsep_no_expiry_no_comment() -> None:

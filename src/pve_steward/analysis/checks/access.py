@@ -220,10 +220,11 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "ACCESS_ADMIN_ROOT_NO_PROPAGATE",
             "info",
             "Administrator on / without propagation",
-            "An Administrator entry on / has propagate off, so it applies to the root path only and grants nothing "
-            "on nodes, guests or storage: usually not what was meant.",
-            "Re-add the entry with propagation (`pveum acl modify / --users <user> --roles Administrator "
-            "--propagate 1`) or delete it.",
+            "An Administrator entry on / has propagate off, so its privileges apply to the root path only. That is "
+            "no narrowing: it includes Permissions.Modify on /, with which the holder may add any role on / with "
+            "propagation (ACL.pm update_acl), so it is full control one call away.",
+            "Delete the entry and grant what is really needed on narrower paths (`pveum acl delete / --users <user> "
+            "--roles Administrator`), or re-add it with propagation if full control was meant.",
         ),
         Code(
             "ACCESS_DISABLED_USER_ADMIN",
@@ -235,12 +236,12 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     ],
     needs=[USERS, ACL],
     anchors=["cv4pve-diag:WC0005", "cv4pve-diag:IC0010", "cv4pve-diag:WC0014"],
-    pve="pve-access-control PVE/AccessControl.pm permission, PVE/RPCEnvironment.pm permissions (propagate)",
+    pve="pve-access-control PVE/AccessControl.pm roles (propagate), PVE/API2/ACL.pm update_acl (Permissions.Modify)",
 )
 @pve_rule(
     "access.acl-propagate",
     rule="An ACL entry with propagate 0 applies to its own path only, not to the objects below it",
-    pve="pve-access-control src/PVE/RPCEnvironment.pm permissions",
+    pve="pve-access-control src/PVE/AccessControl.pm roles ($final || $propagate), via RPCEnvironment.pm permissions",
     codes=("ACCESS_ADMIN_ROOT_NO_PROPAGATE",),
 )
 def admin_acl(data: ClusterData, t: Thresholds) -> list[Finding]:
