@@ -12,6 +12,7 @@ from mcp import Client
 import pvesim
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
+from tests.integration.pve import api
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +117,35 @@ async def test_firewall_rules_pve_skips_or_that_list_anywhere(start_sim: Any, se
     }, found
     invalid = next(f for f in report["findings"] if f["code"] == "FIREWALL_RULE_INVALID")
     assert invalid["evidence"]["errors"] == {"source": "no such alias 'backupnet'"}
+
+
+@pytest.mark.parametrize("version", ["8.4.14", "9.1.2"])
+async def test_built_in_roles_are_the_releases(start_sim: Any, version: str) -> None:
+    """pve-access-control AccessControl.pm $privgroups: Sys.AccessNetwork since 8.1.2 (36c1814); PVE 9 dropped
+    VM.Monitor (0706945) and added VM.GuestAgent.* (922f710) and VM.Replicate (5f7544f)."""
+    rows = api(start_sim("healthy", version=version)).access.roles.get()
+    roles = {r["roleid"]: set(r["privs"].split(",")) for r in rows}
+    assert "Sys.AccessNetwork" in roles["Administrator"] and "Sys.AccessNetwork" not in roles["PVEAdmin"]
+    if version.startswith("9"):
+        assert roles["PVEVMUser"] == {
+            "VM.Audit", "VM.Backup", "VM.Config.CDROM", "VM.Config.Cloudinit", "VM.Console", "VM.GuestAgent.Audit",
+            "VM.GuestAgent.FileRead", "VM.GuestAgent.FileSystemMgmt", "VM.GuestAgent.FileWrite", "VM.PowerMgmt",
+        }  # fmt: skip
+        assert "VM.Replicate" in roles["PVEVMAdmin"] and "VM.Monitor" not in roles["Administrator"]
+    else:
+        assert roles["PVEVMUser"] == {
+            "VM.Audit", "VM.Backup", "VM.Config.CDROM", "VM.Config.Cloudinit", "VM.Console", "VM.PowerMgmt",
+        }  # fmt: skip
+        assert "VM.Monitor" in roles["PVEVMAdmin"]
+        assert not {p for p in roles["Administrator"] if p == "VM.Replicate" or p.startswith("VM.GuestAgent.")}
+
+
+async def test_empty_group_and_user_group_lists_are_empty_strings(start_sim: Any) -> None:
+    """API2/Group.pm index: ``users`` is joined from the group's member hash, "" when empty; API2/User.pm
+    index with full=1: ``groups`` joined from a list, "" when none; without full no ``groups`` at all."""
+    pve = api(start_sim("demo"))
+    groups = {g["groupid"]: g for g in pve.access.groups.get()}
+    assert groups["contractors"]["users"] == "" and groups["admins"]["users"] == "alice@pve,bob@pve"
+    full = {u["userid"]: u for u in pve.access.users.get(full=1)}
+    assert full["carol@pve"]["groups"] == "" and full["bob@pve"]["groups"] == "admins"
+    assert all("groups" not in u for u in pve.access.users.get())

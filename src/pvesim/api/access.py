@@ -57,7 +57,7 @@ def users(call: Call) -> list[dict[str, Any]]:
         for name in ("email", "comment", "firstname", "lastname"):
             if getattr(u, name):
                 row[name] = getattr(u, name)
-        if u.groups:
+        if call.flag("full"):  # $extract_user_data with $full: groups always, "" for none (index joins the list)
             row["groups"] = ",".join(u.groups)
         if call.flag("full") and u.tokens:  # $extract_user_data with $full
             row["tokens"] = [
@@ -111,10 +111,8 @@ def groups(call: Call) -> list[dict[str, Any]]:
     for gid, comment in sorted(db.groups.items()):
         if not _can_any(call, f"/access/groups/{gid}", (*_USER_PRIVS, "Group.Allocate")):
             continue
-        row: dict[str, Any] = {"groupid": gid}
-        members = db.group_members(gid)
-        if members:
-            row["users"] = ",".join(members)
+        # a group line always has a member hash, so ``users`` is there, "" when empty
+        row: dict[str, Any] = {"groupid": gid, "users": ",".join(db.group_members(gid))}
         if comment:
             row["comment"] = comment
         out.append(row)
