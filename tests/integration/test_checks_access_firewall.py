@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 
 import pvesim
+from pvesim.scenario import DEFAULT_TOKENS
 from pvesim.server import SimServer
 from tests.integration.conftest import scenario_with_limited_token
 from tests.integration.pve import api
@@ -149,3 +150,15 @@ async def test_empty_group_and_user_group_lists_are_empty_strings(start_sim: Any
     full = {u["userid"]: u for u in pve.access.users.get(full=1)}
     assert full["carol@pve"]["groups"] == "" and full["bob@pve"]["groups"] == "admins"
     assert all("groups" not in u for u in pve.access.users.get())
+
+
+async def test_the_acl_list_shows_entries_the_caller_may_modify(start_sim: Any) -> None:
+    """API2/ACL.pm read_acl without Sys.Audit on /access: the entries on paths where check_perm_modify passes,
+    which for /vms/<id> also accepts VM.Allocate (RPCEnvironment.pm check_perm_modify)."""
+    data = pvesim.load_scenario("demo")
+    data["access"]["acl"].append({"path": "/vms/100", "user": "carol@pve", "role": "PVEVMUser"})
+    vmadmin = {"id": "vmadmin@pve!mcp", "user_acl": [{"path": "/vms", "role": "PVEVMAdmin"}], "privsep": False}
+    data["tokens"] = [*DEFAULT_TOKENS, vmadmin]
+    rows = api(start_sim(data), "vmadmin@pve!mcp").access.acl.get()
+    assert {(r["path"], r["ugid"]) for r in rows} >= {("/vms/100", "carol@pve")}
+    assert all(r["path"].startswith("/vms/") for r in rows), rows

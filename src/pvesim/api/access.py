@@ -90,8 +90,17 @@ def acl(call: Call) -> list[dict[str, Any]]:
     return [
         {"path": a.path, "type": a.type, "ugid": a.ugid, "roleid": a.roleid, "propagate": b(a.propagate)}
         for a in call.cluster.access.acl
-        if audit or call.can(a.path, "Permissions.Modify")
+        if audit or _perm_modify(call, a.path)
     ]
+
+
+# RPCEnvironment.pm check_perm_modify: besides Permissions.Modify, the allocate privilege of the object
+_PERM_MODIFY_ALSO = (("/storage/", "Datastore.Allocate"), ("/vms/", "VM.Allocate"), ("/pool/", "Pool.Allocate"))
+
+
+def _perm_modify(call: Call, path: str) -> bool:
+    also = tuple(priv for prefix, priv in _PERM_MODIFY_ALSO if path.startswith(prefix) and len(path) > len(prefix))
+    return _can_any(call, path, ("Permissions.Modify", *also))
 
 
 @route("GET", "/access/roles")
