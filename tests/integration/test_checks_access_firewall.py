@@ -162,3 +162,16 @@ async def test_the_acl_list_shows_entries_the_caller_may_modify(start_sim: Any) 
     rows = api(start_sim(data), "vmadmin@pve!mcp").access.acl.get()
     assert {(r["path"], r["ugid"]) for r in rows} >= {("/vms/100", "carol@pve")}
     assert all(r["path"].startswith("/vms/") for r in rows), rows
+
+
+async def test_realms_show_their_tfa_type_only(start_sim: Any, server_for: Any) -> None:
+    """API2/Domains.pm index: ``tfa`` is parse_tfa_config's type ('oath'), not the property string; a realm
+    enforcing it is no ACCESS_REALM_NO_TFA and gives its users a second factor."""
+    data = pvesim.load_scenario("demo")
+    data["access"]["realms"] = [{"realm": "corp", "type": "ad", "comment": "AD", "tfa": "type=oath,step=30"}]
+    sim = start_sim(data)
+    rows = {d["realm"]: d for d in api(sim).access.domains.get()}
+    assert rows["corp"] == {"realm": "corp", "type": "ad", "comment": "AD", "tfa": "oath"}
+    assert "tfa" not in rows["pam"]
+    report = await _health(server_for(sim, "root@pam!pvesim"), ["access"])
+    assert ("ACCESS_REALM_NO_TFA", "corp") not in _found(report)

@@ -116,7 +116,7 @@ def test_root_with_only_a_disabled_factor_has_none() -> None:
 
 
 def test_a_realm_that_enforces_tfa_counts_as_a_second_factor() -> None:
-    d = healthy(access_tfa=[tfa("ops@pve", "totp")], access_domains=[{**PAM, "tfa": "type=oath"}, PVE])
+    d = healthy(access_tfa=[tfa("ops@pve", "totp")], access_domains=[{**PAM, "tfa": "oath"}, PVE])
     assert ("ACCESS_ROOT_NO_TFA", "root@pam") not in codes(d)
 
 
@@ -250,7 +250,7 @@ def test_external_realm_without_tfa() -> None:
             PAM,
             PVE,
             {"realm": "corp", "type": "ad"},
-            {"realm": "sso", "type": "openid", "tfa": "type=oath"},
+            {"realm": "sso", "type": "openid", "tfa": "oath"},
         ]
     )
     found = codes(d)

@@ -130,9 +130,31 @@ def groups(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/access/domains")
 def domains(call: Call) -> list[dict[str, Any]]:
-    return [
-        {k: v for k, v in d.items() if k in ("realm", "type", "comment", "tfa")} for d in call.cluster.access.domains
-    ]
+    """API2/Domains.pm ``index``: realm, type, comment and default when set, and of the realm's ``tfa``
+    property string only its type (``oath``/``yubico``, parse_tfa_config)."""
+    out = []
+    for d in call.cluster.access.domains:
+        row: dict[str, Any] = {"realm": d.get("realm"), "type": d.get("type")}
+        if d.get("comment"):
+            row["comment"] = d["comment"]
+        if d.get("default"):
+            row["default"] = 1
+        tfa_type = _tfa_type(d.get("tfa"))
+        if tfa_type:
+            row["tfa"] = tfa_type
+        out.append(row)
+    return out
+
+
+def _tfa_type(value: object) -> str | None:
+    """``type=oath,step=30`` -> ``oath`` (Auth/Plugin.pm $tfa_format: ``type`` has no default key)."""
+    if not isinstance(value, str):
+        return None
+    for part in value.split(","):
+        key, _, val = part.partition("=")
+        if key.strip() == "type" and val.strip():
+            return val.strip()
+    return None
 
 
 @route("GET", "/pools")
