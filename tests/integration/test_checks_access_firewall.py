@@ -175,3 +175,15 @@ async def test_realms_show_their_tfa_type_only(start_sim: Any, server_for: Any) 
     assert "tfa" not in rows["pam"]
     report = await _health(server_for(sim, "root@pam!pvesim"), ["access"])
     assert ("ACCESS_REALM_NO_TFA", "corp") not in _found(report)
+
+
+async def test_firewall_answers_carry_pve_digests(demo_sim: SimServer) -> None:
+    """Firewall.pm copy_opject_with_digest / copy_list_with_digest: options and every rule carry the sha1
+    digest a later PUT must send back; options are only those set in the file."""
+    pve = api(demo_sim)
+    options = pve.cluster.firewall.options.get()
+    assert set(options) == {"enable", "policy_in", "digest"} and len(options["digest"]) == 40
+    host = pve.nodes("pve3").firewall.options.get()
+    assert host["enable"] == 0 and len(host["digest"]) == 40
+    rules = pve.cluster.firewall.rules.get()
+    assert len({r["digest"] for r in rules}) == 1 and [r["pos"] for r in rules] == list(range(len(rules)))

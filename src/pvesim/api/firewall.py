@@ -10,9 +10,18 @@ from pvesim.api.registry import Call, route
 from pvesim.firewall import rule_errors
 
 
+def _with_digest(options: dict[str, Any]) -> dict[str, Any]:
+    """Firewall.pm copy_opject_with_digest: the set options plus the sha1 of their ``key:value`` lines."""
+    sha = hashlib.sha1()  # PVE's digest, not a security measure
+    out = {k: options[k] for k in sorted(options) if options[k] is not None}
+    for k, v in out.items():
+        sha.update(f"{k}:{v}\n".encode())
+    return {**out, "digest": sha.hexdigest()}
+
+
 @route("GET", "/cluster/firewall/options")
 def cluster_options(call: Call) -> dict[str, Any]:
-    return dict(call.cluster.firewall.options)
+    return _with_digest(call.cluster.firewall.options)
 
 
 @route("GET", "/cluster/firewall/rules")
@@ -35,4 +44,4 @@ def cluster_rules(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/nodes/{node}/firewall/options")
 def node_options(call: Call) -> dict[str, Any]:
-    return dict(call.cluster.firewall.host_options.get(call.params["node"], {}))
+    return _with_digest(call.cluster.firewall.host_options.get(call.params["node"], {}))
