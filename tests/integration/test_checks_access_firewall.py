@@ -187,3 +187,13 @@ async def test_firewall_answers_carry_pve_digests(demo_sim: SimServer) -> None:
     assert host["enable"] == 0 and len(host["digest"]) == 40
     rules = pve.cluster.firewall.rules.get()
     assert len({r["digest"] for r in rules}) == 1 and [r["pos"] for r in rules] == list(range(len(rules)))
+
+
+async def test_an_expired_administrator_is_named_as_expired_not_as_a_tfa_gap(start_sim: Any, server_for: Any) -> None:
+    """AccessControl.pm check_user_enabled refuses an expired account before any second factor is asked."""
+    data = pvesim.load_scenario("demo")
+    data["access"]["users"].append({"userid": "frank@pve", "email": "f@x", "expired": "2d", "groups": ["admins"]})
+    report = await _health(server_for(start_sim(data), "root@pam!pvesim"), ["access"])
+    found = _found(report)
+    assert ("ACCESS_USER_EXPIRED_ENABLED", "frank@pve") in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "frank@pve") not in found and ("ACCESS_GROUP_ADMIN_NO_TFA", "bob@pve") in found

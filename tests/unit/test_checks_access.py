@@ -166,6 +166,27 @@ def test_a_users_own_propagating_entry_on_root_overrides_its_groups_administrato
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "erin@pve") in found
 
 
+def test_an_expired_administrator_cannot_log_in_so_is_no_tfa_gap() -> None:
+    """AccessControl.pm authenticate_user and verify_token call check_user_enabled first: 'access expired'
+    before any factor is asked. ACCESS_USER_EXPIRED_ENABLED names the account instead."""
+    d = healthy(
+        access_users=[
+            user("root@pam", email="r@x"),
+            user("old@pve", email="o@x", expire=int(NOW - DAY), groups="admins"),
+            user("gone@pve", email="g@x", expire=int(NOW - DAY)),
+            user("new@pve", email="n@x", expire=int(NOW + DAY), groups="admins"),
+        ],
+        access_tfa=[tfa("root@pam", "totp")],
+        access_acl=[acl("/", "group", "admins", "Administrator"), acl("/vms", "user", "gone@pve", "Administrator")],
+        access_groups=[{"groupid": "admins", "users": "old@pve,new@pve"}],
+        access_roles=[],
+    )
+    found = codes(d)
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "new@pve") in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "old@pve") not in found and ("ACCESS_ADMIN_NO_TFA", "gone@pve") not in found
+    assert ("ACCESS_USER_EXPIRED_ENABLED", "old@pve") in found and ("ACCESS_USER_EXPIRED_ENABLED", "gone@pve") in found
+
+
 def test_administrator_on_root_held_by_a_user_disabled_or_not_propagating() -> None:
     d = healthy(
         access_users=[user("root@pam", email="r@x"), user("old@pve", enable=0, email="o@x")],

@@ -50,13 +50,33 @@ def _rows(data: ClusterData, key: str) -> list[Row] | None:
     return value if isinstance(value, list) else None
 
 
-def _enabled(row: Row, key: str = "enable") -> bool:
-    """PVE's 0/1 flags (absent: on); an odd value counts as set, never raises."""
-    value = row.get(key, 1)
+def _enabled(row: Row, key: str = "enable", default: int = 1) -> bool:
+    """PVE's 0/1 flags (absent: ``default``); an odd value counts as set, never raises."""
+    value = row.get(key, default)
     try:
         return bool(int(value or 0))
     except (TypeError, ValueError):
         return bool(value)
+
+
+def _expire(row: Row) -> int:
+    try:
+        return int(row.get("expire") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@pve_rule(
+    "access.login-allowed",
+    rule="A user logs in (password or token) only while enabled and not past its expire; TFA comes after that",
+    pve="pve-access-control src/PVE/AccessControl.pm check_user_enabled (authenticate_user, verify_token)",
+    codes=("ACCESS_ROOT_NO_TFA", "ACCESS_ADMIN_NO_TFA", "ACCESS_GROUP_ADMIN_NO_TFA"),
+)
+def _can_log_in(row: Row, now: float) -> bool:
+    """Enabled and not expired: an expired account is refused before any factor is asked (its own finding,
+    ACCESS_USER_EXPIRED_ENABLED, says so), so it is no administrator without a second factor."""
+    expire = _expire(row)
+    return _enabled(row) and not (expire and expire < now)
 
 
 def _realm(userid: str) -> str:
@@ -132,7 +152,7 @@ def root_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     if users is None or with_tfa is None:
         return []
     root = next((u for u in users if u.get("userid") == "root@pam"), None)
-    if root is None or not _enabled(root) or "root@pam" in with_tfa:
+    if root is None or not _can_log_in(root, data.now) or "root@pam" in with_tfa:
         return []
     return [finding("ACCESS_ROOT_NO_TFA", _user_subject("root@pam"), "root@pam has no second factor", {"tfa": []})]
 
@@ -144,16 +164,16 @@ def root_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "ACCESS_ADMIN_NO_TFA",
             "warning",
             "Administrator without a second factor",
-            "An enabled user (besides root@pam) holds the Administrator role in an ACL entry of its own and has "
-            "no enabled TFA entry, nor a realm that enforces one.",
+            "An enabled, unexpired user (besides root@pam) holds the Administrator role in an ACL entry of its own "
+            "and has no enabled TFA entry, nor a realm that enforces one.",
             _FIX_TFA + "; or replace Administrator by a narrower role.",
         ),
         Code(
             "ACCESS_GROUP_ADMIN_NO_TFA",
             "warning",
             "Administrator through a group, without a second factor",
-            "An enabled member of a group that holds Administrator on / has no enabled TFA entry, nor a realm "
-            "that enforces one. A member with a propagating ACL entry of its own on / is not counted: PVE lets "
+            "An enabled, unexpired member of a group that holds Administrator on / has no enabled TFA entry, nor "
+            "a realm that enforces one. A member with a propagating ACL entry of its own on / is not counted: PVE lets "
             "a user's own entry override its groups' (AccessControl.pm roles).",
             _FIX_TFA + "; or take the user out of the group (`pveum user modify <user> --groups ...`).",
         ),
@@ -167,7 +187,7 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     users, acl, with_tfa = _rows(data, "access_users"), _rows(data, "access_acl"), _tfa_users(data)
     if users is None or acl is None or with_tfa is None:
         return []
-    enabled = {str(u.get("userid")) for u in users if _enabled(u)} - {"root@pam"}
+    enabled = {str(u.get("userid")) for u in users if _can_log_in(u, data.now)} - {"root@pam"}
     out: list[Finding] = []
     direct: dict[str, list[str]] = {}
     for a in _admin_acl(acl):
@@ -361,7 +381,7 @@ def tokens(data: ClusterData, t: Thresholds) -> list[Finding]:
                 finding("ACCESS_ROOT_TOKEN_NO_PRIVSEP", subject, f"{full} has no privilege separation", evidence)
             )
         local = u.get("realm-type", _realm(userid)) in _LOCAL_REALMS
-        if _enabled(u) and local and not int(tok.get("expire") or 0) and not int(u.get("expire") or 0):
+        if _enabled(u) and local and not _expire(tok) and not _expire(u):
             out.append(finding("ACCESS_TOKEN_NO_EXPIRY", subject, f"{full} never expires", evidence))
         if not str(tok.get("comment") or "").strip():
             out.append(finding("ACCESS_TOKEN_NO_COMMENT", subject, f"{full} has no comment", {"comment": ""}))
@@ -417,7 +437,7 @@ def user_lifecycle(data: ClusterData, t: Thresholds) -> list[Finding]:
     for u in users:
         if not _enabled(u):
             continue
-        userid, expire = str(u.get("userid")), int(u.get("expire") or 0)
+        userid, expire = str(u.get("userid")), _expire(u)
         subject, evidence = _user_subject(userid), {"enable": u.get("enable", 1), "expire": expire}
         if expire and expire < data.now:
             out.append(finding("ACCESS_USER_EXPIRED_ENABLED", subject, f"{userid} expired but is enabled", evidence))
@@ -463,7 +483,7 @@ def groups_and_roles(data: ClusterData, t: Thresholds) -> list[Finding]:
     used = {str(a.get("roleid")) for a in acl}
     for r in roles:
         rid = str(r.get("roleid"))
-        if not int(r.get("special") or 0) and rid not in used:
+        if not _enabled(r, "special", 0) and rid not in used:
             out.append(
                 finding(
                     "ACCESS_ROLE_UNUSED",
