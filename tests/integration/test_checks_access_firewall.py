@@ -197,3 +197,14 @@ async def test_an_expired_administrator_is_named_as_expired_not_as_a_tfa_gap(sta
     found = _found(report)
     assert ("ACCESS_USER_EXPIRED_ENABLED", "frank@pve") in found
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "frank@pve") not in found and ("ACCESS_GROUP_ADMIN_NO_TFA", "bob@pve") in found
+
+
+async def test_openid_users_factors_are_not_asked_and_the_realm_is_not_judged(start_sim: Any, server_for: Any) -> None:
+    """API2/OpenId.pm login assembles the ticket without a PVE second factor; Auth/OpenId.pm has no tfa."""
+    data = pvesim.load_scenario("demo")
+    data["access"]["realms"].append({"realm": "sso", "type": "openid", "comment": "Keycloak"})
+    data["access"]["users"].append({"userid": "ann@sso", "email": "a@x", "groups": ["admins"], "tfa": ["totp"]})
+    report = await _health(server_for(start_sim(data), "root@pam!pvesim"), ["access"])
+    found = _found(report)
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "ann@sso") in found
+    assert ("ACCESS_REALM_NO_TFA", "sso") not in found and ("ACCESS_REALM_NO_TFA", "corp") in found

@@ -271,11 +271,34 @@ def test_external_realm_without_tfa() -> None:
             PAM,
             PVE,
             {"realm": "corp", "type": "ad"},
-            {"realm": "sso", "type": "openid", "tfa": "oath"},
+            {"realm": "dir", "type": "ldap", "tfa": "oath"},
+            {"realm": "sso", "type": "openid"},
         ]
     )
     found = codes(d)
-    assert ("ACCESS_REALM_NO_TFA", "corp") in found and ("ACCESS_REALM_NO_TFA", "sso") not in found
+    assert ("ACCESS_REALM_NO_TFA", "corp") in found and ("ACCESS_REALM_NO_TFA", "dir") not in found
+    # Auth/OpenId.pm has no tfa option: nothing in PVE could be set, MFA is the identity provider's
+    assert ("ACCESS_REALM_NO_TFA", "sso") not in found
+
+
+def test_an_openid_users_own_factor_is_never_asked() -> None:
+    """API2/OpenId.pm login assembles the ticket without authenticate_2nd_new: a TOTP entry of an OpenID
+    user protects nothing, so an OpenID administrator counts as without a second factor."""
+    d = healthy(
+        access_users=[
+            user("root@pam", email="r@x"),
+            user("ann@sso", email="a@x", **{"realm-type": "openid"}),
+            user("ben@corp", email="b@x", **{"realm-type": "ldap"}),
+        ],
+        access_tfa=[tfa("root@pam", "totp"), tfa("ann@sso", "totp"), tfa("ben@corp", "totp")],
+        access_acl=[acl("/", "group", "admins", "Administrator")],
+        access_groups=[{"groupid": "admins", "users": "ann@sso,ben@corp"}],
+        access_domains=[PAM, PVE, {"realm": "sso", "type": "openid"}, {"realm": "corp", "type": "ldap", "tfa": "oath"}],
+        access_roles=[],
+    )
+    found = {(f.code, f.subject.id): f for f in run(d)}
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "ann@sso") in found and ("ACCESS_GROUP_ADMIN_NO_TFA", "ben@corp") not in found
+    assert "identity provider" in found[("ACCESS_GROUP_ADMIN_NO_TFA", "ann@sso")].remediation
 
 
 def test_empty_pool_and_pool_without_acl() -> None:

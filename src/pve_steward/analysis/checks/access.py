@@ -36,13 +36,17 @@ ROLES = Need("access_roles", "/access/roles", privilege="any authenticated user"
 DOMAINS = Need("access_domains", "/access/domains", privilege="anyone")
 POOLS = Need("pools", "/pools", privilege="Pool.Audit on /pool", visible_with=(("/pool", "Pool.Audit"),))
 
-_PVE_TFA = "pve-access-control PVE/API2/TFA.pm list_tfa, PVE/AccessControl.pm authenticate_2nd_new"
+_PVE_TFA = (
+    "pve-access-control PVE/API2/TFA.pm list_tfa, PVE/AccessControl.pm authenticate_2nd_new, PVE/API2/OpenId.pm login"
+)
 _LOCAL_REALMS = {"pam", "pve"}
-_EXTERNAL_REALMS = {"ldap", "ad", "openid"}
+# directory realms that take a realm-wide ``tfa`` (Auth/LDAP.pm, AD.pm options); OpenId.pm has no such option
+_EXTERNAL_REALMS = {"ldap", "ad"}
 _FIX_TFA = (
     "Log in as the user and add a TOTP or WebAuthn factor (GUI: Datacenter > Permissions > Two Factor), "
     "or enforce TFA on the realm (`pveum realm modify <realm> --tfa type=oath`)"
 )
+_FIX_OPENID = " An OpenID user needs MFA at the identity provider: PVE asks OpenID logins for no factor of its own."
 
 
 def _rows(data: ClusterData, key: str) -> list[Row] | None:
@@ -89,8 +93,9 @@ def _user_subject(userid: str) -> Subject:
 
 @pve_rule(
     "access.tfa-factor",
-    rule="A user has a second factor when it has an enabled TFA entry or its realm sets tfa (login then asks for it)",
-    pve="pve-access-control src/PVE/AccessControl.pm authenticate_2nd_new, API2/TFA.pm list_tfa",
+    rule="A user has a second factor when it has an enabled TFA entry or its realm sets tfa (login then asks for "
+    "it); an OpenID login asks for none",
+    pve="pve-access-control src/PVE/AccessControl.pm authenticate_2nd_new, API2/TFA.pm list_tfa, API2/OpenId.pm login",
     codes=(
         "ACCESS_ROOT_NO_TFA",
         "ACCESS_ADMIN_NO_TFA",
@@ -99,15 +104,20 @@ def _user_subject(userid: str) -> Subject:
 )
 def _tfa_users(data: ClusterData) -> set[str] | None:
     """Users with an enabled TFA entry of their own (any type, as PVE challenges for any), or whose realm
-    enforces one (``tfa`` on the realm)."""
+    enforces one (``tfa`` on the realm). OpenID users never count: their login (API2/OpenId.pm login)
+    assembles the ticket without asking PVE's factors."""
     tfa, domains = _rows(data, "access_tfa"), _rows(data, "access_domains") or []
     if tfa is None:
         return None
-    out = {str(e.get("userid")) for e in tfa if any(_enabled(x) for x in e.get("entries") or [])}
+    out = {str(e.get("userid")) for e in tfa if any(_enabled(x) for x in e.get("entries") or [] if isinstance(x, dict))}
     realms = {str(d.get("realm")) for d in domains if d.get("tfa")}
     users = _rows(data, "access_users") or []
     out |= {str(u.get("userid")) for u in users if _realm(str(u.get("userid"))) in realms}
-    return out
+    openid = {str(d.get("realm")) for d in domains if d.get("type") == "openid"}
+    openid_users = {
+        str(u.get("userid")) for u in users if u.get("realm-type") == "openid" or _realm(str(u.get("userid"))) in openid
+    }
+    return out - openid_users
 
 
 def _admin_acl(acl: list[Row], *, root_only: bool = False) -> Iterator[Row]:
@@ -165,17 +175,18 @@ def root_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "warning",
             "Administrator without a second factor",
             "An enabled, unexpired user (besides root@pam) holds the Administrator role in an ACL entry of its own "
-            "and has no enabled TFA entry, nor a realm that enforces one.",
-            _FIX_TFA + "; or replace Administrator by a narrower role.",
+            "and has no enabled TFA entry, nor a realm that enforces one (an OpenID user's entries do not count).",
+            _FIX_TFA + "; or replace Administrator by a narrower role." + _FIX_OPENID,
         ),
         Code(
             "ACCESS_GROUP_ADMIN_NO_TFA",
             "warning",
             "Administrator through a group, without a second factor",
             "An enabled, unexpired member of a group that holds Administrator on / has no enabled TFA entry, nor "
-            "a realm that enforces one. A member with a propagating ACL entry of its own on / is not counted: PVE lets "
+            "a realm that enforces one (an OpenID user's entries do not count). A member with a propagating ACL "
+            "entry of its own on / is not counted: PVE lets "
             "a user's own entry override its groups' (AccessControl.pm roles).",
-            _FIX_TFA + "; or take the user out of the group (`pveum user modify <user> --groups ...`).",
+            _FIX_TFA + "; or take the user out of the group (`pveum user modify <user> --groups ...`)." + _FIX_OPENID,
         ),
     ],
     needs=[USERS, TFA, ACL, GROUPS, DOMAINS],
@@ -502,15 +513,16 @@ def groups_and_roles(data: ClusterData, t: Thresholds) -> list[Finding]:
             "ACCESS_REALM_NO_TFA",
             "info",
             "External realm does not enforce TFA",
-            "An LDAP, AD or OpenID realm has no realm-wide second factor (``tfa``), so its users log in with a "
-            "password alone unless each adds a factor.",
+            "An LDAP or AD realm has no realm-wide second factor (``tfa``), so its users log in with a "
+            "password alone unless each adds a factor. OpenID realms are not judged: PVE has no tfa option for "
+            "them and asks their logins for no factor; MFA is the identity provider's.",
             "`pveum realm modify <realm> --tfa type=oath` (GUI: Datacenter > Permissions > Realms > Edit), or "
-            "require a second factor at the identity provider.",
+            "require a second factor at the directory.",
         )
     ],
     needs=[DOMAINS],
     anchors=["cv4pve-diag:IC0011"],
-    pve="pve-access-control PVE/Auth/LDAP.pm, AD.pm, OpenId.pm options (tfa)",
+    pve="pve-access-control PVE/Auth/LDAP.pm, AD.pm options (tfa); OpenId.pm has none",
 )
 def realm_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     """External realms without realm-level TFA."""
