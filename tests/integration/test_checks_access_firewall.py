@@ -208,3 +208,16 @@ async def test_openid_users_factors_are_not_asked_and_the_realm_is_not_judged(st
     found = _found(report)
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "ann@sso") in found
     assert ("ACCESS_REALM_NO_TFA", "sso") not in found and ("ACCESS_REALM_NO_TFA", "corp") in found
+
+
+async def test_nested_pools(start_sim: Any, server_for: Any) -> None:
+    """Pools nest (pve-access-control 8.1, verify_poolname): /pools lists the parent too, the parent holds the
+    nested pool's guests, and a propagating ACL entry on the parent reaches the nested pool."""
+    data = pvesim.load_scenario("demo")
+    data["guests"][0]["pool"] = "dept/team"
+    data["access"]["acl"].append({"path": "/pool/dept", "group": "admins", "role": "PVEVMUser"})
+    sim = start_sim(data)
+    assert {"dept", "dept/team"} <= {p["poolid"] for p in api(sim).pools.get()}
+    found = _found(await _health(server_for(sim, "root@pam!pvesim"), ["access"]))
+    assert not {c for c in found if c[1] in ("dept", "dept/team")}, found
+    assert ("POOL_EMPTY", "archive") in found

@@ -309,6 +309,23 @@ def test_empty_pool_and_pool_without_acl() -> None:
     assert not {c for c in found if c[1] == "web"}
 
 
+def test_nested_pools_count_their_children_and_inherit_a_propagating_acl() -> None:
+    """AccessControl.pm: pools nest up to three levels (verify_poolname), a parent holds its nested pools
+    (parse_user_config), and roles() walks /pool/dept before /pool/dept/team: a propagating entry there reaches it."""
+    d = healthy(
+        pools=[{"poolid": "web"}, {"poolid": "dept"}, {"poolid": "dept/team"}, {"poolid": "lab"}, {"poolid": "lab/x"}],
+        access_acl=[
+            acl("/pool/web", "group", "operators", "Backup"),
+            acl("/pool/dept", "group", "operators", "PVEVMUser"),
+            acl("/pool/lab", "group", "operators", "PVEVMUser", 0),
+        ],
+    )
+    d.resources += [guest_row(101, "pve1", pool="dept/team"), guest_row(102, "pve1", pool="lab/x")]
+    found = codes(d)
+    assert ("POOL_EMPTY", "dept") not in found and ("POOL_NO_ACL", "dept/team") not in found
+    assert ("POOL_NO_ACL", "lab/x") in found  # /pool/lab does not propagate
+
+
 def test_unread_lists_yield_no_verdict() -> None:
     """A list the collector could not read (or skipped for privileges) is absent: the checks say nothing."""
     d = data(reads={}, resources=[guest_row(100, "pve1", pool="web")])

@@ -162,6 +162,8 @@ def pools(call: Call) -> list[dict[str, Any]]:
     """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id> (members only with ``poolid``)."""
     c = call.cluster
     names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
+    # a nested pool's parents exist too (AccessControl.pm parse_user_config creates them)
+    names |= {"/".join(n.split("/")[:i]) for n in list(names) for i in range(1, n.count("/") + 1)}
     out = []
     for pool in sorted(names):
         if "poolid" in call.params and call.params["poolid"] != pool:

@@ -548,15 +548,16 @@ def realm_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "POOL_EMPTY",
             "info",
             "Resource pool has no guests",
-            "A pool has no guest as a member (storage members are not listed cluster-wide, so a pool holding only "
-            "storage shows here too).",
+            "A pool has no guest as a member, nor have the pools nested in it (storage members are not listed "
+            "cluster-wide, so a pool holding only storage shows here too).",
             "Add guests (`pvesh set /pools/<pool> --vms <vmid>`) or remove the pool (`pveum pool delete <pool>`).",
         ),
         Code(
             "POOL_NO_ACL",
             "info",
             "Pool is not used as a privilege boundary",
-            "A pool has guests but no ACL entry on /pool/<pool>, so it groups guests without delegating anything.",
+            "A pool has guests but no ACL entry on /pool/<pool> (nor a propagating one on an enclosing pool), so "
+            "it groups guests without delegating anything.",
             "Grant the pool's operators a role on it: `pveum acl modify /pool/<pool> --groups <group> "
             "--roles PVEVMUser`.",
         ),
@@ -566,7 +567,7 @@ def realm_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     pve="pve-manager PVE/API2/Cluster.pm resources (pool of a guest), PVE/API2/Pool.pm index",
 )
 def pools(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Pools without guests, and pools with guests but no ACL entry."""
+    """Pools without guests (their nested pools' included), and pools with guests but no ACL entry."""
     pool_rows = _rows(data, "pools")
     if pool_rows is None:
         return []
@@ -575,17 +576,34 @@ def pools(data: ClusterData, t: Thresholds) -> list[Finding]:
         if g.get("pool"):
             members[str(g["pool"])] = members.get(str(g["pool"]), 0) + 1
     acl = _rows(data, "access_acl")
-    with_acl = {
-        str(a.get("path"))[len("/pool/") :].rstrip("/") for a in acl or [] if str(a.get("path")).startswith("/pool/")
-    }
     out: list[Finding] = []
     for p in pool_rows:
         pid = str(p.get("poolid"))
-        subject, count = Subject(kind="pool", id=pid), members.get(pid, 0)
+        subject = Subject(kind="pool", id=pid)
+        count = sum(n for name, n in members.items() if name == pid or name.startswith(pid + "/"))
         if not count:
             out.append(finding("POOL_EMPTY", subject, f"pool {pid} has no guests", {"guests": 0}))
-        elif acl is not None and pid not in with_acl:
+        elif acl is not None and not _pool_acl(acl, pid):
             out.append(
                 finding("POOL_NO_ACL", subject, f"pool {pid} has {count} guests but no ACL entry", {"guests": count})
             )
     return out
+
+
+@pve_rule(
+    "access.nested-pools",
+    rule="Pools nest up to three levels (a/b/c); a propagating ACL entry on /pool/a reaches /pool/a/b, and a "
+    "parent pool holds its nested pools",
+    pve="pve-access-control src/PVE/AccessControl.pm verify_poolname, parse_user_config (pool), roles",
+    codes=("POOL_EMPTY", "POOL_NO_ACL"),
+)
+def _pool_acl(acl: list[Row], pid: str) -> bool:
+    """An ACL entry on the pool's own path, or a propagating one on an enclosing pool's."""
+    parts = pid.split("/")
+    for a in acl:
+        path = str(a.get("path")).rstrip("/")
+        if path == f"/pool/{pid}":
+            return True
+        if _enabled(a, "propagate") and any(path == "/pool/" + "/".join(parts[:i]) for i in range(1, len(parts))):
+            return True
+    return False
