@@ -221,3 +221,29 @@ async def test_nested_pools(start_sim: Any, server_for: Any) -> None:
     found = _found(await _health(server_for(sim, "root@pam!pvesim"), ["access"]))
     assert not {c for c in found if c[1] in ("dept", "dept/team")}, found
     assert ("POOL_EMPTY", "archive") in found
+
+
+async def test_pools_are_not_judged_when_the_token_cannot_see_every_guest(start_sim: Any, server_for: Any) -> None:
+    """pve-manager API2/Cluster.pm resources lists a guest only with VM.Audit on it: with Pool.Audit on /pool
+    but VM.Audit on one guest only, a pool of hidden guests would look empty, so the pool check is skipped."""
+    data = pvesim.load_scenario("demo")
+    data["access"]["pools"]["team"] = {"comment": "hidden guests"}
+    data["guests"][1]["pool"] = "team"
+    narrow = {
+        "id": "narrow@pve!mcp",
+        "privsep": False,
+        "user_acl": [
+            {"path": "/", "role": "PVEAuditor", "propagate": False},
+            {"path": "/access", "role": "PVEAuditor"},
+            {"path": "/pool", "role": "PVEPoolUser"},
+            {"path": f"/vms/{data['guests'][0]['vmid']}", "role": "PVEAuditor"},
+        ],
+    }
+    data["tokens"] = [*DEFAULT_TOKENS, narrow]
+    sim = start_sim(data)
+    report = await _health(server_for(sim, "narrow@pve!mcp"), ["access"])
+    skipped = {f["subject"]["id"]: f["message"] for f in report["findings"] if f["code"] == "CHECK_SKIPPED"}
+    assert "VM.Audit on /vms" in skipped.get("/pools", ""), skipped
+    assert not {c for c in _found(report) if c[0].startswith("POOL_")}
+    full = _found(await _health(server_for(sim, "root@pam!pvesim"), ["access"]))
+    assert ("POOL_NO_ACL", "team") in full and ("POOL_EMPTY", "team") not in full

@@ -34,7 +34,15 @@ GROUPS = Need(
 )
 ROLES = Need("access_roles", "/access/roles", privilege="any authenticated user")
 DOMAINS = Need("access_domains", "/access/domains", privilege="anyone")
-POOLS = Need("pools", "/pools", privilege="Pool.Audit on /pool", visible_with=(("/pool", "Pool.Audit"),))
+# a pool's guests are counted from /cluster/resources, which lists a guest only with VM.Audit on it
+# (pve-manager API2/Cluster.pm resources): without it on /vms a pool with hidden guests would look empty
+POOLS = Need(
+    "pools",
+    "/pools",
+    privilege="Pool.Audit on /pool and VM.Audit on /vms",
+    visible_with=(("/pool", "Pool.Audit"),),
+    visible_also=(("/vms", "VM.Audit"),),
+)
 
 _PVE_TFA = (
     "pve-access-control PVE/API2/TFA.pm list_tfa, PVE/AccessControl.pm authenticate_2nd_new, PVE/API2/OpenId.pm login"
