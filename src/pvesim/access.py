@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# pve-access-control AccessControl.pm $privgroups, as the union of PVE 8.4 and 9.1; pvesim.scenario
+# _version_roles takes each release's view (PVE8_ONLY, PVE9_ONLY).
 _PRIV_GROUPS: dict[str, dict[str, list[str]]] = {
     "VM": {
         "root": [],
@@ -24,18 +26,27 @@ _PRIV_GROUPS: dict[str, dict[str, list[str]]] = {
             "VM.Config.Options",
             "VM.Allocate",
             "VM.Clone",
+            "VM.GuestAgent.Unrestricted",  # PVE 9 (922f710)
             "VM.Migrate",
-            "VM.Replicate",
-            "VM.Monitor",
+            "VM.Monitor",  # PVE 8 only (dropped in 0706945)
+            "VM.Replicate",  # PVE 9 (5f7544f)
             "VM.Snapshot",
             "VM.Snapshot.Rollback",
-            "VM.GuestAgent.Unrestricted",
         ],
-        "user": ["VM.Config.CDROM", "VM.Config.Cloudinit", "VM.Console", "VM.Backup", "VM.PowerMgmt"],
-        "audit": ["VM.Audit", "VM.GuestAgent.Audit"],
+        "user": [
+            "VM.Config.CDROM",
+            "VM.Config.Cloudinit",
+            "VM.Console",
+            "VM.Backup",
+            "VM.GuestAgent.FileRead",  # PVE 9
+            "VM.GuestAgent.FileSystemMgmt",  # PVE 9
+            "VM.GuestAgent.FileWrite",  # PVE 9
+            "VM.PowerMgmt",
+        ],
+        "audit": ["VM.Audit", "VM.GuestAgent.Audit"],  # VM.GuestAgent.Audit: PVE 9
     },
     "Sys": {
-        "root": ["Sys.PowerMgmt", "Sys.Modify", "Sys.Incoming"],
+        "root": ["Sys.PowerMgmt", "Sys.Modify", "Sys.Incoming", "Sys.AccessNetwork"],  # AccessNetwork: 36c1814, 8.2
         "admin": ["Sys.Console", "Sys.Syslog"],
         "user": [],
         "audit": ["Sys.Audit"],
@@ -77,6 +88,8 @@ def _build_roles() -> dict[str, frozenset[str]]:
 
 ROLES: dict[str, frozenset[str]] = _build_roles()
 ALL_PRIVILEGES: frozenset[str] = ROLES["Administrator"]
+PVE8_ONLY: frozenset[str] = frozenset({"VM.Monitor"})
+PVE9_ONLY: frozenset[str] = frozenset({"VM.Replicate"} | {p for p in ALL_PRIVILEGES if p.startswith("VM.GuestAgent.")})
 
 
 @dataclass(frozen=True)
@@ -95,8 +108,8 @@ class Principal:
     roles: dict[str, frozenset[str]] = field(default_factory=lambda: dict(ROLES))
 
     def privileges(self, path: str) -> frozenset[str]:
-        if self.userid == "root@pam":
-            return ALL_PRIVILEGES
+        if self.userid == "root@pam":  # AccessControl.pm roles: 'Administrator' (the release's privileges)
+            return self.roles.get("Administrator", ALL_PRIVILEGES)
         parts = [p for p in path.split("/") if p]
         chain = ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
         current: frozenset[str] = frozenset()

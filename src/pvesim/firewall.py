@@ -7,6 +7,7 @@ position (API2/Firewall/Rules.pm ``get_rules``). Also the cluster log, which a s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +17,38 @@ class Firewall:
     options: dict[str, Any] = field(default_factory=dict)  # cluster.fw [OPTIONS]
     rules: list[dict[str, Any]] = field(default_factory=list)  # cluster.fw [RULES], in order
     host_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> host.fw [OPTIONS]
+    aliases: dict[str, str] = field(default_factory=dict)  # cluster.fw [ALIASES]: lower-cased name -> cidr
+    ipsets: dict[str, list[str]] = field(default_factory=dict)  # cluster.fw [IPSET <name>] -> cidrs
+
+
+_NAME = r"[A-Za-z][A-Za-z0-9\-\_]+"  # Firewall.pm $ipset_name_pattern, $ip_alias_pattern
+_IPSET_REF = re.compile(rf"^\+(?:guest/|dc/|sdn/)?({_NAME})$")
+_ALIAS_REF = re.compile(rf"^(?:guest/|dc/)?({_NAME})$")
+
+
+def rule_errors(rule: dict[str, Any], fw: Firewall) -> dict[str, str]:
+    """What Firewall.pm ``verify_rule`` (``check_ipset_or_alias_property``) records for a cluster rule whose
+    source or dest names an IPSet or alias cluster.fw lacks; pve-firewall then skips the rule."""
+    errors: dict[str, str] = {}
+    for name in ("source", "dest"):
+        value = rule.get(name)
+        if not isinstance(value, str) or not value:
+            continue
+        if value.startswith("+"):
+            m = _IPSET_REF.match(value)
+            if m is None:
+                errors[name] = f"invalid ipset name '{value}'"
+            elif m.group(1) not in fw.ipsets:
+                errors[name] = f"no such ipset '{m.group(1)}'"
+        elif (m := _ALIAS_REF.match(value)) is not None and m.group(1).lower() not in fw.aliases:
+            errors[name] = f"no such alias '{value}'"
+    return errors
 
 
 def firewall_from(spec: dict[str, Any] | None, nodes: list[str]) -> Firewall:
     """Scenario key ``firewall``: ``options`` (cluster.fw), ``rules`` (each a rule as the API returns it,
-    ``enable`` defaulting to 1) and ``hosts`` (node -> host.fw options). Without the key the cluster
+    ``enable`` defaulting to 1), ``hosts`` (node -> host.fw options), ``aliases`` (name -> cidr) and
+    ``ipsets`` (name -> cidrs) that rules may reference. Without the key the cluster
     firewall is on with PVE's default policies and an SSH/GUI rule from the management net."""
     if spec is None:
         spec = {
@@ -37,6 +65,8 @@ def firewall_from(spec: dict[str, Any] | None, nodes: list[str]) -> Firewall:
         fw.rules.append(rule)
     hosts = spec.get("hosts") or {}
     fw.host_options = {n: dict(hosts.get(n) or {}) for n in nodes}
+    fw.aliases = {str(k).lower(): str(v) for k, v in (spec.get("aliases") or {}).items()}
+    fw.ipsets = {str(k): [str(c) for c in v or []] for k, v in (spec.get("ipsets") or {}).items()}
     return fw
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from pvesim import pveconfig
-from pvesim.access import ROLES, AclEntry, Principal, Token, access_from
+from pvesim.access import PVE8_ONLY, PVE9_ONLY, ROLES, AclEntry, Principal, Token, access_from
 from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
@@ -217,11 +217,11 @@ def major(version: str) -> int:
 
 
 def _version_roles(version: str) -> dict[str, frozenset[str]]:
-    """Built-in roles as the release defines them: PVE 9 replaced VM.Monitor by the VM.GuestAgent.* privileges
-    (pve-access-control AccessControl.pm ``$privgroups``; PVE 8's stable-bookworm branch has VM.Monitor)."""
-    if major(version) >= 9:
-        return {name: privs - {"VM.Monitor"} for name, privs in ROLES.items()}
-    return {name: frozenset(p for p in privs if not p.startswith("VM.GuestAgent.")) for name, privs in ROLES.items()}
+    """Built-in roles as the release defines them (pve-access-control AccessControl.pm ``$privgroups``): PVE 9
+    dropped VM.Monitor (0706945) and added the VM.GuestAgent.* privileges (922f710) and VM.Replicate (5f7544f);
+    Sys.AccessNetwork is in both (36c1814, access-control 8.1.2)."""
+    drop = PVE8_ONLY if major(version) >= 9 else PVE9_ONLY
+    return {name: privs - drop for name, privs in ROLES.items()}
 
 
 def _migrate_groups_to_rules(c: Cluster) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.checks import access
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding
@@ -115,7 +116,7 @@ def test_root_with_only_a_disabled_factor_has_none() -> None:
 
 
 def test_a_realm_that_enforces_tfa_counts_as_a_second_factor() -> None:
-    d = healthy(access_tfa=[tfa("ops@pve", "totp")], access_domains=[{**PAM, "tfa": "type=oath"}, PVE])
+    d = healthy(access_tfa=[tfa("ops@pve", "totp")], access_domains=[{**PAM, "tfa": "oath"}, PVE])
     assert ("ACCESS_ROOT_NO_TFA", "root@pam") not in codes(d)
 
 
@@ -138,6 +139,54 @@ def test_admin_without_tfa_directly_and_through_a_group() -> None:
     assert ("ACCESS_GROUP_ADMIN_NO_TFA", "carol@pve") not in found
 
 
+def test_a_users_own_propagating_entry_on_root_overrides_its_groups_administrator() -> None:
+    """AccessControl.pm roles: 'user privs always override group privs' at a node of the ACL tree; a
+    propagating user entry on / therefore hides the group's Administrator everywhere, a non-propagating one
+    only on / itself (the group's role still reaches every object below)."""
+    d = healthy(
+        access_users=[
+            user("root@pam", email="r@x"),
+            user("carol@pve", email="c@x", expire=int(NOW + DAY), groups="admins"),
+            user("dave@pve", email="d@x", expire=int(NOW + DAY), groups="admins"),
+            user("erin@pve", email="e@x", expire=int(NOW + DAY), groups="admins"),
+        ],
+        access_tfa=[tfa("root@pam", "totp")],
+        access_acl=[
+            acl("/", "group", "admins", "Administrator"),
+            acl("/", "user", "carol@pve", "PVEAuditor"),
+            acl("/", "user", "dave@pve", "PVEAuditor", 0),
+            acl("/vms", "user", "erin@pve", "PVEAuditor"),
+        ],
+        access_groups=[{"groupid": "admins", "users": "carol@pve,dave@pve,erin@pve"}],
+        access_roles=[],
+    )
+    found = codes(d)
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "carol@pve") not in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "dave@pve") in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "erin@pve") in found
+
+
+def test_an_expired_administrator_cannot_log_in_so_is_no_tfa_gap() -> None:
+    """AccessControl.pm authenticate_user and verify_token call check_user_enabled first: 'access expired'
+    before any factor is asked. ACCESS_USER_EXPIRED_ENABLED names the account instead."""
+    d = healthy(
+        access_users=[
+            user("root@pam", email="r@x"),
+            user("old@pve", email="o@x", expire=int(NOW - DAY), groups="admins"),
+            user("gone@pve", email="g@x", expire=int(NOW - DAY)),
+            user("new@pve", email="n@x", expire=int(NOW + DAY), groups="admins"),
+        ],
+        access_tfa=[tfa("root@pam", "totp")],
+        access_acl=[acl("/", "group", "admins", "Administrator"), acl("/vms", "user", "gone@pve", "Administrator")],
+        access_groups=[{"groupid": "admins", "users": "old@pve,new@pve"}],
+        access_roles=[],
+    )
+    found = codes(d)
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "new@pve") in found
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "old@pve") not in found and ("ACCESS_ADMIN_NO_TFA", "gone@pve") not in found
+    assert ("ACCESS_USER_EXPIRED_ENABLED", "old@pve") in found and ("ACCESS_USER_EXPIRED_ENABLED", "gone@pve") in found
+
+
 def test_administrator_on_root_held_by_a_user_disabled_or_not_propagating() -> None:
     d = healthy(
         access_users=[user("root@pam", email="r@x"), user("old@pve", enable=0, email="o@x")],
@@ -149,6 +198,13 @@ def test_administrator_on_root_held_by_a_user_disabled_or_not_propagating() -> N
     assert ("ACCESS_DISABLED_USER_ADMIN", "/:user:old@pve") in found
     assert ("ACCESS_ADMIN_ROOT_NO_PROPAGATE", "/:group:ops") in found
     assert ("ACCESS_ADMIN_AT_ROOT", "/:group:ops") not in found  # groups are the recommended way
+
+
+def test_a_non_propagating_administrator_on_root_is_not_described_as_harmless() -> None:
+    """ACL.pm update_acl skips its 'superset of privileges' limits for a caller with Permissions.Modify on the
+    path, which Administrator on / gives even without propagation: the holder can re-add it propagating."""
+    info = code_info("ACCESS_ADMIN_ROOT_NO_PROPAGATE")
+    assert "Permissions.Modify" in info.rule and "grants nothing" not in info.rule
 
 
 def test_tokens_of_disabled_users_root_without_privsep_no_expiry_no_comment() -> None:
@@ -215,11 +271,34 @@ def test_external_realm_without_tfa() -> None:
             PAM,
             PVE,
             {"realm": "corp", "type": "ad"},
-            {"realm": "sso", "type": "openid", "tfa": "type=oath"},
+            {"realm": "dir", "type": "ldap", "tfa": "oath"},
+            {"realm": "sso", "type": "openid"},
         ]
     )
     found = codes(d)
-    assert ("ACCESS_REALM_NO_TFA", "corp") in found and ("ACCESS_REALM_NO_TFA", "sso") not in found
+    assert ("ACCESS_REALM_NO_TFA", "corp") in found and ("ACCESS_REALM_NO_TFA", "dir") not in found
+    # Auth/OpenId.pm has no tfa option: nothing in PVE could be set, MFA is the identity provider's
+    assert ("ACCESS_REALM_NO_TFA", "sso") not in found
+
+
+def test_an_openid_users_own_factor_is_never_asked() -> None:
+    """API2/OpenId.pm login assembles the ticket without authenticate_2nd_new: a TOTP entry of an OpenID
+    user protects nothing, so an OpenID administrator counts as without a second factor."""
+    d = healthy(
+        access_users=[
+            user("root@pam", email="r@x"),
+            user("ann@sso", email="a@x", **{"realm-type": "openid"}),
+            user("ben@corp", email="b@x", **{"realm-type": "ldap"}),
+        ],
+        access_tfa=[tfa("root@pam", "totp"), tfa("ann@sso", "totp"), tfa("ben@corp", "totp")],
+        access_acl=[acl("/", "group", "admins", "Administrator")],
+        access_groups=[{"groupid": "admins", "users": "ann@sso,ben@corp"}],
+        access_domains=[PAM, PVE, {"realm": "sso", "type": "openid"}, {"realm": "corp", "type": "ldap", "tfa": "oath"}],
+        access_roles=[],
+    )
+    found = {(f.code, f.subject.id): f for f in run(d)}
+    assert ("ACCESS_GROUP_ADMIN_NO_TFA", "ann@sso") in found and ("ACCESS_GROUP_ADMIN_NO_TFA", "ben@corp") not in found
+    assert "identity provider" in found[("ACCESS_GROUP_ADMIN_NO_TFA", "ann@sso")].remediation
 
 
 def test_empty_pool_and_pool_without_acl() -> None:
@@ -228,6 +307,23 @@ def test_empty_pool_and_pool_without_acl() -> None:
     found = codes(d)
     assert ("POOL_EMPTY", "spare") in found and ("POOL_NO_ACL", "db") in found
     assert not {c for c in found if c[1] == "web"}
+
+
+def test_nested_pools_count_their_children_and_inherit_a_propagating_acl() -> None:
+    """AccessControl.pm: pools nest up to three levels (verify_poolname), a parent holds its nested pools
+    (parse_user_config), and roles() walks /pool/dept before /pool/dept/team: a propagating entry there reaches it."""
+    d = healthy(
+        pools=[{"poolid": "web"}, {"poolid": "dept"}, {"poolid": "dept/team"}, {"poolid": "lab"}, {"poolid": "lab/x"}],
+        access_acl=[
+            acl("/pool/web", "group", "operators", "Backup"),
+            acl("/pool/dept", "group", "operators", "PVEVMUser"),
+            acl("/pool/lab", "group", "operators", "PVEVMUser", 0),
+        ],
+    )
+    d.resources += [guest_row(101, "pve1", pool="dept/team"), guest_row(102, "pve1", pool="lab/x")]
+    found = codes(d)
+    assert ("POOL_EMPTY", "dept") not in found and ("POOL_NO_ACL", "dept/team") not in found
+    assert ("POOL_NO_ACL", "lab/x") in found  # /pool/lab does not propagate
 
 
 def test_unread_lists_yield_no_verdict() -> None:

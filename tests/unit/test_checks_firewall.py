@@ -76,6 +76,37 @@ def test_an_accept_rule_from_anywhere_but_not_a_drop_or_a_disabled_one() -> None
     assert found[("FIREWALL_RULE_ANY_ADDRESS", "cluster/0")].evidence["dport"] == "8006"
 
 
+def test_an_address_list_holding_anywhere_is_anywhere() -> None:
+    """Firewall.pm parse_address_list: source/dest may be a comma list; one 0.0.0.0/0 element opens the rule."""
+    rules = [
+        rule(0, source="10.0.0.0/24,0.0.0.0/0", dport="8006", proto="tcp", log="info"),
+        rule(1, source="fd00::/64, ::/0", log="info"),
+        rule(2, source="10.0.0.0/24,10.1.0.0/16", log="info"),
+        rule(3, source="+management", log="info"),
+        rule(4, source="dc/mgmt", log="info"),
+    ]
+    found = codes(fw(rules=rules))
+    assert found == {("FIREWALL_RULE_ANY_ADDRESS", "cluster/0"), ("FIREWALL_RULE_ANY_ADDRESS", "cluster/1")}
+
+
+def test_an_enabled_rule_with_errors_is_not_applied() -> None:
+    """Firewall.pm verify_rule records errors; enable_host_firewall skips the rule ('next if !$rule->{enable}
+    || $rule->{errors}'): it is named, and neither opens anything nor counts for logging."""
+    broken = rule(0, source="0.0.0.0/0", dest="mgmt", log="nolog", errors={"dest": "no such alias 'mgmt'"})
+    found = {(f.code, f.subject.id): f for f in run(fw(rules=[broken, rule(1, source="10.0.0.0/8", log="info")]))}
+    assert set(found) == {("FIREWALL_RULE_INVALID", "cluster/0")}
+    invalid = found[("FIREWALL_RULE_INVALID", "cluster/0")]
+    assert invalid.severity == "warning" and invalid.evidence["errors"] == {"dest": "no such alias 'mgmt'"}
+    disabled = rule(0, enable=0, errors={"dest": "no such alias 'mgmt'"})
+    assert codes(fw(rules=[disabled, rule(1, source="10.0.0.0/8", log="info")])) == set()
+
+
+def test_security_group_references_are_not_judged_for_logging() -> None:
+    """parse_fw_rule stops after -i for a 'group' rule: it has no log option; its group's rules may log."""
+    rules = [rule(0, type="group", action="mgmt"), rule(1, source="10.0.0.0/8")]
+    assert codes(fw(rules=rules)) == set()
+
+
 def test_no_enabled_rule_logs() -> None:
     found = run(fw(rules=[rule(0, source="10.0.0.0/8"), rule(1, source="10.1.0.0/16", log="nolog")]))
     assert [(f.code, f.evidence) for f in found] == [("FIREWALL_NO_LOGGING", {"enabled_rules": 2})]

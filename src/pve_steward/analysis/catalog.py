@@ -68,6 +68,9 @@ class Need:
     # (path, privilege) pairs any one of which shows the whole list. Without one, the read is not made
     # and the check is CHECK_SKIPPED naming ``privilege``: a partial list never passes for a clean one.
     visible_with: tuple[tuple[str, str], ...] = ()
+    # and, besides one of those, every one of these (path, privilege) pairs: a check that also counts rows of
+    # another filtered list (e.g. pools' guests, which /cluster/resources hides without VM.Audit)
+    visible_also: tuple[tuple[str, str], ...] = ()
     each: tuple[str, str] | None = None
     limit: int = 32
 

@@ -368,7 +368,9 @@ class Collector:
         for key, (need, areas) in gated.items():
             if isinstance(got, PveError):
                 self._miss_declared(need, areas, got, None, what=f"{key.replace('_', ' ')} (own privileges unread)")
-            elif any(priv in (got.get(path) or {}) for path, priv in need.visible_with):
+            elif any(priv in (got.get(path) or {}) for path, priv in need.visible_with) and all(
+                priv in (got.get(path) or {}) for path, priv in need.visible_also
+            ):
                 keep[key] = (need, areas)
             else:
                 denied = PvePermissionError(

@@ -57,7 +57,7 @@ def users(call: Call) -> list[dict[str, Any]]:
         for name in ("email", "comment", "firstname", "lastname"):
             if getattr(u, name):
                 row[name] = getattr(u, name)
-        if u.groups:
+        if call.flag("full"):  # $extract_user_data with $full: groups always, "" for none (index joins the list)
             row["groups"] = ",".join(u.groups)
         if call.flag("full") and u.tokens:  # $extract_user_data with $full
             row["tokens"] = [
@@ -90,8 +90,17 @@ def acl(call: Call) -> list[dict[str, Any]]:
     return [
         {"path": a.path, "type": a.type, "ugid": a.ugid, "roleid": a.roleid, "propagate": b(a.propagate)}
         for a in call.cluster.access.acl
-        if audit or call.can(a.path, "Permissions.Modify")
+        if audit or _perm_modify(call, a.path)
     ]
+
+
+# RPCEnvironment.pm check_perm_modify: besides Permissions.Modify, the allocate privilege of the object
+_PERM_MODIFY_ALSO = (("/storage/", "Datastore.Allocate"), ("/vms/", "VM.Allocate"), ("/pool/", "Pool.Allocate"))
+
+
+def _perm_modify(call: Call, path: str) -> bool:
+    also = tuple(priv for prefix, priv in _PERM_MODIFY_ALSO if path.startswith(prefix) and len(path) > len(prefix))
+    return _can_any(call, path, ("Permissions.Modify", *also))
 
 
 @route("GET", "/access/roles")
@@ -111,10 +120,8 @@ def groups(call: Call) -> list[dict[str, Any]]:
     for gid, comment in sorted(db.groups.items()):
         if not _can_any(call, f"/access/groups/{gid}", (*_USER_PRIVS, "Group.Allocate")):
             continue
-        row: dict[str, Any] = {"groupid": gid}
-        members = db.group_members(gid)
-        if members:
-            row["users"] = ",".join(members)
+        # a group line always has a member hash, so ``users`` is there, "" when empty
+        row: dict[str, Any] = {"groupid": gid, "users": ",".join(db.group_members(gid))}
         if comment:
             row["comment"] = comment
         out.append(row)
@@ -123,9 +130,31 @@ def groups(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/access/domains")
 def domains(call: Call) -> list[dict[str, Any]]:
-    return [
-        {k: v for k, v in d.items() if k in ("realm", "type", "comment", "tfa")} for d in call.cluster.access.domains
-    ]
+    """API2/Domains.pm ``index``: realm, type, comment and default when set, and of the realm's ``tfa``
+    property string only its type (``oath``/``yubico``, parse_tfa_config)."""
+    out = []
+    for d in call.cluster.access.domains:
+        row: dict[str, Any] = {"realm": d.get("realm"), "type": d.get("type")}
+        if d.get("comment"):
+            row["comment"] = d["comment"]
+        if d.get("default"):
+            row["default"] = 1
+        tfa_type = _tfa_type(d.get("tfa"))
+        if tfa_type:
+            row["tfa"] = tfa_type
+        out.append(row)
+    return out
+
+
+def _tfa_type(value: object) -> str | None:
+    """``type=oath,step=30`` -> ``oath`` (Auth/Plugin.pm $tfa_format: ``type`` has no default key)."""
+    if not isinstance(value, str):
+        return None
+    for part in value.split(","):
+        key, _, val = part.partition("=")
+        if key.strip() == "type" and val.strip():
+            return val.strip()
+    return None
 
 
 @route("GET", "/pools")
@@ -133,6 +162,8 @@ def pools(call: Call) -> list[dict[str, Any]]:
     """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id> (members only with ``poolid``)."""
     c = call.cluster
     names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
+    # a nested pool's parents exist too (AccessControl.pm parse_user_config creates them)
+    names |= {"/".join(n.split("/")[:i]) for n in list(names) for i in range(1, n.count("/") + 1)}
     out = []
     for pool in sorted(names):
         if "poolid" in call.params and call.params["poolid"] != pool:

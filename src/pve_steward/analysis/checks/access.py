@@ -34,15 +34,27 @@ GROUPS = Need(
 )
 ROLES = Need("access_roles", "/access/roles", privilege="any authenticated user")
 DOMAINS = Need("access_domains", "/access/domains", privilege="anyone")
-POOLS = Need("pools", "/pools", privilege="Pool.Audit on /pool", visible_with=(("/pool", "Pool.Audit"),))
+# a pool's guests are counted from /cluster/resources, which lists a guest only with VM.Audit on it
+# (pve-manager API2/Cluster.pm resources): without it on /vms a pool with hidden guests would look empty
+POOLS = Need(
+    "pools",
+    "/pools",
+    privilege="Pool.Audit on /pool and VM.Audit on /vms",
+    visible_with=(("/pool", "Pool.Audit"),),
+    visible_also=(("/vms", "VM.Audit"),),
+)
 
-_PVE_TFA = "pve-access-control PVE/API2/TFA.pm list_tfa, PVE/AccessControl.pm authenticate_2nd_new"
+_PVE_TFA = (
+    "pve-access-control PVE/API2/TFA.pm list_tfa, PVE/AccessControl.pm authenticate_2nd_new, PVE/API2/OpenId.pm login"
+)
 _LOCAL_REALMS = {"pam", "pve"}
-_EXTERNAL_REALMS = {"ldap", "ad", "openid"}
+# directory realms that take a realm-wide ``tfa`` (Auth/LDAP.pm, AD.pm options); OpenId.pm has no such option
+_EXTERNAL_REALMS = {"ldap", "ad"}
 _FIX_TFA = (
     "Log in as the user and add a TOTP or WebAuthn factor (GUI: Datacenter > Permissions > Two Factor), "
     "or enforce TFA on the realm (`pveum realm modify <realm> --tfa type=oath`)"
 )
+_FIX_OPENID = " An OpenID user needs MFA at the identity provider: PVE asks OpenID logins for no factor of its own."
 
 
 def _rows(data: ClusterData, key: str) -> list[Row] | None:
@@ -50,8 +62,33 @@ def _rows(data: ClusterData, key: str) -> list[Row] | None:
     return value if isinstance(value, list) else None
 
 
-def _enabled(row: Row, key: str = "enable") -> bool:
-    return bool(int(row.get(key, 1) or 0))
+def _enabled(row: Row, key: str = "enable", default: int = 1) -> bool:
+    """PVE's 0/1 flags (absent: ``default``); an odd value counts as set, never raises."""
+    value = row.get(key, default)
+    try:
+        return bool(int(value or 0))
+    except (TypeError, ValueError):
+        return bool(value)
+
+
+def _expire(row: Row) -> int:
+    try:
+        return int(row.get("expire") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@pve_rule(
+    "access.login-allowed",
+    rule="A user logs in (password or token) only while enabled and not past its expire; TFA comes after that",
+    pve="pve-access-control src/PVE/AccessControl.pm check_user_enabled (authenticate_user, verify_token)",
+    codes=("ACCESS_ROOT_NO_TFA", "ACCESS_ADMIN_NO_TFA", "ACCESS_GROUP_ADMIN_NO_TFA"),
+)
+def _can_log_in(row: Row, now: float) -> bool:
+    """Enabled and not expired: an expired account is refused before any factor is asked (its own finding,
+    ACCESS_USER_EXPIRED_ENABLED, says so), so it is no administrator without a second factor."""
+    expire = _expire(row)
+    return _enabled(row) and not (expire and expire < now)
 
 
 def _realm(userid: str) -> str:
@@ -64,8 +101,9 @@ def _user_subject(userid: str) -> Subject:
 
 @pve_rule(
     "access.tfa-factor",
-    rule="A user has a second factor when it has an enabled TFA entry or its realm sets tfa (login then asks for it)",
-    pve="pve-access-control src/PVE/AccessControl.pm authenticate_2nd_new, API2/TFA.pm list_tfa",
+    rule="A user has a second factor when it has an enabled TFA entry or its realm sets tfa (login then asks for "
+    "it); an OpenID login asks for none",
+    pve="pve-access-control src/PVE/AccessControl.pm authenticate_2nd_new, API2/TFA.pm list_tfa, API2/OpenId.pm login",
     codes=(
         "ACCESS_ROOT_NO_TFA",
         "ACCESS_ADMIN_NO_TFA",
@@ -74,21 +112,40 @@ def _user_subject(userid: str) -> Subject:
 )
 def _tfa_users(data: ClusterData) -> set[str] | None:
     """Users with an enabled TFA entry of their own (any type, as PVE challenges for any), or whose realm
-    enforces one (``tfa`` on the realm)."""
+    enforces one (``tfa`` on the realm). OpenID users never count: their login (API2/OpenId.pm login)
+    assembles the ticket without asking PVE's factors."""
     tfa, domains = _rows(data, "access_tfa"), _rows(data, "access_domains") or []
     if tfa is None:
         return None
-    out = {str(e.get("userid")) for e in tfa if any(_enabled(x) for x in e.get("entries") or [])}
+    out = {str(e.get("userid")) for e in tfa if any(_enabled(x) for x in e.get("entries") or [] if isinstance(x, dict))}
     realms = {str(d.get("realm")) for d in domains if d.get("tfa")}
     users = _rows(data, "access_users") or []
     out |= {str(u.get("userid")) for u in users if _realm(str(u.get("userid"))) in realms}
-    return out
+    openid = {str(d.get("realm")) for d in domains if d.get("type") == "openid"}
+    openid_users = {
+        str(u.get("userid")) for u in users if u.get("realm-type") == "openid" or _realm(str(u.get("userid"))) in openid
+    }
+    return out - openid_users
 
 
 def _admin_acl(acl: list[Row], *, root_only: bool = False) -> Iterator[Row]:
     for a in acl:
         if a.get("roleid") == "Administrator" and (not root_only or a.get("path") == "/"):
             yield a
+
+
+@pve_rule(
+    "access.user-overrides-group",
+    rule="A user's own ACL entry on a path replaces its groups' entries there; a propagating one on / does so below",
+    pve="pve-access-control src/PVE/AccessControl.pm roles ('user privs always override group privs')",
+    codes=("ACCESS_GROUP_ADMIN_NO_TFA",),
+)
+def _own_root_entry(acl: list[Row]) -> set[str]:
+    """Users with a propagating entry of their own on / (any role): their groups' Administrator on / applies
+    nowhere for them. A non-propagating one overrides / only, so the group's role still reaches every object."""
+    return {
+        str(a.get("ugid")) for a in acl if a.get("type") == "user" and a.get("path") == "/" and _enabled(a, "propagate")
+    }
 
 
 @check(
@@ -113,7 +170,7 @@ def root_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     if users is None or with_tfa is None:
         return []
     root = next((u for u in users if u.get("userid") == "root@pam"), None)
-    if root is None or not _enabled(root) or "root@pam" in with_tfa:
+    if root is None or not _can_log_in(root, data.now) or "root@pam" in with_tfa:
         return []
     return [finding("ACCESS_ROOT_NO_TFA", _user_subject("root@pam"), "root@pam has no second factor", {"tfa": []})]
 
@@ -125,17 +182,19 @@ def root_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "ACCESS_ADMIN_NO_TFA",
             "warning",
             "Administrator without a second factor",
-            "An enabled user (besides root@pam) holds the Administrator role in an ACL entry of its own and has "
-            "no enabled TFA entry, nor a realm that enforces one.",
-            _FIX_TFA + "; or replace Administrator by a narrower role.",
+            "An enabled, unexpired user (besides root@pam) holds the Administrator role in an ACL entry of its own "
+            "and has no enabled TFA entry, nor a realm that enforces one (an OpenID user's entries do not count).",
+            _FIX_TFA + "; or replace Administrator by a narrower role." + _FIX_OPENID,
         ),
         Code(
             "ACCESS_GROUP_ADMIN_NO_TFA",
             "warning",
             "Administrator through a group, without a second factor",
-            "An enabled member of a group that holds Administrator on / has no enabled TFA entry, nor a realm "
-            "that enforces one.",
-            _FIX_TFA + "; or take the user out of the group (`pveum user modify <user> --groups ...`).",
+            "An enabled, unexpired member of a group that holds Administrator on / has no enabled TFA entry, nor "
+            "a realm that enforces one (an OpenID user's entries do not count). A member with a propagating ACL "
+            "entry of its own on / is not counted: PVE lets "
+            "a user's own entry override its groups' (AccessControl.pm roles).",
+            _FIX_TFA + "; or take the user out of the group (`pveum user modify <user> --groups ...`)." + _FIX_OPENID,
         ),
     ],
     needs=[USERS, TFA, ACL, GROUPS, DOMAINS],
@@ -147,7 +206,7 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     users, acl, with_tfa = _rows(data, "access_users"), _rows(data, "access_acl"), _tfa_users(data)
     if users is None or acl is None or with_tfa is None:
         return []
-    enabled = {str(u.get("userid")) for u in users if _enabled(u)} - {"root@pam"}
+    enabled = {str(u.get("userid")) for u in users if _can_log_in(u, data.now)} - {"root@pam"}
     out: list[Finding] = []
     direct: dict[str, list[str]] = {}
     for a in _admin_acl(acl):
@@ -172,7 +231,7 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             for member in str(g.get("users") or "").split(","):
                 if member.strip():
                     via.setdefault(member.strip(), []).append(str(g.get("groupid")))
-    for userid in sorted(set(via) & enabled - with_tfa - set(direct)):
+    for userid in sorted(set(via) & enabled - with_tfa - set(direct) - _own_root_entry(acl)):
         out.append(
             finding(
                 "ACCESS_GROUP_ADMIN_NO_TFA",
@@ -200,10 +259,11 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "ACCESS_ADMIN_ROOT_NO_PROPAGATE",
             "info",
             "Administrator on / without propagation",
-            "An Administrator entry on / has propagate off, so it applies to the root path only and grants nothing "
-            "on nodes, guests or storage: usually not what was meant.",
-            "Re-add the entry with propagation (`pveum acl modify / --users <user> --roles Administrator "
-            "--propagate 1`) or delete it.",
+            "An Administrator entry on / has propagate off, so its privileges apply to the root path only. That is "
+            "no narrowing: it includes Permissions.Modify on /, with which the holder may add any role on / with "
+            "propagation (ACL.pm update_acl), so it is full control one call away.",
+            "Delete the entry and grant what is really needed on narrower paths (`pveum acl delete / --users <user> "
+            "--roles Administrator`), or re-add it with propagation if full control was meant.",
         ),
         Code(
             "ACCESS_DISABLED_USER_ADMIN",
@@ -215,12 +275,12 @@ def admin_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     ],
     needs=[USERS, ACL],
     anchors=["cv4pve-diag:WC0005", "cv4pve-diag:IC0010", "cv4pve-diag:WC0014"],
-    pve="pve-access-control PVE/AccessControl.pm permission, PVE/RPCEnvironment.pm permissions (propagate)",
+    pve="pve-access-control PVE/AccessControl.pm roles (propagate), PVE/API2/ACL.pm update_acl (Permissions.Modify)",
 )
 @pve_rule(
     "access.acl-propagate",
     rule="An ACL entry with propagate 0 applies to its own path only, not to the objects below it",
-    pve="pve-access-control src/PVE/RPCEnvironment.pm permissions",
+    pve="pve-access-control src/PVE/AccessControl.pm roles ($final || $propagate), via RPCEnvironment.pm permissions",
     codes=("ACCESS_ADMIN_ROOT_NO_PROPAGATE",),
 )
 def admin_acl(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -340,7 +400,7 @@ def tokens(data: ClusterData, t: Thresholds) -> list[Finding]:
                 finding("ACCESS_ROOT_TOKEN_NO_PRIVSEP", subject, f"{full} has no privilege separation", evidence)
             )
         local = u.get("realm-type", _realm(userid)) in _LOCAL_REALMS
-        if _enabled(u) and local and not int(tok.get("expire") or 0) and not int(u.get("expire") or 0):
+        if _enabled(u) and local and not _expire(tok) and not _expire(u):
             out.append(finding("ACCESS_TOKEN_NO_EXPIRY", subject, f"{full} never expires", evidence))
         if not str(tok.get("comment") or "").strip():
             out.append(finding("ACCESS_TOKEN_NO_COMMENT", subject, f"{full} has no comment", {"comment": ""}))
@@ -396,7 +456,7 @@ def user_lifecycle(data: ClusterData, t: Thresholds) -> list[Finding]:
     for u in users:
         if not _enabled(u):
             continue
-        userid, expire = str(u.get("userid")), int(u.get("expire") or 0)
+        userid, expire = str(u.get("userid")), _expire(u)
         subject, evidence = _user_subject(userid), {"enable": u.get("enable", 1), "expire": expire}
         if expire and expire < data.now:
             out.append(finding("ACCESS_USER_EXPIRED_ENABLED", subject, f"{userid} expired but is enabled", evidence))
@@ -442,7 +502,7 @@ def groups_and_roles(data: ClusterData, t: Thresholds) -> list[Finding]:
     used = {str(a.get("roleid")) for a in acl}
     for r in roles:
         rid = str(r.get("roleid"))
-        if not int(r.get("special") or 0) and rid not in used:
+        if not _enabled(r, "special", 0) and rid not in used:
             out.append(
                 finding(
                     "ACCESS_ROLE_UNUSED",
@@ -461,15 +521,16 @@ def groups_and_roles(data: ClusterData, t: Thresholds) -> list[Finding]:
             "ACCESS_REALM_NO_TFA",
             "info",
             "External realm does not enforce TFA",
-            "An LDAP, AD or OpenID realm has no realm-wide second factor (``tfa``), so its users log in with a "
-            "password alone unless each adds a factor.",
+            "An LDAP or AD realm has no realm-wide second factor (``tfa``), so its users log in with a "
+            "password alone unless each adds a factor. OpenID realms are not judged: PVE has no tfa option for "
+            "them and asks their logins for no factor; MFA is the identity provider's.",
             "`pveum realm modify <realm> --tfa type=oath` (GUI: Datacenter > Permissions > Realms > Edit), or "
-            "require a second factor at the identity provider.",
+            "require a second factor at the directory.",
         )
     ],
     needs=[DOMAINS],
     anchors=["cv4pve-diag:IC0011"],
-    pve="pve-access-control PVE/Auth/LDAP.pm, AD.pm, OpenId.pm options (tfa)",
+    pve="pve-access-control PVE/Auth/LDAP.pm, AD.pm options (tfa); OpenId.pm has none",
 )
 def realm_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     """External realms without realm-level TFA."""
@@ -495,15 +556,16 @@ def realm_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
             "POOL_EMPTY",
             "info",
             "Resource pool has no guests",
-            "A pool has no guest as a member (storage members are not listed cluster-wide, so a pool holding only "
-            "storage shows here too).",
+            "A pool has no guest as a member, nor have the pools nested in it (storage members are not listed "
+            "cluster-wide, so a pool holding only storage shows here too).",
             "Add guests (`pvesh set /pools/<pool> --vms <vmid>`) or remove the pool (`pveum pool delete <pool>`).",
         ),
         Code(
             "POOL_NO_ACL",
             "info",
             "Pool is not used as a privilege boundary",
-            "A pool has guests but no ACL entry on /pool/<pool>, so it groups guests without delegating anything.",
+            "A pool has guests but no ACL entry on /pool/<pool> (nor a propagating one on an enclosing pool), so "
+            "it groups guests without delegating anything.",
             "Grant the pool's operators a role on it: `pveum acl modify /pool/<pool> --groups <group> "
             "--roles PVEVMUser`.",
         ),
@@ -513,7 +575,7 @@ def realm_tfa(data: ClusterData, t: Thresholds) -> list[Finding]:
     pve="pve-manager PVE/API2/Cluster.pm resources (pool of a guest), PVE/API2/Pool.pm index",
 )
 def pools(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Pools without guests, and pools with guests but no ACL entry."""
+    """Pools without guests (their nested pools' included), and pools with guests but no ACL entry."""
     pool_rows = _rows(data, "pools")
     if pool_rows is None:
         return []
@@ -522,17 +584,34 @@ def pools(data: ClusterData, t: Thresholds) -> list[Finding]:
         if g.get("pool"):
             members[str(g["pool"])] = members.get(str(g["pool"]), 0) + 1
     acl = _rows(data, "access_acl")
-    with_acl = {
-        str(a.get("path"))[len("/pool/") :].rstrip("/") for a in acl or [] if str(a.get("path")).startswith("/pool/")
-    }
     out: list[Finding] = []
     for p in pool_rows:
         pid = str(p.get("poolid"))
-        subject, count = Subject(kind="pool", id=pid), members.get(pid, 0)
+        subject = Subject(kind="pool", id=pid)
+        count = sum(n for name, n in members.items() if name == pid or name.startswith(pid + "/"))
         if not count:
             out.append(finding("POOL_EMPTY", subject, f"pool {pid} has no guests", {"guests": 0}))
-        elif acl is not None and pid not in with_acl:
+        elif acl is not None and not _pool_acl(acl, pid):
             out.append(
                 finding("POOL_NO_ACL", subject, f"pool {pid} has {count} guests but no ACL entry", {"guests": count})
             )
     return out
+
+
+@pve_rule(
+    "access.nested-pools",
+    rule="Pools nest up to three levels (a/b/c); a propagating ACL entry on /pool/a reaches /pool/a/b, and a "
+    "parent pool holds its nested pools",
+    pve="pve-access-control src/PVE/AccessControl.pm verify_poolname, parse_user_config (pool), roles",
+    codes=("POOL_EMPTY", "POOL_NO_ACL"),
+)
+def _pool_acl(acl: list[Row], pid: str) -> bool:
+    """An ACL entry on the pool's own path, or a propagating one on an enclosing pool's."""
+    parts = pid.split("/")
+    for a in acl:
+        path = str(a.get("path")).rstrip("/")
+        if path == f"/pool/{pid}":
+            return True
+        if _enabled(a, "propagate") and any(path == "/pool/" + "/".join(parts[:i]) for i in range(1, len(parts))):
+            return True
+    return False

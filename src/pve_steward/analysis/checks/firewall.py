@@ -6,6 +6,7 @@ other checks only speak when it is on, as cv4pve-diag does. A node's host.fw ``e
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from pve_steward.analysis.catalog import Code, Need, Threshold, check
@@ -18,11 +19,46 @@ OPTIONS = Need("firewall_options", "/cluster/firewall/options", privilege="Sys.A
 RULES = Need("firewall_rules", "/cluster/firewall/rules", privilege="Sys.Audit on /")
 NODE_OPTIONS = Need("firewall_node_options", "/nodes/{node}/firewall/options", per="node")
 
-_ANY = {"0.0.0.0/0", "::/0"}
-
 
 def _on(value: Any, default: bool) -> bool:
-    return default if value is None or value == "" else bool(int(value))
+    if value is None or value == "":
+        return default
+    try:
+        return bool(int(value))
+    except (TypeError, ValueError):
+        return default
+
+
+@pve_rule(
+    "firewall.address-list",
+    rule="A rule's source or dest is an IPSet (+name), an alias, or a comma list of addresses/CIDRs (one "
+    "element of prefix length 0 opens it to anywhere)",
+    pve="pve-firewall src/PVE/Firewall.pm parse_address_list",
+    codes=("FIREWALL_RULE_ANY_ADDRESS",),
+)
+def _any_address(value: Any) -> bool:
+    """Whether an address list holds 0.0.0.0/0 or ::/0 (IPSets and aliases are not resolved)."""
+    if not isinstance(value, str):
+        return False
+    for elem in value.split(","):
+        try:
+            if ipaddress.ip_network(elem.strip(), strict=False).prefixlen == 0:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+@pve_rule(
+    "firewall.rule-enforced",
+    rule="pve-firewall applies a rule only when it is enabled and verify_rule found no errors in it (a missing "
+    "alias or IPSet, a bad port...); get_rules returns those errors",
+    pve="pve-firewall src/PVE/Firewall.pm enable_host_firewall, generate_group_rules "
+    "('next if !$rule->{enable} || $rule->{errors}'), verify_rule",
+    codes=("FIREWALL_RULE_INVALID", "FIREWALL_RULE_ANY_ADDRESS", "FIREWALL_NO_LOGGING"),
+)
+def _enforced(rule: Row) -> bool:
+    return _on(rule.get("enable"), False) and not rule.get("errors")
 
 
 @pve_rule(
@@ -146,7 +182,22 @@ def nodes_enabled(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 
 def _rule_subject(rule: Row) -> Subject:
-    return Subject(kind="firewall_rule", id=f"cluster/{rule.get('pos')}", name=rule.get("comment") or None)
+    return Subject(kind="firewall_rule", id=f"cluster/{rule.get('pos')}", name=str(rule.get("comment") or "") or None)
+
+
+def _invalid(rule: Row) -> Finding:
+    errors = rule.get("errors")
+    fields = sorted(str(k) for k in errors) if isinstance(errors, dict) else []
+    evidence = {k: rule.get(k) for k in ("pos", "type", "action", "source", "dest", "macro")}
+    evidence = {k: v for k, v in evidence.items() if v is not None}
+    evidence["errors"] = {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else str(errors)
+    where = f" ({', '.join(fields)})" if fields else ""
+    return finding(
+        "FIREWALL_RULE_INVALID",
+        _rule_subject(rule),
+        f"cluster firewall rule {rule.get('pos')} has errors{where} and is not applied",
+        evidence,
+    )
 
 
 @check(
@@ -156,8 +207,8 @@ def _rule_subject(rule: Row) -> Subject:
             "FIREWALL_RULE_ANY_ADDRESS",
             "warning",
             "Firewall rule accepts any address",
-            "An enabled cluster rule ACCEPTs traffic with source or destination 0.0.0.0/0 (or ::/0), i.e. from or "
-            "to anywhere. Rules that drop or reject such traffic are fine.",
+            "An enabled cluster rule ACCEPTs traffic with source or destination 0.0.0.0/0 (or ::/0, alone or in an "
+            "address list), i.e. from or to anywhere. Rules that drop or reject such traffic are fine.",
             "Narrow the rule to the networks that need it (an IPSet or alias), GUI Datacenter > Firewall > Edit "
             "rule, or `pvesh set /cluster/firewall/rules/<pos> --source <net>`.",
         ),
@@ -166,7 +217,8 @@ def _rule_subject(rule: Row) -> Subject:
             "info",
             "No cluster firewall rule logs",
             "The cluster firewall is on and has enabled rules, but none sets a log level other than nolog, so "
-            "matches leave no audit trail.",
+            "matches leave no audit trail. Not judged when a rule references a security group, whose own rules "
+            "may log.",
             "Set a log level on the rules worth auditing (GUI: Datacenter > Firewall > Edit rule > Log level).",
         ),
         Code(
@@ -177,21 +229,32 @@ def _rule_subject(rule: Row) -> Subject:
             "configuration that hides what is really enforced.",
             "Delete rules that are no longer needed (GUI: Datacenter > Firewall).",
         ),
+        Code(
+            "FIREWALL_RULE_INVALID",
+            "warning",
+            "Enabled cluster firewall rule is not applied",
+            "An enabled cluster rule has errors (pve-firewall's verify_rule: e.g. a missing alias or IPSet, an "
+            "unknown macro, a bad port), so pve-firewall skips it: it neither allows nor blocks what it says.",
+            "Fix what the rule's errors name (create the alias or IPSet, correct the field) or delete the rule "
+            "(GUI: Datacenter > Firewall, the rule is marked red).",
+        ),
     ],
     needs=[OPTIONS, RULES],
     thresholds=[Threshold("firewall_disabled_rules_max", 10, "disabled cluster firewall rules before it is noise")],
     anchors=["cv4pve-diag:WC0008", "cv4pve-diag:IC0013", "cv4pve-diag:IC0014"],
-    pve="pve-firewall src/PVE/API2/Firewall/Rules.pm get_rules, src/PVE/Firewall.pm parse_fw_rule",
+    pve="pve-firewall src/PVE/API2/Firewall/Rules.pm get_rules, src/PVE/Firewall.pm parse_fw_rule, verify_rule",
 )
 def rules(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """The cluster rule set: rules open to anywhere, no logging at all, and disabled clutter."""
+    """The cluster rule set: rules PVE skips, rules open to anywhere, no logging at all, and disabled clutter."""
     rows = data.read("firewall_rules")
     if _enabled_options(data) is None or not isinstance(rows, list):
         return []
+    rows = [r for r in rows if isinstance(r, dict)]
     enabled = [r for r in rows if _on(r.get("enable"), False)]
-    out = []
-    for r in enabled:
-        wide = sorted({str(r.get(k)) for k in ("source", "dest") if r.get(k) in _ANY})
+    out = [_invalid(r) for r in enabled if not _enforced(r)]
+    enforced = [r for r in enabled if _enforced(r)]
+    for r in enforced:
+        wide = sorted({str(r.get(k)) for k in ("source", "dest") if _any_address(r.get(k))})
         if wide and str(r.get("action")).upper() == "ACCEPT":
             evidence = {k: r.get(k) for k in ("pos", "type", "action", "source", "dest", "proto", "dport", "macro")}
             out.append(
@@ -202,13 +265,14 @@ def rules(data: ClusterData, t: Thresholds) -> list[Finding]:
                     {k: v for k, v in evidence.items() if v is not None},
                 )
             )
-    if enabled and all(str(r.get("log") or "nolog") == "nolog" for r in enabled):
+    groups = any(str(r.get("type")) == "group" for r in enforced)
+    if enforced and not groups and all(str(r.get("log") or "nolog") == "nolog" for r in enforced):
         out.append(
             finding(
                 "FIREWALL_NO_LOGGING",
                 CLUSTER,
-                f"none of {len(enabled)} enabled rules logs",
-                {"enabled_rules": len(enabled)},
+                f"none of {len(enforced)} enabled rules logs",
+                {"enabled_rules": len(enforced)},
             )
         )
     disabled = len(rows) - len(enabled)
