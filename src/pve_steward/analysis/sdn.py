@@ -11,6 +11,7 @@ status as pvestatd broadcasts it (``PVE::Network::SDN::Zones::status``): ``sdn``
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pve_steward.analysis.data import ClusterData, Row
@@ -149,29 +150,23 @@ def running_vnets(data: ClusterData) -> dict[str, str] | None:
 
 def unapplied_vnets(data: ClusterData) -> frozenset[str]:
     """Vnets created but not applied (``state: new``): no node has their bridge yet."""
-    memo = data.memo["sdn_zones"]
-    if "unapplied" not in memo:
-        rows = data.read(VNETS)
-        memo["unapplied"] = frozenset(
-            str(r["vnet"])
-            for r in (rows if isinstance(rows, list) else [])
-            if isinstance(r, dict) and r.get("vnet") and r.get("state") == "new"
-        )
-    return memo["unapplied"]  # type: ignore[no-any-return]
+    return _vnets_where(data, "unapplied", lambda r: r.get("state") == "new")
 
 
 def vlan_aware_vnets(data: ClusterData) -> frozenset[str]:
     """Running vnets with ``vlanaware``: only their bridges filter VLANs (the zone plugins' generate_sdn_config
     add ``bridge-vlan-aware yes`` for them alone)."""
+    return _vnets_where(data, "vlan_aware", lambda r: r.get("state") != "new" and _true(r.get("vlanaware")))
+
+
+def _vnets_where(data: ClusterData, key: str, keep: Callable[[Row], bool]) -> frozenset[str]:
+    """The vnets of ``/cluster/sdn/vnets?pending=1`` whose row ``keep`` accepts, once per snapshot."""
     memo = data.memo["sdn_zones"]
-    if "vlan_aware" not in memo:
+    if key not in memo:
         rows = data.read(VNETS)
-        memo["vlan_aware"] = frozenset(
-            str(r["vnet"])
-            for r in (rows if isinstance(rows, list) else [])
-            if isinstance(r, dict) and r.get("vnet") and r.get("state") != "new" and _true(r.get("vlanaware"))
-        )
-    return memo["vlan_aware"]  # type: ignore[no-any-return]
+        listed = rows if isinstance(rows, list) else []
+        memo[key] = frozenset(str(r["vnet"]) for r in listed if isinstance(r, dict) and r.get("vnet") and keep(r))
+    return memo[key]  # type: ignore[no-any-return]
 
 
 def _true(value: object) -> bool:
