@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.pve.flags import flag
 from pve_steward.pve.guestconfig import parse_property_string
 
 ZONES = "sdn_zones"
@@ -156,7 +157,7 @@ def unapplied_vnets(data: ClusterData) -> frozenset[str]:
 def vlan_aware_vnets(data: ClusterData) -> frozenset[str]:
     """Running vnets with ``vlanaware``: only their bridges filter VLANs (the zone plugins' generate_sdn_config
     add ``bridge-vlan-aware yes`` for them alone)."""
-    return _vnets_where(data, "vlan_aware", lambda r: r.get("state") != "new" and _true(r.get("vlanaware")))
+    return _vnets_where(data, "vlan_aware", lambda r: r.get("state") != "new" and flag(r.get("vlanaware")))
 
 
 def _vnets_where(data: ClusterData, key: str, keep: Callable[[Row], bool]) -> frozenset[str]:
@@ -167,10 +168,6 @@ def _vnets_where(data: ClusterData, key: str, keep: Callable[[Row], bool]) -> fr
         listed = rows if isinstance(rows, list) else []
         memo[key] = frozenset(str(r["vnet"]) for r in listed if isinstance(r, dict) and r.get("vnet") and keep(r))
     return memo[key]  # type: ignore[no-any-return]
-
-
-def _true(value: object) -> bool:
-    return value is True or (isinstance(value, (int, str)) and str(value).strip().lower() in ("1", "true", "yes", "on"))
 
 
 def pending_objects(rows: list[Row]) -> list[Row]:

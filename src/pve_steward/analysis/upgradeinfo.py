@@ -119,10 +119,6 @@ def clustered(data: ClusterData) -> bool:
     return any(r.get("type") == "cluster" for r in data.cluster_status)
 
 
-def flag(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "on", "yes")
-
-
 # pve8to9 checks the API cannot observe (they read files, run commands or look at /sys and /proc on the node):
 # named so a report never suggests they were done. Anchor names as in anchor-checks.md.
 SHELL_CHECKS: tuple[tuple[str, str], ...] = (

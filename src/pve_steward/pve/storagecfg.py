@@ -9,15 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pve_steward.pve.flags import flag
+
 # pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE (stable-8; master drops glusterfs with its plugin).
 # parse_config sets shared=1 on every storage of these types, so their GET /storage and /nodes/{n}/storage
 # rows carry "shared": 1; any other type is shared only when configured with ``shared 1``.
 SHARED_STORAGE = frozenset({"iscsi", "nfs", "cifs", "rbd", "cephfs", "iscsidirect", "glusterfs", "zfs", "drbd", "pbs"})
-
-
-def flag(value: Any) -> bool:
-    """A PVE boolean (1/0, "1"/"0", true/false); anything else is false."""
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def is_shared(row: Mapping[str, Any]) -> bool:

@@ -11,8 +11,9 @@ from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
+from pve_steward.pve.flags import flag
 from pve_steward.pve.ids import NodeName, StorageId, VmId
-from pve_steward.pve.storagecfg import flag, is_shared
+from pve_steward.pve.storagecfg import is_shared
 from pve_steward.pve.volumeaccess import content_hidden
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext

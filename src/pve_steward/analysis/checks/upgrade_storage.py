@@ -15,11 +15,11 @@ from pve_steward.analysis.upgradeinfo import (
     NODE_STORAGE,
     SOURCE,
     cluster_to_upgrade,
-    flag,
     graded,
     guests_to_upgrade,
     nodes_to_upgrade,
 )
+from pve_steward.pve.flags import flag
 from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_property_string, parse_volume
 from pve_steward.pve.storagecfg import enabled_on, is_shared
 
