@@ -20,10 +20,6 @@ from pve_steward.pve.storagecfg import allowed_nodes, content_types, is_shared
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
 
 
-def _content(s: Row) -> set[str]:
-    return {c.strip() for c in str(s.get("content") or "").split(",") if c.strip()}
-
-
 def _disabled(s: Row) -> bool:
     return str(s.get("disable", 0)) in ("1", "true", "True")
 
@@ -198,14 +194,18 @@ def shared_single_node(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def no_backup_target(data: ClusterData, t: Thresholds) -> list[Finding]:
     """The cluster has no storage for backups."""
-    if not data.storage_config or any("backup" in _content(s) and not _disabled(s) for s in data.storage_config):
+    if not data.storage_config or any("backup" in content_types(s) and not _disabled(s) for s in data.storage_config):
         return []
     return [
         finding(
             "STORAGE_NO_BACKUP_TARGET",
             CLUSTER,
             "no enabled storage has content type 'backup'",
-            {"storages": sorted(f"{s.get('storage')}:{','.join(sorted(_content(s)))}" for s in data.storage_config)},
+            {
+                "storages": sorted(
+                    f"{s.get('storage')}:{','.join(sorted(content_types(s)))}" for s in data.storage_config
+                )
+            },
         )
     ]
 

@@ -21,7 +21,7 @@ from pve_steward.analysis.upgradeinfo import (
 )
 from pve_steward.pve.flags import flag
 from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_property_string, parse_volume
-from pve_steward.pve.storagecfg import enabled_on, is_shared
+from pve_steward.pve.storagecfg import content_types, enabled_on, is_shared
 
 
 def _storage(sid: str, node: str | None = None) -> Subject:
@@ -63,10 +63,6 @@ def storage_active(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
-def _content(row: dict[str, Any]) -> set[str]:
-    return {c.strip() for c in str(row.get("content") or "").split(",") if c.strip()}
-
-
 def _enabled(row: dict[str, Any], data: ClusterData) -> bool:
     """pve8to9's ``storage_check_enabled($cfg, $storeid, undef, 1)`` on some node still to upgrade: not disabled and
     that node in the storage's nodes list (with no node to ask, only ``disable`` decides)."""
@@ -101,7 +97,7 @@ def content_none(data: ClusterData, t: Thresholds) -> list[Finding]:
         return []
     out = []
     for row in data.storage_config:
-        if is_shared(row) or not _enabled(row, data) or _content(row) or row.get("type") in _NONE_OK:
+        if is_shared(row) or not _enabled(row, data) or content_types(row) or row.get("type") in _NONE_OK:
             continue
         sid = str(row.get("storage"))
         out.append(
@@ -171,7 +167,7 @@ def _content_mismatch(data: ClusterData, cfg: GuestConfig, vol: Volume, snapshot
     scfg = data.storage_defs.get(str(vol.storage))
     if scfg is None:
         text = "storage does not exist"
-    elif vtype not in _content(scfg):
+    elif vtype not in content_types(scfg):
         text = f"storage does not have content type '{vtype}' configured"
     else:
         return None
@@ -229,7 +225,7 @@ def content_dirs(data: ClusterData, t: Thresholds) -> list[Finding]:
             if not row.get("path") or not (enabled_on(row, node) if node else _enabled(row, data)):
                 continue
             sid = str(row.get("storage"))
-            if "none" in _content(row):  # get_subdir: "unknown vtype 'none'", caught once by check_storage_health
+            if "none" in content_types(row):  # get_subdir: "unknown vtype 'none'", caught once by check_storage_health
                 out.setdefault((sid, ""), _dirs_failed(sid))
                 break
             for where, vtypes in _resolved_subdirs(row).items():
@@ -247,7 +243,7 @@ def _resolved_subdirs(row: dict[str, Any]) -> dict[str, list[str]]:
         {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else parse_property_string(str(raw or ""))
     )
     dirs: dict[str, list[str]] = {}
-    for vtype in sorted(_content(row)):
+    for vtype in sorted(content_types(row)):
         sub = overrides.get(vtype, _SUBDIRS.get(vtype))
         if sub is not None and vtype in _SUBDIRS:
             where = posixpath.normpath(f"{row.get('path')}/{sub}")
