@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pve_steward.analysis.catalog import Code, check
-from pve_steward.analysis.ceph import noout_set, running_daemons
+from pve_steward.analysis.ceph import installed_versions, noout_set, running_daemons
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject
 from pve_steward.analysis.thresholds import Thresholds
@@ -136,11 +136,10 @@ def _noout_expectation(data: ClusterData) -> list[Finding]:
 def ceph_version(data: ClusterData, t: Thresholds) -> list[Finding]:
     if data.ceph is None or not data.ceph.metadata:
         return []
-    nodes = data.ceph.metadata.get("node") or {}
+    installed = installed_versions(data.ceph.metadata)
     out = []
     for node in nodes_to_upgrade(data):
-        info = nodes.get(node)
-        text = str(((info or {}).get("version") or {}).get("str") or "")
+        text = installed.get(node, "")
         head = text.split(".", 1)[0]
         if not head.isdecimal():
             continue
