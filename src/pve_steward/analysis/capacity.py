@@ -13,8 +13,8 @@ from pve_steward.analysis.migration.storage import shared_flags, storage_shared
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.pve.flags import flag
 from pve_steward.pve.storagecfg import is_shared
+from pve_steward.pve.values import flag
 
 GiB = 1024**3
 _THIN = {"lvmthin", "rbd"}

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.values import integer
 
 
 @pve_rule(
@@ -20,15 +19,7 @@ from pve_steward.analysis.thresholds import Thresholds
     codes=("REPLICATION_STALE",),
 )
 def _first_sync_pending(state: Row) -> bool:
-    return not _int(state.get("last_sync")) and not _int(state.get("fail_count"))
-
-
-def _int(value: Any) -> int | None:
-    """A PVE integer field, None when missing or not a number (bad input never raises)."""
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
+    return not integer(state.get("last_sync")) and not integer(state.get("fail_count"))
 
 
 @pve_rule(
@@ -46,7 +37,7 @@ def _paused(data: ClusterData, target: str, st: Row) -> tuple[str, bool] | None:
         return f"target {target} is not a cluster member", True
     if nodes and not nodes[target].get("online"):
         return f"target {target} is offline", False
-    if _int(st.get("next_sync")) == 0:  # PVE's own verdict, when our view of the members differs
+    if integer(st.get("next_sync")) == 0:  # PVE's own verdict, when our view of the members differs
         return "PVE schedules no retry (next_sync 0)", False
     return None
 
@@ -132,7 +123,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
             state[str(row.get("id"))] = row
     for job in sorted(data.replication_jobs, key=lambda j: str(j.get("id"))):
         jid = str(job.get("id"))
-        guest = _int(job.get("guest")) or 0
+        guest = integer(job.get("guest")) or 0
         subject = Subject(
             kind="replication_job",
             id=jid,
@@ -154,7 +145,7 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
         if job.get("remove_job"):
             out.append(_removal(subject, job, st))
             continue
-        if _int(job.get("disable")):
+        if integer(job.get("disable")):
             out.append(
                 finding(
                     "REPLICATION_DISABLED", subject, f"replication job {jid} is disabled", {"target": job.get("target")}
@@ -163,13 +154,13 @@ def analyze_replication(data: ClusterData, t: Thresholds) -> list[Finding]:
             continue
         if st is None:
             continue  # its node's status was not readable: DATA_INCOMPLETE covers it
-        fails = _int(st.get("fail_count")) or 0
+        fails = integer(st.get("fail_count")) or 0
         if fails:
             out.append(_failing(data, t, subject, job, st, fails))
         if _first_sync_pending(st):
             continue
         interval = interval_seconds(str(job.get("schedule") or "*/15")) or 900.0
-        last = _int(st.get("last_sync")) or 0
+        last = integer(st.get("last_sync")) or 0
         lag = data.now - last if last else None
         limit = t.get("replication_lag_factor") * interval
         if lag is None or lag > limit:
@@ -202,7 +193,7 @@ def _never_scheduled(data: ClusterData, job: Row) -> str | None:
     """Why no node reports the job, when every node that would have answered; None if a read is missing."""
     if not data.resources or not data.replication_state:
         return None  # nothing to judge by
-    vmid = _int(job.get("guest"))
+    vmid = integer(job.get("guest"))
     row = data.guests.get(vmid) if vmid is not None else None
     if row is None:
         return f"guest {job.get('guest')} does not exist"
@@ -251,7 +242,7 @@ def _failing(data: ClusterData, t: Thresholds, subject: Subject, job: Row, st: R
 def _removal(subject: Subject, job: Row, st: Row | None) -> Finding:
     """A job marked for removal: info while PVE removes it, warning with the error once removal has failed."""
     jid = str(job.get("id"))
-    fails = _int((st or {}).get("fail_count")) or 0
+    fails = integer((st or {}).get("fail_count")) or 0
     evidence = {"remove_job": job.get("remove_job"), "target": job.get("target")}
     if not fails:
         return finding("REPLICATION_PENDING_REMOVAL", subject, f"replication job {jid} is marked for removal", evidence)

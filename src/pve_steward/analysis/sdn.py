@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.pve.flags import flag
 from pve_steward.pve.guestconfig import parse_property_string
+from pve_steward.pve.values import flag
 
 ZONES = "sdn_zones"
 VNETS = "sdn_vnets"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pve_steward.pve.flags import flag
+from pve_steward.pve.values import flag
 
 # pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE (stable-8; master drops glusterfs with its plugin).
 # parse_config sets shared=1 on every storage of these types, so their GET /storage and /nodes/{n}/storage

@@ -11,17 +11,11 @@ from pve_steward.client import api_path
 from pve_steward.client import node as node_seg
 from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import NodeName
+from pve_steward.pve.values import integer
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
 DAY = 86400
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class NodeRow(Model):
@@ -54,12 +48,12 @@ async def list_nodes(t: ToolContext) -> NodeList:
             online=r.get("status") == "online",
             subscription_level=r.get("level") or None,
             cpu_fraction=r.get("cpu"),
-            cpus=_int(r.get("maxcpu")),
-            mem_used_bytes=_int(r.get("mem")),
-            mem_total_bytes=_int(r.get("maxmem")),
-            rootfs_used_bytes=_int(r.get("disk")),
-            rootfs_total_bytes=_int(r.get("maxdisk")),
-            uptime_s=_int(r.get("uptime")),
+            cpus=integer(r.get("maxcpu")),
+            mem_used_bytes=integer(r.get("mem")),
+            mem_total_bytes=integer(r.get("maxmem")),
+            rootfs_used_bytes=integer(r.get("disk")),
+            rootfs_total_bytes=integer(r.get("maxdisk")),
+            uptime_s=integer(r.get("uptime")),
             ssl_fingerprint=r.get("ssl_fingerprint") or None,
         )
         for r in sorted(rows, key=lambda r: str(r.get("node")))
@@ -137,11 +131,11 @@ async def node_disks(t: ToolContext, node: NodeName) -> NodeDisks:
         Disk(
             devpath=str(r.get("devpath")),
             type=r.get("type"),
-            size_bytes=_int(r.get("size")),
+            size_bytes=integer(r.get("size")),
             model=r.get("model"),
             serial=r.get("serial"),
             health=r.get("health"),
-            wearout_left_percent=_int(r.get("wearout")),
+            wearout_left_percent=integer(r.get("wearout")),
             used_by=r.get("used") or None,
         )
         for r in rows
@@ -176,16 +170,16 @@ async def node_zfs_pools(t: ToolContext, node: NodeName) -> NodeZfs:
     rows: list[dict[str, Any]] = await t.client.get(api_path("nodes", node_seg(node), "disks", "zfs"))
     pools = []
     for r in rows:
-        size, alloc = _int(r.get("size")), _int(r.get("alloc"))
+        size, alloc = integer(r.get("size")), integer(r.get("alloc"))
         pools.append(
             ZfsPool(
                 name=str(r.get("name")),
                 health=str(r.get("health", "UNKNOWN")),
                 size_bytes=size,
                 alloc_bytes=alloc,
-                free_bytes=_int(r.get("free")),
+                free_bytes=integer(r.get("free")),
                 used_fraction=round(alloc / size, 4) if size and alloc is not None else None,
-                fragmentation_percent=_int(r.get("frag")),
+                fragmentation_percent=integer(r.get("frag")),
             )
         )
     return NodeZfs(node=node, pools=pools, degraded=[p.name for p in pools if p.health != "ONLINE"])
@@ -302,7 +296,7 @@ async def node_certificates(t: ToolContext, node: NodeName) -> NodeCertificates:
     now = t.now()
     items = []
     for r in rows:
-        after = _int(r.get("notafter"))
+        after = integer(r.get("notafter"))
         key = " ".join(str(x) for x in (r.get("public-key-type"), r.get("public-key-bits")) if x)
         items.append(
             Certificate(

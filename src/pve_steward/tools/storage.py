@@ -11,9 +11,9 @@ from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
-from pve_steward.pve.flags import flag
 from pve_steward.pve.ids import NodeName, StorageId, VmId
 from pve_steward.pve.storagecfg import is_shared
+from pve_steward.pve.values import flag, integer
 from pve_steward.pve.volumeaccess import content_hidden
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
@@ -205,13 +205,6 @@ class ReplicationJobs(Model):
     incomplete: list[str] = Field(default_factory=list)
 
 
-def _vmid(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 async def _guest_nodes(t: ToolContext, incomplete: list[str]) -> dict[int, str]:
     """Each guest's current node: its job state lives there (ReplicationState.pm job_status runs on the node
     the guest is on; a job's ``source`` can still name the old node after an HA recovery)."""
@@ -222,7 +215,7 @@ async def _guest_nodes(t: ToolContext, incomplete: list[str]) -> dict[int, str]:
         return {}
     out: dict[int, str] = {}
     for r in rows:
-        vmid = _vmid(r.get("vmid"))
+        vmid = integer(r.get("vmid"))
         if vmid is not None and r.get("node"):
             out[vmid] = str(r["node"])
     return out
@@ -233,10 +226,10 @@ async def list_replication_jobs(t: ToolContext, vmid: VmId | None = None) -> Rep
     """GET /cluster/replication joined with the replication state of each guest's current node."""
     jobs: list[dict[str, Any]] = await t.client.get(api_path("cluster", "replication"))
     if vmid is not None:
-        jobs = [j for j in jobs if _vmid(j.get("guest")) == vmid]
+        jobs = [j for j in jobs if integer(j.get("guest")) == vmid]
     incomplete: list[str] = []
     where = await _guest_nodes(t, incomplete) if jobs else {}
-    nodes = {where.get(_vmid(j.get("guest")) or 0) or j.get("source") for j in jobs}
+    nodes = {where.get(integer(j.get("guest")) or 0) or j.get("source") for j in jobs}
     sources = sorted(str(n) for n in nodes if n)
     states = await gather(t.client, [(n, api_path("nodes", node_seg(n), "replication"), {}) for n in sources])
     by_id: dict[str, dict[str, Any]] = {}

@@ -19,9 +19,9 @@ from pve_steward.analysis.upgradeinfo import (
     guests_to_upgrade,
     nodes_to_upgrade,
 )
-from pve_steward.pve.flags import flag
 from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_property_string, parse_volume
 from pve_steward.pve.storagecfg import content_types, enabled_on, is_shared
+from pve_steward.pve.values import flag
 
 
 def _storage(sid: str, node: str | None = None) -> Subject:
