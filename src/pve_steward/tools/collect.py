@@ -428,7 +428,8 @@ class Collector:
             elif int(vmid) in d.snapshot_configs:
                 d.snapshot_configs[int(vmid)][name] = value
         if failed and self._want("upgrade"):  # a migration verdict says "not provable" by itself
-            self._gaps.append(_snapshot_gap(failed))
+            # a snapshot list needs VM.Audit, as the config read that found the snapshot did: no optional gap
+            self._miss(f"snapshot sections ({len(failed)} read(s) failed)", "snapshots", failed[0], None, ("upgrade",))
 
     @staticmethod
     def _affects(key: str) -> tuple[str, ...]:
@@ -846,20 +847,6 @@ class Collector:
 
     def _denied(self, what: str, path: str, error: str, affects: tuple[str, ...]) -> None:
         self._gaps.append(Missing.denied(what, path, error, affects))
-
-
-def _snapshot_gap(failed: list[PveError]) -> Missing:
-    """Snapshot sections that could not be read: the upgrade's content check is incomplete for those guests."""
-    denied = all(isinstance(e, PvePermissionError) for e in failed)
-    first = failed[0]
-    return Missing(
-        what=f"snapshot sections ({len(failed)} read(s) failed)" + (" (skipped: needs VM.Audit)" if denied else ""),
-        path=first.path or "/nodes/{node}/{type}/{vmid}/snapshot",
-        error=first.message,
-        status=first.status,
-        affects=("upgrade",),
-        optional=denied,
-    )
 
 
 async def collect(
