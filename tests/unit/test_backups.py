@@ -348,11 +348,14 @@ def test_container_mount_points_are_backed_up_only_when_marked() -> None:
 LOCAL_JOB = dict(DAILY, id="local-daily", storage="local", **{"prune-backups": None})
 
 
-def _retention(job, defaults, version="9.1.2", storages=STORAGES, code="BACKUP_JOB_NO_RETENTION", backups=()):  # type: ignore[no-untyped-def]
+def _retention(
+    job, defaults, version="9.1.2", storages=STORAGES, code="BACKUP_JOB_NO_RETENTION", backups=(), vzdump_storage=None
+):  # type: ignore[no-untyped-def]
     rows = list(backups) or [backup_row(100, "pbs", HOUR, "ok")]
     d = _data([guest_row(100, "pve1")], rows, [job], version={"version": version})
     d.storage_config = list(storages)
     d.vzdump_defaults = dict(defaults)
+    d.vzdump_storage = dict.fromkeys(d.online_nodes, vzdump_storage) if vzdump_storage else {}
     return [f for f in analyze_backups(d, T) if f.code == code]
 
 
@@ -389,6 +392,26 @@ def test_retention_follows_job_storage_node_defaults_then_keep_all() -> None:
     assert _retention(dict(LOCAL_JOB, remove=1), removal_off) == []
     # defaults not read (failed read: DATA_INCOMPLETE says so): no verdict
     assert _retention(LOCAL_JOB, {}) == []
+
+
+def test_retention_of_a_job_without_storage_comes_from_each_nodes_own_default() -> None:
+    """VZDump.pm new: no storage on the job, so each node's /etc/vzdump.conf storage (else 'local'), whose
+    prune-backups the defaults endpoint folds in when asked without storage ("node@"). A ``?storage=local`` answer
+    is not the one vzdump uses; a dumpdir job's retention is not provable (no answer leaves a storage's out)."""
+    bare = {k: v for k, v in LOCAL_JOB.items() if k != "storage"}
+    own = {"pve1@": vzdump_defaults("nfs", "keep-last=3"), "pve2@": vzdump_defaults("local")}
+    assert list(_retention(bare, own)[0].evidence["keeps_all"]) == ["pve2"]
+    assert _retention(bare, {n: vzdump_defaults("local") for n in ("pve1@local", "pve2@local")}) == []
+    assert _retention({**bare, "dumpdir": "/mnt/usb"}, {n: vzdump_defaults("local") for n in ("pve1@", "pve2@")}) == []
+    # the default is a PBS storage: PBS prune jobs may hold retention, not judged without a PBS connection
+    to_pbs = {n: vzdump_defaults("pbs") for n in ("pve1@", "pve2@")}
+    assert _retention(bare, to_pbs, vzdump_storage="pbs") == [] and _retention(bare, to_pbs)
+    # remove=0 on the job: the limit counts the guest's backups on the storage it writes to there
+    capped = dict(bare, remove=0)
+    limited = {n: vzdump_defaults("nfs", "keep-last=2") for n in ("pve1@", "pve2@")}
+    rows = [backup_row(100, "nfs", n * DAY, pbs=False) for n in (1, 2)] + [backup_row(100, "local", DAY, pbs=False)]
+    found = _retention(capped, limited, code="BACKUP_JOB_LIMIT", backups=rows, vzdump_storage="nfs")
+    assert found[0].evidence["storage"] == "nfs" and found[0].evidence["guests_at_limit"] == [100]
 
 
 def test_retention_not_judged_on_pbs_and_maxfiles_only_on_pve8() -> None:

@@ -29,7 +29,7 @@ def job(jid: str, storage: str = "nfs", schedule: str = "21:00", **kw: Any) -> d
 
 
 def backups(*jobs: dict[str, Any], **kw: Any) -> ClusterData:
-    return data(backup_jobs=list(jobs), storage_config=STORAGES, **kw)
+    return data(backup_jobs=list(jobs), storage_config=STORAGES, resources=[node_row("pve1")], **kw)
 
 
 def test_compressed_and_pbs_jobs_have_no_finding() -> None:
@@ -54,6 +54,23 @@ def test_vzdump_conf_compression_covers_a_job_without_its_own() -> None:
     # an explicit compress=0 (the GUI's 'none') stands: vzdump.conf fills only what the job leaves undefined
     explicit = backups(job("a", compress="0"), vzdump_defaults={"pve1@nfs": vzdump_defaults("nfs", compress="zstd")})
     assert [f.code for f in cc.backup_job_settings(explicit, T)] == ["BACKUP_JOB_NO_COMPRESSION"]
+
+
+def test_a_job_without_storage_is_judged_on_each_nodes_vzdump_default() -> None:
+    """VZDump.pm new: no storage on the job, so /etc/vzdump.conf's (else 'local'); a PBS default compresses
+    chunks itself; a node whose default was not read leaves the job unjudged; a dumpdir job writes files."""
+    bare = {k: v for k, v in job("a").items() if k != "storage"}
+    to_pbs = backups(bare, vzdump_defaults={"pve1@": vzdump_defaults("pbs")}, vzdump_storage={"pve1": "pbs"})
+    assert cc.backup_job_settings(to_pbs, T) == []
+    to_nfs = backups(bare, vzdump_defaults={"pve1@": vzdump_defaults("nfs")}, vzdump_storage={"pve1": "nfs"})
+    assert [(f.code, f.evidence["storage"]) for f in cc.backup_job_settings(to_nfs, T)] == [
+        ("BACKUP_JOB_NO_COMPRESSION", "nfs")
+    ]
+    assert cc.backup_job_settings(backups(bare), T) == []
+    dumpdir = backups({**bare, "dumpdir": "/mnt/usb"})
+    assert [(f.code, f.evidence["storage"]) for f in cc.backup_job_settings(dumpdir, T)] == [
+        ("BACKUP_JOB_NO_COMPRESSION", "/mnt/usb")
+    ]
 
 
 def test_two_enabled_jobs_on_one_storage_at_one_schedule() -> None:

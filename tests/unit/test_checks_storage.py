@@ -188,16 +188,36 @@ def test_backup_job_to_a_storage_without_backup_content_fails_every_run() -> Non
     assert found[0].evidence["backup_jobs"] == ["iso-backup"] and found[0].evidence["content"] == ["iso"]
 
 
-def test_backup_job_without_storage_writes_to_local() -> None:
-    """VZDump.pm get_storage_param: no storage and no dumpdir means 'local' (unless /etc/vzdump.conf, which the
-    API reads do not show, names one: a warning); a job with dumpdir has no storage to judge."""
-    no_backup_local = [storage_cfg("local", "dir", "iso,vztmpl", path="/var/lib/vz"), *HEALTHY_CONFIG[1:]]
+def test_backup_job_without_storage_writes_to_each_nodes_vzdump_default() -> None:
+    """VZDump.pm new: a job without storage and dumpdir takes /etc/vzdump.conf's storage, else 'local'
+    (get_storage_param); each node answers its own (GET /nodes/{node}/vzdump/defaults). pve3's vzdump.conf names
+    nfs-iso, whose content lacks backup: the job fails there, a fact, not a guess. A job with dumpdir has no storage
+    to judge; a node whose default was not read is not judged (DATA_INCOMPLETE says so)."""
     bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
     dumpdir = {**bare, "id": "to-dir", "dumpdir": "/mnt/usb"}
-    found = sc.backup_target_wrong_content(cluster(no_backup_local, HEALTHY_RESOURCES, [bare, dumpdir]), T)
-    assert codes(found) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "local", "warning")]
-    assert found[0].evidence["backup_jobs"] == ["bare"] and found[0].evidence["storage_from_job"] is False
-    assert sc.backup_target_wrong_content(cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, [bare, dumpdir]), T) == []
+    d = cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, [bare, dumpdir, job("iso-named", "nfs-iso")])
+    d.vzdump_storage = {"pve1": "local", "pve2": "local", "pve3": "nfs-iso"}
+    found = sc.backup_target_wrong_content(d, T)
+    assert codes(found) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "nfs-iso", "critical")]
+    assert found[0].evidence["backup_jobs"] == ["bare", "iso-named"]
+    assert found[0].evidence["storage_from_job"] is False
+    assert found[0].evidence["from_vzdump_default"] == {"bare": ["pve3"]}
+    assert "by the vzdump default of pve3" in found[0].message
+    d.vzdump_storage = {"pve1": "local", "pve2": "local"}  # pve3's default unread
+    named_only = sc.backup_target_wrong_content(d, T)
+    assert codes(named_only) == [("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "nfs-iso", "critical")]
+    assert named_only[0].evidence["backup_jobs"] == ["iso-named"]
+    d.vzdump_storage = {}
+    no_backup_local = [storage_cfg("local", "dir", "iso,vztmpl", path="/var/lib/vz"), *HEALTHY_CONFIG[1:]]
+    assert sc.backup_target_wrong_content(cluster(no_backup_local, HEALTHY_RESOURCES, [bare, dumpdir]), T) == []
+
+
+def test_disabled_storage_names_jobs_that_reach_it_by_their_vzdump_default() -> None:
+    config = [*HEALTHY_CONFIG, storage_cfg("nfs-archive", "nfs", "backup", disable=1)]
+    bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
+    d = cluster(config, HEALTHY_RESOURCES, [bare, job("named", "pbs-main")])
+    d.vzdump_storage = {"pve2": "nfs-archive"}
+    assert sc.disabled(d, T)[0].evidence["backup_jobs"] == ["bare"]
 
 
 def test_backup_job_that_runs_nowhere_or_to_an_unknown_storage_is_not_wrong_content() -> None:
@@ -207,8 +227,14 @@ def test_backup_job_that_runs_nowhere_or_to_an_unknown_storage_is_not_wrong_cont
     assert sc.backup_target_wrong_content(cluster(HEALTHY_CONFIG, HEALTHY_RESOURCES, jobs), T) == []
 
 
-def test_backup_job_without_storage_needs_local_on_the_nodes_it_runs_on() -> None:
+def test_backup_job_without_storage_needs_its_default_storage_on_the_nodes_it_runs_on() -> None:
     bare = {k: v for k, v in job("bare", "").items() if k != "storage"}
     resources = [r for r in HEALTHY_RESOURCES if not (r["storage"] == "local" and r["node"] == "pve3")]
-    found = sc.backup_target_missing(cluster(HEALTHY_CONFIG, resources, [bare]), T)
+    d = cluster(HEALTHY_CONFIG, resources, [bare])
+    d.vzdump_storage = dict.fromkeys(NODES, "local")
+    found = sc.backup_target_missing(d, T)
     assert codes(found) == [("STORAGE_BACKUP_TARGET_MISSING", "pve3:local", "warning")]
+    d.vzdump_storage["pve3"] = "pbs-main"  # pve3's vzdump.conf names a storage it has
+    assert sc.backup_target_missing(d, T) == []
+    d.vzdump_storage = {}  # not read: not judged
+    assert sc.backup_target_missing(d, T) == []

@@ -104,6 +104,38 @@ async def test_vzdump_defaults_read_per_node_for_jobs_that_do_not_settle_retenti
     assert set(d.vzdump_defaults) == {"pve1@local", "pve2@local", "pve1@pbs", "pve2@pbs"}
 
 
+async def test_jobs_without_storage_read_each_nodes_own_vzdump_default() -> None:
+    """PVE/API2/VZDump.pm defaults without ``storage`` answers /etc/vzdump.conf's storage (else 'local') with its
+    prune-backups folded in; where VZDump.pm storage_info refuses it, the refusal names the storage a job without
+    storage writes to. Each node has its own vzdump.conf; a job with ``node`` runs there alone."""
+    fake = _cluster("9.1.2")
+    jobs = [
+        {"id": "bare", "all": 1, "enabled": 1},
+        {"id": "bare-pinned", "all": 1, "enabled": 1, "node": "pve2"},
+        {"id": "bare-off", "all": 1, "enabled": 0, "node": "pve3"},
+    ]
+    fake.on("GET", "/cluster/backup", jobs).on("GET", "/cluster/backup-info/not-backed-up", [])
+    fake.on("GET", "/nodes/{node}/storage/{storage}/content", []).on("GET", "/nodes/{node}/tasks", [])
+    refusal = PveApiError(
+        "GET /nodes/pve2/vzdump/defaults failed: can't use storage 'iso' for backups - wrong content type",
+        status=500,
+        path="/nodes/pve2/vzdump/defaults",
+    )
+
+    fake.on("GET", "/nodes/pve2/vzdump/defaults", refusal)
+    fake.on("GET", "/nodes/{node}/vzdump/defaults", {"storage": "pbs", "prune-backups": "keep-last=3"})
+    d = await collect(fake, NOW, ["storage"])  # the storage area alone reads them too (where such jobs write)
+    reads = sorted((path, params) for _m, path, params in fake.calls if path.endswith("/vzdump/defaults"))
+    assert reads == [("/nodes/pve1/vzdump/defaults", {}), ("/nodes/pve2/vzdump/defaults", {})]
+    assert d.vzdump_storage == {"pve1": "pbs", "pve2": "iso"}
+    assert d.vzdump_defaults == {"pve1@": {"storage": "pbs", "prune-backups": "keep-last=3"}}
+    assert [(m.path, m.affects) for m in d.missing] == [("/nodes/pve2/vzdump/defaults", ("backups", "pbs"))]
+    for n in ("pve1", "pve2"):
+        fake.on("GET", f"/nodes/{n}/vzdump/defaults", PvePermissionError("Permission check failed", status=403, path=n))
+    denied = await collect(fake, NOW, ["storage"])
+    assert denied.vzdump_storage == {} and {m.affects for m in denied.missing} == {("backups", "pbs", "storage")}
+
+
 async def test_the_few_cluster_and_storage_reads_go_ahead_of_the_per_guest_ones() -> None:
     """The pool takes reads in the order asked: HA rules asked after a thousand configs were the whole last round
     trip of an evacuation's read phase (bench_planner, issue 17)."""

@@ -21,6 +21,7 @@ from pve_steward.analysis.pbs import pbs_prunes, storage_maps
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.analysis.vzdumptarget import job_defaults, job_nodes, job_storages
 
 _FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
 
@@ -539,8 +540,8 @@ def _pve_major(data: ClusterData) -> int | None:
 )
 def _keeps_everything(data: ClusterData, job: Row) -> dict[str, str]:
     """Where (node or "job") and why an enabled job keeps every backup; empty when it prunes or is unprovable."""
-    sid = str(job.get("storage") or "local")
-    storage = data.storage_defs.get(sid, {})
+    sids = job_storages(data, job)
+    storage = data.storage_defs.get(sids[0], {}) if len(sids) == 1 else {}
     if storage.get("type") == "pbs":
         return _pbs_keeps_everything(data, job, storage)
     out: dict[str, str] = {}
@@ -566,10 +567,9 @@ def _settings(data: ClusterData, job: Row) -> dict[str, tuple[dict[str, str], bo
     remove = None if job.get("remove") is None else str(job["remove"]) != "0"
     if spec is not None and (remove is not None or _keeps_all(spec)):
         return {"job": (spec, bool(remove) if remove is not None else True, "job")}
-    sid = str(job.get("storage") or "local")
     out: dict[str, tuple[dict[str, str], bool, str]] = {}
-    for node in [job["node"]] if job.get("node") else data.online_nodes:
-        defaults = data.vzdump_defaults.get(f"{node}@{sid}")
+    for node in job_nodes(data, job):
+        defaults = job_defaults(data, job, node)
         if defaults is None:
             continue
         effective = spec or _prune_spec(defaults.get("prune-backups")) or {"keep-all": "1"}
@@ -608,13 +608,14 @@ def _limit(spec: dict[str, str]) -> int:
 
 def _limit_finding(data: ClusterData, job: Row, subject: Subject, limits: dict[str, int]) -> Finding:
     """The limit, and the guests already at it on the job's storage (their next backup fails)."""
-    sid = str(job.get("storage") or "local")
+    sids = job_storages(data, job)
+    sid = ", ".join(sids) or "its dumpdir"
     limit = min(limits.values())
-    counts: dict[tuple[int, str], int] = defaultdict(int)
+    counts: dict[tuple[int, str, str], int] = defaultdict(int)
     for b in data.backups:
-        if b.get("storage") == sid and b.get("vmid") is not None and not b.get("protected"):
-            counts[(int(b["vmid"]), str(_backup_kind(b)))] += 1
-    full = sorted({vmid for (vmid, _kind), n in counts.items() if n >= limit})
+        if b.get("storage") in sids and b.get("vmid") is not None and not b.get("protected"):
+            counts[(int(b["vmid"]), str(_backup_kind(b)), str(b["storage"]))] += 1
+    full = sorted({vmid for (vmid, _kind, _sid), n in counts.items() if n >= limit})
     where = "; ".join(f"{w}: {n}" for w, n in sorted(limits.items()))
     return finding(
         "BACKUP_JOB_LIMIT",

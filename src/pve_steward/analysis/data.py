@@ -61,7 +61,11 @@ class ClusterData:
     # vmid -> whether this token would see a guest with it (VM.Audit on /vms/N): a backup whose vmid is missing
     # from /cluster/resources belongs to a deleted guest only then (a NoAccess ACL hides a living one)
     guest_visible: dict[int, bool] = field(default_factory=dict)
-    vzdump_defaults: dict[str, Row] = field(default_factory=dict)  # "node@storage" -> /nodes/{n}/vzdump/defaults
+    # "node@storage" -> /nodes/{n}/vzdump/defaults?storage=...; "node@": without storage (the node's own default)
+    vzdump_defaults: dict[str, Row] = field(default_factory=dict)
+    # node -> the storage its vzdump default is (vzdump.conf's, else 'local'), for jobs that name none; absent where
+    # not read, or where vzdump.conf sets a dumpdir (analysis/vzdumptarget.py)
+    vzdump_storage: dict[str, str] = field(default_factory=dict)
     tasks: list[Row] = field(default_factory=list)
     task_logs: dict[str, list[str]] = field(default_factory=dict)
     ha_status: list[Row] = field(default_factory=list)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from typing import Any
@@ -36,6 +37,9 @@ from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
 from pve_steward.tools.sdnread import read_fabric_neighbors, read_zone_content
+
+# the storage PVE names when it refuses a node's vzdump default (VZDump.pm storage_info, Storage.pm storage_config)
+_REFUSED_STORAGE = re.compile(r"(?:can't use storage '([^']+)' for backups|storage '([^']+)' does not exist)")
 
 ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
@@ -154,7 +158,8 @@ class Collector:
             wave1.append(("ha_status", api_path("cluster", "ha", "status", "current"), {}))
         if self._want("ha", "migration", "guests"):  # guests: start-all skips HA resources (GUEST_NO_ONBOOT)
             wave1.append(("ha_resources", api_path("cluster", "ha", "resources"), {}))
-        if self._want("backups", "pbs"):  # pbs: vzdump's prune of PBS storages (PBS_PRUNE_DROPS_LAST_VERIFIED)
+        # pbs: vzdump's prune of PBS storages (PBS_PRUNE_DROPS_LAST_VERIFIED); storage: where jobs without storage write
+        if self._want("backups", "pbs", "storage"):
             wave1.append(("backup_jobs", api_path("cluster", "backup"), {}))
         if self._want("backups"):
             wave1 += [
@@ -487,7 +492,7 @@ class Collector:
             reads += self._ha_constraint_reads()
         if self._want("backups"):
             reads += self._backup_content_reads(online)
-        if self._want("backups", "pbs"):
+        if self._want("backups", "pbs", "storage"):
             reads += self._vzdump_defaults_reads(online)
         if self.areas & NEEDS_CONFIGS:
             # a migration question (preconditions) is judged on the current config, as PVE's migration loads
@@ -534,11 +539,14 @@ class Collector:
             "replication": ("replication",),
             "config": tuple(NEEDS_CONFIGS),
             "content": ("backups",),
-            "vzdump": ("backups", "pbs"),
+            "vzdump": ("backups", "pbs", "storage"),
         }
         configs: dict[int, Any] = {}
         for key, value in sorted(got.items()):
             kind, _, ident = key.partition(":")
+            if kind == "vzdump" and ident.endswith("@"):
+                self._take_vzdump_default(ident[:-1], value)
+                continue
             if isinstance(value, PveError):
                 where = ident if kind not in ("config", "content", "vzdump") else None
                 self._miss(
@@ -630,27 +638,51 @@ class Collector:
                 self._miss(f"cluster data ({name})", key, value, None, ("ha",))
 
     def _vzdump_defaults_reads(self, online: list[str]) -> list[Read]:
-        """Where an enabled job's retention is not fully set on the job itself, read what vzdump would use on
-        each node it runs on: ``GET /nodes/{n}/vzdump/defaults?storage=`` folds the storage's prune-backups,
-        /etc/vzdump.conf and the schema default (keep-all) as PVE/VZDump.pm does, for PBS storages alike (for the
-        pbs area alone, only jobs writing to PBS storages)."""
+        """What vzdump would use on each node an enabled job runs on. For a job without storage (or dumpdir):
+        ``GET /nodes/{n}/vzdump/defaults`` names the node's default storage (/etc/vzdump.conf's, else 'local') and
+        folds its prune-backups in. For a job whose retention is not fully set on the job itself:
+        ``...?storage=`` folds the storage's prune-backups, /etc/vzdump.conf and the schema default (keep-all) as
+        PVE/VZDump.pm does, for PBS storages alike (for the pbs area alone, only jobs writing to PBS storages)."""
         kinds = {str(s.get("storage")): s for s in self.data.storage_config}
         pairs: set[tuple[str, str]] = set()
         for job in self.data.backup_jobs:
-            sid = str(job.get("storage") or "local")
+            nodes = [n for n in ([job["node"]] if job.get("node") else online) if n in online]
+            if str(job.get("enabled", 1)) == "0":
+                continue
+            if not job.get("storage"):  # a dumpdir job too: the answer holds vzdump.conf's compress
+                pairs.update((n, "") for n in nodes)
+                continue
+            sid = str(job["storage"])
             cfg = kinds.get(sid, {})
-            if str(job.get("enabled", 1)) == "0" or (not self._want("backups") and cfg.get("type") != "pbs"):
+            if not self._want("backups") and cfg.get("type") != "pbs":
                 continue
             if job.get("prune-backups") and job.get("remove") is not None:
                 continue
-            allowed = str(cfg["nodes"]).split(",") if cfg.get("nodes") else online
-            for n in [job["node"]] if job.get("node") else online:
-                if n in online and n in allowed:
-                    pairs.add((n, sid))
+            pairs.update((n, sid) for n in nodes if not cfg.get("nodes") or n in str(cfg["nodes"]).split(","))
         return [
-            (f"vzdump:{n}@{sid}", api_path("nodes", node_seg(n), "vzdump", "defaults"), {"storage": sid})
+            (
+                f"vzdump:{n}@{sid}",
+                api_path("nodes", node_seg(n), "vzdump", "defaults"),
+                {"storage": sid} if sid else {},
+            )
             for n, sid in sorted(pairs)
         ]
+
+    def _take_vzdump_default(self, node: str, value: Any) -> None:
+        """A node's own vzdump default (the read without storage): its storage, or PVE's refusal of it. vzdump
+        refuses a job the same way (VZDump.pm storage_info: "can't use storage 'X' for backups - wrong content
+        type"; storage_config: "storage 'X' does not exist"), so the storage a refusal names is where such a job
+        writes; the retention the refusal hides is still a gap."""
+        if not isinstance(value, PveError):
+            if value.get("storage"):
+                self.data.vzdump_storage[node] = str(value["storage"])
+            self.data.vzdump_defaults[f"{node}@"] = value
+            return
+        refused = _REFUSED_STORAGE.search(value.message)
+        if refused:
+            self.data.vzdump_storage[node] = refused.group(1) or refused.group(2)
+        affects = ("backups", "pbs") if refused else ("backups", "pbs", "storage")
+        self._miss(f"vzdump defaults of {node}", f"vzdump:{node}@", value, None, affects)
 
     def _take_preconditions(self, got: dict[str, Any]) -> None:
         """Move precondition answers out of a wave's results; 403s become one optional gap."""

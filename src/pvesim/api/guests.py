@@ -707,30 +707,40 @@ def vzdump(call: Call) -> str:
     for vmid in vmids:
         if not call.can(f"/vms/{vmid}", "VM.Backup"):
             raise ApiError(403, f"Permission check failed (/vms/{vmid}, VM.Backup)")
-    sid = p.get("storage", "local")
-    storage = c.storages.get(sid)
-    if storage is None:
-        raise ApiError(500, f"storage '{sid}' does not exist")
-    if not call.can(f"/storage/{sid}", "Datastore.AllocateSpace"):
-        raise ApiError(403, f"Permission check failed (/storage/{sid}, Datastore.AllocateSpace)")
-    if "backup" not in storage.content:
-        raise ApiError(500, f"storage '{sid}' does not support backups")
+    # API2/VZDump.pm vzdump checks the storage the parameters name (get_storage_param: else 'local'); the worker
+    # (VZDump.pm new) then takes /etc/vzdump.conf's storage or dumpdir where the call set neither, and fails the
+    # task, not the call, on a storage it cannot use
+    asked = p.get("storage") or (None if p.get("dumpdir") else "local")
+    if asked and not call.can(f"/storage/{asked}", "Datastore.AllocateSpace"):
+        raise ApiError(403, f"Permission check failed (/storage/{asked}, Datastore.AllocateSpace)")
+    conf = c.nodes[node].vzdump_conf
+    chosen = p if p.get("storage") or p.get("dumpdir") else conf
+    sid = None if chosen.get("dumpdir") and not chosen.get("storage") else str(chosen.get("storage") or "local")
+    storage = c.storages.get(sid) if sid else None
+    refused = _storage_refusal(sid, storage)
     local = [c.guests[v] for v in vmids if v in c.guests and c.guests[v].node == node]
     external = [v for v in vmids if v not in c.guests or c.guests[v].node != node]
     for g in local:
         _check_lock(g)
     seconds = sum(10 + g.maxdisk() / 1024**3 * 0.5 for g in local)
+    # the command line as the call gave it (pve-guest-common VZDump/Common.pm command_line): vzdump.conf's storage
+    # is not on it
+    given = "".join(f" --{k} {p[k]}" for k in ("storage", "dumpdir") if p.get(k))
     log = [
-        f"INFO: starting new backup job: vzdump {' '.join(map(str, vmids))} --storage {sid} "
-        f"--mode {p.get('mode', 'snapshot')}"
+        f"INFO: starting new backup job: vzdump {' '.join(map(str, vmids))}{given} --mode {p.get('mode', 'snapshot')}"
     ]
     if external:
         log.append(f"INFO: skip external VMs: {' '.join(map(str, external))}")
 
     def finish() -> str | None:
+        if refused:
+            task.log.append(f"ERROR: {refused}")
+            return refused
         now = c.clock.now()
         task.log.extend(f"INFO: Starting Backup of VM {g.vmid} ({g.type})" for g in local)
         for g in local:
+            if storage is None or sid is None:  # a dumpdir: files outside any storage
+                continue
             volid, fmt = _backup_volid(storage.type, sid, g, now)
             size = max(g.maxdisk() // 3, 64 * 1024**2)
             notes = (
@@ -755,6 +765,7 @@ def vzdump(call: Call) -> str:
                 )
             )
             storage.add_used(node, size)
+        for g in local:
             task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
         task.log.append("INFO: Backup job finished successfully")
         return None
@@ -773,6 +784,19 @@ def vzdump(call: Call) -> str:
         lock="backup",
     )
     return task.upid
+
+
+def _storage_refusal(sid: str | None, storage: Any) -> str | None:
+    """What VZDump.pm new dies with for a storage it cannot use (storage_info, pve-storage storage_config)."""
+    if sid is None:
+        return None
+    if storage is None:
+        why = f"storage '{sid}' does not exist"
+    elif "backup" not in storage.content:
+        why = f"can't use storage '{sid}' for backups - wrong content type"
+    else:
+        return None
+    return f"could not get storage information for '{sid}': {why}"
 
 
 # ---------------------------------------------------------------- machine versions

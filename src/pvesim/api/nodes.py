@@ -346,4 +346,7 @@ def vzdump_defaults(call: Call) -> dict[str, Any]:
             prune = f"keep-last={maxfiles}" if int(maxfiles) else "keep-all=1"
         if prune:
             res["prune-backups"] = prune
+    if not call.can(f"/nodes/{call.params['node']}", "Sys.Audit"):  # 'normal backup users don't need to know these'
+        for key in ("mailto", "tmpdir", "dumpdir", "script", "ionice"):
+            res.pop(key, None)
     return res

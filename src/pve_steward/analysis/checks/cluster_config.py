@@ -15,6 +15,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.analysis.vzdumptarget import job_nodes, job_storages
 
 _WARNINGS = re.compile(r"WARNINGS: \d+")
 METRICS = Need("metric_servers", "/cluster/metrics/server", privilege="Sys.Audit on /")
@@ -48,13 +49,11 @@ def _job_subject(job: Row) -> Subject:
 )
 def _compress_default(data: ClusterData, job: Row) -> str | None:
     """What vzdump would use for a job without ``compress``: /nodes/{n}/vzdump/defaults (vzdump.conf), where read."""
-    sid = str(job.get("storage") or "local")
-    found = [
+    nodes = set(job_nodes(data, job))
+    found = [  # compress is vzdump.conf's whichever storage the answer folded in
         str(v.get("compress"))
-        for key, v in data.vzdump_defaults.items()
-        if key.endswith(f"@{sid}")
-        and (not job.get("node") or key.startswith(f"{job['node']}@"))
-        and str(v.get("compress") or "0") != "0"
+        for key, v in sorted(data.vzdump_defaults.items())
+        if key.split("@", 1)[0] in nodes and str(v.get("compress") or "0") != "0"
     ]
     return found[0] if found else None
 
@@ -91,23 +90,25 @@ def backup_job_settings(data: ClusterData, t: Thresholds) -> list[Finding]:
     for job in data.backup_jobs:
         if not _enabled(job):
             continue
-        sid = str(job.get("storage") or "local")
+        # a job without storage writes where each node's vzdump default says; not judged where that is unknown
+        files = [sid for sid in job_storages(data, job) if types.get(sid) != "pbs"]
         compress = str(job.get("compress") or "0")
         # vzdump.conf fills only what the job leaves undefined (VZDump.pm new): an explicit compress=0 (the GUI's
         # 'none') stands
         inherited = _compress_default(data, job) if job.get("compress") is None else None
-        if types.get(sid) != "pbs" and compress == "0" and not inherited:
+        if (files or job.get("dumpdir")) and compress == "0" and not inherited:
+            where = ", ".join(files) or str(job.get("dumpdir"))
             out.append(
                 finding(
                     "BACKUP_JOB_NO_COMPRESSION",
                     _job_subject(job),
-                    f"backup job {job.get('id')} writes uncompressed archives to {sid}",
-                    {"compress": job.get("compress"), "storage": sid, "storage_type": types.get(sid)},
+                    f"backup job {job.get('id')} writes uncompressed archives to {where}",
+                    {"compress": job.get("compress"), "storage": where, "storage_type": types.get(where)},
                 )
             )
         schedule = str(job.get("schedule") or "").strip().lower()
         if schedule and job.get("storage"):
-            groups.setdefault((sid, schedule), []).append(job)
+            groups.setdefault((str(job["storage"]), schedule), []).append(job)
     for (sid, schedule), jobs in sorted(groups.items()):
         if len(jobs) < 2:
             continue

@@ -12,9 +12,10 @@ from __future__ import annotations
 from pve_steward.analysis.backups import covers, selection, visible_pools
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.findings import CLUSTER, Finding, Severity, Subject, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.analysis.vzdumptarget import job_storage, job_storages
 from pve_steward.pve.storagecfg import allowed_nodes, content_types, is_shared
 
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
@@ -59,21 +60,14 @@ def _runs_on(data: ClusterData, job: Row) -> list[str]:
 
 
 @pve_rule(
-    "storage.backup-job-storage",
-    rule=(
-        "A backup job writes to its storage; one without storage (and without dumpdir) takes /etc/vzdump.conf's"
-        " storage or dumpdir, else 'local'. vzdump refuses a storage whose content lacks 'backup' ('wrong content"
-        " type') before it backs up anything."
-    ),
-    pve="pve-manager PVE/VZDump.pm new (vzdump.conf defaults), get_storage_param, storage_info",
-    codes=("STORAGE_BACKUP_TARGET_WRONG_CONTENT", "STORAGE_BACKUP_TARGET_MISSING"),
+    "storage.backup-content",
+    rule="vzdump refuses a storage whose content lacks 'backup' ('wrong content type') before it backs up anything, "
+    "for a job's own storage and a node's default alike.",
+    pve="pve-manager PVE/VZDump.pm storage_info (called by new and by the API's defaults)",
+    codes=("STORAGE_BACKUP_TARGET_WRONG_CONTENT",),
 )
-def job_storage(job: Row) -> tuple[str, bool] | None:
-    """The storage a backup job writes to and whether the job names it; None for a job writing to a dumpdir.
-    A job without storage gets 'local' here: /etc/vzdump.conf's storage is not visible through the API reads."""
-    if job.get("storage"):
-        return str(job["storage"]), True
-    return None if job.get("dumpdir") else ("local", False)
+def _refuses_backups(scfg: Row) -> bool:
+    return "backup" not in content_types(scfg)
 
 
 def _available_on(data: ClusterData) -> dict[str, set[str]]:
@@ -115,7 +109,7 @@ def disabled(data: ClusterData, t: Thresholds) -> list[Finding]:
         if not _disabled(s):
             continue
         sid = str(s.get("storage"))
-        users = sorted(str(j.get("id")) for j in jobs if str(j.get("storage") or "") == sid)
+        users = sorted(str(j.get("id")) for j in jobs if sid in job_storages(data, j))
         out.append(
             finding(
                 "STORAGE_DISABLED",
@@ -234,12 +228,9 @@ def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
     where = _available_on(data)
     out = []
     for job in sorted(_enabled_jobs(data), key=lambda j: str(j.get("id"))):
-        target = job_storage(job)
-        if target is None:
-            continue
-        sid = target[0]
         for node in _runs_on(data, job):
-            if node in data.online_nodes and node not in where.get(sid, set()):
+            sid = job_storage(data, job, node)
+            if sid is not None and node in data.online_nodes and node not in where.get(sid, set()):
                 out.append(
                     finding(
                         "STORAGE_BACKUP_TARGET_MISSING",
@@ -265,47 +256,45 @@ def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
             "A backup job writes to a storage without content type 'backup'",
             "An enabled backup job (GET /cluster/backup) that runs on some online node writes to a storage whose "
             "content (GET /storage) lacks 'backup': vzdump stops with \"can't use storage '<id>' for backups - "
-            "wrong content type\" and every run fails. A job without storage writes to /etc/vzdump.conf's "
-            "storage, else to 'local'; the API does not show vzdump.conf's choice, so such a job is judged on "
-            "'local' and the finding is a warning.",
+            "wrong content type\" and every run fails. A job without storage writes where each node's vzdump "
+            "default says (/etc/vzdump.conf's storage, else 'local': GET /nodes/{node}/vzdump/defaults).",
             "Add 'VZDump backup file' to the storage's content (GUI Datacenter > Storage > Edit > Content, "
             "`pvesm set <id> --content backup,...`) or point the job at a backup storage (GUI Datacenter > "
             "Backup > Edit > Storage).",
         )
     ],
     needs=[BACKUP_JOBS],
-    pve="pve-manager PVE/VZDump.pm storage_info ('wrong content type'), get_storage_param ('local')",
+    pve="pve-manager PVE/VZDump.pm storage_info ('wrong content type'), get_storage_param ('local'); "
+    "PVE/API2/VZDump.pm defaults",
 )
 def backup_target_wrong_content(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Storages that enabled backup jobs write to although they do not take backups."""
-    users: dict[str, list[tuple[str, bool]]] = {}
+    users: dict[str, dict[str, list[str]]] = {}  # storage -> job -> the nodes it writes there from
+    defaulting = {str(j.get("id")) for j in _enabled_jobs(data) if not j.get("storage")}
     for job in sorted(_enabled_jobs(data), key=lambda j: str(j.get("id"))):
-        target = job_storage(job)
-        if target is None or not _runs_on(data, job):
-            continue
-        sid, named = target
-        scfg = data.storage_defs.get(sid)
-        if scfg is None or "backup" in content_types(scfg):  # an unknown storage: STORAGE_BACKUP_TARGET_MISSING
-            continue
-        users.setdefault(sid, []).append((str(job.get("id")), named))
+        for node in _runs_on(data, job):
+            sid = job_storage(data, job, node)
+            scfg = data.storage_defs.get(sid) if sid is not None else None
+            if sid is None or scfg is None or not _refuses_backups(scfg):  # unknown: ..._TARGET_MISSING's
+                continue
+            users.setdefault(sid, {}).setdefault(str(job.get("id")), []).append(node)
     out = []
     for sid, jobs in sorted(users.items()):
-        named = any(n for _j, n in jobs)
-        ids = [j for j, _n in jobs]
-        default = "" if named else " (the jobs set no storage: vzdump's default, unless /etc/vzdump.conf sets one)"
+        defaulted = {job: nodes for job, nodes in jobs.items() if job in defaulting}
+        how = f" (by the vzdump default of {', '.join(sorted({n for ns in defaulted.values() for n in ns}))})"
         out.append(
             finding(
                 "STORAGE_BACKUP_TARGET_WRONG_CONTENT",
                 storage_subject(sid),
-                f"backup job(s) {', '.join(ids)} write to {sid}{default}, whose content lacks 'backup': vzdump "
-                "refuses it and every run fails",
+                f"backup job(s) {', '.join(jobs)} write to {sid}{how if defaulted else ''}, whose content lacks "
+                "'backup': vzdump refuses it and every run fails",
                 {
                     "storage": sid,
                     "content": sorted(content_types(data.storage_defs[sid])),
-                    "backup_jobs": ids,
-                    "storage_from_job": named,
+                    "backup_jobs": list(jobs),
+                    "storage_from_job": not defaulted,
+                    "from_vzdump_default": {job: sorted(nodes) for job, nodes in defaulted.items()},
                 },
-                severity=None if named else Severity.WARNING,
             )
         )
     return out
