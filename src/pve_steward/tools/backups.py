@@ -39,7 +39,10 @@ class BackupJob(Model):
     schedule: str | None
     interval_hours: float | None = Field(None, description="longest gap between two runs; null if not understood")
     next_run: str | None = None
-    storage: Untrusted | None
+    storage: Untrusted | None = Field(
+        description="the job's storage; null: each node's vzdump default (/etc/vzdump.conf's storage or dumpdir, "
+        "else 'local'), which the health check reads"
+    )
     mode: str | None
     selection: str = Field(description="all, all except ..., vmids ..., or pool ...")
     node: Untrusted | None = Field(None, description="only guests on this node")
