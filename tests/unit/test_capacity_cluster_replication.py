@@ -42,6 +42,23 @@ def test_storage_usage_boundaries(used_pct: float, expected: Severity | None) ->
     assert [f.severity for f in found] == ([expected] if expected else [])
 
 
+def test_storage_sizes_that_are_no_integer_are_not_measured() -> None:
+    """An infinite or textual size (a decoder's Infinity, a broken plugin) is no measurement: skipped, not a crash
+    (int(inf) raises OverflowError, which the old reader let through)."""
+    rows = [
+        node_storage_row("local-lvm", "lvmthin", 10 * GiB, 9 * GiB),
+        {**node_storage_row("tank", "zfspool", 10 * GiB, 9 * GiB), "total": float("inf")},
+        {**node_storage_row("nfs", "nfs", 10 * GiB, 9 * GiB), "used": "n/a"},
+    ]
+    d = data(
+        resources=[node_row("pve1")],
+        cluster_status=cluster_status({"pve1": True}),
+        storage_config=[storage_cfg("local-lvm", "lvmthin"), storage_cfg("tank", "zfspool"), storage_cfg("nfs", "nfs")],
+        node_storage={"pve1": rows},
+    )
+    assert [(f.code, f.subject.id) for f in analyze_storage(d, T)] == [("STORAGE_USAGE_HIGH", "local-lvm")]
+
+
 def test_shared_storage_counted_once_and_inactive_storage() -> None:
     rows = [node_storage_row("ceph-vm", "rbd", 100 * GiB, 95 * GiB, shared=1)]
     d = data(

@@ -14,17 +14,10 @@ from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.storagecfg import is_shared
-from pve_steward.pve.values import flag
+from pve_steward.pve.values import flag, integer
 
 GiB = 1024**3
 _THIN = {"lvmthin", "rbd"}
-
-
-def _int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload,no-any-return]
-    except (TypeError, ValueError):
-        return 0
 
 
 def _pct(used: float, total: float) -> float:
@@ -124,8 +117,8 @@ def analyze_storage(data: ClusterData, t: Thresholds) -> list[Finding]:
                     )
                 )
                 continue
-            total, used = _int(row.get("total")), _int(row.get("used"))
-            if not (enabled and active and total):  # enabled 0 (disabled, or not for this node): all zeros
+            total, used = integer(row.get("total")), integer(row.get("used"))
+            if not (enabled and active and total) or used is None:  # enabled 0 (disabled, or not here): all zeros
                 continue
             if shared:  # counted once, from the first node that measured it
                 if sid in seen_shared:

@@ -17,12 +17,13 @@ from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.vzdumptarget import job_storage, job_storages
 from pve_steward.pve.storagecfg import allowed_nodes, content_types, is_shared
+from pve_steward.pve.values import flag
 
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
 
 
 def _disabled(s: Row) -> bool:
-    return str(s.get("disable", 0)) in ("1", "true", "True")
+    return flag(s.get("disable"))
 
 
 def _enabled_jobs(data: ClusterData) -> list[Row]:
