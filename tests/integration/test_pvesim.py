@@ -333,6 +333,23 @@ def test_snapshot_create_rollback_delete(start_sim) -> None:
         vm.snapshot.post(snapname="current")
 
 
+def test_snapshots_pve_refuses_fail_their_task(start_sim) -> None:
+    """AbstractConfig.pm __snapshot_prepare dies in the task: a template, a bind mount without the snapshot
+    feature (Storage.pm volume_has_feature: undef for a path), and RAM that check_non_migratable_resources keeps."""
+    sim = start_sim("demo")
+    with sim.sim.mutate() as c:
+        c.guests[109].config["virtiofs0"] = "share1"
+    pve = api(sim)
+    assert _finish(pve, "pve1", pve.nodes("pve1").qemu(9000).snapshot.post(snapname="s1"))["exitstatus"] == (
+        "you can't take a snapshot if it's a template"
+    )
+    bind = _finish(pve, "pve2", pve.nodes("pve2").lxc(123).snapshot.post(snapname="s1"))
+    assert bind["exitstatus"] == "snapshot feature is not available"
+    ram = _finish(pve, "pve2", pve.nodes("pve2").qemu(109).snapshot.post(snapname="s1", vmstate=1))
+    assert ram["exitstatus"] == "Cannot live-migrate, snapshot (with RAM), or hibernate a VM with: virtiofs"
+    assert _finish(pve, "pve2", pve.nodes("pve2").qemu(109).snapshot.post(snapname="s1"))["exitstatus"] == "OK"
+
+
 def test_disk_edits_show_in_the_next_answer(start_sim) -> None:
     """pvesim parses a guest's disks once while its config stays the same (design record 261204-41); an edit
     through the API or behind its back shows in the very next /cluster/resources and storage content."""

@@ -379,3 +379,17 @@ async def test_no_secret_reaches_the_audit_log(start_sim: Any, server_for: Any, 
     text = (tmp_path / "audit.jsonl").read_text()
     assert secret not in text and body["confirm_token"] not in text
     assert body["confirm_token"].split(".")[1] not in text
+
+
+async def test_a_snapshot_pve_would_refuse_is_refused_in_the_preview(start_sim: Any, server_for: Any) -> None:
+    """pve-guest-common AbstractConfig.pm __snapshot_prepare refuses a template and a guest with a volume
+    without the snapshot feature (CT 123's bind mount, pve-container LXC/Config.pm has_feature): the preview
+    says so instead of issuing a token whose task fails."""
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        template = await c.call_tool("snapshot_create", {"vmid": 9000, "name": "s1"})
+        bind = await c.call_tool("snapshot_create", {"vmid": 123, "name": "s1"})
+        fine = await preview(c, "snapshot_create", vmid=104, name="s1")
+    assert template.is_error and "it is a template" in template.content[0].text
+    assert bind.is_error and "mp0 (a host path)" in bind.content[0].text
+    assert any(ch["check"] == "PVE can snapshot it" and ch["ok"] for ch in fine["checks"])

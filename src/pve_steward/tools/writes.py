@@ -6,7 +6,7 @@ the second executes it. The node, guest type and name are always resolved by the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -16,6 +16,7 @@ from pve_steward.analysis.migration import storage_on
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.planner import ha_allowed_nodes, ha_blocked_nodes, plan_guest_move
 from pve_steward.analysis.planner.ha_placement import together
+from pve_steward.analysis.snapshotfeature import snapshot_refusals
 from pve_steward.client import api_path, ha_sid
 from pve_steward.client import node as node_seg
 from pve_steward.client import snapshot as snapshot_seg
@@ -50,6 +51,7 @@ class Guest:
     ref: GuestRef
     cfg: GuestConfig
     status: dict[str, Any]
+    raw: dict[str, Any] = field(default_factory=dict)  # the config as read (what the parsed model leaves out)
 
     @property
     def kind(self) -> str:
@@ -85,7 +87,7 @@ async def load_guest(t: ToolContext, vmid: int) -> Guest:
     ref = await resolve_guest(t.client, vmid)
     raw: dict[str, Any] = await t.client.get(guest_path(ref, "config"))
     status: dict[str, Any] = await t.client.get(guest_path(ref, "status", "current"))
-    return Guest(ref, parse_guest_config(raw, vmid, ref.type), status)
+    return Guest(ref, parse_guest_config(raw, vmid, ref.type), status, raw)
 
 
 def lock_check(g: Guest, allow: str | None = None) -> Check:
@@ -300,31 +302,19 @@ async def guest_resume(
 
 # ---------------------------------------------------------------- snapshots
 
-_SNAPSHOT_CAPABLE = {"lvmthin", "zfspool", "rbd", "btrfs", "cephfs", "zfs"}
-
 
 async def _snapshots(t: ToolContext, g: Guest) -> list[str]:
     rows: list[dict[str, Any]] = await t.client.get(guest_path(g.ref, "snapshot"))
     return [str(r["name"]) for r in rows if r.get("name") != "current"]
 
 
-async def _snapshot_support(t: ToolContext, g: Guest) -> Check:
+async def _snapshot_support(t: ToolContext, g: Guest, with_ram: bool) -> Check:
     storages: list[dict[str, Any]] = await t.client.get(api_path("storage"))
     types = {str(s["storage"]): str(s.get("type")) for s in storages}
-    bad = []
-    for vol in g.cfg.volumes:
-        if vol.cdrom or vol.unused or vol.empty_drive or vol.storage is None:
-            continue
-        stype = types.get(vol.storage)
-        if stype not in _SNAPSHOT_CAPABLE and not vol.volid.endswith(".qcow2"):
-            bad.append(f"{vol.key} on {vol.storage} ({stype or 'unknown'})")
-    if bad:
-        return Check(
-            check="storage supports snapshots",
-            ok=False,
-            detail=f"these volumes cannot be snapshotted: {', '.join(bad)}",
-        )
-    return Check(check="storage supports snapshots", ok=True, detail="every disk is on snapshot-capable storage")
+    refused = snapshot_refusals(g.cfg, g.raw, types, with_ram)
+    if refused:
+        return Check(check="PVE can snapshot it", ok=False, detail="; ".join(refused))
+    return Check(check="PVE can snapshot it", ok=True, detail="every disk is on snapshot-capable storage")
 
 
 @guarded(toolset="guests", tier=Tier.OPERATOR, idempotent=False)
@@ -351,7 +341,7 @@ async def snapshot_create(
                 detail=f"snapshot '{name}' already exists" if name in existing else "free",
             )
         )
-        checks.append(await _snapshot_support(t, g))
+        checks.append(await _snapshot_support(t, g, include_ram))
         if include_ram:
             checks.append(
                 Check(

@@ -351,10 +351,9 @@ def _snapshot_create(call: Call, gtype: str) -> str:
     vmstate = call.flag("vmstate") and gtype == "qemu"
 
     def finish() -> str | None:
-        if name in g.snapshots:
-            return f"snapshot name '{name}' already used"
-        if g.template:
-            return "you can't take a snapshot if it's a template"
+        refused = _snapshot_refusal(c, g, name, call.flag("vmstate"))
+        if refused:
+            return refused
         snap_cfg = {k: v for k, v in g.config.items() if k not in ("lock", "parent")}
         g.snapshots[name] = Snapshot(
             name,
@@ -380,6 +379,34 @@ def _snapshot_create(call: Call, gtype: str) -> str:
         lock_guest=g,
         lock="snapshot",
     ).upid
+
+
+# pve-storage volume_has_feature('snapshot') of a current volume: any format on these plugin types, else qcow2
+_SNAPSHOT_ANY_FORMAT = frozenset({"zfspool", "zfs", "rbd", "lvmthin", "btrfs"})
+
+
+def _snapshot_refusal(c: Any, g: Any, name: str, vmstate: bool) -> str | None:
+    """pve-guest-common AbstractConfig.pm __snapshot_prepare, in its order: template, the RAM blockers
+    (qemu-server QemuMigrate/Helpers.pm check_non_migratable_resources, with vmstate asked), the name, then
+    has_feature('snapshot') over the volumes (a VM's without CD-ROMs, QemuConfig.pm; every mount point,
+    LXC/Config.pm); a host path has no feature (Storage.pm volume_has_feature)."""
+    if g.template:
+        return "you can't take a snapshot if it's a template"
+    if vmstate and g.type == "qemu":
+        blockers = [k for k in ("amd-sev", "intel-tdx") if g.config.get(k)]
+        blockers += ["virtiofs"] if any(k.startswith("virtiofs") for k in g.config) else []
+        if blockers:
+            return "Cannot live-migrate, snapshot (with RAM), or hibernate a VM with: " + ", ".join(blockers)
+    if name in g.snapshots:
+        return f"snapshot name '{name}' already used"
+    for key, volid, opts in g.volumes():
+        if key.startswith("unused") or (g.type == "qemu" and (opts.get("media") == "cdrom" or volid == "cdrom")):
+            continue
+        sid = volid.split(":", 1)[0] if ":" in volid and not volid.startswith("/") else None
+        storage = c.storages.get(sid) if sid else None
+        if storage is None or not (storage.type in _SNAPSHOT_ANY_FORMAT or volid.endswith(".qcow2")):
+            return "snapshot feature is not available"
+    return None
 
 
 @route("POST", "/nodes/{node}/qemu/{vmid}/snapshot")
