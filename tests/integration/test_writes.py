@@ -13,7 +13,8 @@ from mcp.types import ElicitResult
 from pve_steward.security.audit import verify
 from pve_steward.server import build_server
 from pvesim.server import SimServer
-from tests.integration.pve import control
+from tests.conftest import wait_task
+from tests.integration.pve import api, control
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -393,3 +394,22 @@ async def test_a_snapshot_pve_would_refuse_is_refused_in_the_preview(start_sim: 
     assert template.is_error and "it is a template" in template.content[0].text
     assert bind.is_error and "mp0 (a host path)" in bind.content[0].text
     assert any(ch["check"] == "PVE can snapshot it" and ch["ok"] for ch in fine["checks"])
+
+
+async def test_a_rollback_zfs_cannot_make_is_refused_in_the_preview(start_sim: Any, server_for: Any) -> None:
+    """ZFSPoolPlugin.pm volume_rollback_is_possible: only to a volume's most recent snapshot. VM 112's disk is on
+    local-zfs: after two snapshots the preview refuses the first and offers the second; pvesim's task refuses
+    the first as PVE does."""
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        for name in ("first", "second"):
+            body = await preview(c, "snapshot_create", vmid=112, name=name)
+            assert (await confirm(c, "snapshot_create", body["confirm_token"], vmid=112, name=name)).is_error is False
+        older = await c.call_tool("snapshot_rollback", {"vmid": 112, "name": "first"})
+        newest = await preview(c, "snapshot_rollback", vmid=112, name="second")
+    assert older.is_error and "delete the newer snapshot(s) second first" in older.content[0].text
+    assert any(ch["check"] == "PVE can roll back to it" and ch["ok"] for ch in newest["checks"])
+    pve = api(sim)
+    upid = pve.nodes("pve3").qemu(112).snapshot("first").rollback.post()
+    status = wait_task(pve.nodes("pve3").tasks(upid).status.get)
+    assert status["exitstatus"] == "can't rollback, 'first' is not most recent snapshot on 'local-zfs:vm-112-disk-0'"

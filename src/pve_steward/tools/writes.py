@@ -16,8 +16,8 @@ from pve_steward.analysis.migration import storage_on
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.planner import ha_allowed_nodes, ha_blocked_nodes, plan_guest_move
 from pve_steward.analysis.planner.ha_placement import together
-from pve_steward.analysis.snapshotfeature import snapshot_refusals
-from pve_steward.client import api_path, ha_sid
+from pve_steward.analysis.snapshotfeature import rollback_refusals, snapshot_refusals, taken_after
+from pve_steward.client import api_path, gather, ha_sid
 from pve_steward.client import node as node_seg
 from pve_steward.client import snapshot as snapshot_seg
 from pve_steward.client import vmid as vmid_seg
@@ -303,9 +303,31 @@ async def guest_resume(
 # ---------------------------------------------------------------- snapshots
 
 
-async def _snapshots(t: ToolContext, g: Guest) -> list[str]:
+async def _snapshot_rows(t: ToolContext, g: Guest) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = await t.client.get(guest_path(g.ref, "snapshot"))
-    return [str(r["name"]) for r in rows if r.get("name") != "current"]
+    return [r for r in rows if r.get("name") != "current"]
+
+
+async def _snapshots(t: ToolContext, g: Guest) -> list[str]:
+    return [str(r["name"]) for r in await _snapshot_rows(t, g)]
+
+
+async def _rollback_support(t: ToolContext, g: Guest, name: str, rows: list[dict[str, Any]]) -> Check:
+    """What PVE's rollback checks before it stops the guest (analysis/snapshotfeature.py rollback_refusals): the
+    snapshot's volumes, and the snapshots taken after it, read as PVE keeps them (config?snapshot=)."""
+    later = taken_after(name, rows)
+    reads = [(f"snapshot:{n}", guest_path(g.ref, "config"), {"snapshot": n}) for n in [name, *later]]
+    got = await gather(t.client, [*reads, ("storage", api_path("storage"), {})])
+    failed = next((v for v in got.values() if isinstance(v, PveError)), None)
+    if failed is not None:
+        return Check(check="PVE can roll back to it", ok=False, detail=f"not provable: {failed.message}")
+    answers: dict[str, Any] = dict(got)
+    configs = {n: parse_guest_config(answers[f"snapshot:{n}"], g.ref.vmid, g.ref.type) for n in [name, *later]}
+    storages = {str(s.get("storage")): s for s in answers["storage"]}
+    refused = rollback_refusals(name, g.cfg.template, configs.pop(name), configs, storages)
+    if refused:
+        return Check(check="PVE can roll back to it", ok=False, detail="; ".join(refused))
+    return Check(check="PVE can roll back to it", ok=True, detail="no volume holds a newer snapshot that blocks it")
 
 
 async def _snapshot_support(t: ToolContext, g: Guest, with_ram: bool) -> Check:
@@ -383,7 +405,8 @@ async def snapshot_create(
 
 async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> Plan:
     g = await load_guest(t, vmid)
-    existing = await _snapshots(t, g)
+    rows = await _snapshot_rows(t, g)
+    existing = [str(r["name"]) for r in rows]
     checks = await _common(t, g, "VM.Snapshot.Rollback" if action == "rollback" else "VM.Snapshot")
     checks.append(
         Check(
@@ -400,6 +423,8 @@ async def _snapshot_plan(t: ToolContext, vmid: int, name: str, action: str) -> P
         path = guest_path(g.ref, "snapshot", snapshot_seg(name))
         method = "DELETE"
     else:
+        if name in existing:
+            checks.append(await _rollback_support(t, g, name, rows))
         effects = [f"roll {g.label} back to snapshot '{name}'"]
         risks = [
             "irreversible: every change since the snapshot (disks and config) is lost",

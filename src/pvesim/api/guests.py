@@ -474,6 +474,9 @@ def _snapshot_rollback(call: Call, gtype: str) -> str:
     _check_lock(g)
 
     def finish() -> str | None:
+        refused = _rollback_refusal(c, g, name)
+        if refused:
+            return refused
         snap = g.snapshots[name]
         g.config.clear()
         g.config.update(snap.config)
@@ -497,6 +500,40 @@ def _snapshot_rollback(call: Call, gtype: str) -> str:
         lock_guest=g,
         lock="rollback",
     ).upid
+
+
+def _snapshot_volids(g: Guest, config: dict[str, str]) -> list[str]:
+    """The volumes a snapshot's config references as foreach_volume walks them (no unused, a VM's CD-ROMs left out
+    by __snapshot_rollback_vol_possible)."""
+    out = []
+    for key, value in config.items():
+        vol = pveconfig.volume_of(key, str(value), g.type)
+        if vol is None or key.startswith("unused") or (g.type == "qemu" and vol[1].get("media") == "cdrom"):
+            continue
+        out.append(vol[0])
+    return out
+
+
+def _rollback_refusal(c: Cluster, g: Guest, name: str) -> str | None:
+    """pve-guest-common AbstractConfig.pm snapshot_rollback: a template, then each volume's
+    volume_rollback_is_possible (pve-storage): a path never, ZFS, thick LVM and volume chains only to the volume's
+    most recent snapshot."""
+    if g.template:
+        return "you can't rollback if vm is a template"
+    snap = g.snapshots[name]
+    order = list(g.snapshots)  # in the order they were taken, as the storage keeps them (zfs list -s creation)
+    newer = [g.snapshots[n] for n in order[order.index(name) + 1 :]]
+    for volid in _snapshot_volids(g, snap.config):
+        if volid.startswith("/"):
+            return f"snapshot rollback file/device '{volid}' is not possible"
+        storage = c.storages.get(volid.split(":", 1)[0])
+        if storage is None:
+            continue
+        chain = storage.type == "lvm" or bool(int(storage.options.get("snapshot-as-volume-chain", 0) or 0))
+        if (storage.type in ("zfspool", "zfs") or chain) and any(volid in _snapshot_volids(g, s.config) for s in newer):
+            where = volid if storage.type in ("zfspool", "zfs") else volid.split(":", 1)[1]
+            return f"can't rollback, '{name}' is not most recent snapshot on '{where}'"
+    return None
 
 
 @route("POST", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback")
