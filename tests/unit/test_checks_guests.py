@@ -95,6 +95,11 @@ RAISED = [
         {"cdrom": {"ide2": "local:iso/debian-13.iso"}},
     ),
     ("GUEST_CDROM_MOUNTED", _vm(ide2="cdrom,media=cdrom"), {"cdrom": {"ide2": "cdrom"}}),
+    (
+        "GUEST_CDROM_MOUNTED",
+        _vm(ide2="local:iso/ubuntu-24.04-cloudinit-seed.iso,media=cdrom"),
+        {"cdrom": {"ide2": "local:iso/ubuntu-24.04-cloudinit-seed.iso"}},
+    ),
     ("GUEST_CPU_KVM64", _vm(cpu="kvm64,flags=+aes"), {"cpu": "kvm64,flags=+aes", "effective": "kvm64"}),
     ("GUEST_CPU_KVM64", _vm(cpu=None), {"cpu": None, "effective": "kvm64"}),
     ("GUEST_CPU_HOTPLUG_WINDOWS", _vm(ostype="win10", hotplug="disk,network,cpu"), {"hotplug": "disk,network,cpu"}),
@@ -173,12 +178,17 @@ QUIET = [
     ("lsi controller without scsi drives", _vm(scsihw=None, scsi0=None, virtio0="ceph-vm:vm-100-disk-0,size=32G")),
     ("ide cd-rom is not a slow disk", _vm(ide0="none,media=cdrom")),
     ("cloud-init drive is not a mounted cd-rom", _vm(ide2="ceph-vm:vm-100-cloudinit,media=cdrom")),
+    # Drive.pm drive_is_cloudinit: a volume named [vm-N-]cloudinit[.fmt], not any name holding the word
+    ("cloud-init drive on a directory storage", _vm(ide2="local:100/vm-100-cloudinit.qcow2,media=cdrom")),
     ("writeback with backup", _vm(scsi1="ceph-vm:vm-100-disk-1,cache=writeback,size=8G")),
     ("template with agent off and no protection", (9000, "qemu", qemu_config("tmpl", template=1, agent="0"))),
     ("privileged without unconfined apparmor keyctl is moot", _ct(unprivileged=0, features="nesting=1")),
     ("nesting with keyctl", _ct(features="keyctl=1,nesting=1")),
     ("swap unset is 512", _ct(swap=None)),
     ("pinned machine with pve suffix", _vm(machine="pc-i440fx-8.1+pve0")),
+    # CPUConfig.pm get_default_cpu_type: kvm64 only for x86_64 with KVM (qemu64 without, aarch64's own)
+    ("unset cpu of an aarch64 vm is not kvm64", _vm(cpu=None, arch="aarch64")),
+    ("unset cpu without kvm is qemu64", _vm(cpu=None, kvm=0)),
 ]
 
 
@@ -187,6 +197,12 @@ def test_near_misses_raise_nothing(why: str, guest: tuple[int, str, dict[str, An
     d = _cluster(guest, templates=(9000,))
     expected = [("CT_PRIVILEGED", "200")] if why.startswith("privileged") else []
     assert _codes(d) == expected, why
+
+
+def test_nesting_under_the_admins_own_seccomp_profile_is_not_judged_for_keyctl() -> None:
+    """LXC.pm make_seccomp_config: an explicit lxc.seccomp.profile replaces PVE's rules, keyctl's too."""
+    own = _ct(features="nesting=1", lxc=[["lxc.seccomp.profile", "/etc/pve/lxc/allow.seccomp"]])
+    assert _codes(_cluster(own)) == [("CT_RAW_LXC_CONFIG", "200")]
 
 
 def test_template_with_agent_is_flagged_and_templates_skip_guest_checks() -> None:
@@ -391,7 +407,15 @@ def test_machine_current_or_unknown_raises_nothing(machine: str, reads: dict[str
         ("GUEST_PROTECTION_OFF", [_vm(100, protection=None), _ct(200, protection=0), _vm(101)], [100, 200]),
         (
             "GUEST_MACHINE_UNPINNED",
-            [_vm(100, machine=None), _vm(101, machine="q35,viommu=virtio"), _vm(102, machine="pc-8.1.pxe"), _ct()],
+            [
+                _vm(100, machine=None),
+                _vm(101, machine="q35,viommu=virtio"),
+                _vm(102, machine="pc-8.1.pxe"),
+                _ct(),
+                # Machine.pm get_vm_machine pins a Windows VM's unversioned machine itself (5.1 or creation-qemu)
+                _vm(103, machine=None, ostype="win10"),
+                _vm(104, machine="q35", ostype="win11", bios="ovmf", efidisk0="x:1", tpmstate0="x:2,version=v2.0"),
+            ],
             [100, 101],
         ),
     ],

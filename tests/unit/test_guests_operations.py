@@ -192,3 +192,39 @@ def test_clone_lock_is_held_by_the_clone_task_of_its_source() -> None:
     assert [f.code for f in analyze_guests(running, T)] == ["GUEST_LOCKED"]
     done = data(resources=guests, tasks=[task("pve1", "qmclone", "9000", 5 * HOUR)])
     assert [f.code for f in analyze_guests(done, T)] == ["GUEST_LOCK_STUCK"]
+
+
+def test_container_clone_locks_source_disk_and_target_create_under_the_sources_task() -> None:
+    """pve-container API2/LXC.pm clone_vm: the source is locked 'disk', the new CT 'create' (it may sit on
+    another node), and the one 'vzclone' task carries the source's vmid."""
+    guests = [guest_row(200, "pve1", gtype="lxc", lock="disk"), guest_row(201, "pve2", gtype="lxc", lock="create")]
+    running = data(resources=guests, tasks=[task("pve1", "vzclone", "200", 60, status=None)])
+    assert sorted((f.code, f.subject.id) for f in analyze_guests(running, T)) == [
+        ("GUEST_LOCKED", "200"),
+        ("GUEST_LOCKED", "201"),
+    ]
+
+
+def test_container_backup_in_snapshot_mode_holds_the_snapshot_locks() -> None:
+    """pve-container VZDump/LXC.pm snapshot: vzdump swaps its 'backup' lock for AbstractConfig's 'snapshot'
+    (snapshot_create) and 'snapshot-delete' (snapshot_delete of 'vzdump') while it runs."""
+    guests = [
+        guest_row(200, "pve1", gtype="lxc", lock="snapshot"),
+        guest_row(201, "pve1", gtype="lxc", lock="snapshot-delete"),
+    ]
+    job = data(resources=guests, tasks=[task("pve1", "vzdump", "", 60, status=None)])
+    assert sorted((f.code, f.subject.id) for f in analyze_guests(job, T)) == [
+        ("GUEST_LOCKED", "200"),
+        ("GUEST_LOCKED", "201"),
+    ]
+
+
+def test_incoming_remote_migration_holds_create_then_migrate() -> None:
+    """qemu-server API2/Qemu.pm mtunnel ('qmtunnel') and pve-container API2/LXC.pm ('vzmtunnel') lock the
+    incoming guest 'create', then 'migrate'."""
+    guests = [guest_row(300, "pve1", lock="create"), guest_row(301, "pve1", gtype="lxc", lock="migrate")]
+    tunnels = [task("pve1", "qmtunnel", "300", 60, status=None), task("pve1", "vzmtunnel", "301", 60, status=None)]
+    assert sorted((f.code, f.subject.id) for f in analyze_guests(data(resources=guests, tasks=tunnels), T)) == [
+        ("GUEST_LOCKED", "300"),
+        ("GUEST_LOCKED", "301"),
+    ]

@@ -12,35 +12,48 @@ from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import GuestConfig
 
 # Which task types set each lock (a vzdump of several guests has an empty id). Restores lock the new guest
-# 'create' (qemu-server API2/Qemu.pm create_vm, pve-container API2/LXC.pm create_vm).
+# 'create' (qemu-server API2/Qemu.pm create_vm, pve-container API2/LXC.pm create_vm); an incoming remote
+# migration locks it 'create', then 'migrate' (mtunnel: 'qmtunnel', 'vzmtunnel'); a container backup in
+# snapshot mode swaps 'backup' for 'snapshot' and 'snapshot-delete' (pve-container VZDump/LXC.pm snapshot).
 _LOCK_TASKS = {
     "backup": {"vzdump"},
-    "migrate": {"qmigrate", "vzmigrate", "hamigrate"},
-    "snapshot": {"qmsnapshot", "vzsnapshot"},
-    "snapshot-delete": {"qmdelsnapshot", "vzdelsnapshot"},
+    "migrate": {"qmigrate", "vzmigrate", "hamigrate", "qmtunnel", "vzmtunnel"},
+    "snapshot": {"qmsnapshot", "vzsnapshot", "vzdump"},
+    "snapshot-delete": {"qmdelsnapshot", "vzdelsnapshot", "vzdump"},
     "rollback": {"qmrollback", "vzrollback"},
     "clone": {"qmclone", "vzclone"},
-    "create": {"qmcreate", "vzcreate", "qmrestore", "vzrestore"},
+    "create": {"qmcreate", "vzcreate", "qmrestore", "vzrestore", "qmtunnel", "vzmtunnel", "vzclone"},
     "destroyed": {"qmdestroy", "vzdestroy"},
     "suspending": {"qmsuspend"},
-    "disk": {"qmmove", "move_volume", "resize"},
+    "disk": {"qmmove", "move_volume", "resize", "vzclone"},
     "mounted": {"vzmount"},
     "fstrim": {"pctfstrim"},
 }
+# The lock a clone puts on the *new* guest, held by a task that carries the source's vmid (any node).
+_CLONE_LOCKS = {"clone": ("qmclone", "vzclone"), "create": ("vzclone",)}
 
 
+@pve_rule(
+    "guests.lock_holders",
+    rule="A clone locks the new guest ('clone' for a VM, 'create' for a CT) and a CT source 'disk' under one "
+    "task with the source's vmid; a CT backup in snapshot mode holds 'snapshot'/'snapshot-delete' under vzdump.",
+    pve="qemu-server src/PVE/API2/Qemu.pm clone_vm; pve-container src/PVE/API2/LXC.pm clone_vm + "
+    "src/PVE/VZDump/LXC.pm snapshot",
+    codes=("GUEST_LOCK_STUCK", "GUEST_LOCKED"),
+)
 def _related(tasks: list[Row], vmid: int, node: str | None, lock: str) -> list[Row]:
-    """Tasks that may hold the lock. A clone locks the *new* guest 'clone' while its task carries the source's
-    vmid (API2/Qemu.pm clone_vm forks 'qmclone' with the source vmid), so any clone task may hold it."""
+    """Tasks that may hold the lock: the guest's own, a node-wide vzdump (empty id), any clone for the locks a
+    clone puts on its new guest (API2/Qemu.pm clone_vm forks 'qmclone' with the source vmid)."""
     types = _LOCK_TASKS.get(lock)
+    clone_types = _CLONE_LOCKS.get(lock, ())
+    by_vzdump = types is not None and "vzdump" in types
     out = []
     for task in tasks:
         same_guest = str(task.get("id")) == str(vmid)
-        node_wide_backup = task.get("type") == "vzdump" and not task.get("id") and task.get("node") == node
-        any_clone = lock == "clone" and task.get("type") in ("qmclone", "vzclone")
-        if (same_guest or any_clone or (lock == "backup" and node_wide_backup)) and (
-            types is None or task.get("type") in types
-        ):
+        node_wide_backup = by_vzdump and task.get("type") == "vzdump" and not task.get("id")
+        node_wide_backup = node_wide_backup and task.get("node") == node
+        any_clone = task.get("type") in clone_types
+        if (same_guest or any_clone or node_wide_backup) and (types is None or task.get("type") in types):
             out.append(task)
     return out
 
@@ -160,7 +173,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                 finding("GUEST_HIBERNATED", guest_subject(data, vmid), f"{vmid} ({g.get('name')}) is hibernated")
             )
         elif lock:
-            nearby = tasks_by_node.get(str(g.get("node")), []) + (clones if lock == "clone" else [])
+            nearby = tasks_by_node.get(str(g.get("node")), []) + (clones if lock in _CLONE_LOCKS else [])
             related = _related(nearby, vmid, g.get("node"), str(lock))
             active = [r for r in related if r.get("status") is None]
             if active:

@@ -61,6 +61,8 @@ def in_pve_order(keys: Iterable[str]) -> list[str]:
     return sorted(keys, key=_RANK.__getitem__)
 
 
+# qemu-server src/PVE/QemuServer/Drive.pm drive_is_cloudinit ($QEMU_FORMAT_RE: raw|qcow|qcow2|qed|vmdk|cloop)
+_CLOUDINIT = re.compile(r"[:/](?:vm-\d+-)?cloudinit(?:\.(?:raw|qcow|qcow2|qed|vmdk|cloop))?$")
 _SECRET_KEY = re.compile(r"(password|secret|passwd|token)", re.IGNORECASE)
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -304,7 +306,7 @@ def _build(key: str, volid: str, facts: _Facts) -> Volume:
         mountpoint,
         shared,
         _in_backups(key, backup, host),
-        "cloudinit" in volid,
+        "cloudinit" in volid and _CLOUDINIT.search(volid) is not None,
         not replicate_off,
     )
 

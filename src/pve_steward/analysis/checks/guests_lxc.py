@@ -80,6 +80,11 @@ def privileged(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+def _own_seccomp_profile(raw: Row) -> bool:
+    """An explicit lxc.seccomp.profile: make_seccomp_config then writes none of PVE's rules (keyctl's either)."""
+    return any(k == "lxc.seccomp.profile" for k, _ in raw_lxc(raw))
+
+
 @check(
     "guests",
     codes=[
@@ -87,21 +92,27 @@ def privileged(data: ClusterData, t: Thresholds) -> list[Finding]:
             "CT_NESTING_WITHOUT_KEYCTL",
             "info",
             "Nesting without keyctl",
-            "An unprivileged container has features nesting=1 but not keyctl=1: pve-container's seccomp "
-            "profile then answers keyctl() with ENOSYS, so Docker or other nested runtimes inside fail to set "
-            "up keyrings. (keyctl=1 allows the call; it does not add isolation.)",
+            "An unprivileged container has features nesting=1 but not keyctl=1 (and no seccomp profile of "
+            "its own): pve-container's seccomp profile then answers keyctl() with ENOSYS, so Docker or other "
+            "nested runtimes inside fail to set up keyrings. (keyctl=1 allows the call; it does not add isolation.)",
             "If the container runs Docker or nested containers, enable keyctl: GUI the CT > Options > Features "
             "> keyctl, or pct set <vmid> --features nesting=1,keyctl=1; restart the container.",
         )
     ],
     anchors=["cv4pve-diag:WG0038"],
-    pve="pve-container src/PVE/LXC.pm make_seccomp_config (keyctl errno 38 unless features keyctl)",
+    pve="pve-container src/PVE/LXC.pm make_seccomp_config (keyctl errno 38 unless features keyctl or an "
+    "explicit lxc.seccomp.profile)",
 )
 def nesting_keyctl(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for vmid, g, raw, _cfg in guests_with_config(data, "lxc"):
         features = parse_property_string(str(raw.get("features", "")))
-        if flag(raw, "unprivileged") and flag(features, "nesting") and not flag(features, "keyctl"):
+        if (
+            flag(raw, "unprivileged")
+            and flag(features, "nesting")
+            and not flag(features, "keyctl")
+            and not _own_seccomp_profile(raw)
+        ):
             out.append(
                 _ct(
                     data,

@@ -14,12 +14,14 @@ from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.checks.guests_common import (
     SERIAL_KEYS,
     cluster_wide,
+    flag,
     guests_with_config,
     keys_in,
     label,
 )
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import NET_KEYS, QEMU_DRIVES, parse_property_string
 
@@ -259,7 +261,7 @@ def cdrom_mounted(data: ClusterData, t: Thresholds) -> list[Finding]:
             "GUEST_CPU_KVM64",
             "info",
             "CPU type kvm64",
-            "The VM's CPU type is kvm64, set or by default (qemu-server uses kvm64 when cpu is unset): a "
+            "The VM's CPU type is kvm64, set or by default (qemu-server's default for an x86_64 VM with KVM): a "
             "2003-era baseline without SSE4, AVX or AES-NI; current guests run slower or refuse to boot "
             "(RHEL 9 needs x86-64-v2).",
             "Choose a newer model all nodes support (x86-64-v2-AES is PVE's default for new VMs; x86-64-v3 when "
@@ -282,7 +284,7 @@ def cdrom_mounted(data: ClusterData, t: Thresholds) -> list[Finding]:
 def cpu_type(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for vmid, g, raw, cfg in guests_with_config(data, "qemu"):
-        kind = (cfg.cpu_type or "kvm64").lower()
+        kind = (cfg.cpu_type or _default_cpu(raw)).lower()
         if kind == "kvm64":
             how = "set" if cfg.cpu_type else "unset, qemu-server's default"
             out.append(
@@ -307,6 +309,19 @@ def cpu_type(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+@pve_rule(
+    "guests.cpu_default",
+    rule="An unset cpu is kvm64 for an x86_64 VM with KVM, qemu64 with kvm 0, and on aarch64 cortex-a57 "
+    "(PVE 8) or host (PVE 9).",
+    pve="qemu-server src/PVE/QemuServer/CPUConfig.pm get_default_cpu_type (arch from Helpers.pm get_vm_arch)",
+    codes=("GUEST_CPU_KVM64",),
+)
+def _default_cpu(raw: Row) -> str:
+    if raw.get("arch") not in (None, "x86_64"):  # PVE runs on x86_64: an unset arch is the host's
+        return "aarch64 default"
+    return "qemu64" if "kvm" in raw and not flag(raw, "kvm") else "kvm64"
 
 
 def _hotplug(value: object) -> set[str]:
@@ -530,8 +545,9 @@ def windows11(data: ClusterData, t: Thresholds) -> list[Finding]:
             "info",
             "Machine type not pinned",
             "machine is unset (or names no version, e.g. q35): QEMU uses the newest machine version at each "
-            "start, so a PVE upgrade can change the virtual hardware under the guest (Windows may see new "
-            "NICs). One finding for the cluster lists the VMs (most keep PVE's default).",
+            "start, so a PVE upgrade can change the virtual hardware under the guest. Windows VMs are left out: "
+            "qemu-server pins theirs at each start (5.1, or the QEMU version they were created with). One "
+            "finding for the cluster lists the VMs (most keep PVE's default).",
             "Pin the version the guest runs well on: GUI the VM > Hardware > Machine > Version, or qm set <vmid> "
             "--machine pc-q35-<version> (or pc-i440fx-<version>).",
         ),
@@ -562,8 +578,25 @@ def devices(data: ClusterData, t: Thresholds) -> list[Finding]:
         if NET_KEYS.isdisjoint(raw):
             out.append(_vm(data, "GUEST_NO_NETWORK", vmid, g, "has no network device", {"net": None}))
     vms = guests_with_config(data, "qemu")
-    unpinned = [vmid for vmid, _g, raw, _cfg in vms if not raw.get("machine") or not _pinned(_machine(raw))]
+    unpinned = [vmid for vmid, _g, raw, _cfg in vms if _runs_newest_machine(raw)]
     return out + cluster_wide("GUEST_MACHINE_UNPINNED", unpinned, len(vms), "have no pinned machine version")
+
+
+# qemu-server QemuServer/Helpers.pm windows_version: the ostypes it gives a Windows version
+_WINDOWS = frozenset({"wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11"})
+
+
+@pve_rule(
+    "guests.machine_unpinned",
+    rule="A machine without a version runs the newest the node's QEMU offers, except on Windows VMs: those are "
+    "pinned at each start, to 5.1 or the QEMU version recorded at creation (meta creation-qemu >= 9.1).",
+    pve="qemu-server src/PVE/QemuServer/Machine.pm get_vm_machine + windows_get_pinned_machine_version",
+    codes=("GUEST_MACHINE_UNPINNED",),
+)
+def _runs_newest_machine(raw: Row) -> bool:
+    if raw.get("machine") and _pinned(_machine(raw)):
+        return False
+    return raw.get("ostype") not in _WINDOWS
 
 
 def _machine(raw: Row) -> str:
