@@ -9,6 +9,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.tasks import task_running
 
 _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-manager")
 
@@ -35,8 +36,9 @@ _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-
 @pve_rule(
     "tasks.failed",
     rule="A finished task's status is 'OK', 'WARNINGS: <n>' or an error text (the last 'TASK ERROR:' line, or "
-    "'unexpected status' when the log ends without a TASK line); only the last two are errors.",
-    pve="pve-common src/PVE/UPID.pm read_status + status_is_error",
+    "'unexpected status' when the log ends without a TASK line); only the last two are errors. The node's task "
+    "list sends a task still running with status 'RUNNING'.",
+    pve="pve-common src/PVE/UPID.pm read_status + status_is_error; pve-manager PVE/API2/Tasks.pm node_tasks",
     codes=("TASK_FAILED_RECENT",),
 )
 def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -44,7 +46,7 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for task in data.tasks:
         status = task.get("status")
-        if status is None or status == "OK" or str(status).startswith("WARNINGS"):
+        if task_running(task) or status == "OK" or str(status).startswith("WARNINGS"):
             continue
         if int(task.get("starttime", 0)) >= since:
             groups[(str(task.get("node")), str(task.get("type")))].append(task)
