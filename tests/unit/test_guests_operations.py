@@ -118,6 +118,7 @@ def test_repositories_updates_disks_zfs() -> None:
                 {"devpath": "/dev/sda", "health": "FAILED", "wearout": 14},
                 {"devpath": "/dev/sdb", "health": "UNKNOWN", "wearout": "N/A"},
                 {"devpath": "/dev/sdc", "health": "OK", "wearout": 31},
+                {"devpath": "/dev/sdd", "health": "SMART Disabled", "wearout": "N/A"},  # Diskmanage.pm: no verdict
             ]
         },
         zfs={"a": [{"name": "rpool", "health": "ONLINE"}, {"name": "tank", "health": "DEGRADED"}]},

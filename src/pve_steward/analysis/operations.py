@@ -247,6 +247,18 @@ def analyze_updates(data: ClusterData, t: Thresholds | None = None) -> list[Find
     return out
 
 
+@pve_rule(
+    "disks.smart-health",
+    rule="get_disks gives a disk's health as smartctl's self-assessment result (PASSED, FAILED!) or SAS Health "
+    "Status (OK, ...), 'UNKNOWN' when smartctl said nothing, and 'SMART Disabled' when SMART is switched off.",
+    pve="pve-storage src/PVE/Diskmanage.pm get_smart_data, get_disks",
+    codes=("DISK_SMART_FAILED",),
+)
+def smart_failed(health: str) -> bool:
+    """A health that reports a failing disk: not a pass, not unknown, not SMART switched off."""
+    return health.upper() not in ("PASSED", "OK", "UNKNOWN", "SMART DISABLED")
+
+
 @check(
     "operations",
     codes=[
@@ -254,7 +266,7 @@ def analyze_updates(data: ClusterData, t: Thresholds | None = None) -> list[Find
             "DISK_SMART_FAILED",
             "critical",
             "Disk failing SMART",
-            "health is neither PASSED/OK nor UNKNOWN.",
+            "health is neither PASSED/OK nor UNKNOWN or 'SMART Disabled' (no verdict from the drive).",
             "Replace the disk.",
         ),
         Code(
@@ -297,7 +309,7 @@ def analyze_hardware(data: ClusterData, t: Thresholds) -> list[Finding]:
                 "serial": disk.get("serial"),
                 "health": health,
             }
-            if health not in ("PASSED", "OK", "UNKNOWN"):
+            if smart_failed(health):
                 out.append(
                     finding(
                         "DISK_SMART_FAILED",
