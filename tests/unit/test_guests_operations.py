@@ -107,8 +107,21 @@ def test_repositories_updates_disks_zfs() -> None:
         return {"standard-repos": [{"handle": h, "name": h, "status": s} for h, s in status.items()]}
 
     d = data(
-        repositories={"a": repos(enterprise=1), "b": repos(), "c": repos(**{"no-subscription": 1, "test": 1})},
-        subscriptions={"a": {"status": "notfound"}, "b": {"status": "active"}, "c": {"status": "notfound"}},
+        repositories={
+            "a": repos(enterprise=1),
+            "b": repos(),
+            "c": repos(**{"no-subscription": 1, "test": 1}),
+            # APTRepositories.js: a Ceph enterprise repository needs the subscription too; test alone gives updates
+            "d": repos(**{"no-subscription": 1, "ceph-squid-enterprise": 1, "ceph-squid-no-subscription": 0}),
+            "e": repos(test=1),
+        },
+        subscriptions={
+            "a": {"status": "notfound"},
+            "b": {"status": "active"},
+            "c": {"status": "notfound"},
+            "d": {"status": "notfound"},
+            "e": {"status": "notfound"},
+        },
         updates={
             "a": [{"Package": "pve-manager", "Version": "9.1.3"}, {"Package": "openssl", "Version": "3"}],
             "b": [],
@@ -126,9 +139,12 @@ def test_repositories_updates_disks_zfs() -> None:
     repo = sorted((f.code, f.subject.id) for f in analyze_repositories(d))
     assert repo == [
         ("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "a"),
+        ("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "d"),
         ("REPO_NO_PVE_REPO", "b"),
         ("REPO_NO_SUBSCRIPTION", "c"),
+        ("REPO_NO_SUBSCRIPTION", "d"),
         ("REPO_TEST_ENABLED", "c"),
+        ("REPO_TEST_ENABLED", "e"),
     ]
     updates = analyze_updates(d)
     assert len(updates) == 1 and updates[0].evidence == {"count": 2, "proxmox_packages": ["pve-manager"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from pve_steward.analysis.catalog import Code, Threshold, check
@@ -141,6 +142,19 @@ def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+@pve_rule(
+    "apt.standard-repos",
+    rule="The repository panel warns when an enterprise repository (PVE's or a ceph-<release>-enterprise one) is "
+    "enabled without an active subscription, and reports no updates only when none of enterprise, "
+    "no-subscription and test is enabled.",
+    pve="proxmox-widget-toolkit src/node/APTRepositories.js updateState, updateStandardRepos",
+    codes=("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "REPO_NO_PVE_REPO"),
+)
+def enterprise_repos(status: dict[str, object]) -> list[str]:
+    """The enabled enterprise repositories among the standard ones (PVE's and Ceph's)."""
+    return sorted(h for h, s in status.items() if s == 1 and re.fullmatch(r"enterprise|ceph-[a-zA-Z]+-enterprise", h))
+
+
 @check(
     "operations",
     codes=[
@@ -148,14 +162,15 @@ def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
             "REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION",
             "warning",
             "Enterprise repository without subscription",
-            "The pve-enterprise repository is enabled but the subscription is not active: apt update fails (401).",
+            "The pve-enterprise or a Ceph enterprise repository is enabled but the subscription is not active: apt "
+            "update fails (401).",
             "Add a subscription or switch to the no-subscription repository.",
         ),
         Code(
             "REPO_NO_PVE_REPO",
             "warning",
             "No Proxmox VE repository enabled",
-            "Neither enterprise nor no-subscription is enabled: no updates.",
+            "Neither enterprise, no-subscription nor test is enabled: no updates.",
             "Enable one of them.",
         ),
         Code(
@@ -186,16 +201,18 @@ def analyze_repositories(data: ClusterData, t: Thresholds | None = None) -> list
             status.get("test") == 1,
         )
         sub = data.subscriptions.get(node)
-        if enterprise and sub is not None and sub.get("status") != "active":
+        paid = enterprise_repos(status)
+        if paid and sub is not None and sub.get("status") != "active":
             out.append(
                 finding(
                     "REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION",
                     subject,
-                    f"{node}: pve-enterprise is enabled but the subscription is '{sub.get('status')}'",
-                    {"subscription": sub.get("status")},
+                    f"{node}: enterprise repositories enabled ({', '.join(paid)}) but the subscription is "
+                    f"'{sub.get('status')}'",
+                    {"subscription": sub.get("status"), "repositories": paid},
                 )
             )
-        if not enterprise and not nosub:
+        if not enterprise and not nosub and not test:
             out.append(
                 finding(
                     "REPO_NO_PVE_REPO",
