@@ -16,7 +16,7 @@ A healthy node by default; the scenario key ``health`` of a node plants problems
       iommu: false                                    # no IOMMU: PCI devices in group -1
       smart: {/dev/sdb: {5: 1240, 197: 16, 194: 58}}  # ATA attribute raw values (5 reallocated, 194 temp, ...)
       zfs_errors: {tank: "2 data errors, use '-v' for a list"}
-      rrd: {cpu: 0.9, iowait: 0.02, pressurecpusome: 0.5}               # day averages (fractions)
+      rrd: {cpu: 0.9, iowait: 0.02, pressurecpusome: 50}  # day averages: cpu/iowait fractions, PSI in percent
 
 Only pveconfig is imported from pvesim (state.Node holds a NodeHealth).
 """
@@ -253,7 +253,7 @@ def rrd_day(h: NodeHealth, now: float, with_pressure: bool, base: dict[str, Any]
         }
         if with_pressure:
             for key in ("pressurecpusome", "pressureiosome", "pressureiofull", "pressurememorysome"):
-                row[key] = h.rrd.get(key, 0.001) * jitter
+                row[key] = h.rrd.get(key, 0.1) * jitter  # /proc/pressure avg10: a percentage
             row["pressurememoryfull"] = h.rrd.get("pressurememoryfull", 0.0) * jitter
         rows.append(row)
     return rows

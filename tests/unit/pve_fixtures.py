@@ -210,8 +210,9 @@ def task(
         "id": tid,
         "user": user,
     }
-    if status is not None:
+    if status is not None:  # /nodes/{node}/tasks sends a running task with status RUNNING (Tasks.pm node_tasks)
         row["status"] = status
+    if status not in (None, "RUNNING"):
         row["endtime"] = int(start + duration)
     return row
 

@@ -274,6 +274,9 @@ def test_failed_last_run_and_recovered_run() -> None:
     assert not [f for f in analyze_backups(too_old, T) if f.code == "BACKUP_JOB_FAILED"]
     running = _data(guests, backups, tasks=[task("pve2", "vzdump", "", HOUR, status=None)])
     assert not [f for f in analyze_backups(running, T) if f.code == "BACKUP_JOB_FAILED"]
+    # the node's task list (Tasks.pm node_tasks, source all) sends a running run with status RUNNING
+    running = _data(guests, backups, tasks=[task("pve2", "vzdump", "", HOUR, status="RUNNING")])
+    assert not [f for f in analyze_backups(running, T) if f.code == "BACKUP_JOB_FAILED"]
     # a failed run whose log names no guest: the newest run of its node and id decides, as before
     unnamed = task("pve2", "vzdump", "", 10 * HOUR, status="job errors")
     assert [

@@ -141,7 +141,8 @@ def test_root_filesystem_graded_by_the_storage_thresholds() -> None:
 
 
 def rrd(**avg: float) -> list[dict[str, Any]]:
-    base = {"cpu": 0.1, "iowait": 0.01, "pressurecpusome": 0.02, "pressureiofull": 0.0, "pressurememoryfull": 0.0}
+    # pvestatd: cpu and iowait are fractions, the PSI columns /proc/pressure's avg10 percentages
+    base = {"cpu": 0.1, "iowait": 0.01, "pressurecpusome": 2.0, "pressureiofull": 0.0, "pressurememoryfull": 0.0}
     base.update(avg)
     return [
         {"time": int(NOW) - 1800 * i, "maxcpu": 32, **{k: v * (1.05 if i % 2 else 0.95) for k, v in base.items()}}
@@ -155,7 +156,7 @@ def test_day_averages_above_thresholds() -> None:
             "node_rrd_day": {
                 "pve1": rrd(cpu=0.75),
                 "pve2": rrd(iowait=0.9),
-                "pve3": rrd(pressurecpusome=0.45, pressurememoryfull=0.2),
+                "pve3": rrd(pressurecpusome=45.0, pressurememoryfull=20.0),
             }
         }
     )
@@ -173,6 +174,12 @@ def test_quiet_day_is_no_finding_and_thresholds_are_overridable() -> None:
     assert codes(nl.load_high(d, thresholds_from({"node_cpu_warning_pct": 40}))) == [
         ("NODE_CPU_HIGH", "pve1", "warning")
     ]
+
+
+def test_pressure_columns_are_percentages_already() -> None:
+    """A node stalled 1.5 % of the time on CPU and 0.4 % on I/O is calm: PSI avg10 is a percentage."""
+    d = cluster({"node_rrd_day": {"pve1": rrd(pressurecpusome=1.5, pressureiofull=0.4, pressurememoryfull=0.3)}})
+    assert nl.load_high(d, T) == []
 
 
 def test_pve8_rrd_without_pressure_columns_is_no_finding() -> None:

@@ -28,8 +28,10 @@ def test_stuck_lock_vs_lock_held_by_task() -> None:
         guest_row(112, "pve3", lock="migrate"),
         guest_row(113, "pve3", lock="backup"),
         guest_row(114, "pve3", lock="snapshot"),
+        guest_row(115, "pve2", lock="backup"),
     ]
     tasks = [
+        task("pve2", "vzdump", "", 600, status="RUNNING"),  # /nodes/{node}/tasks: running, holds 115's lock
         task("pve3", "vzdump", "", 14 * HOUR),  # ended long ago: 111's lock is stuck
         task("pve3", "qmigrate", "112", 60, status=None),  # running: 112 legitimately locked
         task("pve3", "qmsnapshot", "114", 30 * 60 + 60, duration=60),
@@ -40,6 +42,7 @@ def test_stuck_lock_vs_lock_held_by_task() -> None:
     assert ("GUEST_LOCKED", "112") in found
     assert ("GUEST_LOCK_STUCK", "113") in found  # no related task hist: cannot be attributed to anything
     assert ("GUEST_LOCK_STUCK", "114") not in found
+    assert ("GUEST_LOCKED", "115") in found and ("GUEST_LOCK_STUCK", "115") not in found
 
 
 def test_snapshots_agent_onboot_hibernation() -> None:
@@ -78,6 +81,7 @@ def test_failed_tasks_grouped_by_node_and_type() -> None:
         task("b", "qmstart", "101", 25 * HOUR, "old"),
         task("b", "vzdump", "", HOUR, "WARNINGS: 1"),
         task("b", "qmigrate", "102", 60, None),
+        task("b", "vzdump", "", 600, "RUNNING"),  # Tasks.pm node_tasks: still running, not failed
     ]
     found = analyze_tasks(data(tasks=tasks), T)
     assert [(f.subject.id, f.evidence["count"]) for f in found] == [("a/qmstart", 1), ("a/vzdump", 2)]
@@ -103,8 +107,21 @@ def test_repositories_updates_disks_zfs() -> None:
         return {"standard-repos": [{"handle": h, "name": h, "status": s} for h, s in status.items()]}
 
     d = data(
-        repositories={"a": repos(enterprise=1), "b": repos(), "c": repos(**{"no-subscription": 1, "test": 1})},
-        subscriptions={"a": {"status": "notfound"}, "b": {"status": "active"}, "c": {"status": "notfound"}},
+        repositories={
+            "a": repos(enterprise=1),
+            "b": repos(),
+            "c": repos(**{"no-subscription": 1, "test": 1}),
+            # APTRepositories.js: a Ceph enterprise repository needs the subscription too; test alone gives updates
+            "d": repos(**{"no-subscription": 1, "ceph-squid-enterprise": 1, "ceph-squid-no-subscription": 0}),
+            "e": repos(test=1),
+        },
+        subscriptions={
+            "a": {"status": "notfound"},
+            "b": {"status": "active"},
+            "c": {"status": "notfound"},
+            "d": {"status": "notfound"},
+            "e": {"status": "notfound"},
+        },
         updates={
             "a": [{"Package": "pve-manager", "Version": "9.1.3"}, {"Package": "openssl", "Version": "3"}],
             "b": [],
@@ -114,6 +131,7 @@ def test_repositories_updates_disks_zfs() -> None:
                 {"devpath": "/dev/sda", "health": "FAILED", "wearout": 14},
                 {"devpath": "/dev/sdb", "health": "UNKNOWN", "wearout": "N/A"},
                 {"devpath": "/dev/sdc", "health": "OK", "wearout": 31},
+                {"devpath": "/dev/sdd", "health": "SMART Disabled", "wearout": "N/A"},  # Diskmanage.pm: no verdict
             ]
         },
         zfs={"a": [{"name": "rpool", "health": "ONLINE"}, {"name": "tank", "health": "DEGRADED"}]},
@@ -121,9 +139,12 @@ def test_repositories_updates_disks_zfs() -> None:
     repo = sorted((f.code, f.subject.id) for f in analyze_repositories(d))
     assert repo == [
         ("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "a"),
+        ("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "d"),
         ("REPO_NO_PVE_REPO", "b"),
         ("REPO_NO_SUBSCRIPTION", "c"),
+        ("REPO_NO_SUBSCRIPTION", "d"),
         ("REPO_TEST_ENABLED", "c"),
+        ("REPO_TEST_ENABLED", "e"),
     ]
     updates = analyze_updates(d)
     assert len(updates) == 1 and updates[0].evidence == {"count": 2, "proxmox_packages": ["pve-manager"]}

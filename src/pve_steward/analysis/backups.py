@@ -22,6 +22,7 @@ from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.vzdumptarget import job_defaults, job_nodes, job_storages
+from pve_steward.pve.tasks import task_running
 
 _FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
 
@@ -666,9 +667,7 @@ def _failed_runs(data: ClusterData, t: Thresholds) -> list[Finding]:
         (
             task
             for task in data.tasks
-            if task.get("type") == "vzdump"
-            and int(task.get("starttime", 0)) >= since
-            and task.get("status") is not None
+            if task.get("type") == "vzdump" and int(task.get("starttime", 0)) >= since and not task_running(task)
         ),
         key=lambda task: int(task["starttime"]),
     )

@@ -10,6 +10,7 @@ from pve_steward.analysis.findings import Finding, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import GuestConfig
+from pve_steward.pve.tasks import task_running
 
 # Which task types set each lock (a vzdump of several guests has an empty id). Restores lock the new guest
 # 'create' (qemu-server API2/Qemu.pm create_vm, pve-container API2/LXC.pm create_vm); an incoming remote
@@ -175,7 +176,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
         elif lock:
             nearby = tasks_by_node.get(str(g.get("node")), []) + (clones if lock in _CLONE_LOCKS else [])
             related = _related(nearby, vmid, g.get("node"), str(lock))
-            active = [r for r in related if r.get("status") is None]
+            active = [r for r in related if task_running(r)]
             if active:
                 out.append(
                     finding(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from pve_steward.analysis.catalog import Code, Threshold, check
@@ -9,6 +10,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.tasks import task_running
 
 _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-manager")
 
@@ -35,8 +37,9 @@ _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-
 @pve_rule(
     "tasks.failed",
     rule="A finished task's status is 'OK', 'WARNINGS: <n>' or an error text (the last 'TASK ERROR:' line, or "
-    "'unexpected status' when the log ends without a TASK line); only the last two are errors.",
-    pve="pve-common src/PVE/UPID.pm read_status + status_is_error",
+    "'unexpected status' when the log ends without a TASK line); only the last two are errors. The node's task "
+    "list sends a task still running with status 'RUNNING'.",
+    pve="pve-common src/PVE/UPID.pm read_status + status_is_error; pve-manager PVE/API2/Tasks.pm node_tasks",
     codes=("TASK_FAILED_RECENT",),
 )
 def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -44,7 +47,7 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for task in data.tasks:
         status = task.get("status")
-        if status is None or status == "OK" or str(status).startswith("WARNINGS"):
+        if task_running(task) or status == "OK" or str(status).startswith("WARNINGS"):
             continue
         if int(task.get("starttime", 0)) >= since:
             groups[(str(task.get("node")), str(task.get("type")))].append(task)
@@ -139,6 +142,19 @@ def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+@pve_rule(
+    "apt.standard-repos",
+    rule="The repository panel warns when an enterprise repository (PVE's or a ceph-<release>-enterprise one) is "
+    "enabled without an active subscription, and reports no updates only when none of enterprise, "
+    "no-subscription and test is enabled.",
+    pve="proxmox-widget-toolkit src/node/APTRepositories.js updateState, updateStandardRepos",
+    codes=("REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION", "REPO_NO_PVE_REPO"),
+)
+def enterprise_repos(status: dict[str, object]) -> list[str]:
+    """The enabled enterprise repositories among the standard ones (PVE's and Ceph's)."""
+    return sorted(h for h, s in status.items() if s == 1 and re.fullmatch(r"enterprise|ceph-[a-zA-Z]+-enterprise", h))
+
+
 @check(
     "operations",
     codes=[
@@ -146,14 +162,15 @@ def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
             "REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION",
             "warning",
             "Enterprise repository without subscription",
-            "The pve-enterprise repository is enabled but the subscription is not active: apt update fails (401).",
+            "The pve-enterprise or a Ceph enterprise repository is enabled but the subscription is not active: apt "
+            "update fails (401).",
             "Add a subscription or switch to the no-subscription repository.",
         ),
         Code(
             "REPO_NO_PVE_REPO",
             "warning",
             "No Proxmox VE repository enabled",
-            "Neither enterprise nor no-subscription is enabled: no updates.",
+            "Neither enterprise, no-subscription nor test is enabled: no updates.",
             "Enable one of them.",
         ),
         Code(
@@ -184,16 +201,18 @@ def analyze_repositories(data: ClusterData, t: Thresholds | None = None) -> list
             status.get("test") == 1,
         )
         sub = data.subscriptions.get(node)
-        if enterprise and sub is not None and sub.get("status") != "active":
+        paid = enterprise_repos(status)
+        if paid and sub is not None and sub.get("status") != "active":
             out.append(
                 finding(
                     "REPO_ENTERPRISE_WITHOUT_SUBSCRIPTION",
                     subject,
-                    f"{node}: pve-enterprise is enabled but the subscription is '{sub.get('status')}'",
-                    {"subscription": sub.get("status")},
+                    f"{node}: enterprise repositories enabled ({', '.join(paid)}) but the subscription is "
+                    f"'{sub.get('status')}'",
+                    {"subscription": sub.get("status"), "repositories": paid},
                 )
             )
-        if not enterprise and not nosub:
+        if not enterprise and not nosub and not test:
             out.append(
                 finding(
                     "REPO_NO_PVE_REPO",
@@ -245,6 +264,18 @@ def analyze_updates(data: ClusterData, t: Thresholds | None = None) -> list[Find
     return out
 
 
+@pve_rule(
+    "disks.smart-health",
+    rule="get_disks gives a disk's health as smartctl's self-assessment result (PASSED, FAILED!) or SAS Health "
+    "Status (OK, ...), 'UNKNOWN' when smartctl said nothing, and 'SMART Disabled' when SMART is switched off.",
+    pve="pve-storage src/PVE/Diskmanage.pm get_smart_data, get_disks",
+    codes=("DISK_SMART_FAILED",),
+)
+def smart_failed(health: str) -> bool:
+    """A health that reports a failing disk: not a pass, not unknown, not SMART switched off."""
+    return health.upper() not in ("PASSED", "OK", "UNKNOWN", "SMART DISABLED")
+
+
 @check(
     "operations",
     codes=[
@@ -252,7 +283,7 @@ def analyze_updates(data: ClusterData, t: Thresholds | None = None) -> list[Find
             "DISK_SMART_FAILED",
             "critical",
             "Disk failing SMART",
-            "health is neither PASSED/OK nor UNKNOWN.",
+            "health is neither PASSED/OK nor UNKNOWN or 'SMART Disabled' (no verdict from the drive).",
             "Replace the disk.",
         ),
         Code(
@@ -295,7 +326,7 @@ def analyze_hardware(data: ClusterData, t: Thresholds) -> list[Finding]:
                 "serial": disk.get("serial"),
                 "health": health,
             }
-            if health not in ("PASSED", "OK", "UNKNOWN"):
+            if smart_failed(health):
                 out.append(
                     finding(
                         "DISK_SMART_FAILED",

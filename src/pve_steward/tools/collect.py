@@ -31,6 +31,7 @@ from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.pve.storagecfg import is_shared
+from pve_steward.pve.tasks import task_running
 from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
@@ -763,7 +764,8 @@ class Collector:
                 status = task.get("status")
                 if (
                     task.get("type") == "vzdump"
-                    and status not in (None, "OK")
+                    and not task_running(task)
+                    and status != "OK"
                     and not str(status).startswith("WARNINGS")
                 ):
                     reads.append(

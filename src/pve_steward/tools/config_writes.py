@@ -23,6 +23,7 @@ from pve_steward.client import replication_job as replication_seg
 from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import BackupJobId, ReplicationJobId, Upid, VmId, parse_upid
+from pve_steward.pve.tasks import task_running
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.security.sanitise import quote_name
 from pve_steward.security.tiers import Tier
@@ -172,7 +173,7 @@ async def _tasks_holding(t: ToolContext, g: Guest) -> list[str]:
     rows: list[dict[str, Any]] = await t.client.get(
         api_path("nodes", node_seg(g.ref.node), "tasks"), vmid=g.ref.vmid, source="active"
     )
-    return [str(r.get("upid")) for r in rows if r.get("status") in (None, "running") and not r.get("endtime")]
+    return [str(r.get("upid")) for r in rows if task_running(r)]
 
 
 @guarded(toolset="guests", tier=Tier.ADMIN, destructive=True)

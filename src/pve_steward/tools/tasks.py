@@ -12,6 +12,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import NodeName, Upid, VmId, parse_upid
+from pve_steward.pve.tasks import task_running
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 
@@ -33,7 +34,7 @@ class TaskRow(Model):
 
 def task_row(r: dict[str, Any]) -> TaskRow:
     status = r.get("status")
-    if status is None:
+    if task_running(r):
         state = "running"
     elif status == "OK":
         state = "ok"

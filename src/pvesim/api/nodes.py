@@ -110,7 +110,10 @@ def node_tasks(call: Call) -> list[dict[str, Any]]:
             wanted = {s.strip().lower() for s in str(p["statusfilter"]).split(",")}
             if kind not in wanted:
                 continue
-        rows.append(render.task_row(t))
+        row = render.task_row(t)
+        if t.running:  # Tasks.pm node_tasks: an active task that has not ended is sent with status RUNNING
+            row["status"] = "RUNNING"
+        rows.append(row)
     start = int(p.get("start", 0))
     limit = int(p.get("limit", 50))
     return rows[start : start + limit] if limit else rows[start:]

@@ -13,6 +13,7 @@ from pve_steward.analysis.catalog import Code, Need, Threshold, check
 from pve_steward.analysis.checks.node import graded, node_subject, pct
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 RRD_DAY = Need("node_rrd_day", "/nodes/{node}/rrddata", per="node", params=(("timeframe", "day"), ("cf", "AVERAGE")))
@@ -21,6 +22,19 @@ RRD_DAY = Need("node_rrd_day", "/nodes/{node}/rrddata", per="node", params=(("ti
 def _avg(rows: list[dict[str, Any]], key: str) -> float | None:
     vals = [float(v) for r in rows if isinstance(v := r.get(key), (int, float))]  # a tuple: cheaper than int | float
     return sum(vals) / len(vals) if vals else None
+
+
+@pve_rule(
+    "node.rrd-units",
+    rule="pvestatd stores a node's cpu and iowait as fractions of 1 (the GUI multiplies by 100) and the PSI "
+    "pressure columns as /proc/pressure's avg10, already a percentage (the GUI shows them as they are).",
+    pve="pve-manager PVE/Service/pvestatd.pm update_node_status, www/manager6/data/model/RRDModels.js pve-rrd-node; "
+    "pve-common src/PVE/ProcFSTools.pm parse_pressure",
+    codes=("NODE_CPU_HIGH", "NODE_IOWAIT_HIGH", "NODE_PRESSURE_HIGH"),
+)
+def _as_pct(field_: str, value: float) -> float:
+    """A node RRD value as a percentage."""
+    return value if field_.startswith("pressure") else value * 100
 
 
 _RRD_METRICS = (
@@ -88,7 +102,7 @@ def load_high(data: ClusterData, t: Thresholds) -> list[Finding]:
             avg = _avg(rows, field_)
             if avg is None or (code == "NODE_PRESSURE_HIGH" and avg <= 0):
                 continue
-            pct = avg * 100  # rrddata gives fractions (cpu 0.42 = 42 %)
+            pct = _as_pct(field_, avg)
             sev = graded(pct, t.get(f"{prefix}_warning_pct"), t.get(f"{prefix}_critical_pct"))
             if sev:
                 out.append(

@@ -1,7 +1,8 @@
 """Node network: interfaces down, bonds without redundancy, MTU that differs between nodes.
 
 One read per node: GET /nodes/{node}/network (pve-manager PVE/API2/Network.pm index, which reads
-/etc/network/interfaces through PVE::INotify and marks ``active`` from the kernel's link state).
+/etc/network/interfaces through PVE::INotify and marks ``active`` the interfaces of /proc/net/dev whose IFF_UP
+flag is set: administratively up, whatever the carrier; PVE's data does not show a pulled cable).
 """
 
 from __future__ import annotations
@@ -39,19 +40,21 @@ def _in_use(row: Row, used: set[str]) -> bool:
             "NODE_NIC_DOWN",
             "warning",
             "A network interface is down",
-            "An interface of GET /nodes/{node}/network is not active: a physical NIC (type eth) in use "
+            "An interface of GET /nodes/{node}/network is not active (not up, or missing from the kernel, e.g. a "
+            "renamed NIC; PVE's active is the IFF_UP flag, not the carrier): a physical NIC (type eth) in use "
             "(autostart, bridge port or bond member) is a warning (cv4pve-diag WN0010); "
             "a bridge, VLAN, or a bond with no active member, is critical (check_pve network-status).",
-            "Check cable, switch port and `ip link show <iface>`; bring it up with `ifup <iface>` or GUI Node > "
-            "System > Network > Apply Configuration.",
+            "`ip link show <iface>`: if the name is missing, fix the interface name in /etc/network/interfaces; "
+            "else bring it up with `ifup <iface>` or GUI Node > System > Network > Apply Configuration.",
         ),
         Code(
             "NODE_BOND_DEGRADED",
             "warning",
             "A bond runs on fewer members than configured",
-            "A bond of GET /nodes/{node}/network has members (slaves) that are not active (check_pve "
-            "network-status): it has lost redundancy or bandwidth.",
-            "Check the inactive member's cable/switch port; `cat /proc/net/bonding/<bond>` shows each member.",
+            "A bond of GET /nodes/{node}/network has members (slaves) that are not active, i.e. not up or missing "
+            "from the kernel (check_pve network-status): it has lost redundancy or bandwidth.",
+            "`cat /proc/net/bonding/<bond>` shows each member; check that the member exists (`ip link`) under the "
+            "name /etc/network/interfaces gives it.",
         ),
         Code(
             "NODE_BOND_NO_REDUNDANCY",
@@ -64,7 +67,8 @@ def _in_use(row: Row, used: set[str]) -> bool:
     ],
     needs=[NETWORK],
     anchors=["cv4pve-diag:WN0010", "cv4pve-diag:WN0034", "check_pve:network-status"],
-    pve="pve-manager PVE/API2/Network.pm index (active from PVE::INotify read_etc_network_interfaces)",
+    pve="pve-manager PVE/API2/Network.pm index (active: pve-common ProcFSTools.pm get_active_network_interfaces, "
+    "IFF_UP)",
 )
 def interfaces(data: ClusterData, t: Thresholds) -> list[Finding]:
     """Interfaces down and bonds degraded or without a second member."""
