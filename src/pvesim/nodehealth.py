@@ -10,7 +10,7 @@ A healthy node by default; the scenario key ``health`` of a node plants problems
       kernel_installed: 6.14.11-5-pve                 # newest installed kernel (default: the running one)
       packages: {qemu-server: 9.0.18}                 # installed versions that differ (a partial upgrade)
       dns: {dns1: 10.0.0.1, search: lan}
-      hosts_extra: ["10.0.0.99 old-node.lan old-node"]  # /etc/hosts lists every node; these lines on top
+      hosts_extra: ["10.0.0.99 old-node.lan old-node"]  # /etc/hosts as installed (own name only); these on top
       network: {eno2: {active: 0}, bond0: {type: bond, slaves: eno3}}   # merged into the default interfaces
       lvmthin: [{vg: pve, lv: data, metadata_pct: 93}]
       iommu: false                                    # no IOMMU: PCI devices in group -1
@@ -78,7 +78,7 @@ class NodeHealth:
     kernel_installed: str | None = None  # None: the running kernel is the newest installed
     dns: dict[str, str] = field(default_factory=lambda: {"dns1": "10.0.0.1", "search": "lan"})
     packages: dict[str, str] = field(default_factory=dict)  # package -> installed version (a partial upgrade)
-    hosts_extra: list[str] = field(default_factory=list)  # lines /etc/hosts has beyond localhost and the nodes
+    hosts_extra: list[str] = field(default_factory=list)  # lines /etc/hosts has beyond the installer's
     network: dict[str, dict[str, Any]] = field(default_factory=dict)  # iface -> row (merged over defaults)
     lvmthin: list[dict[str, Any]] = field(default_factory=list)
     iommu: bool = True  # False: the kernel found no IOMMU (every PCI device in group -1)
@@ -112,12 +112,12 @@ def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
     return h
 
 
-def etc_hosts(h: NodeHealth, nodes: list[tuple[str, str]]) -> str:
-    """/etc/hosts as a well-kept cluster has it: localhost, every node, then the planted extra lines."""
-    lines = ["127.0.0.1 localhost.localdomain localhost"]
-    lines += [f"{ip} {name}.lan {name}" for name, ip in nodes]
-    lines += h.hosts_extra
-    lines += ["", "# The following lines are desirable for IPv6 capable hosts", "::1     ip6-localhost ip6-loopback"]
+def etc_hosts(h: NodeHealth, name: str, ip: str) -> str:
+    """/etc/hosts as the installer writes it (pve-installer Proxmox/Install.pm: localhost, the node's own name, the
+    IPv6 block; joining a cluster adds no line), then the planted extra lines."""
+    lines = ["127.0.0.1 localhost.localdomain localhost", f"{ip} {name}.lan {name}", *h.hosts_extra, ""]
+    lines += ["# The following lines are desirable for IPv6 capable hosts", "", "::1     ip6-localhost ip6-loopback"]
+    lines += ["fe00::0 ip6-localnet", "ff00::0 ip6-mcastprefix", "ff02::1 ip6-allnodes", "ff02::2 ip6-allrouters"]
     return "\n".join(lines) + "\n"
 
 

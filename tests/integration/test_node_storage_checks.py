@@ -36,6 +36,7 @@ PLANTED_NODE = {
     ("NODE_ZFS_VDEV_ERRORS", "pve3:tank", "warning"),
     ("NODE_HEALTH_SCORE_LOW", "pve3", "critical"),
     ("NODE_APT_SOURCES_DIFFER", "pve2", "warning"),
+    ("NODE_HOSTS_DIFFERS", "pve2", "warning"),  # pve3 at a stale address (every node's own entry differs: fine)
 }
 PLANTED_STORAGE = {
     ("STORAGE_DISABLED", "nfs-archive", "warning"),
@@ -61,6 +62,8 @@ async def test_demo_node_health_problems_are_found(demo_sim: SimServer, server_f
     assert report["complete"] is True and report["checked"] == ["node"]
     unplanted = {(c, s) for c, s, sev in found if sev != "info"} - {(c, s) for c, s, _ in PLANTED_NODE}
     assert unplanted == set(), unplanted  # nothing but what was planted
+    hosts = next(f for f in report["findings"] if f["code"] == "NODE_HOSTS_DIFFERS")
+    assert hosts["evidence"]["names"]["pve3"] == {"here": ["10.0.0.99"], "elsewhere": ["10.0.0.13"]}
     reboot = next(f for f in report["findings"] if f["code"] == "NODE_REBOOT_PENDING")
     assert reboot["evidence"] == {"running_kernel": "6.14.11-4-pve", "newest_installed_kernel": "6.14.11-5-pve"}
 

@@ -48,11 +48,47 @@ def hosts(*extra: str) -> dict[str, Any]:
     return {"data": "\n".join([*lines, *extra, "# comment"]) + "\n", "digest": "0" * 40}
 
 
-def test_hosts_with_an_extra_line_on_one_node() -> None:
-    d = cluster({"node_hosts": {"pve1": hosts(), "pve2": hosts("10.0.0.99 old.lan old"), "pve3": hosts()}})
-    found = ncs.hosts_differ(d, T)
-    assert codes(found) == [("NODE_HOSTS_DIFFERS", "pve2", "warning")]
-    assert found[0].evidence == {"only_here": ["10.0.0.99 old.lan old"], "missing_here": []}
+def installed(name: str, ip: str, *extra: str) -> dict[str, Any]:
+    """/etc/hosts as pve-installer Proxmox/Install.pm writes it: localhost and the node's own name alone."""
+    lines = ["127.0.0.1 localhost.localdomain localhost", f"{ip} {name}.lan {name}", *extra, "::1 ip6-localhost"]
+    return {"data": "\n".join(lines) + "\n", "digest": "0" * 40}
+
+
+def test_hosts_as_installed_differ_by_design_and_an_extra_name_is_no_conflict() -> None:
+    """Every node's file has its own name alone (the installer; joining a cluster adds no line): no finding, nor
+    for a line one node alone has."""
+    per_node = {n: installed(n, f"10.0.0.1{i}") for i, n in enumerate(("pve1", "pve2", "pve3"), start=1)}
+    assert ncs.hosts_differ(cluster({"node_hosts": per_node}), T) == []
+    per_node["pve2"] = installed("pve2", "10.0.0.12", "10.0.0.99 old.lan old")
+    assert ncs.hosts_differ(cluster({"node_hosts": per_node}), T) == []
+
+
+def test_a_node_name_at_another_address_than_its_own_entry_is_a_conflict() -> None:
+    """pve2 lists pve3 at its old address: pve3's own entry is the reference, whatever most nodes say."""
+    per_node = {
+        "pve1": installed("pve1", "10.0.0.11", "10.0.0.99 pve3.lan pve3"),
+        "pve2": installed("pve2", "10.0.0.12", "10.0.0.11 pve1.lan pve1", "10.0.0.99 pve3.lan pve3"),
+        "pve3": installed("pve3", "10.0.0.13"),
+    }
+    found = ncs.hosts_differ(cluster({"node_hosts": per_node}), T)
+    assert codes(found) == [("NODE_HOSTS_DIFFERS", "pve1", "warning"), ("NODE_HOSTS_DIFFERS", "pve2", "warning")]
+    assert found[1].evidence == {
+        "names": {
+            "pve3": {"here": ["10.0.0.99"], "elsewhere": ["10.0.0.13"]},
+            "pve3.lan": {"here": ["10.0.0.99"], "elsewhere": ["10.0.0.13"]},
+        }
+    }
+
+
+def test_a_shared_name_most_nodes_resolve_alike_is_the_reference() -> None:
+    per_node = {
+        "pve1": installed("pve1", "10.0.0.11", "10.0.0.50 pbs.lan pbs"),
+        "pve2": installed("pve2", "10.0.0.12", "10.0.0.50 pbs.lan pbs"),
+        "pve3": installed("pve3", "10.0.0.13", "10.0.0.51 PBS.lan pbs"),
+    }
+    found = ncs.hosts_differ(cluster({"node_hosts": per_node}), T)
+    assert codes(found) == [("NODE_HOSTS_DIFFERS", "pve3", "warning")]
+    assert set(found[0].evidence["names"]) == {"pbs", "pbs.lan"}
 
 
 def test_hosts_equal_but_for_spacing_and_comments_is_no_finding() -> None:

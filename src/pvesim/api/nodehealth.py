@@ -39,8 +39,8 @@ def dns(call: Call) -> dict[str, Any]:
 @route("GET", "/nodes/{node}/hosts")
 def hosts(call: Call) -> dict[str, Any]:
     """pve-manager PVE/API2/Nodes.pm get_etc_hosts (INotify etchosts: the text and its SHA-1 digest)."""
-    nodes = [(n.name, n.ip) for n in sorted(call.cluster.nodes.values(), key=lambda n: n.nodeid)]
-    text = nodehealth.etc_hosts(_node(call).health, nodes)
+    node = _node(call)
+    text = nodehealth.etc_hosts(node.health, node.name, node.ip)
     return {"data": text, "digest": hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()}
 
 

@@ -15,6 +15,7 @@ from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.checks.node import APT_VERSIONS, TIME, node_subject
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, finding
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
 DNS = Need("node_dns", "/nodes/{node}/dns", per="node")
@@ -81,10 +82,40 @@ def dns_and_timezone(data: ClusterData, t: Thresholds) -> list[Finding]:
     return _differs("NODE_DNS_DIFFERS", "DNS", dns) + _differs("NODE_TIMEZONE_DIFFERS", "time zone", zones)
 
 
-def _host_lines(text: Any) -> list[str]:
-    """The entries of /etc/hosts, normalised: no comments, single spaces, sorted."""
-    lines = (" ".join(line.split("#", 1)[0].split()) for line in str(text or "").splitlines())
-    return sorted(line for line in lines if line)
+def _host_names(text: Any) -> dict[str, frozenset[str]]:
+    """Each name /etc/hosts lists (lower case) and the addresses it gives it; comments and spacing ignored."""
+    names: dict[str, set[str]] = {}
+    for line in str(text or "").splitlines():
+        fields = line.split("#", 1)[0].split()
+        for name in fields[1:]:
+            names.setdefault(name.lower(), set()).add(fields[0])
+    return {name: frozenset(addresses) for name, addresses in names.items()}
+
+
+@pve_rule(
+    "node.hosts",
+    rule="The installer writes a node's /etc/hosts with localhost and its own name alone, and joining a cluster adds "
+    "none: nodes' files differ by design. Only a name two nodes resolve to different addresses is a conflict; "
+    "a node's own entry is the reference for its name.",
+    pve="pve-installer Proxmox/Install.pm extract_data (configure hosts); pve-cluster adds no hosts entries; "
+    "pve-manager PVE/API2/Nodes.pm get_etc_hosts",
+    codes=("NODE_HOSTS_DIFFERS",),
+)
+def _conflicts(names: dict[str, dict[str, frozenset[str]]]) -> dict[str, dict[str, dict[str, list[str]]]]:
+    """node -> name -> its addresses here and the reference's, for each name some nodes resolve differently."""
+    out: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for name in sorted({n for per_node in names.values() for n in per_node}):
+        have = {node: per_node[name] for node, per_node in names.items() if name in per_node}
+        if len(set(have.values())) < 2:
+            continue
+        owner = name.split(".", 1)[0]  # a node's own entry is the reference for its name
+        if owner in have:
+            odd, reference = [n for n in have if have[n] != have[owner]], have[owner]
+        else:
+            odd, reference = _odd_ones(have)
+        for node in odd:
+            out.setdefault(node, {})[name] = {"here": sorted(have[node]), "elsewhere": sorted(reference)}
+    return out
 
 
 @check(
@@ -93,10 +124,12 @@ def _host_lines(text: Any) -> list[str]:
         Code(
             "NODE_HOSTS_DIFFERS",
             "warning",
-            "/etc/hosts differs between nodes",
-            "The entries of /etc/hosts (GET /nodes/{node}/hosts, comments and spacing ignored) differ from those "
-            "of most other nodes (cv4pve-diag WN0005): nodes may resolve each other's names differently.",
-            "Keep one /etc/hosts listing every node: GUI Node > System > Hosts.",
+            "/etc/hosts resolves a name differently than other nodes",
+            "A name that several nodes' /etc/hosts list (GET /nodes/{node}/hosts) maps to other addresses here "
+            "than on the node it names (its own entry), or than on most nodes (cv4pve-diag WN0005): this node "
+            "reaches that host at a stale or wrong address. Lines only one node has, such as the own entry the "
+            "installer writes, are no difference: nodes' files differ by design.",
+            "Correct or remove the stale entry named in the evidence: GUI Node > System > Hosts.",
         )
     ],
     needs=[HOSTS],
@@ -104,22 +137,18 @@ def _host_lines(text: Any) -> list[str]:
     pve="pve-manager PVE/API2/Nodes.pm get_etc_hosts (INotify etchosts)",
 )
 def hosts_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """/etc/hosts, node against node; the evidence names the lines only this node has or lacks."""
-    hosts = {n: _host_lines((row or {}).get("data")) for n, row in data.read_nodes(HOSTS.key).items()}
-    if len(hosts) < 2:
+    """/etc/hosts, name against name; the evidence names each conflicting name's addresses here and elsewhere."""
+    names = {n: _host_names((row or {}).get("data")) for n, row in data.read_nodes(HOSTS.key).items()}
+    if len(names) < 2:
         return []
-    odd, common = _odd_ones(hosts)
     return [
         finding(
             "NODE_HOSTS_DIFFERS",
             node_subject(node),
-            f"/etc/hosts on {node} differs from the other nodes",
-            {
-                "only_here": sorted(set(hosts[node]) - set(common)),
-                "missing_here": sorted(set(common) - set(hosts[node])),
-            },
+            f"/etc/hosts on {node} resolves {', '.join(conflicts)} to other addresses than the other nodes do",
+            {"names": conflicts},
         )
-        for node in odd
+        for node, conflicts in sorted(_conflicts(names).items())
     ]
 
 
