@@ -312,6 +312,7 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     n.packages = dict(nd.get("packages") or {})
     n.services = {str(k): str(v) for k, v in (nd.get("services") or {}).items()}
     n.description = nd.get("description")
+    n.acme = nd.get("acme")
     if "description_bytes" in nd:  # a knob for pve8to9's 64 KiB limit: notes of this many bytes
         n.description = "#" * size(nd["description_bytes"])
     n.network = [dict(i) for i in nd.get("network") or []]

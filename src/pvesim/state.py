@@ -71,6 +71,7 @@ class Node:
     packages: dict[str, str | None] = field(default_factory=dict)
     services: dict[str, str] = field(default_factory=dict)
     description: str | None = None
+    acme: str | None = None  # the node config's ACME domains (pveupdate renews its certificate)
     network: list[dict[str, Any]] = field(default_factory=list)
     cgroup_mode: int = 2
     health: NodeHealth = field(default_factory=NodeHealth)  # services, clock, network, ... (nodehealth.py)

@@ -59,6 +59,9 @@ async def test_demo_planted_problems_are_found(demo_sim: SimServer, server_for: 
     report = await _health(server_for(demo_sim))
     found = {(f["code"], f["subject"]["id"]) for f in report["findings"]}
     assert found >= PLANTED, PLANTED - found
+    cert = next(f for f in report["findings"] if f["code"] == "CERT_EXPIRING")
+    # an ACME certificate pveupdate renews at 30 days left: at 12 its renewal is failing (bin/pveupdate)
+    assert cert["evidence"]["renewed_by_pve_at_days"] == 30 and "pve-daily-update failed" in cert["message"]
     failed_run = next(f for f in report["findings"] if f["code"] == "BACKUP_JOB_FAILED")
     assert failed_run["subject"]["node"] == "pve2" and failed_run["evidence"]["failed_vmids"] == [107]
     # shared nfs-templates is mounted on pve1 only: inactive on each of the other nodes (pve8to9 per node)

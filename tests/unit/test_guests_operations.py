@@ -102,6 +102,36 @@ def test_certificates(days: float, code: str | None, severity: Severity | None) 
     assert [(f.code, f.severity) for f in found] == ([(code, severity)] if code else [])
 
 
+CA = "/CN=Proxmox Virtual Environment/OU=0f3c/O=PVE Cluster Manager CA"
+
+
+def _cert(name: str, days: float, issuer: str = CA) -> dict[str, object]:
+    return {"filename": name, "notafter": int(NOW + days * DAY), "subject": f"/CN={name}", "issuer": issuer}
+
+
+def _expiring(certs: list[dict[str, object]], node_config: dict[str, object] | None) -> list[tuple[str, float]]:
+    rows = [{"filename": "pve-root-ca.pem", "notafter": int(NOW + 3000 * DAY), "subject": CA, "issuer": CA}, *certs]
+    reads = {"node_config": {"a": node_config}} if node_config is not None else {}
+    found = analyze_certificates(data(certificates={"a": rows}, reads=reads), T)
+    return [(str(f.subject.id), f.evidence["days_left"]) for f in found]
+
+
+def test_certificates_pve_renews_itself_count_only_past_their_renewal_day() -> None:
+    """bin/pveupdate renews pve-ssl.pem (issued by the cluster CA) below 14 days and an ACME certificate (node config
+    acme domains) below 30, daily: before that day (and a day's slack) nothing is wrong; after it the renewal
+    failed. An uploaded certificate (no ACME domains) and one another CA issued are renewed by nobody."""
+    config = {"digest": "x"}
+    acme = {"acme": "account=default,domains=a.example.com", "digest": "x"}
+    assert _expiring([_cert("pve-ssl.pem", 20)], config) == []
+    assert _expiring([_cert("pve-ssl.pem", 12)], config) == [("a/pve-ssl.pem", 12.0)]
+    assert _expiring([_cert("pve-ssl.pem", 20, issuer="/CN=corp-ca")], config) == [("a/pve-ssl.pem", 20.0)]
+    assert _expiring([_cert("pveproxy-ssl.pem", 29.5)], acme) == []
+    assert _expiring([_cert("pveproxy-ssl.pem", 12)], acme) == [("a/pveproxy-ssl.pem", 12.0)]
+    assert _expiring([_cert("pveproxy-ssl.pem", 29.5)], {"acmedomain0": "domain=a.example.com"}) == []
+    assert _expiring([_cert("pveproxy-ssl.pem", 29.5)], config) == [("a/pveproxy-ssl.pem", 29.5)]
+    assert _expiring([_cert("pveproxy-ssl.pem", 29.5)], None) == [("a/pveproxy-ssl.pem", 29.5)]  # config unread
+
+
 def test_repositories_updates_disks_zfs() -> None:
     def repos(**status: int) -> dict:  # type: ignore[type-arg]
         return {"standard-repos": [{"handle": h, "name": h, "status": s} for h, s in status.items()]}

@@ -10,6 +10,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.analysis.upgradeinfo import NODE_CONFIG
 from pve_steward.pve.tasks import task_running
 
 _PVE_PACKAGES = ("pve-", "proxmox-", "qemu-server", "libpve-", "corosync", "pve-manager")
@@ -73,6 +74,31 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+# PVE/NodeConfig.pm get_acme_conf: ACME domains come from 'acme: domains=...' or 'acmedomainN' entries
+_ACME_DOMAIN_KEY = re.compile(r"^acmedomain\d+$")
+
+
+@pve_rule(
+    "certificates.renewal",
+    rule="pve-daily-update renews a node's pve-ssl.pem (issued by the cluster CA) once less than 14 days are left, "
+    "and an ACME certificate (pveproxy-ssl.pem with ACME domains in the node config) once less than 30 are; "
+    "nothing renews an uploaded certificate or the cluster CA.",
+    pve="pve-manager bin/pveupdate (check_expiry 14 and 30 days); PVE/NodeConfig.pm get_acme_conf",
+    codes=("CERT_EXPIRING", "CERT_EXPIRED"),
+)
+def renewed_at(cert: Row, ca_subject: object, node_config: Row | None) -> int | None:
+    """Days before expiry at which PVE renews this certificate itself; None when nothing does (or, without the
+    node config, when that cannot be known)."""
+    name = cert.get("filename")
+    if name == "pve-ssl.pem" and ca_subject is not None and cert.get("issuer") == ca_subject:
+        return 14
+    if name == "pveproxy-ssl.pem" and node_config is not None:
+        acme = str(node_config.get("acme") or "")
+        if "domains=" in acme or any(_ACME_DOMAIN_KEY.match(str(k)) for k in node_config):
+            return 30
+    return None
+
+
 @check(
     "operations",
     codes=[
@@ -81,14 +107,18 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
             "critical",
             "Certificate expired",
             "notafter is in the past.",
-            "Renew it (pvenode acme cert renew, or upload a new certificate).",
+            "Renew it (pvenode acme cert order for ACME, pvecm updatecerts --force for pve-ssl.pem, or upload a new "
+            "one); if PVE renews it itself, find why pve-daily-update did not (journalctl -u pve-daily-update).",
         ),
         Code(
             "CERT_EXPIRING",
             "warning",
             "Certificate expiring",
-            "Expires within cert_warning_days (30); critical within cert_critical_days (7).",
-            "Renew it.",
+            "Expires within cert_warning_days (30), critical within cert_critical_days (7). A certificate PVE renews "
+            "itself (pve-ssl.pem: 14 days before expiry; an ACME certificate: 30) counts only once its renewal day "
+            "has passed without one: then the daily renewal is failing.",
+            "Renew it; for a certificate PVE renews, read why pve-daily-update failed (journalctl -u "
+            "pve-daily-update) and fix that.",
         ),
     ],
     thresholds=[
@@ -97,49 +127,49 @@ def analyze_tasks(data: ClusterData, t: Thresholds) -> list[Finding]:
             "cert_critical_days", 7, "a certificate expiring within this many days is critical", minimum=None, above=0
         ),
     ],
+    needs=[NODE_CONFIG],
     anchors=[
         "cv4pve-diag:CN0003=CERT_EXPIRED",
         "cv4pve-diag:WN0023=CERT_EXPIRING",
         "check_pve:certificate=CERT_EXPIRING/CERT_EXPIRED",
     ],
-    pve="pve-manager PVE/API2/Certificates.pm info (notafter)",
+    pve="pve-manager PVE/API2/Certificates.pm info (notafter), bin/pveupdate",
 )
 def analyze_certificates(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for node, certs in sorted(data.certificates.items()):
+        ca = next((c.get("subject") for c in certs if c.get("filename") == "pve-root-ca.pem"), None)
         for cert in certs:
             notafter = cert.get("notafter")
             if notafter is None:
                 continue
             days = (int(notafter) - data.now) / 86400
-            subject = Subject(kind="certificate", id=f"{node}/{cert.get('filename')}", node=node)
-            evidence = {
-                "filename": cert.get("filename"),
-                "notafter": notafter,
-                "days_left": round(days, 1),
-                "subject": cert.get("subject"),
-            }
-            if days < 0:
-                out.append(
-                    finding(
-                        "CERT_EXPIRED",
-                        subject,
-                        f"{cert.get('filename')} on {node} expired {-days:.0f} days ago",
-                        evidence,
-                    )
-                )
-            elif days <= t.get("cert_warning_days"):
-                sev = Severity.CRITICAL if days <= t.get("cert_critical_days") else Severity.WARNING
-                out.append(
-                    finding(
-                        "CERT_EXPIRING",
-                        subject,
-                        f"{cert.get('filename')} on {node} expires in {days:.0f} days",
-                        evidence,
-                        severity=sev,
-                    )
-                )
+            renew = renewed_at(cert, ca, data.read(NODE_CONFIG.key, node))
+            found = _certificate_finding(node, cert, days, renew, t)
+            if found is not None:
+                out.append(found)
     return out
+
+
+def _certificate_finding(node: str, cert: Row, days: float, renew: int | None, t: Thresholds) -> Finding | None:
+    """A day of slack past PVE's own renewal point: pve-daily-update runs once a day, at a random time."""
+    if days >= 0 and (days > t.get("cert_warning_days") or (renew is not None and days >= renew - 1)):
+        return None
+    name = cert.get("filename")
+    subject = Subject(kind="certificate", id=f"{node}/{name}", node=node)
+    evidence = {
+        "filename": name,
+        "notafter": cert.get("notafter"),
+        "days_left": round(days, 1),
+        "subject": cert.get("subject"),
+        "renewed_by_pve_at_days": renew,
+    }
+    missed = f"; PVE renews it {renew} days before expiry, so pve-daily-update failed to" if renew else ""
+    if days < 0:
+        return finding("CERT_EXPIRED", subject, f"{name} on {node} expired {-days:.0f} days ago{missed}", evidence)
+    sev = Severity.CRITICAL if days <= t.get("cert_critical_days") else Severity.WARNING
+    message = f"{name} on {node} expires in {days:.0f} days{missed}"
+    return finding("CERT_EXPIRING", subject, message, evidence, severity=sev)
 
 
 @pve_rule(

@@ -174,6 +174,8 @@ def node_config(call: Call) -> dict[str, Any]:
     conf: dict[str, Any] = {}
     if n.description is not None:
         conf["description"] = n.description
+    if n.acme is not None:  # NodeConfig.pm: acme: [account=<name>,]domains=<d1;d2>
+        conf["acme"] = n.acme
     conf["digest"] = hashlib.sha1(repr(sorted(conf.items())).encode()).hexdigest()
     wanted = call.params.get("property")
     return {k: v for k, v in conf.items() if k == wanted} if wanted else conf
