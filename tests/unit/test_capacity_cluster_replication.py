@@ -7,7 +7,7 @@ import pytest
 from pve_steward.analysis.capacity import analyze_nodes, analyze_storage
 from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.cluster import analyze_cluster, analyze_ha
-from pve_steward.analysis.findings import Severity
+from pve_steward.analysis.findings import Finding, Severity
 from pve_steward.analysis.replication import analyze_replication
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from tests.unit.pve_fixtures import (
@@ -181,6 +181,24 @@ def test_n_plus_1() -> None:
     found = [f for f in analyze_nodes(too_much, T) if f.code == "CLUSTER_NO_N_PLUS_1"]
     assert [f.code for f in analyze_nodes(too_much, T)] == ["CLUSTER_NO_N_PLUS_1"]
     assert found[0].evidence["configured_bytes"] == 40 * GiB
+    assert found[0].evidence["ha_bytes"] == 0 and found[0].severity is Severity.WARNING
+
+
+def test_n_plus_1_is_critical_when_ha_alone_would_overload_the_survivors() -> None:
+    """Manager.pm recover_fenced_service restarts a failed node's HA resources requested 'started' elsewhere,
+    whether they fit or not; other guests stay down (an 'ignored' resource is not HA's, a 'stopped' one stays off)."""
+    nodes = [node_row("a", maxmem=64 * GiB, mem=4 * GiB), node_row("b", maxmem=64 * GiB, mem=4 * GiB)]
+    guests = [guest_row(100, "a", memory_mib=40 * 1024), guest_row(101, "b", memory_mib=40 * 1024)]
+
+    def n_plus_1(state: str) -> Finding:
+        ha = [{"sid": "vm:101", "state": state, "type": "vm"}]
+        d = data(resources=[*nodes, *guests], cluster_status=cluster_status({"a": True, "b": True}), ha_resources=ha)
+        return next(f for f in analyze_nodes(d, T) if f.code == "CLUSTER_NO_N_PLUS_1")
+
+    started = n_plus_1("started")
+    assert started.severity is Severity.CRITICAL and started.evidence["failing_node"] == "b"
+    assert started.evidence["ha_bytes"] == 40 * GiB and "HA restarts there by itself" in started.message
+    assert n_plus_1("ignored").severity is Severity.WARNING and n_plus_1("ignored").evidence["ha_bytes"] == 0
 
 
 def test_quorum_offline_nodes_versions() -> None:

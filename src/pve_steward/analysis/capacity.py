@@ -174,6 +174,7 @@ class _Running:
     count: int = 0
     memory: int = 0  # configured bytes
     vcpus: float = 0.0
+    ha_memory: int = 0  # of the HA resources among them that HA restarts elsewhere (requested state 'started')
 
 
 def _running_on(data: ClusterData) -> dict[str, _Running]:
@@ -181,12 +182,16 @@ def _running_on(data: ClusterData) -> dict[str, _Running]:
     if memo is not None:
         return memo  # type: ignore[no-any-return]
     out: dict[str, _Running] = defaultdict(_Running)
-    for g in data.guests.values():
+    ha = data.ha_by_vmid
+    for vmid, g in data.guests.items():
         if g.get("status") == "running" and not g.get("template"):
             node = out[str(g.get("node"))]
             node.count += 1
-            node.memory += int(g.get("maxmem") or 0)
+            memory = int(g.get("maxmem") or 0)
+            node.memory += memory
             node.vcpus += float(g.get("maxcpu") or 0)
+            if vmid in ha and (ha[vmid].get("state") or "started") == "started":
+                node.ha_memory += memory
     data.memo["running_on"] = out
     return out
 
@@ -263,8 +268,11 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
             "CLUSTER_NO_N_PLUS_1",
             "warning",
             "Cluster cannot absorb a node failure",
-            "The configured memory of running guests does not fit on the cluster minus its largest node.",
-            "Add capacity or reduce the running set; HA recovery would overload the survivors.",
+            "The configured memory of a node's running guests does not fit in the other nodes' free memory (after "
+            "capacity_headroom_pct): neither its maintenance nor its failure leaves room for them. Critical when its "
+            "HA resources alone do not fit: HA restarts those on the survivors by itself, whether they fit or not, "
+            "and overloads them; the other guests stay down until someone starts them.",
+            "Add capacity or reduce the running set (evidence: ha_bytes is what HA would restart unasked).",
         ),
     ],
     thresholds=[
@@ -389,8 +397,9 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
 
 @pve_rule(
     "capacity.n-plus-1",
-    rule="When a node fails, HA recovers its services onto the remaining online nodes; the cluster is N+1 when the "
-    "running guests of any one node fit into the room the others have (nodes in maintenance or offline take none).",
+    rule="When a node fails, HA recovers its HA resources onto the remaining online nodes and starts those requested "
+    "'started', whether they fit or not; other guests stay down. The cluster is N+1 when the running guests of any "
+    "one node fit into the room the others have (nodes in maintenance or offline take none).",
     pve="pve-ha-manager src/PVE/HA/Manager.pm recover_fenced_service; "
     "pve-docs ha-manager.adoc (Recover Fenced Services)",
     codes=("CLUSTER_NO_N_PLUS_1",),
@@ -402,28 +411,32 @@ def _n_plus_1(data: ClusterData, running: dict[str, _Running], headroom_pct: flo
     rooms = {n: node_room(data, n, headroom_pct) for n in nodes}
     if not all(r.total for r in rooms.values()):
         return []  # a node's memory is unknown: not provable either way
-    worst: tuple[int, str, int, int] | None = None
+    worst: tuple[tuple[bool, int], str, _Running, int] | None = None
     for node in nodes:
-        need = (running.get(node) or _Running()).memory
+        guests = running.get(node) or _Running()
         have = sum(max(r.free, 0) for n, r in rooms.items() if n != node)
-        if need > have and (worst is None or need - have > worst[0]):
-            worst = (need - have, node, need, have)
+        rank = (guests.ha_memory > have, guests.memory - have)  # HA's own overload first, then the shortfall
+        if guests.memory > have and (worst is None or rank > worst[0]):
+            worst = (rank, node, guests, have)
     if worst is None:
         return []
-    _short, node, need, have = worst
-    left_out = sorted(set(data.nodes) - set(nodes))
+    (ha_overload, _short), node, guests, have = worst
+    ha = f" ({guests.ha_memory / GiB:.1f} GiB of them HA resources, which HA restarts there by itself)"
     return [
         finding(
             "CLUSTER_NO_N_PLUS_1",
             CLUSTER,
-            f"if {node} fails, its running guests need {need / GiB:.1f} GiB but the other nodes have "
-            f"{have / GiB:.1f} GiB free after {headroom_pct:g} % headroom",
+            f"if {node} fails or goes into maintenance, its running guests need {guests.memory / GiB:.1f} GiB"
+            f"{ha if guests.ha_memory else ''} but the other nodes have {have / GiB:.1f} GiB free after "
+            f"{headroom_pct:g} % headroom",
             {
                 "failing_node": node,
-                "configured_bytes": need,
+                "configured_bytes": guests.memory,
+                "ha_bytes": guests.ha_memory,
                 "free_elsewhere_bytes": have,
                 "headroom_pct": headroom_pct,
-                "not_capacity": left_out,
+                "not_capacity": sorted(set(data.nodes) - set(nodes)),
             },
+            severity=Severity.CRITICAL if ha_overload else None,
         )
     ]
