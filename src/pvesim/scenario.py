@@ -290,6 +290,8 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
         n.memory_total = size(nd["memory"])
     if "memory_used" in nd:
         n.memory_base_used = size(nd["memory_used"])
+    if "zfs_arc" in nd:
+        n.zfs_arc = size(nd["zfs_arc"])
     if "swap" in nd:
         n.swap_total = size(nd["swap"].get("total", n.swap_total))
         n.swap_used = size(nd["swap"].get("used", 0))

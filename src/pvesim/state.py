@@ -47,7 +47,8 @@ class Node:
     cpu_flags: str = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr sse sse2 ssse3 sse4_1 sse4_2 avx avx2"
     mhz: float = 3000.0
     memory_total: int = 128 * GiB
-    memory_base_used: int = 6 * GiB  # host + ZFS ARC, before guests
+    memory_base_used: int = 6 * GiB  # the host, before guests and the ZFS ARC
+    zfs_arc: int = 0  # ZFS ARC size: used memory to the kernel (not in MemAvailable)
     swap_total: int = 8 * GiB
     swap_used: int = 0
     rootfs_total: int = 100 * GiB
@@ -375,7 +376,7 @@ class Cluster:
 
     def node_mem_used(self, node: str) -> int:
         n = self.nodes[node]
-        used = n.memory_base_used
+        used = n.memory_base_used + n.zfs_arc
         for g in self.guests.values():
             if g.node == node and g.status == "running":
                 used += int(g.maxmem * g.mem_fraction)
@@ -383,7 +384,7 @@ class Cluster:
 
     def mem_used_by_node(self) -> dict[str, int]:
         """Every node's ``node_mem_used`` in one pass over the guests (/cluster/resources lists all nodes)."""
-        used = {name: n.memory_base_used for name, n in self.nodes.items()}
+        used = {name: n.memory_base_used + n.zfs_arc for name, n in self.nodes.items()}
         for g in self.guests.values():
             if g.status == "running" and g.node in used:
                 used[g.node] += int(g.maxmem * g.mem_fraction)

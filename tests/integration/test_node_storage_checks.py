@@ -107,3 +107,17 @@ async def test_pve8_healthy_cluster_is_past_end_of_life_and_nothing_else(start_s
     warnings = {(f["code"], f["subject"]["id"]) for f in report["findings"] if f["severity"] != "info"}
     assert warnings == {("NODE_VERSION_EOL", n) for n in ("hv1", "hv2", "hv3")}  # PVE 8 ended 2026-08-31
     assert report["complete"] is True
+
+
+@pytest.mark.parametrize(("version", "pressure"), [("9.1.2", False), ("8.4.14", True)])
+async def test_a_full_zfs_arc_is_no_memory_pressure_where_pve_records_it(
+    start_sim: Any, server_for: Any, version: str, pressure: bool
+) -> None:
+    """hv1's ZFS ARC fills 80 of its 96 GiB: to the kernel that memory is used (not in MemAvailable). PVE 9's node
+    RRD records the ARC (pvestatd arcsize) and PVE's summary shows the use without it; PVE 8 records none."""
+    data = pvesim.load_scenario("healthy")
+    data["nodes"][0]["zfs_arc"] = "80G"
+    report = await _health(server_for(start_sim(data, version=version)), ["capacity"])
+    found = [f for f in report["findings"] if f["code"] == "NODE_MEMORY_PRESSURE"]
+    assert [f["subject"]["id"] for f in found] == (["hv1"] if pressure else [])
+    assert report["complete"] is True

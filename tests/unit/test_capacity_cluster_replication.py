@@ -166,6 +166,29 @@ def test_memory_pressure_swap_vcpu() -> None:
     assert found["NODE_VCPU_OVERCOMMIT"].evidence["ratio"] == 4.5
 
 
+def test_memory_pressure_leaves_the_zfs_arc_out_where_pve_9_records_it() -> None:
+    """pvestatd's pve-node-9.0 RRD has arcsize; PVE's node summary shows used memory without it (Summary.js). A node
+    90 % used of which 30 % is ARC is 60 % used; PVE 8's RRD has no arcsize, so used stands."""
+    status = {"a": {"memory": {"total": 100 * GiB, "used": 90 * GiB}}}
+
+    def pressure(rrd: list[dict[str, object]] | None) -> list[object]:
+        reads = {"node_rrd_day": {"a": rrd}} if rrd is not None else {}
+        d = data(resources=[node_row("a")], cluster_status=cluster_status({"a": True}), node_status=status, reads=reads)
+        return [f.evidence for f in analyze_nodes(d, T) if f.code == "NODE_MEMORY_PRESSURE"]
+
+    assert pressure([{"time": 1, "arcsize": 10 * GiB}, {"time": 2, "arcsize": 30 * GiB}, {"time": 3}]) == []
+    assert pressure([{"time": 1, "memused": 90 * GiB}]) == [
+        {"used_bytes": 90 * GiB, "zfs_arc_bytes": 0, "total_bytes": 100 * GiB, "pct": 90.0}
+    ]
+    assert pressure(None)[0]["pct"] == 90.0  # RRD unread: used as PVE reports it
+    assert pressure([{"time": 1, "arcsize": 3 * GiB}])[0] == {
+        "used_bytes": 90 * GiB,
+        "zfs_arc_bytes": 3 * GiB,
+        "total_bytes": 100 * GiB,
+        "pct": 87.0,
+    }
+
+
 def test_n_plus_1() -> None:
     """The planner's room: total minus max(used, configured running) minus 10 % headroom, per surviving node."""
     nodes = [node_row("a", maxmem=64 * GiB, mem=4 * GiB), node_row("b", maxmem=64 * GiB, mem=4 * GiB)]

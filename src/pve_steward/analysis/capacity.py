@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from pve_steward.analysis.catalog import Code, Threshold, check
+from pve_steward.analysis.checks.node_load import RRD_DAY
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import CLUSTER, Finding, Severity, Subject, finding
 from pve_steward.analysis.migration.storage import shared_flags, storage_shared
@@ -177,6 +179,24 @@ class _Running:
     ha_memory: int = 0  # of the HA resources among them that HA restarts elsewhere (requested state 'started')
 
 
+@pve_rule(
+    "capacity.zfs-arc",
+    rule="A node's used memory (MemTotal - MemAvailable) includes the ZFS ARC, which the kernel does not count as "
+    "available though ZFS gives it back under pressure; PVE 9 records the ARC size in the node RRD and its "
+    "summary shows the use without it (above 1 MiB).",
+    pve="pve-manager PVE/Service/pvestatd.pm update_node_status (arcsize, pve-node-9.0), "
+    "www/manager6/node/Summary.js ('Without ZFS ARC')",
+    codes=("NODE_MEMORY_PRESSURE",),
+)
+def zfs_arc(rrd: Any) -> int:
+    """The ARC size of the newest RRD row that has one (PVE 9); 0 without (PVE 8, no ZFS, unread)."""
+    for row in reversed(rrd if isinstance(rrd, list) else []):
+        arc = integer(row.get("arcsize")) if isinstance(row, dict) else None
+        if arc is not None:
+            return arc if arc > 1024 * 1024 else 0
+    return 0
+
+
 def _running_on(data: ClusterData) -> dict[str, _Running]:
     memo = data.memo.get("running_on")
     if memo is not None:
@@ -247,8 +267,9 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
             "warning",
             "Node memory nearly exhausted",
             "used/total at or above memory_pressure_warning_pct (85 %); critical at memory_pressure_critical_pct "
-            "(95 %).",
-            "Move guests away; check ZFS ARC size.",
+            "(95 %). On PVE 9 the ZFS ARC is left out of used, as PVE's node summary does (rrddata arcsize): ZFS "
+            "gives it back under pressure.",
+            "Move guests away; on ZFS check the ARC's limit (zfs_arc_max) if the ARC is what fills memory.",
         ),
         Code(
             "NODE_SWAP_USED",
@@ -319,7 +340,8 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
         "check_pve:memory=NODE_MEMORY_PRESSURE",
         "check_pve:swap=NODE_SWAP_USED",
     ],
-    pve="pve-manager PVE/API2/Nodes.pm status (memory, swap, cpuinfo); "
+    needs=[RRD_DAY],
+    pve="pve-manager PVE/API2/Nodes.pm status (memory, swap, cpuinfo), rrddata (arcsize); "
     "pve-ha-manager src/PVE/HA/Manager.pm recover_fenced_service",
 )
 def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
@@ -352,15 +374,16 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                     )
                 )
             used = int((st.get("memory") or {}).get("used") or res.get("mem") or 0)
-            used_pct = _pct(used, total)
+            arc = zfs_arc(data.read(RRD_DAY.key, node))
+            used_pct = _pct(used - arc, total)
             if used_pct >= t.get("memory_pressure_warning_pct"):
                 sev = Severity.CRITICAL if used_pct >= t.get("memory_pressure_critical_pct") else Severity.WARNING
                 out.append(
                     finding(
                         "NODE_MEMORY_PRESSURE",
                         subject,
-                        f"{node}: memory {used_pct} % used",
-                        {"used_bytes": used, "total_bytes": total, "pct": used_pct},
+                        f"{node}: memory {used_pct} % used" + (" without the ZFS ARC, as PVE shows it" if arc else ""),
+                        {"used_bytes": used, "zfs_arc_bytes": arc, "total_bytes": total, "pct": used_pct},
                         severity=sev,
                     )
                 )

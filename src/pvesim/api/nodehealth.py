@@ -112,4 +112,6 @@ def rrddata(call: Call) -> list[dict[str, Any]]:
         "swaptotal": n.swap_total,
         "swapused": n.swap_used,
     }
+    if major(c.version) >= 9:  # pvestatd's pve-node-9.0 columns (ProcFSTools read_meminfo)
+        base.update(memavailable=n.memory_total - base["memused"], arcsize=n.zfs_arc)
     return nodehealth.rrd_day(n.health, c.clock.now(), major(c.version) >= 9, base)
