@@ -36,6 +36,8 @@ PLANTED = {
     ("UPGRADE_CGROUP_LEGACY", "pve3", "FAIL"),
     ("UPGRADE_QUORUM_VOTES", "cluster", "WARN"),
     ("UPGRADE_COROSYNC_TOTEM", "cluster", "FAIL"),
+    ("UPGRADE_COROSYNC_NODELIST_MISMATCH", "cluster", "FAIL"),
+    ("UPGRADE_MICROCODE_MISSING", "pve3", "WARN"),
     ("UPGRADE_GLUSTERFS", "gluster", "FAIL"),
     ("UPGRADE_MAXFILES", "backup-nfs", "FAIL"),
     ("UPGRADE_MAXFILES", "vzdump.cron", "FAIL"),

@@ -61,6 +61,7 @@ def clean() -> ClusterData:
                 pkg("pve-manager", "8.4.14"),
                 pkg("proxmox-kernel-6.8", "6.8.12-9"),
                 pkg("corosync", "3.1.9-pve1"),
+                pkg("amd64-microcode", "3.20250311.1~deb12u1"),
             ]
             for n in NODES
         },
@@ -109,7 +110,11 @@ def clean() -> ClusterData:
             n: [service(s) for s in SERVICES] + [service("systemd-timesyncd", "inactive", "not-found")] for n in NODES
         },
         "node_status": {
-            n: {"pveversion": "pve-manager/8.4.14/abc", "rootfs": {"avail": 60 * GiB, "total": 100 * GiB}}
+            n: {
+                "pveversion": "pve-manager/8.4.14/abc",
+                "rootfs": {"avail": 60 * GiB, "total": 100 * GiB},
+                "cpuinfo": {"model": "AMD EPYC 7302P 16-Core Processor", "cpus": 32, "sockets": 1},
+            }
             for n in NODES
         },
         "node_config": {n: {"description": "rack 4", "digest": "x"} for n in NODES},
@@ -227,6 +232,18 @@ def _config(vmid: int, **values: Any) -> Callable[[ClusterData], None]:
     return plant
 
 
+def _snapshot(vmid: int, name: str, **values: Any) -> Callable[[ClusterData], None]:
+    """A snapshot of the guest: its config names it as parent, its section is the current config plus ``values``."""
+
+    def plant(d: ClusterData) -> None:
+        section = {k: v for k, v in {**d.configs[vmid], **values}.items() if v is not None}
+        section.pop("digest", None)
+        d.configs[vmid]["parent"] = name
+        d.snapshot_configs.setdefault(vmid, {})[name] = {**section, "snaptime": 1764000000}
+
+    return plant
+
+
 def _storage(row: dict[str, Any]) -> Callable[[ClusterData], None]:
     def plant(d: ClusterData) -> None:
         d.storage_config.append(row)
@@ -239,6 +256,12 @@ def _status(node: str, online: bool = True, quorate: bool = True) -> Callable[[C
         d.cluster_status = cluster_status({n: (online if n == node else True) for n in NODES}, quorate=quorate)
 
     return plant
+
+
+def _two_nodes(d: ClusterData) -> None:
+    """corosync.conf and pmxcfs both know only pve1 and pve2."""
+    d.reads["corosync_nodes"][""].pop()
+    d.cluster_status = [r for r in d.cluster_status if r.get("name") != "pve3"]
 
 
 def _ceph(change: Callable[[CephData], None]) -> Callable[[ClusterData], None]:
@@ -404,6 +427,27 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "pve1/odd.pem",
     ),
+    (
+        "rsa without size",
+        plant_read("node_certificates", "pve2", [{"filename": "x.pem", "public-key-type": "rsaEncryption"}]),
+        "UPGRADE_CERT_KEY_WEAK",
+        "FAIL",
+        "pve2/x.pem",
+    ),
+    (
+        "microcode missing",
+        edit_read("apt_versions", "pve3", lambda rows: rows.pop()),
+        "UPGRADE_MICROCODE_MISSING",
+        "WARN",
+        "pve3",
+    ),
+    (
+        "intel microcode missing",
+        edit_read("node_status", "pve1", lambda s: s["cpuinfo"].update(model="Intel(R) Xeon(R) Gold 6338 CPU")),
+        "UPGRADE_MICROCODE_MISSING",
+        "WARN",
+        "pve1",
+    ),
     ("running guests", _resource("pve3"), "UPGRADE_GUESTS_RUNNING", "WARN", "pve3"),
     ("legacy cgroup", _resource("pve2", **{"cgroup-mode": 1}), "UPGRADE_CGROUP_LEGACY", "FAIL", "pve2"),
     ("not quorate", _status("pve1", quorate=False), "UPGRADE_NOT_QUORATE", "FAIL", "cluster"),
@@ -415,13 +459,20 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "cluster",
     ),
-    ("two nodes", edit_read("corosync_nodes", "", lambda rows: rows.pop()), "UPGRADE_FEW_VOTERS", "WARN", "cluster"),
+    ("two nodes", _two_nodes, "UPGRADE_FEW_VOTERS", "WARN", "cluster"),
     (
         "nodelist no ring",
         edit_read("corosync_nodes", "", lambda rows: rows[1].pop("ring0_addr")),
         "UPGRADE_NODELIST_INCOMPLETE",
         "FAIL",
         "pve2",
+    ),
+    (
+        "nodelist larger than pmxcfs",
+        edit_read("corosync_nodes", "", lambda rows: rows.append({**rows[0], "node": "pve4", "name": "pve4"})),
+        "UPGRADE_COROSYNC_NODELIST_MISMATCH",
+        "FAIL",
+        "cluster",
     ),
     (
         "nodelist no nodeid",
@@ -562,7 +613,35 @@ PLANTS: list[tuple[str, Callable[[ClusterData], None], str, str, str]] = [
         "WARN",
         "100",
     ),
+    (
+        "windows unpinned",
+        _config(100, machine=None, ostype="win10"),
+        "UPGRADE_MACHINE_VERSION_OLD",
+        "WARN",
+        "100",
+    ),
+    (
+        "old snapshot",
+        _snapshot(100, "pre-update", machine="pc-i440fx-5.1"),
+        "UPGRADE_MACHINE_VERSION_OLD",
+        "WARN",
+        "100",
+    ),
+    (
+        "old live snapshot",
+        _snapshot(100, "live", runningmachine="pc-i440fx-4.2+pve0", vmstate="ceph-vm:vm-100-state-live", machine=None),
+        "UPGRADE_MACHINE_VERSION_OLD",
+        "WARN",
+        "100",
+    ),
     ("bridge mtu", _config(100, net0="virtio=BC:24:11:00:00:01,bridge=vmbr9"), "UPGRADE_BRIDGE_MTU", "NOTICE", "100"),
+    (
+        "bridge mtu model=",
+        _config(100, net0="model=virtio,macaddr=BC:24:11:00:00:01,bridge=vmbr9"),
+        "UPGRADE_BRIDGE_MTU",
+        "NOTICE",
+        "100",
+    ),
     (
         "ceph health",
         _ceph(lambda c: c.status.update(health={"status": "HEALTH_WARN", "checks": {"A": {}, "B": {}}})),
@@ -840,3 +919,95 @@ def test_volume_content_walks_the_snapshots_as_pve8to9() -> None:
         "content type 'images' configured",
     ]
     assert {f.evidence["snapshot"] for f in found} == {"older", "pre"}
+
+
+def _machine_findings(d: ClusterData) -> list[tuple[str, dict[str, str]]]:
+    return [(f.message, f.evidence["effective"]) for f in run(d) if f.code == "UPGRADE_MACHINE_VERSION_OLD"]
+
+
+@pytest.mark.parametrize(
+    ("values", "effective"),
+    [
+        ({"ostype": "win11"}, {"config": "pc-i440fx-5.1"}),  # get_vm_machine: Windows without a version, 5.1
+        ({"ostype": "w2k8", "machine": "q35"}, {"config": "pc-q35-5.1"}),
+        ({"ostype": "win10", "machine": "type=q35,viommu=virtio"}, {"config": "pc-q35-5.1"}),
+        ({"ostype": "win10", "meta": "creation-qemu=9.0.2,ctime=1700000000"}, {"config": "pc-i440fx-5.1"}),
+        ({"ostype": "win10", "meta": "creation-qemu=9.1.2,ctime=1730000000"}, {}),  # pinned to 9.1 at start
+        ({"ostype": "win10", "machine": "pc-q35-8.1"}, {}),
+        ({"ostype": "l26"}, {}),  # unversioned: the latest
+        ({"ostype": "other", "machine": "virt"}, {}),
+    ],
+)
+def test_a_windows_vm_without_a_machine_version_counts_as_pinned(
+    values: dict[str, Any], effective: dict[str, str]
+) -> None:
+    """qemu-server Machine.pm get_vm_machine pins an unversioned Windows VM to 5.1 (or its creation QEMU from
+    9.1 on), so pve8to9's extract_version finds 5.1 < 6.0 and WARNs."""
+    d = clean()
+    _config(100, **{"machine": None, **values})(d)
+    assert [e for _m, e in _machine_findings(d)] == ([effective] if effective else [])
+
+
+def test_a_hibernated_windows_vm_without_runningmachine_is_old_twice() -> None:
+    d = clean()
+    _config(100, machine=None, ostype="win10", vmstate="ceph-vm:vm-100-state-suspend")(d)
+    assert _machine_findings(d) == [
+        (
+            "VM 100 has an old machine version configured; it may need an update to start in PVE 9",
+            {"config": "pc-i440fx-5.1"},
+        ),
+        ("VM 100 is hibernated with an old machine version; it may not resume in PVE 9", {"vmstate": "pc-i440fx-5.1"}),
+    ]
+
+
+def test_snapshots_with_old_machine_versions_are_listed_per_vm() -> None:
+    """pve8to9 lists, per VM, the live snapshots (vmstate; their runningmachine) and the others apart."""
+    d = clean()
+    _snapshot(100, "a-old", machine="pc-i440fx-5.2")(d)
+    _snapshot(100, "b-live", machine="pc-q35-8.1", runningmachine="pc-q35-5.2+pve0", vmstate="ceph-vm:vm-100-state-b")(
+        d
+    )
+    _snapshot(100, "c-new", machine="pc-i440fx-5.2", runningmachine="pc-i440fx-8.1+pve0", vmstate="ceph-vm:s")(d)
+    _snapshot(100, "d-old", machine="pc-i440fx-4.0")(d)
+    found = [f for f in run(d) if f.code == "UPGRADE_MACHINE_VERSION_OLD"]
+    assert [(f.evidence["snapshots"], f.evidence["versions"]) for f in found] == [
+        (["b-live"], ["5.2"]),
+        (["a-old", "d-old"], ["4.0", "5.2"]),
+    ]
+    assert found[0].message.startswith("VM 100 has live snapshots with an old machine version")
+
+
+def test_descriptions_are_measured_in_characters() -> None:
+    """PVE decodes the notes as UTF-8 (decode_text) and its limits count characters: 3000 three-byte characters
+    (9000 bytes) fit the 8 KiB guest limit; 8193 characters do not."""
+    d = clean()
+    _config(100, description="€" * 3000)(d)
+    d.reads["node_config"]["pve1"]["description"] = "€" * 30000
+    assert not [f for f in run(d) if "DESCRIPTION" in f.code]
+    _config(100, description="€" * (8 * 1024 + 1))(d)
+    d.reads["node_config"]["pve1"]["description"] = "é" * (64 * 1024 + 1)
+    found = {f.code: f.evidence for f in run(d) if "DESCRIPTION" in f.code}
+    assert found["UPGRADE_GUEST_DESCRIPTION_LONG"]["characters"] == 8 * 1024 + 1
+    assert found["UPGRADE_NODE_DESCRIPTION_LONG"]["pve8to9_reports"] is False
+
+
+@pytest.mark.parametrize(
+    "model", ["QEMU Virtual CPU version 2.5+", "Common KVM processor", "unknown", "Hygon C86 7285 32-core Processor"]
+)
+def test_microcode_is_not_judged_without_a_vendor_in_the_model_name(model: str) -> None:
+    d = clean()
+    for n in NODES:
+        d.reads["node_status"][n]["cpuinfo"]["model"] = model
+        d.reads["apt_versions"][n] = [r for r in d.reads["apt_versions"][n] if r["Package"] != "amd64-microcode"]
+    assert run(d) == []
+
+
+def test_the_nodelist_mismatch_names_both_sides() -> None:
+    d = clean()
+    d.cluster_status = [r for r in d.cluster_status if r.get("name") != "pve2"]  # pmxcfs lost pve2
+    (f,) = [f for f in run(d) if f.code == "UPGRADE_COROSYNC_NODELIST_MISMATCH"]
+    assert f.message == "corosync.conf (3) and pmxcfs (2) don't agree about size of nodelist"
+    assert f.evidence["only_in_corosync_conf"] == ["pve2"] and f.evidence["only_in_pmxcfs"] == []
+    standalone = clean()
+    standalone.cluster_status = [r for r in standalone.cluster_status if r.get("type") != "cluster"]
+    assert not [f for f in run(standalone) if f.code == "UPGRADE_COROSYNC_NODELIST_MISMATCH"]

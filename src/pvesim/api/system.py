@@ -2,12 +2,15 @@
 corosync nodes/totem/qdevice, roles. What pve8to9's API-observable checks read, for PVE 8 and 9.
 
 Scenario knobs (per node: ``packages``, ``services``, ``description``/``description_bytes``, ``network``,
-``cgroup_mode``; cluster: ``corosync`` with ``nodes``, ``totem``, ``qdevice``; ``roles``) plant each problem.
+``cgroup_mode``; cluster: ``corosync`` with ``nodes`` (an entry for a name that is no node is a corosync.conf
+entry pmxcfs does not know), ``totem``, ``qdevice``; ``roles``) plant each problem. A node has its CPU vendor's
+microcode package unless its ``packages`` set it to null.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from pvesim import nodehealth
@@ -74,6 +77,14 @@ _PACKAGES = {
 }
 
 
+# the CPU vendor's microcode package (pve8to9 check_cpu_microcode_package), installed unless a node's packages
+# knob removes it (``amd64-microcode: null``); APT.pm versions lists it only when installed
+_MICROCODE = {
+    8: {"Intel": ("intel-microcode", "3.20250512.1~deb12u1"), "AMD": ("amd64-microcode", "3.20250311.1~deb12u1")},
+    9: {"Intel": ("intel-microcode", "3.20250812.1~deb13u1"), "AMD": ("amd64-microcode", "3.20250311.1")},
+}
+
+
 def _node(call: Call) -> Node:
     return call.cluster.nodes[call.params["node"]]
 
@@ -100,6 +111,9 @@ def installed(c: Cluster, n: Node) -> dict[str, str]:
     out = {**_PACKAGES[8 if major(c.version) < 9 else 9], "pve-manager": c.version}
     out["proxmox-ve"] = f"{c.release}.0"  # the meta-package follows the release (8.2 -> 8.2.0)
     out[f"proxmox-kernel-{series}"] = kernel
+    for word, (pkg, pkg_version) in _MICROCODE[8 if major(c.version) < 9 else 9].items():
+        if re.search(rf"\b{word}\b", n.cpu_model):
+            out[pkg] = pkg_version
     for name, version in n.packages.items():
         if version is None:
             out.pop(name, None)
@@ -206,6 +220,9 @@ def corosync_nodes(call: Call) -> list[dict[str, Any]]:
             else:
                 row[key] = str(value)
         rows.append(row)
+    for name, fields in overrides.items():  # an entry pmxcfs does not know (corosync.conf edited, not applied)
+        if name not in c.nodes and fields:
+            rows.append({"node": name, "name": name, "quorum_votes": "1", **{k: str(v) for k, v in fields.items()}})
     return rows
 
 

@@ -339,6 +339,57 @@ def time_sync(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
+# pve8to9 check_cpu_microcode_package: the vendor_id of /proc/cpuinfo picks the package. The API gives the
+# first "model name" (ProcFSTools.pm read_cpuinfo, /nodes/{node}/status cpuinfo.model), which names the vendor
+# on real CPUs; a generic model (a nested node's "QEMU Virtual CPU", "Common KVM processor") tells nothing.
+_MICROCODE = (("Intel", "GenuineIntel", "intel-microcode"), ("AMD", "AuthenticAMD", "amd64-microcode"))
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
+            "UPGRADE_MICROCODE_MISSING",
+            "warning",
+            "CPU microcode package not installed",
+            "pve8to9 WARNs when the microcode package of the node's CPU vendor (intel-microcode for GenuineIntel, "
+            "amd64-microcode for AuthenticAMD) is not installed (/nodes/{node}/apt/versions lists either only "
+            "when installed). The vendor is read from the CPU model name of /nodes/{node}/status; a model name "
+            "that names neither Intel nor AMD (a nested node's virtual CPU) is not judged, where pve8to9 still "
+            "reads the vendor.",
+            "Enable the 'non-free-firmware' component in the Debian APT sources and apt install the package "
+            "(intel-microcode or amd64-microcode); it takes effect at the next reboot.",
+        )
+    ],
+    needs=[NODE_STATUS, APT_VERSIONS],
+    anchors=["pve8to9:microcode"],
+    pve=f"{SOURCE} check_cpu_microcode_package; pve-manager PVE/API2/APT.pm versions (@opt_pack, listed only "
+    "when installed); pve-common src/PVE/ProcFSTools.pm read_cpuinfo",
+)
+def microcode(data: ClusterData, t: Thresholds) -> list[Finding]:
+    out = []
+    for node in nodes_to_upgrade(data):
+        status = data.read("node_status", node)
+        cpuinfo = status.get("cpuinfo") if isinstance(status, dict) else None
+        model = str(cpuinfo.get("model") or "") if isinstance(cpuinfo, dict) else ""
+        match = next((m for m in _MICROCODE if re.search(rf"\b{m[0]}\b", model)), None)
+        if match is None or data.read("apt_versions", node) is None:  # unread: the collector's gap says so
+            continue
+        _word, vendor, pkg = match
+        if package(data, node, pkg) is None:
+            out.append(
+                graded(
+                    "UPGRADE_MICROCODE_MISSING",
+                    "WARN",
+                    node_subject(node),
+                    f"the matching CPU microcode package '{pkg}' is not installed on {node}",
+                    "microcode",
+                    {"cpu_model": model, "vendor": vendor, "package": pkg},
+                )
+            )
+    return out
+
+
 GB = 1000**3
 
 
@@ -396,8 +447,9 @@ _KEY_MIN = {"rsaEncryption": (2048, "RSA"), "id-ecPublicKey": (224, "ECC")}
             "UPGRADE_CERT_KEY_WEAK",
             "critical",
             "Node certificate key too small",
-            "pve8to9 FAILs for a node certificate with an RSA key under 2048 bits or an EC key under 224 bits, and "
-            "WARNs when the key type or size cannot be told (/nodes/{node}/certificates/info).",
+            "pve8to9 FAILs for a node certificate with an RSA key under 2048 bits or an EC key under 224 bits (or "
+            "of such a type without a size), and WARNs when the key type is neither RSA nor EC or cannot be told "
+            "(/nodes/{node}/certificates/info).",
             "Renew the certificate with a stronger key: pvenode cert set (custom) or pvecm updatecerts --force.",
         )
     ],
@@ -413,8 +465,10 @@ def cert_key_size(data: ClusterData, t: Thresholds) -> list[Finding]:
             kind, bits, name = cert.get("public-key-type"), cert.get("public-key-bits"), cert.get("filename")
             limit = _KEY_MIN.get(str(kind))
             grade: Grade
-            if limit is None or bits is None:
-                grade, text = "WARN", f"'{name}': certificate's public key type '{kind}' or size unknown"
+            if limit is None:
+                grade, text = "WARN", f"'{name}': certificate's public key type '{kind}' unknown"
+            elif bits is None:  # pve8to9 WARNs, then compares undef (0) with the minimum and FAILs
+                grade, text = "FAIL", f"'{name}': cannot check certificate, failed to get its {limit[1]} key size"
             elif int(bits) < limit[0]:
                 grade, text = "FAIL", f"'{name}': {limit[1]} public key is {bits} bits, less than {limit[0]}"
             else:
@@ -477,14 +531,15 @@ def running_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_CGROUP_LEGACY",
             "critical",
             "Node forced to the legacy cgroup hierarchy",
-            "pve8to9 FAILs when the node boots with systemd.unified_cgroup_hierarchy=0 (cgroup-mode 1 in "
-            "/cluster/resources): PVE 9 removed the hybrid hierarchy.",
+            "pve8to9 --full FAILs when the node boots with systemd.unified_cgroup_hierarchy=0 (cgroup-mode 1 in "
+            "/cluster/resources): PVE 9 removed the hybrid hierarchy. pve8to9 without --full skips this check "
+            "(it is part of the container cgroup v2 checks).",
             "Remove systemd.unified_cgroup_hierarchy=0 from the kernel command line and reboot.",
         )
     ],
     needs=[APT_VERSIONS],
     anchors=["pve8to9:cgroup-legacy"],
-    pve=f"{SOURCE} check_containers_cgroup_compat",
+    pve=f"{SOURCE} check_containers_cgroup_compat (run only with --full; $forced_legacy_cgroup from /proc/cmdline)",
 )
 def cgroup_legacy(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []

@@ -191,6 +191,51 @@ def nodelist_fields(data: ClusterData, t: Thresholds) -> list[Finding]:
     "upgrade",
     codes=[
         Code(
+            "UPGRADE_COROSYNC_NODELIST_MISMATCH",
+            "critical",
+            "corosync.conf and pmxcfs disagree about the node count",
+            "pve8to9 FAILs in a cluster when corosync.conf's nodelist (/cluster/config/nodes) and the cluster file "
+            "system's member list (the node rows of /cluster/status, pmxcfs get_clinfo) have different sizes: "
+            "corosync.conf was edited but not applied, or a node was added or removed half-way.",
+            "Compare /etc/pve/corosync.conf with /etc/corosync/corosync.conf and 'pvecm nodes' on each node; "
+            "finish the pending node addition or removal (pvecm delnode), bump config_version, then check again.",
+        )
+    ],
+    needs=[COROSYNC_NODES],
+    anchors=["pve8to9:corosync-conf-mismatch"],
+    pve=f"{SOURCE} check_cluster_corosync ($conf_nodelist_count != $cfs_nodelist_count); pve-manager "
+    "PVE/API2/Cluster.pm get_status (node rows from get_members, the clinfo nodelist); pve-cluster "
+    "src/PVE/API2/ClusterConfig.pm nodes",
+)
+def nodelist_size(data: ClusterData, t: Thresholds) -> list[Finding]:
+    nodes = _nodelist(data)
+    if nodes is None or not clustered(data) or not cluster_to_upgrade(data):
+        return []
+    members = sorted(str(r.get("name")) for r in data.cluster_status if r.get("type") == "node")
+    if len(nodes) == len(members):
+        return []
+    conf = sorted(str(r.get("node") or r.get("name")) for r in nodes)
+    return [
+        graded(
+            "UPGRADE_COROSYNC_NODELIST_MISMATCH",
+            "FAIL",
+            CLUSTER,
+            f"corosync.conf ({len(conf)}) and pmxcfs ({len(members)}) don't agree about size of nodelist",
+            "corosync-conf-mismatch",
+            {
+                "corosync_conf": conf,
+                "pmxcfs": members,
+                "only_in_corosync_conf": sorted(set(conf) - set(members)),
+                "only_in_pmxcfs": sorted(set(members) - set(conf)),
+            },
+        )
+    ]
+
+
+@check(
+    "upgrade",
+    codes=[
+        Code(
             "UPGRADE_COROSYNC_TOTEM",
             "critical",
             "corosync totem settings unsupported",
@@ -277,21 +322,24 @@ def custom_roles(data: ClusterData, t: Thresholds) -> list[Finding]:
             "UPGRADE_NODE_DESCRIPTION_LONG",
             "warning",
             "Node description over 64 KiB",
-            "pve8to9 WARNs for a node config description longer than the new limit of 64 KiB "
-            "(/nodes/{node}/config description).",
+            "A node config description longer than 64 KiB (65536 characters of /nodes/{node}/config "
+            "description, the schema's maxLength). pve8to9 means to WARN for it but reads the parsed config's "
+            "'desc' key, which PVE's parser never sets (it keeps the notes under 'description'), so pve8to9 never "
+            "prints it; we keep pve8to9's intended check and grade.",
             "Shorten the node's notes (Node > Summary > Notes) below 64 KiB.",
         )
     ],
     needs=[NODE_CONFIG, APT_VERSIONS],
     anchors=["pve8to9:node-description"],
-    pve=f"{SOURCE} check_node_and_guest_configurations",
+    pve=f"{SOURCE} check_node_and_guest_configurations (load_config(...)->{{desc}}); pve-manager PVE/NodeConfig.pm "
+    "parse_node_config (comment key 'description'); pve-common src/PVE/JSONSchema.pm parse_config",
 )
 def node_description(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for node in nodes_to_upgrade(data):
         config = data.read("node_config", node)
         desc = config.get("description") if isinstance(config, dict) else None
-        size = len(str(desc).encode()) if desc is not None else 0
+        size = len(str(desc)) if desc is not None else 0  # characters: parse_config decode_text's utf8 text
         if size > 64 * 1024:
             out.append(
                 graded(
@@ -300,7 +348,7 @@ def node_description(data: ClusterData, t: Thresholds) -> list[Finding]:
                     node_subject(node),
                     f"node config description of {node} too long for the new limit of 64 KiB",
                     "node-description",
-                    {"bytes": size},
+                    {"characters": size, "pve8to9_reports": False},
                 )
             )
     return out
