@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.types import ElicitResult
+from proxmoxer import ResourceException
 
 from pve_steward.security.audit import verify
 from pve_steward.server import build_server
@@ -413,3 +414,21 @@ async def test_a_rollback_zfs_cannot_make_is_refused_in_the_preview(start_sim: A
     upid = pve.nodes("pve3").qemu(112).snapshot("first").rollback.post()
     status = wait_task(pve.nodes("pve3").tasks(upid).status.get)
     assert status["exitstatus"] == "can't rollback, 'first' is not most recent snapshot on 'local-zfs:vm-112-disk-0'"
+
+
+async def test_a_paused_vm_is_not_shut_down_or_rebooted(start_sim: Any, server_for: Any) -> None:
+    """qemu-server API2/Qemu.pm vm_shutdown and vm_reboot die 'VM is paused - cannot shutdown' when QEMU is paused,
+    prelaunch or suspended (vm_is_paused($vmid, 1)), before any task: the preview refuses, and so does pvesim."""
+    sim = start_sim("demo")
+    guest(sim, 104).qmpstatus = "paused"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        shutdown = await c.call_tool("guest_shutdown", {"vmid": 104})
+        reboot = await c.call_tool("guest_reboot", {"vmid": 104})
+        resume = await preview(c, "guest_resume", vmid=104)
+    assert shutdown.is_error and "VM is paused - cannot shutdown" in shutdown.content[0].text
+    assert reboot.is_error and "VM is paused - cannot shutdown" in reboot.content[0].text
+    assert resume["status"] == "preview"
+    for action in ("shutdown", "reboot"):
+        with pytest.raises(ResourceException, match="VM is paused - cannot shutdown"):
+            getattr(api(sim).nodes("pve1").qemu(104).status, action).post()
+    assert guest(sim, 104).status == "running"

@@ -136,6 +136,20 @@ async def _shutdown_via(t: ToolContext, g: Guest) -> str:
     return "the guest agent (it answers)"
 
 
+# qemu-server src/PVE/API2/Qemu.pm vm_shutdown, vm_reboot: die "VM is paused - cannot shutdown" (vm_is_paused($vmid, 1))
+_NO_CLEAN_SHUTDOWN = ("paused", "prelaunch", "suspended")
+
+
+def _not_paused(g: Guest) -> list[Check]:
+    """PVE refuses a clean shutdown or reboot of a VM whose QEMU is paused (it would power off on resume)."""
+    if g.ref.type != "qemu":
+        return []
+    qmp = g.status.get("qmpstatus")
+    paused = g.running and qmp in _NO_CLEAN_SHUTDOWN
+    detail = f"QEMU is {qmp}: PVE refuses ('VM is paused - cannot shutdown'); resume it first" if paused else "no"
+    return [Check(check="VM is not paused", ok=not paused, detail=detail)]
+
+
 async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) -> Plan:
     g = await load_guest(t, vmid)
     checks = await _common(t, g, "VM.PowerMgmt")
@@ -151,6 +165,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         effects.append(f"start {g.label}")
     elif action == "shutdown":
         checks.append(Check(check="guest is running", ok=g.running, detail=str(g.status.get("status"))))
+        checks += _not_paused(g)
         timeout = int(options["timeout"])
         params["timeout"] = timeout
         how = await _shutdown_via(t, g)
@@ -161,6 +176,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         )
     elif action == "reboot":
         checks.append(Check(check="guest is running", ok=g.running, detail=str(g.status.get("status"))))
+        checks += _not_paused(g)
         effects.append(f"reboot {g.label} cleanly")
         risks.append("services in the guest are interrupted during the reboot")
     elif action == "stop":

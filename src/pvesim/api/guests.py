@@ -225,6 +225,10 @@ def _power(call: Call, gtype: str, action: str) -> str:
     kind = KIND[gtype]
     _root_only(call, "skiplock")
     skiplock = call.flag("skiplock")
+    # qemu-server API2/Qemu.pm vm_shutdown (before routing an HA guest) and vm_reboot: vm_is_paused($vmid, 1)
+    paused = g.status == "running" and g.qmpstatus in ("paused", "prelaunch", "suspended")
+    if gtype == "qemu" and paused and (action == "reboot" or (action == "shutdown" and not call.flag("forceStop"))):
+        raise ApiError(500, "VM is paused - cannot shutdown")
     if _ha_managed(c, g) and action in ("start", "stop", "shutdown"):
         return _ha_power(call, g, action)
     if g.lock and not skiplock and not (action == "resume" and g.lock == "suspended"):
