@@ -432,3 +432,33 @@ async def test_a_paused_vm_is_not_shut_down_or_rebooted(start_sim: Any, server_f
         with pytest.raises(ResourceException, match="VM is paused - cannot shutdown"):
             getattr(api(sim).nodes("pve1").qemu(104).status, action).post()
     assert guest(sim, 104).status == "running"
+
+
+async def test_a_backup_vzdump_would_refuse_is_refused_in_the_preview(start_sim: Any, server_for: Any) -> None:
+    """pve-manager PVE/VZDump.pm exec_backup_task fails a guest's backup in its task: with remove=0 (backup_now
+    never prunes) once its unprotected backups reach the keep-* sum, with protected once max-protected-backups
+    are there, and in stop mode for an HA resource requested 'started'. The preview says so; pvesim fails the
+    task the same way."""
+    sim = start_sim("demo", speed=2000)
+    pbs = sim.cluster.storages["pbs-main"]
+    pbs.options["prune-backups"] = "keep-last=2"  # VM 100 has 2 backups there, VM 104 one
+    pbs.options["max-protected-backups"] = 0
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        full = await c.call_tool("backup_now", {"vmid": 100, "storage": "pbs-main"})
+        protected = await c.call_tool("backup_now", {"vmid": 104, "storage": "pbs-main", "protected": True})
+        ha_stop = await c.call_tool("backup_now", {"vmid": 101, "storage": "pbs-main", "mode": "stop"})
+        body = await preview(c, "backup_now", vmid=104, storage="pbs-main")
+        done = await confirm(c, "backup_now", body["confirm_token"], vmid=104, storage="pbs-main")
+        now_full = await c.call_tool("backup_now", {"vmid": 104, "storage": "pbs-main"})
+    assert full.is_error and "reach the limit of 2 (keep-last=2)" in full.content[0].text
+    assert protected.is_error and "the storage allows 0 per guest" in protected.content[0].text
+    assert ha_stop.is_error and "stop mode on an HA resource" in ha_stop.content[0].text
+    assert any(ch["check"] == "vzdump will back it up" and ch["ok"] for ch in body["checks"])
+    assert done.structured_content["status"] == "completed"
+    assert now_full.is_error and "max backup limit" in now_full.content[0].text
+    pve = api(sim)
+    upid = pve.nodes("pve1").vzdump.post(vmid=100, storage="pbs-main", remove=0)
+    status = wait_task(pve.nodes("pve1").tasks(upid).status.get)
+    log = [line["t"] for line in pve.nodes("pve1").tasks(upid).log.get()]
+    assert status["exitstatus"] == "job errors"
+    assert any("Backup of VM 100 failed - There is a max backup limit of 2" in line for line in log)

@@ -11,15 +11,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from pve_steward.analysis.backups import vzdump_refusals
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration import storage_on
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.planner import ha_allowed_nodes, ha_blocked_nodes, plan_guest_move
 from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.analysis.snapshotfeature import rollback_refusals, snapshot_refusals, taken_after
-from pve_steward.client import api_path, gather, ha_sid
+from pve_steward.client import ApiPath, api_path, gather, ha_sid
 from pve_steward.client import node as node_seg
 from pve_steward.client import snapshot as snapshot_seg
+from pve_steward.client import storage as storage_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PvePermissionError, PveUnavailable
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
@@ -506,6 +508,43 @@ async def snapshot_rollback(
 # ---------------------------------------------------------------- backup
 
 
+async def _vzdump_check(t: ToolContext, g: Guest, cfg: dict[str, Any], mode: str, protected: bool) -> Check:
+    """What vzdump's task would refuse for this guest (analysis/backups.py vzdump_refusals): the node's vzdump
+    defaults for the storage (its prune-backups folded in), the guest's backups there, its HA resource."""
+    sid, node = str(cfg["storage"]), node_seg(g.ref.node)
+    reads: list[tuple[str, ApiPath, dict[str, Any]]] = [
+        ("defaults", api_path("nodes", node, "vzdump", "defaults"), {"storage": sid}),
+        (
+            "backups",
+            api_path("nodes", node, "storage", storage_seg(sid), "content"),
+            {"content": "backup", "vmid": g.ref.vmid},
+        ),
+    ]
+    if mode == "stop":
+        reads.append(("ha", api_path("cluster", "ha", "resources"), {}))
+    got = await gather(t.client, reads)
+    failed = next((v for v in got.values() if isinstance(v, PveError)), None)
+    if failed is not None:
+        return Check(check="vzdump will back it up", ok=False, detail=f"not provable: {failed.message}")
+    answers: dict[str, Any] = dict(got)
+    sids = (f"vm:{g.ref.vmid}", f"ct:{g.ref.vmid}")  # HA Config.pm vm_is_ha_managed looks at both
+    res = next((r for r in answers.get("ha") or [] if r.get("sid") in sids), None)
+    may_allocate = protected and (await privilege_check(t, f"/storage/{sid}", ["Datastore.Allocate"])).ok
+    refused = vzdump_refusals(
+        g.ref.type,
+        mode,
+        protected,
+        answers["defaults"].get("prune-backups"),
+        answers["backups"],
+        cfg,
+        may_allocate,
+        None if res is None else str(res.get("state") or "started"),
+    )
+    if refused:
+        return Check(check="vzdump will back it up", ok=False, detail="; ".join(refused))
+    return Check(check="vzdump will back it up", ok=True, detail="no backup limit, protection cap or HA rule stops it")
+
+
 @guarded(toolset="backups", tier=Tier.OPERATOR, idempotent=False)
 async def backup_now(
     t: ToolContext,
@@ -541,6 +580,8 @@ async def backup_now(
                     detail="available" if on_node else f"'{storage}' is not enabled on {g.ref.node}",
                 )
             )
+            if backup_ok and on_node:
+                checks.append(await _vzdump_check(t, g, cfg, mode, protected))
         effects = [f"back up {g.label} to {storage} ({mode} mode)" + (", protected" if protected else "")]
         risks = []
         if mode == "stop" and g.running:

@@ -806,8 +806,11 @@ def vzdump(call: Call) -> str:
             return refused
         now = c.clock.now()
         task.log.extend(f"INFO: Starting Backup of VM {g.vmid} ({g.type})" for g in local)
+        failed = {g.vmid: why for g in local if (why := _backup_refusal(call, conf, sid, storage, g))}
+        for vmid, why in failed.items():
+            task.log.append(f"ERROR: Backup of VM {vmid} failed - {why}")
         for g in local:
-            if storage is None or sid is None:  # a dumpdir: files outside any storage
+            if storage is None or sid is None or g.vmid in failed:  # a dumpdir: files outside any storage
                 continue
             volid, fmt = _backup_volid(storage.type, sid, g, now)
             size = max(g.maxdisk() // 3, 64 * 1024**2)
@@ -834,7 +837,10 @@ def vzdump(call: Call) -> str:
             )
             storage.add_used(node, size)
         for g in local:
-            task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
+            if g.vmid not in failed:
+                task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
+        if failed:
+            return "job errors"
         task.log.append("INFO: Backup job finished successfully")
         return None
 
@@ -852,6 +858,44 @@ def vzdump(call: Call) -> str:
         lock="backup",
     )
     return task.upid
+
+
+def _backup_refusal(call: Call, conf: dict[str, Any], sid: str | None, storage: Any, g: Guest) -> str | None:
+    """What VZDump.pm exec_backup_task dies with for one guest: stop mode on an HA resource requested 'started'
+    (vm_is_ha_managed($vmid, 'started')); with protected, max-protected-backups (pve-storage Storage.pm
+    get_max_protected_backups); with remove=0, the keep-* sum of the effective prune-backups (the call's, the
+    storage's, vzdump.conf's; keep-all forces remove=0 and sets no limit)."""
+    c, p = call.cluster, call.params
+    res = c.ha_resources.get(f"vm:{g.vmid}") or c.ha_resources.get(f"ct:{g.vmid}")  # vm_is_ha_managed: either
+    if p.get("mode", conf.get("mode")) == "stop" and res is not None and res.state in ("started", "enabled"):
+        return (
+            "Cannot execute a backup with stop mode on a HA managed and enabled Service. "
+            "Use snapshot mode or disable the Service."
+        )
+    if storage is None or sid is None:
+        return None
+    mine = [
+        v
+        for v in c.volumes
+        if v.storage == sid and v.content == "backup" and v.vmid == g.vmid and v.subtype in (None, g.type)
+    ]
+    kept = sum(1 for v in mine if v.protected)
+    if call.flag("protected"):
+        cap = storage.options.get("max-protected-backups")
+        limit = int(cap) if cap is not None else (-1 if call.can(f"/storage/{sid}", "Datastore.Allocate") else 5)
+        if -1 < limit <= kept:
+            return f"The number of protected backups per guest is limited to {limit} on storage '{sid}'"
+        return None
+    prune = str(p.get("prune-backups") or storage.options.get("prune-backups") or conf.get("prune-backups") or "")
+    spec = dict(kv.split("=", 1) for kv in prune.split(",") if "=" in kv)
+    remove = str(p.get("remove", conf.get("remove", 1))) not in ("0", "False", "false")
+    limit = sum(int(v) for k, v in spec.items() if k.startswith("keep-") and k != "keep-all" and v.isdecimal())
+    if spec.get("keep-all", "0") not in ("0", "") or remove or not limit or len(mine) - kept < limit:
+        return None
+    return (
+        f"There is a max backup limit of {limit} enforced by the target storage or the vzdump parameters. "
+        "Either increase the limit or delete old backups."
+    )
 
 
 def _storage_refusal(sid: str | None, storage: Any) -> str | None:
