@@ -462,3 +462,22 @@ async def test_a_backup_vzdump_would_refuse_is_refused_in_the_preview(start_sim:
     log = [line["t"] for line in pve.nodes("pve1").tasks(upid).log.get()]
     assert status["exitstatus"] == "job errors"
     assert any("Backup of VM 100 failed - There is a max backup limit of 2" in line for line in log)
+
+
+async def test_an_ha_managed_guests_power_request_goes_through_the_ha_manager(start_sim: Any, server_for: Any) -> None:
+    """qemu-server API2/Qemu.pm vm_shutdown hands an HA-managed VM to the HA manager (crm-command stop <timeout>):
+    its hastop task only queues the request, the CRM sets the resource's state to 'stopped' (Manager.pm), and the
+    LRM shuts the VM down with forceStop (Resources/PVEVM.pm shutdown). The preview says so, and the write follows
+    the LRM's qmshutdown task, not the hastop one."""
+    sim = start_sim("demo", speed=2000)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "guest_shutdown", vmid=101, timeout=60)
+        done = await confirm(c, "guest_shutdown", body["confirm_token"], vmid=101, timeout=60)
+        start = await preview(c, "guest_start", vmid=101)
+    said = " ".join(body["effects"] + body["risks"])
+    assert "HA requested state becomes 'stopped'" in said and "forced off" in said
+    assert "not forced off" not in said
+    assert done.structured_content["status"] == "completed"
+    assert ":qmshutdown:101:" in done.structured_content["task"]["upid"]
+    assert guest(sim, 101).status == "stopped" and sim.cluster.ha_resources["vm:101"].state == "stopped"
+    assert "HA requested state becomes 'started'" in " ".join(start["effects"])

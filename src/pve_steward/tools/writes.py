@@ -102,14 +102,31 @@ def lock_check(g: Guest, allow: str | None = None) -> Check:
     return Check(check="no config lock", ok=True, detail="not locked")
 
 
-def _ha_note(g: Guest) -> list[str]:
-    ha = g.status.get("ha") or {}
-    if ha.get("managed"):
+def _ha_routed(g: Guest, action: str) -> bool:
+    """qemu-server API2/Qemu.pm vm_start, vm_stop, vm_shutdown (pve-container API2/LXC/Status.pm alike) hand an
+    HA-managed guest to the HA manager (ha-manager set --state started / crm-command stop <timeout>): the request's
+    task (hastart, hastop) only queues it; the LRM's own task does the work."""
+    return bool((g.status.get("ha") or {}).get("managed")) and action in ("start", "stop", "shutdown")
+
+
+def _ha_note(g: Guest, action: str, timeout: int) -> list[str]:
+    """What the HA manager does with a routed request (pve-ha-manager Manager.pm update_crm_commands sets the
+    resource's state to 'stopped' for a stop; Resources/PVEVM.pm shutdown passes forceStop, PVECT.pm does not)."""
+    if not _ha_routed(g, action):
+        return []
+    if action == "start":
         return [
-            f"{g.kind} {g.ref.vmid} is HA-managed: PVE routes this request through the HA manager "
-            f"(requested state changes accordingly)"
+            f"{g.kind} {g.ref.vmid} is HA-managed: its HA requested state becomes 'started' and the HA manager "
+            "starts it"
         ]
-    return []
+    how = "hard-stops it" if action == "stop" else f"shuts it down (up to {timeout} s)"
+    forced = (
+        f"; a VM still running after {timeout} s is forced off" if action == "shutdown" and g.ref.type == "qemu" else ""
+    )
+    return [
+        f"{g.kind} {g.ref.vmid} is HA-managed: its HA requested state becomes 'stopped' (it stays down until set to "
+        f"'started') and the HA manager {how}{forced}"
+    ]
 
 
 async def _common(t: ToolContext, g: Guest, priv: str) -> list[Check]:
@@ -213,7 +230,10 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
             ),
         ]
         effects.append(f"resume {g.label}")
-    effects += _ha_note(g)
+    routed = _ha_routed(g, action)
+    effects += _ha_note(g, action, int(options.get("timeout") or 0))
+    if routed and action == "shutdown" and g.ref.type == "qemu":
+        risks[-1] = "services in the guest stop; the HA manager forces the VM off if it ignores the request"
 
     async def execute() -> Any:
         return await t.client.call("POST", guest_path(g.ref, "status", action), **params)
@@ -226,6 +246,8 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         risks=risks,
         checks=checks,
         execute=execute,
+        follow="ha" if routed else "task",
+        ha_task_types=((("qm" if g.ref.type == "qemu" else "vz") + action,) if routed else ()),
     )
 
 

@@ -288,12 +288,21 @@ def _ha_power(call: Call, g: Guest, action: str) -> str:
     want = "started" if action == "start" else "stopped"
     ttype = "hastart" if action == "start" else "hastop"
 
-    def finish() -> str | None:
-        res.state = want
-        if want == "started" and g.status != "running":
+    def carried_out() -> str | None:
+        if want == "started":
             set_running(c, g)
-        elif want == "stopped" and g.status == "running":
+        else:
             set_stopped(g)
+        return None
+
+    def finish() -> str | None:
+        # the request task only queues the command (ha-manager set / crm-command stop); the CRM sets the resource's
+        # state and the LRM runs the guest's own task (pve-ha-manager Manager.pm, LRM.pm, Resources/PVEVM.pm)
+        res.state = want
+        if (want == "started") != (g.status == "running"):
+            lrm = action if action != "shutdown" or int(call.params.get("timeout", 60)) else "stop"
+            log = [f"{lrm} {KIND[g.type]} {g.vmid} (HA request)"]
+            start_task(c, g.node, PREFIX[g.type] + lrm, str(g.vmid), "root@pam", 3, log, carried_out)
         return None
 
     log = [f"Requesting HA {action if action == 'start' else 'stop'} for {KIND[g.type]} {g.vmid}"]
