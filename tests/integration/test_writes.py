@@ -481,3 +481,18 @@ async def test_an_ha_managed_guests_power_request_goes_through_the_ha_manager(st
     assert ":qmshutdown:101:" in done.structured_content["task"]["upid"]
     assert guest(sim, 101).status == "stopped" and sim.cluster.ha_resources["vm:101"].state == "stopped"
     assert "HA requested state becomes 'started'" in " ".join(start["effects"])
+
+
+async def test_a_hibernated_vm_can_be_started(start_sim: Any, server_for: Any) -> None:
+    """qemu-server QemuServer.pm vm_start skips check_lock for the 'suspended' lock of a VM hibernated to disk and
+    resumes it from its saved state: the preview does not call that lock a refusal."""
+    sim = start_sim("demo", speed=2000)
+    pve = api(sim)
+    wait_task(pve.nodes("pve1").tasks(pve.nodes("pve1").qemu(104).status.suspend.post(todisk=1)).status.get)
+    assert guest(sim, 104).config.get("lock") == "suspended" and guest(sim, 104).status == "stopped"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "guest_start", vmid=104)
+        done = await confirm(c, "guest_start", body["confirm_token"], vmid=104)
+    assert "from its hibernated state" in body["summary"]
+    assert done.structured_content["status"] == "completed"
+    assert guest(sim, 104).status == "running" and "lock" not in guest(sim, 104).config

@@ -155,6 +155,9 @@ async def _shutdown_via(t: ToolContext, g: Guest) -> str:
     return "the guest agent (it answers)"
 
 
+# the lock a start goes ahead with: qemu-server QemuServer.pm vm_start resumes a hibernated VM ('suspended');
+# pve-container API2/LXC/Status.pm vm_start skips check_lock for 'mounted'
+_START_DESPITE = {"qemu": "suspended", "lxc": "mounted"}
 # qemu-server src/PVE/API2/Qemu.pm vm_shutdown, vm_reboot: die "VM is paused - cannot shutdown" (vm_is_paused($vmid, 1))
 _NO_CLEAN_SHUTDOWN = ("paused", "prelaunch", "suspended")
 
@@ -172,6 +175,8 @@ def _not_paused(g: Guest) -> list[Check]:
 async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) -> Plan:
     g = await load_guest(t, vmid)
     checks = await _common(t, g, "VM.PowerMgmt")
+    if action == "start" and g.cfg.lock == _START_DESPITE.get(g.ref.type):
+        checks[1] = lock_check(g, allow=g.cfg.lock)
     effects: list[str] = []
     risks: list[str] = []
     params: dict[str, Any] = {}
@@ -181,7 +186,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         )
         if g.cfg.template:
             checks.append(Check(check="not a template", ok=False, detail=f"{g.label} is a template; clone it"))
-        effects.append(f"start {g.label}")
+        effects.append(f"start {g.label}" + (" from its hibernated state" if g.cfg.lock == "suspended" else ""))
     elif action == "shutdown":
         checks.append(Check(check="guest is running", ok=g.running, detail=str(g.status.get("status"))))
         checks += _not_paused(g)

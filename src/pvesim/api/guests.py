@@ -231,7 +231,9 @@ def _power(call: Call, gtype: str, action: str) -> str:
         raise ApiError(500, "VM is paused - cannot shutdown")
     if _ha_managed(c, g) and action in ("start", "stop", "shutdown"):
         return _ha_power(call, g, action)
-    if g.lock and not skiplock and not (action == "resume" and g.lock == "suspended"):
+    # vm_resume and qemu's vm_start take a hibernated VM ('suspended'); pve-container's vm_start skips 'mounted'
+    passes = {"resume": ("suspended",), "start": ("suspended",) if gtype == "qemu" else ("mounted",)}
+    if g.lock and not skiplock and g.lock not in passes.get(action, ()):
         raise ApiError(500, f"{kind} is locked ({g.lock})")
     ttype = PREFIX[gtype] + action
     durations = {"start": 3, "stop": 2, "shutdown": 8, "reboot": 10, "suspend": 2, "resume": 1, "reset": 1}
@@ -242,6 +244,9 @@ def _power(call: Call, gtype: str, action: str) -> str:
                 return f"{kind} {g.vmid} already running"
             if g.template:
                 return "you can't start a vm if it's a template"
+            if g.config.get("lock") == "suspended":  # QemuServer.pm vm_start: resume => the saved state
+                g.config.pop("lock")
+                g.config.pop("vmstate", None)
             g.apply_pending()
             set_running(c, g)
         elif action in ("stop", "shutdown"):
