@@ -115,6 +115,22 @@ async def test_ha_state_change_is_carried_out_by_the_ha_manager(start_sim: Any, 
     assert "not HA-managed" in not_ha
 
 
+async def test_ha_state_of_a_service_in_error_takes_only_disabled(start_sim: Any, server_for: Any) -> None:
+    """pve-ha-manager API2/HA/Resources.pm update dies in check_service_state for a service in the error state
+    unless the request is 'disabled': the preview says so, and pvesim refuses the same way."""
+    sim = start_sim("demo")
+    sim.cluster.ha_resources["vm:101"].crm_state = "error"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        stopped = await refused(c, "ha_set_state", vmid=101, state="stopped")
+        disabled = (await c.call_tool("ha_set_state", {"vmid": 101, "state": "disabled"})).structured_content
+    assert "in the HA error state" in stopped and "must be disabled and fixed first" in stopped
+    assert disabled is not None and disabled["status"] == "preview"
+    with pytest.raises(ResourceException, match="in error state, must be disabled and fixed first"):
+        api(sim).cluster.ha.resources("vm:101").put(state="stopped")
+    api(sim).cluster.ha.resources("vm:101").put(state="disabled")
+    assert sim.cluster.ha_resources["vm:101"].state == "disabled"
+
+
 async def test_backup_and_replication_jobs(start_sim: Any, server_for: Any) -> None:
     sim = start_sim("demo")
     async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.types import ElicitResult
+from proxmoxer import ResourceException
 
 from pve_steward.security.audit import verify
 from pve_steward.server import build_server
@@ -413,3 +414,85 @@ async def test_a_rollback_zfs_cannot_make_is_refused_in_the_preview(start_sim: A
     upid = pve.nodes("pve3").qemu(112).snapshot("first").rollback.post()
     status = wait_task(pve.nodes("pve3").tasks(upid).status.get)
     assert status["exitstatus"] == "can't rollback, 'first' is not most recent snapshot on 'local-zfs:vm-112-disk-0'"
+
+
+async def test_a_paused_vm_is_not_shut_down_or_rebooted(start_sim: Any, server_for: Any) -> None:
+    """qemu-server API2/Qemu.pm vm_shutdown and vm_reboot die 'VM is paused - cannot shutdown' when QEMU is paused,
+    prelaunch or suspended (vm_is_paused($vmid, 1)), before any task: the preview refuses, and so does pvesim."""
+    sim = start_sim("demo")
+    guest(sim, 104).qmpstatus = "paused"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        shutdown = await c.call_tool("guest_shutdown", {"vmid": 104})
+        reboot = await c.call_tool("guest_reboot", {"vmid": 104})
+        resume = await preview(c, "guest_resume", vmid=104)
+    assert shutdown.is_error and "VM is paused - cannot shutdown" in shutdown.content[0].text
+    assert reboot.is_error and "VM is paused - cannot shutdown" in reboot.content[0].text
+    assert resume["status"] == "preview"
+    for action in ("shutdown", "reboot"):
+        with pytest.raises(ResourceException, match="VM is paused - cannot shutdown"):
+            getattr(api(sim).nodes("pve1").qemu(104).status, action).post()
+    assert guest(sim, 104).status == "running"
+
+
+async def test_a_backup_vzdump_would_refuse_is_refused_in_the_preview(start_sim: Any, server_for: Any) -> None:
+    """pve-manager PVE/VZDump.pm exec_backup_task fails a guest's backup in its task: with remove=0 (backup_now
+    never prunes) once its unprotected backups reach the keep-* sum, with protected once max-protected-backups
+    are there, and in stop mode for an HA resource requested 'started'. The preview says so; pvesim fails the
+    task the same way."""
+    sim = start_sim("demo", speed=2000)
+    pbs = sim.cluster.storages["pbs-main"]
+    pbs.options["prune-backups"] = "keep-last=2"  # VM 100 has 2 backups there, VM 104 one
+    pbs.options["max-protected-backups"] = 0
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        full = await c.call_tool("backup_now", {"vmid": 100, "storage": "pbs-main"})
+        protected = await c.call_tool("backup_now", {"vmid": 104, "storage": "pbs-main", "protected": True})
+        ha_stop = await c.call_tool("backup_now", {"vmid": 101, "storage": "pbs-main", "mode": "stop"})
+        body = await preview(c, "backup_now", vmid=104, storage="pbs-main")
+        done = await confirm(c, "backup_now", body["confirm_token"], vmid=104, storage="pbs-main")
+        now_full = await c.call_tool("backup_now", {"vmid": 104, "storage": "pbs-main"})
+    assert full.is_error and "reach the limit of 2 (keep-last=2)" in full.content[0].text
+    assert protected.is_error and "the storage allows 0 per guest" in protected.content[0].text
+    assert ha_stop.is_error and "stop mode on an HA resource" in ha_stop.content[0].text
+    assert any(ch["check"] == "vzdump will back it up" and ch["ok"] for ch in body["checks"])
+    assert done.structured_content["status"] == "completed"
+    assert now_full.is_error and "max backup limit" in now_full.content[0].text
+    pve = api(sim)
+    upid = pve.nodes("pve1").vzdump.post(vmid=100, storage="pbs-main", remove=0)
+    status = wait_task(pve.nodes("pve1").tasks(upid).status.get)
+    log = [line["t"] for line in pve.nodes("pve1").tasks(upid).log.get()]
+    assert status["exitstatus"] == "job errors"
+    assert any("Backup of VM 100 failed - There is a max backup limit of 2" in line for line in log)
+
+
+async def test_an_ha_managed_guests_power_request_goes_through_the_ha_manager(start_sim: Any, server_for: Any) -> None:
+    """qemu-server API2/Qemu.pm vm_shutdown hands an HA-managed VM to the HA manager (crm-command stop <timeout>):
+    its hastop task only queues the request, the CRM sets the resource's state to 'stopped' (Manager.pm), and the
+    LRM shuts the VM down with forceStop (Resources/PVEVM.pm shutdown). The preview says so, and the write follows
+    the LRM's qmshutdown task, not the hastop one."""
+    sim = start_sim("demo", speed=2000)
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "guest_shutdown", vmid=101, timeout=60)
+        done = await confirm(c, "guest_shutdown", body["confirm_token"], vmid=101, timeout=60)
+        start = await preview(c, "guest_start", vmid=101)
+    said = " ".join(body["effects"] + body["risks"])
+    assert "HA requested state becomes 'stopped'" in said and "forced off" in said
+    assert "not forced off" not in said
+    assert done.structured_content["status"] == "completed"
+    assert ":qmshutdown:101:" in done.structured_content["task"]["upid"]
+    assert guest(sim, 101).status == "stopped" and sim.cluster.ha_resources["vm:101"].state == "stopped"
+    assert "HA requested state becomes 'started'" in " ".join(start["effects"])
+
+
+async def test_a_hibernated_vm_can_be_started(start_sim: Any, server_for: Any) -> None:
+    """qemu-server QemuServer.pm vm_start skips check_lock for the 'suspended' lock of a VM hibernated to disk and
+    resumes it from its saved state: the preview does not call that lock a refusal."""
+    sim = start_sim("demo", speed=2000)
+    pve = api(sim)
+    wait_task(pve.nodes("pve1").tasks(pve.nodes("pve1").qemu(104).status.suspend.post(todisk=1)).status.get)
+    assert guest(sim, 104).config.get("lock") == "suspended" and guest(sim, 104).status == "stopped"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "guest_start", vmid=104)
+        done = await confirm(c, "guest_start", body["confirm_token"], vmid=104)
+    assert "from its hibernated state" in body["summary"]
+    assert done.structured_content["status"] == "completed"
+    assert guest(sim, 104).status == "running" and "lock" not in guest(sim, 104).config

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pve_steward.analysis.backups import analyze_backups, job_covers
+from pve_steward.analysis.backups import analyze_backups, job_covers, vzdump_refusals
 from pve_steward.analysis.data import Missing
 from pve_steward.analysis.findings import Severity
 from pve_steward.analysis.schedule import interval_seconds
@@ -462,3 +462,24 @@ def test_coverage_matches_each_jobs_own_selection(jobs: list[dict], nodes: list[
         if str(g["vmid"]) in found:
             disabled = [j["id"] for j, (c, on) in zip(jobs, verdicts, strict=True) if c and not on]
             assert found[str(g["vmid"])].evidence["covered_only_by_disabled"] == disabled
+
+
+def test_vzdump_refusals_follow_exec_backup_task() -> None:
+    """pve-manager PVE/VZDump.pm exec_backup_task, for backup_now's remove=0."""
+    two = [{"subtype": "qemu"}, {"subtype": "qemu", "protected": 1}, {"subtype": "lxc"}]
+    # keep-last=1: one unprotected qemu backup reaches it (the protected and the lxc one do not count)
+    assert "limit of 1" in vzdump_refusals("qemu", "snapshot", False, "keep-last=1", two, {}, False, None)[0]
+    assert vzdump_refusals("qemu", "snapshot", False, "keep-last=2", two, {}, False, None) == []
+    assert vzdump_refusals("qemu", "snapshot", False, "keep-all=1", two * 9, {}, False, None) == []
+    assert vzdump_refusals("qemu", "snapshot", False, None, two * 9, {}, False, None) == []
+    # protected: the storage's cap, else 5, else none with Datastore.Allocate; the keep-* limit is not applied
+    assert (
+        vzdump_refusals("qemu", "snapshot", True, "keep-last=1", two, {"max-protected-backups": 2}, False, None) == []
+    )
+    assert vzdump_refusals("qemu", "snapshot", True, None, two * 5, {}, False, None)
+    assert vzdump_refusals("qemu", "snapshot", True, None, two * 5, {}, True, None) == []
+    assert vzdump_refusals("qemu", "snapshot", True, None, two * 5, {"max-protected-backups": -1}, False, None) == []
+    # stop mode only for an HA resource requested started
+    assert vzdump_refusals("qemu", "stop", False, None, [], {}, False, "started")
+    assert vzdump_refusals("qemu", "stop", False, None, [], {}, False, "stopped") == []
+    assert vzdump_refusals("qemu", "snapshot", False, None, [], {}, False, "started") == []

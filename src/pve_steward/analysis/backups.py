@@ -785,3 +785,48 @@ def _excluded_disks(data: ClusterData) -> list[Finding]:
                 )
             )
     return out
+
+
+@pve_rule(
+    "backups.run-refusals",
+    rule="vzdump fails a guest's backup in stop mode while it is an HA resource requested 'started'; with "
+    "protected, once max-protected-backups (the storage's, else 5; no limit with Datastore.Allocate on it) "
+    "protected backups of it exist; with remove=0 and keep-* limits, once its unprotected backups reach their sum.",
+    pve="pve-manager PVE/VZDump.pm exec_backup_task ('Cannot execute a backup with stop mode', 'max backup limit', "
+    "'number of protected backups'); pve-storage src/PVE/Storage.pm get_max_protected_backups",
+    codes=("BACKUP_JOB_LIMIT",),
+)
+def vzdump_refusals(
+    vmtype: str,
+    mode: str,
+    protected: bool,
+    prune: Any,
+    backups: list[Row],
+    storage: Row,
+    may_allocate: bool,
+    ha_state: str | None,
+) -> list[str]:
+    """Why vzdump (called with remove=0) would fail this guest's backup: ``prune`` is the effective
+    prune-backups (the node's vzdump defaults for the storage), ``backups`` the storage's backups of the guest,
+    ``ha_state`` the requested state of its HA resource (None when it has none); empty when it would run."""
+    out = []
+    if mode == "stop" and ha_state in ("started", "enabled"):
+        out.append(
+            "stop mode on an HA resource requested 'started' (PVE: Cannot execute a backup with stop mode on a HA "
+            "managed and enabled Service); use snapshot mode"
+        )
+    mine = [b for b in backups if not b.get("subtype") or b.get("subtype") == vmtype]
+    kept = sum(1 for b in mine if b.get("protected"))
+    if protected:
+        cap = storage.get("max-protected-backups")
+        limit = int(cap) if cap is not None else (-1 if may_allocate else 5)
+        if -1 < limit <= kept:
+            out.append(f"{kept} protected backup(s) already: the storage allows {limit} per guest")
+        return out
+    spec = _prune_spec(prune) or {"keep-all": "1"}
+    if not _keeps_all(spec) and len(mine) - kept >= _limit(spec):
+        out.append(
+            f"{len(mine) - kept} unprotected backup(s) already reach the limit of {_limit(spec)} ({_fmt(spec)}): "
+            "backup_now does not prune, so PVE refuses ('There is a max backup limit'); delete old backups first"
+        )
+    return out

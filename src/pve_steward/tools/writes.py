@@ -11,15 +11,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from pve_steward.analysis.backups import vzdump_refusals
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration import storage_on
 from pve_steward.analysis.migration.targets import maintenance_nodes
 from pve_steward.analysis.planner import ha_allowed_nodes, ha_blocked_nodes, plan_guest_move
 from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.analysis.snapshotfeature import rollback_refusals, snapshot_refusals, taken_after
-from pve_steward.client import api_path, gather, ha_sid
+from pve_steward.client import ApiPath, api_path, gather, ha_sid
 from pve_steward.client import node as node_seg
 from pve_steward.client import snapshot as snapshot_seg
+from pve_steward.client import storage as storage_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PvePermissionError, PveUnavailable
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
@@ -100,14 +102,31 @@ def lock_check(g: Guest, allow: str | None = None) -> Check:
     return Check(check="no config lock", ok=True, detail="not locked")
 
 
-def _ha_note(g: Guest) -> list[str]:
-    ha = g.status.get("ha") or {}
-    if ha.get("managed"):
+def _ha_routed(g: Guest, action: str) -> bool:
+    """qemu-server API2/Qemu.pm vm_start, vm_stop, vm_shutdown (pve-container API2/LXC/Status.pm alike) hand an
+    HA-managed guest to the HA manager (ha-manager set --state started / crm-command stop <timeout>): the request's
+    task (hastart, hastop) only queues it; the LRM's own task does the work."""
+    return bool((g.status.get("ha") or {}).get("managed")) and action in ("start", "stop", "shutdown")
+
+
+def _ha_note(g: Guest, action: str, timeout: int) -> list[str]:
+    """What the HA manager does with a routed request (pve-ha-manager Manager.pm update_crm_commands sets the
+    resource's state to 'stopped' for a stop; Resources/PVEVM.pm shutdown passes forceStop, PVECT.pm does not)."""
+    if not _ha_routed(g, action):
+        return []
+    if action == "start":
         return [
-            f"{g.kind} {g.ref.vmid} is HA-managed: PVE routes this request through the HA manager "
-            f"(requested state changes accordingly)"
+            f"{g.kind} {g.ref.vmid} is HA-managed: its HA requested state becomes 'started' and the HA manager "
+            "starts it"
         ]
-    return []
+    how = "hard-stops it" if action == "stop" else f"shuts it down (up to {timeout} s)"
+    forced = (
+        f"; a VM still running after {timeout} s is forced off" if action == "shutdown" and g.ref.type == "qemu" else ""
+    )
+    return [
+        f"{g.kind} {g.ref.vmid} is HA-managed: its HA requested state becomes 'stopped' (it stays down until set to "
+        f"'started') and the HA manager {how}{forced}"
+    ]
 
 
 async def _common(t: ToolContext, g: Guest, priv: str) -> list[Check]:
@@ -136,9 +155,28 @@ async def _shutdown_via(t: ToolContext, g: Guest) -> str:
     return "the guest agent (it answers)"
 
 
+# the lock a start goes ahead with: qemu-server QemuServer.pm vm_start resumes a hibernated VM ('suspended');
+# pve-container API2/LXC/Status.pm vm_start skips check_lock for 'mounted'
+_START_DESPITE = {"qemu": "suspended", "lxc": "mounted"}
+# qemu-server src/PVE/API2/Qemu.pm vm_shutdown, vm_reboot: die "VM is paused - cannot shutdown" (vm_is_paused($vmid, 1))
+_NO_CLEAN_SHUTDOWN = ("paused", "prelaunch", "suspended")
+
+
+def _not_paused(g: Guest) -> list[Check]:
+    """PVE refuses a clean shutdown or reboot of a VM whose QEMU is paused (it would power off on resume)."""
+    if g.ref.type != "qemu":
+        return []
+    qmp = g.status.get("qmpstatus")
+    paused = g.running and qmp in _NO_CLEAN_SHUTDOWN
+    detail = f"QEMU is {qmp}: PVE refuses ('VM is paused - cannot shutdown'); resume it first" if paused else "no"
+    return [Check(check="VM is not paused", ok=not paused, detail=detail)]
+
+
 async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) -> Plan:
     g = await load_guest(t, vmid)
     checks = await _common(t, g, "VM.PowerMgmt")
+    if action == "start" and g.cfg.lock == _START_DESPITE.get(g.ref.type):
+        checks[1] = lock_check(g, allow=g.cfg.lock)
     effects: list[str] = []
     risks: list[str] = []
     params: dict[str, Any] = {}
@@ -148,9 +186,10 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         )
         if g.cfg.template:
             checks.append(Check(check="not a template", ok=False, detail=f"{g.label} is a template; clone it"))
-        effects.append(f"start {g.label}")
+        effects.append(f"start {g.label}" + (" from its hibernated state" if g.cfg.lock == "suspended" else ""))
     elif action == "shutdown":
         checks.append(Check(check="guest is running", ok=g.running, detail=str(g.status.get("status"))))
+        checks += _not_paused(g)
         timeout = int(options["timeout"])
         params["timeout"] = timeout
         how = await _shutdown_via(t, g)
@@ -161,6 +200,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         )
     elif action == "reboot":
         checks.append(Check(check="guest is running", ok=g.running, detail=str(g.status.get("status"))))
+        checks += _not_paused(g)
         effects.append(f"reboot {g.label} cleanly")
         risks.append("services in the guest are interrupted during the reboot")
     elif action == "stop":
@@ -195,7 +235,10 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
             ),
         ]
         effects.append(f"resume {g.label}")
-    effects += _ha_note(g)
+    routed = _ha_routed(g, action)
+    effects += _ha_note(g, action, int(options.get("timeout") or 0))
+    if routed and action == "shutdown" and g.ref.type == "qemu":
+        risks[-1] = "services in the guest stop; the HA manager forces the VM off if it ignores the request"
 
     async def execute() -> Any:
         return await t.client.call("POST", guest_path(g.ref, "status", action), **params)
@@ -208,6 +251,8 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         risks=risks,
         checks=checks,
         execute=execute,
+        follow="ha" if routed else "task",
+        ha_task_types=((("qm" if g.ref.type == "qemu" else "vz") + action,) if routed else ()),
     )
 
 
@@ -490,6 +535,43 @@ async def snapshot_rollback(
 # ---------------------------------------------------------------- backup
 
 
+async def _vzdump_check(t: ToolContext, g: Guest, cfg: dict[str, Any], mode: str, protected: bool) -> Check:
+    """What vzdump's task would refuse for this guest (analysis/backups.py vzdump_refusals): the node's vzdump
+    defaults for the storage (its prune-backups folded in), the guest's backups there, its HA resource."""
+    sid, node = str(cfg["storage"]), node_seg(g.ref.node)
+    reads: list[tuple[str, ApiPath, dict[str, Any]]] = [
+        ("defaults", api_path("nodes", node, "vzdump", "defaults"), {"storage": sid}),
+        (
+            "backups",
+            api_path("nodes", node, "storage", storage_seg(sid), "content"),
+            {"content": "backup", "vmid": g.ref.vmid},
+        ),
+    ]
+    if mode == "stop":
+        reads.append(("ha", api_path("cluster", "ha", "resources"), {}))
+    got = await gather(t.client, reads)
+    failed = next((v for v in got.values() if isinstance(v, PveError)), None)
+    if failed is not None:
+        return Check(check="vzdump will back it up", ok=False, detail=f"not provable: {failed.message}")
+    answers: dict[str, Any] = dict(got)
+    sids = (f"vm:{g.ref.vmid}", f"ct:{g.ref.vmid}")  # HA Config.pm vm_is_ha_managed looks at both
+    res = next((r for r in answers.get("ha") or [] if r.get("sid") in sids), None)
+    may_allocate = protected and (await privilege_check(t, f"/storage/{sid}", ["Datastore.Allocate"])).ok
+    refused = vzdump_refusals(
+        g.ref.type,
+        mode,
+        protected,
+        answers["defaults"].get("prune-backups"),
+        answers["backups"],
+        cfg,
+        may_allocate,
+        None if res is None else str(res.get("state") or "started"),
+    )
+    if refused:
+        return Check(check="vzdump will back it up", ok=False, detail="; ".join(refused))
+    return Check(check="vzdump will back it up", ok=True, detail="no backup limit, protection cap or HA rule stops it")
+
+
 @guarded(toolset="backups", tier=Tier.OPERATOR, idempotent=False)
 async def backup_now(
     t: ToolContext,
@@ -525,6 +607,8 @@ async def backup_now(
                     detail="available" if on_node else f"'{storage}' is not enabled on {g.ref.node}",
                 )
             )
+            if backup_ok and on_node:
+                checks.append(await _vzdump_check(t, g, cfg, mode, protected))
         effects = [f"back up {g.label} to {storage} ({mode} mode)" + (", protected" if protected else "")]
         risks = []
         if mode == "stop" and g.running:

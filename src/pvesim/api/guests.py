@@ -225,9 +225,15 @@ def _power(call: Call, gtype: str, action: str) -> str:
     kind = KIND[gtype]
     _root_only(call, "skiplock")
     skiplock = call.flag("skiplock")
+    # qemu-server API2/Qemu.pm vm_shutdown (before routing an HA guest) and vm_reboot: vm_is_paused($vmid, 1)
+    paused = g.status == "running" and g.qmpstatus in ("paused", "prelaunch", "suspended")
+    if gtype == "qemu" and paused and (action == "reboot" or (action == "shutdown" and not call.flag("forceStop"))):
+        raise ApiError(500, "VM is paused - cannot shutdown")
     if _ha_managed(c, g) and action in ("start", "stop", "shutdown"):
         return _ha_power(call, g, action)
-    if g.lock and not skiplock and not (action == "resume" and g.lock == "suspended"):
+    # vm_resume and qemu's vm_start take a hibernated VM ('suspended'); pve-container's vm_start skips 'mounted'
+    passes = {"resume": ("suspended",), "start": ("suspended",) if gtype == "qemu" else ("mounted",)}
+    if g.lock and not skiplock and g.lock not in passes.get(action, ()):
         raise ApiError(500, f"{kind} is locked ({g.lock})")
     ttype = PREFIX[gtype] + action
     durations = {"start": 3, "stop": 2, "shutdown": 8, "reboot": 10, "suspend": 2, "resume": 1, "reset": 1}
@@ -238,6 +244,9 @@ def _power(call: Call, gtype: str, action: str) -> str:
                 return f"{kind} {g.vmid} already running"
             if g.template:
                 return "you can't start a vm if it's a template"
+            if g.config.get("lock") == "suspended":  # QemuServer.pm vm_start: resume => the saved state
+                g.config.pop("lock")
+                g.config.pop("vmstate", None)
             g.apply_pending()
             set_running(c, g)
         elif action in ("stop", "shutdown"):
@@ -284,12 +293,21 @@ def _ha_power(call: Call, g: Guest, action: str) -> str:
     want = "started" if action == "start" else "stopped"
     ttype = "hastart" if action == "start" else "hastop"
 
-    def finish() -> str | None:
-        res.state = want
-        if want == "started" and g.status != "running":
+    def carried_out() -> str | None:
+        if want == "started":
             set_running(c, g)
-        elif want == "stopped" and g.status == "running":
+        else:
             set_stopped(g)
+        return None
+
+    def finish() -> str | None:
+        # the request task only queues the command (ha-manager set / crm-command stop); the CRM sets the resource's
+        # state and the LRM runs the guest's own task (pve-ha-manager Manager.pm, LRM.pm, Resources/PVEVM.pm)
+        res.state = want
+        if (want == "started") != (g.status == "running"):
+            lrm = action if action != "shutdown" or int(call.params.get("timeout", 60)) else "stop"
+            log = [f"{lrm} {KIND[g.type]} {g.vmid} (HA request)"]
+            start_task(c, g.node, PREFIX[g.type] + lrm, str(g.vmid), "root@pam", 3, log, carried_out)
         return None
 
     log = [f"Requesting HA {action if action == 'start' else 'stop'} for {KIND[g.type]} {g.vmid}"]
@@ -802,8 +820,11 @@ def vzdump(call: Call) -> str:
             return refused
         now = c.clock.now()
         task.log.extend(f"INFO: Starting Backup of VM {g.vmid} ({g.type})" for g in local)
+        failed = {g.vmid: why for g in local if (why := _backup_refusal(call, conf, sid, storage, g))}
+        for vmid, why in failed.items():
+            task.log.append(f"ERROR: Backup of VM {vmid} failed - {why}")
         for g in local:
-            if storage is None or sid is None:  # a dumpdir: files outside any storage
+            if storage is None or sid is None or g.vmid in failed:  # a dumpdir: files outside any storage
                 continue
             volid, fmt = _backup_volid(storage.type, sid, g, now)
             size = max(g.maxdisk() // 3, 64 * 1024**2)
@@ -830,7 +851,10 @@ def vzdump(call: Call) -> str:
             )
             storage.add_used(node, size)
         for g in local:
-            task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
+            if g.vmid not in failed:
+                task.log.append(f"INFO: Finished Backup of VM {g.vmid} (00:00:{int(seconds) % 60:02d})")
+        if failed:
+            return "job errors"
         task.log.append("INFO: Backup job finished successfully")
         return None
 
@@ -848,6 +872,44 @@ def vzdump(call: Call) -> str:
         lock="backup",
     )
     return task.upid
+
+
+def _backup_refusal(call: Call, conf: dict[str, Any], sid: str | None, storage: Any, g: Guest) -> str | None:
+    """What VZDump.pm exec_backup_task dies with for one guest: stop mode on an HA resource requested 'started'
+    (vm_is_ha_managed($vmid, 'started')); with protected, max-protected-backups (pve-storage Storage.pm
+    get_max_protected_backups); with remove=0, the keep-* sum of the effective prune-backups (the call's, the
+    storage's, vzdump.conf's; keep-all forces remove=0 and sets no limit)."""
+    c, p = call.cluster, call.params
+    res = c.ha_resources.get(f"vm:{g.vmid}") or c.ha_resources.get(f"ct:{g.vmid}")  # vm_is_ha_managed: either
+    if p.get("mode", conf.get("mode")) == "stop" and res is not None and res.state in ("started", "enabled"):
+        return (
+            "Cannot execute a backup with stop mode on a HA managed and enabled Service. "
+            "Use snapshot mode or disable the Service."
+        )
+    if storage is None or sid is None:
+        return None
+    mine = [
+        v
+        for v in c.volumes
+        if v.storage == sid and v.content == "backup" and v.vmid == g.vmid and v.subtype in (None, g.type)
+    ]
+    kept = sum(1 for v in mine if v.protected)
+    if call.flag("protected"):
+        cap = storage.options.get("max-protected-backups")
+        limit = int(cap) if cap is not None else (-1 if call.can(f"/storage/{sid}", "Datastore.Allocate") else 5)
+        if -1 < limit <= kept:
+            return f"The number of protected backups per guest is limited to {limit} on storage '{sid}'"
+        return None
+    prune = str(p.get("prune-backups") or storage.options.get("prune-backups") or conf.get("prune-backups") or "")
+    spec = dict(kv.split("=", 1) for kv in prune.split(",") if "=" in kv)
+    remove = str(p.get("remove", conf.get("remove", 1))) not in ("0", "False", "false")
+    limit = sum(int(v) for k, v in spec.items() if k.startswith("keep-") and k != "keep-all" and v.isdecimal())
+    if spec.get("keep-all", "0") not in ("0", "") or remove or not limit or len(mine) - kept < limit:
+        return None
+    return (
+        f"There is a max backup limit of {limit} enforced by the target storage or the vzdump parameters. "
+        "Either increase the limit or delete old backups."
+    )
 
 
 def _storage_refusal(sid: str | None, storage: Any) -> str | None:

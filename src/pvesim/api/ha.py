@@ -255,6 +255,9 @@ def update_ha_resource(call: Call) -> None:
     """Change a resource's config; the CRM then brings the guest to the requested state (an LRM task)."""
     c = call.cluster
     res = _resource(call)
+    # pve-ha-manager API2/HA/Resources.pm update: check_service_state (a managed service in error takes 'disabled')
+    if res.state != "ignored" and _crm_state(c, res) == "error" and call.params.get("state") != "disabled":
+        raise ApiError(500, f"service '{res.sid}' in error state, must be disabled and fixed first")
     if "digest" in call.params and call.params["digest"] != resources_digest(c):
         raise ApiError(500, "detected modified configuration - file changed by other user? Try again.")
     if "comment" in call.params:
