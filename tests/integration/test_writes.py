@@ -496,3 +496,21 @@ async def test_a_hibernated_vm_can_be_started(start_sim: Any, server_for: Any) -
     assert "from its hibernated state" in body["summary"]
     assert done.structured_content["status"] == "completed"
     assert guest(sim, 104).status == "running" and "lock" not in guest(sim, 104).config
+
+
+async def test_an_ha_guest_in_the_error_state_is_neither_started_nor_stopped(start_sim: Any, server_for: Any) -> None:
+    """PVE hands an HA guest's start to 'ha-manager set --state started' and its stop or shutdown to 'crm-command
+    stop'; both die in check_service_state for a service in the error state (pve-ha-manager API2/HA/Resources.pm,
+    CLI/ha_manager.pm): the previews refuse, and pvesim's hastart task fails as PVE's does."""
+    sim = start_sim("demo")
+    sim.cluster.ha_resources["vm:101"].crm_state = "error"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="admin")) as c:
+        shutdown = await c.call_tool("guest_shutdown", {"vmid": 101})
+        stop = await c.call_tool("guest_stop", {"vmid": 101})
+    assert shutdown.is_error and "must be disabled and fixed first" in shutdown.content[0].text
+    assert stop.is_error and "in the HA error state" in stop.content[0].text
+    pve = api(sim)
+    node = guest(sim, 101).node
+    status = wait_task(pve.nodes(node).tasks(pve.nodes(node).qemu(101).status.stop.post()).status.get)
+    assert status["exitstatus"] == "service 'vm:101' in error state, must be disabled and fixed first"
+    assert guest(sim, 101).status == "running"

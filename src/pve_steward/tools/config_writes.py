@@ -29,6 +29,7 @@ from pve_steward.security.sanitise import quote_name
 from pve_steward.security.tiers import Tier
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import guest_path
+from pve_steward.tools.hastatus import ha_accepts
 from pve_steward.tools.twophase import (
     Check,
     Plan,
@@ -229,31 +230,6 @@ async def guest_unlock(t: ToolContext, vmid: VmId, confirm_token: Token | None =
 HaState = Literal["started", "stopped", "disabled", "ignored"]
 
 
-async def _crm_state(t: ToolContext, sid: str) -> str | PveError:
-    """The HA manager's state of the service (its status row's crm_state; '' when it has none)."""
-    try:
-        rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "ha", "status", "current"))
-    except PveError as exc:
-        return exc
-    row = next((r for r in rows if r.get("type") == "service" and r.get("sid") == sid), {})
-    return str(row.get("crm_state") or "")
-
-
-def _error_state_check(sid: str, crm: str | PveError, wanted: str) -> Check:
-    """pve-ha-manager src/PVE/API2/HA/Resources.pm check_service_state: a service in the error state takes only
-    'disabled' ("service '...' in error state, must be disabled and fixed first")."""
-    if isinstance(crm, PveError):
-        return Check(check="HA accepts the request", ok=False, detail=f"not provable: {crm.message}")
-    if crm == "error" and wanted != "disabled":
-        return Check(
-            check="HA accepts the request",
-            ok=False,
-            detail=f"{sid} is in the HA error state: PVE takes only 'disabled' until it is fixed "
-            "(service in error state, must be disabled and fixed first)",
-        )
-    return Check(check="HA accepts the request", ok=True, detail=f"HA manager state {crm or 'none'}")
-
-
 @guarded(toolset="ha", tier=Tier.OPERATOR, destructive=True)
 async def ha_set_state(
     t: ToolContext,
@@ -273,11 +249,10 @@ async def ha_set_state(
         except PveError as exc:
             raise Refused(f"{vmid} is not HA-managed ({exc.message}); use the guest power actions") from None
         current = str(res.get("state", "started"))
-        crm = await _crm_state(t, sid)
         checks = [
             await privilege_check(t, "/", ["Sys.Console"]),
             Check(check="state changes", ok=current != state, detail=f"{current} -> {state}"),
-            _error_state_check(sid, crm, state),
+            await ha_accepts(t, sid, state),
         ]
         power: str | None = None
         if state == "started" and not g.running:

@@ -32,6 +32,7 @@ from pve_steward.security.tiers import Tier
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import GuestRef, guest_path, resolve_guest
+from pve_steward.tools.hastatus import ha_accepts
 from pve_steward.tools.twophase import (
     Check,
     Plan,
@@ -236,6 +237,9 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         ]
         effects.append(f"resume {g.label}")
     routed = _ha_routed(g, action)
+    if routed:  # the HA manager's API takes the request, or refuses it (analysis/harequest.py)
+        sid = f"{'vm' if g.ref.type == 'qemu' else 'ct'}:{vmid}"
+        checks.append(await ha_accepts(t, sid, "started" if action == "start" else None))
     effects += _ha_note(g, action, int(options.get("timeout") or 0))
     if routed and action == "shutdown" and g.ref.type == "qemu":
         risks[-1] = "services in the guest stop; the HA manager forces the VM off if it ignores the request"

@@ -303,6 +303,8 @@ def _ha_power(call: Call, g: Guest, action: str) -> str:
     def finish() -> str | None:
         # the request task only queues the command (ha-manager set / crm-command stop); the CRM sets the resource's
         # state and the LRM runs the guest's own task (pve-ha-manager Manager.pm, LRM.pm, Resources/PVEVM.pm)
+        if res.crm_state == "error":  # API2/HA/Resources.pm check_service_state, CLI/ha_manager.pm stop alike
+            return f"service '{res.sid}' in error state, must be disabled and fixed first"
         res.state = want
         if (want == "started") != (g.status == "running"):
             lrm = action if action != "shutdown" or int(call.params.get("timeout", 60)) else "stop"
