@@ -57,6 +57,35 @@ async def test_guest_settings(start_sim: Any, server_for: Any) -> None:
     assert "ignore all previous instructions" not in str(notes)
 
 
+async def test_tags_are_stored_as_pve_stores_them_and_guarded_as_pve_guards_them(
+    start_sim: Any, server_for: Any
+) -> None:
+    """pve-guest-common GuestHelpers.pm get_unique_tags lower-cases and sorts tags (datacenter.cfg tag-style may
+    keep case and order); assert_tag_permissions refuses a registered tag, or any unlisted tag under
+    user-tag-access 'list', to a token without Sys.Modify on /. The read-back expects what PVE stores."""
+    sim = start_sim("demo")
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        upper = await run(c, "guest_set_tags", vmid=100, tags=["Web", "PROD"])
+    sim.cluster.options["tag-style"] = {"case-sensitive": 1, "ordering": "config"}
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:  # a fresh read of the options
+        kept = await run(c, "guest_set_tags", vmid=103, tags=["Web", "PROD"])
+    sim.cluster.options["registered-tags"] = ["prod"]
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        sim.cluster.options["user-tag-access"] = {"user-allow": "list", "user-allow-list": ["web", "mail"]}
+        # VM 104 has tags mail and prod: removing one is a change as adding one is
+        registered = await refused(c, "guest_set_tags", vmid=104, tags=["mail"])
+        unlisted = await refused(c, "guest_set_tags", vmid=104, tags=["db", "mail", "prod"])
+        listed = await run(c, "guest_set_tags", vmid=104, tags=["mail", "prod", "web"])
+    assert upper["status"] == "completed" and sim.cluster.guests[100].config["tags"] == "prod;web"
+    assert "[prod, web]" in upper["summary"]
+    assert kept["status"] == "completed" and sim.cluster.guests[103].config["tags"] == "PROD;Web"
+    assert "changing tag 'prod' needs Sys.Modify on /" in registered
+    assert "changing tag 'db' needs Sys.Modify on /" in unlisted
+    assert listed["status"] == "completed"
+    with pytest.raises(ResourceException, match=r"Sys\.Modify for modifying tag 'db'"):
+        api(sim, "operator@pve!mcp").nodes(sim.cluster.guests[104].node).qemu(104).config.put(tags="db;mail;prod;web")
+
+
 async def test_a_config_write_is_refused_when_the_guest_changed(start_sim: Any, server_for: Any) -> None:
     sim = start_sim("demo")
     async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:

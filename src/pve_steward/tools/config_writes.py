@@ -15,6 +15,7 @@ import anyio
 from pydantic import Field
 
 from pve_steward.analysis.backups import job_covers
+from pve_steward.analysis.guesttags import stored_tags, tag_refusal
 from pve_steward.client import api_path, gather
 from pve_steward.client import backup_job as backup_job_seg
 from pve_steward.client import ha_sid as ha_sid_seg
@@ -99,26 +100,58 @@ async def _config_plan(
     return _sync_plan(g.target(), g.state(), effect, risks, checks, execute, verify)
 
 
+def _tag_rules(old: list[str], new: list[str], options: Any, perms: Any) -> tuple[Check, list[str]]:
+    """PVE's tag permissions (analysis/guesttags.py): a check, and a risk where the rules are not readable."""
+    name = "PVE's tag rules allow it"
+    if isinstance(options, PveError) or isinstance(perms, PveError):
+        failed = options if isinstance(options, PveError) else perms
+        return Check(check=name, ok=False, detail=f"not provable: {failed.message}"), []
+    held = {p for p, on in (perms.get("/") or {}).items() if on}
+    if "Sys.Modify" in held:
+        return Check(check=name, ok=True, detail="token holds Sys.Modify on /: any tag"), []
+    refused, unknown = tag_refusal(old, new, options, "Sys.Audit" in held)
+    if refused:
+        return Check(check=name, ok=False, detail=refused), []
+    doubt = [
+        f"PVE refuses tag(s) {', '.join(unknown)} if datacenter.cfg restricts tags (its rules need Sys.Audit on / "
+        "to read)"
+    ]
+    return Check(check=name, ok=True, detail="every changed tag may be set"), doubt if unknown else []
+
+
 @guarded(toolset="guests", tier=Tier.OPERATOR)
 async def guest_set_tags(
     t: ToolContext, vmid: VmId, tags: Annotated[list[Tag], Field(max_length=32)], confirm_token: Token | None = None
 ) -> WriteResult:
-    """Replace a guest's tags (an empty list removes them all)."""
+    """Replace a guest's tags (an empty list removes them all); PVE stores them as datacenter.cfg's tag-style says."""
     wanted = sorted(set(tags), key=str.lower)
 
     async def plan() -> Plan:
         g = await load_guest(t, vmid)
+        got = await gather(
+            t.client,
+            [
+                ("options", api_path("cluster", "options"), {}),
+                ("perms", api_path("access", "permissions"), {"path": "/"}),
+            ],
+        )
+        options = got["options"] if isinstance(got["options"], dict) else {}
+        stored = stored_tags(wanted, options)
         before = ", ".join(map(quote_name, g.cfg.tags)) or "none"
-        after = ", ".join(wanted) or "none"
+        after = ", ".join(stored) or "none"
         changes: dict[str, Any] = {"tags": ";".join(wanted)} if wanted else {"delete": "tags"}
-        return await _config_plan(
+        p = await _config_plan(
             t,
             vmid,
             changes,
             f"set the tags of {g.label} from [{before}] to [{after}]",
             ["tags drive filters, backup and HA selection in some setups; check nothing selects by them"],
-            {"tags": ";".join(wanted) or None},
+            {"tags": ";".join(stored) or None},
         )
+        check, doubt = _tag_rules(list(g.cfg.tags), wanted, got["options"], got["perms"])
+        p.checks.append(check)
+        p.risks += doubt
+        return p
 
     return await two_phase(t, write_params(vmid, tags=wanted), plan, confirm_token, False, WAIT_SYNC)
 

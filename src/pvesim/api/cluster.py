@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pvesim import tags
 from pvesim.api import render, sdn
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Cluster, Guest
@@ -94,7 +95,15 @@ def cluster_tasks(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/cluster/options")
 def cluster_options(call: Call) -> dict[str, Any]:
-    opts = {k: v for k, v in call.cluster.options.items() if not k.startswith("task_")}
+    """pve-manager PVE/API2/Cluster.pm get_options: all of datacenter.cfg with Sys.Audit on /, else console and
+    tag-style; 'allowed-tags' for everyone (GuestHelpers.pm get_allowed_tags)."""
+    c = call.cluster
+    opts = {k: v for k, v in c.options.items() if not k.startswith("task_")}
+    if not call.can("/", "Sys.Audit"):
+        opts = {k: v for k, v in opts.items() if k in ("console", "tag-style")}
+    privileged = call.can("/", "Sys.Modify")
+    seen = [t for g in c.guests.values() if privileged or call.can(f"/vms/{g.vmid}", "VM.Audit") for t in g.tag_list()]
+    opts["allowed-tags"] = sorted(tags.allowed_tags(c.options, privileged, seen)[0])
     return opts
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from pvesim import migration, pveconfig
+from pvesim import migration, pveconfig, tags
 from pvesim.api import render
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.apischema import MethodSpec
@@ -140,6 +140,14 @@ def _update_config(call: Call, gtype: str) -> None:
     deletes = [k.strip() for k in str(p.get("delete", "")).split(",") if k.strip()]
     if not changes and not deletes:
         raise ApiError(500, "no options specified")
+    if "tags" in changes:  # GuestHelpers.pm assert_tag_permissions, then get_unique_tags (qemu-server update_vm)
+        c = call.cluster
+        seen = [t for v in c.guests.values() if call.can(f"/vms/{v.vmid}", "VM.Audit") for t in v.tag_list()]
+        privileged = call.can("/", "Sys.Modify")
+        refused = tags.tag_refusal(g.config.get("tags", ""), str(changes["tags"]), c.options, privileged, seen)
+        if refused:
+            raise ApiError(403, refused)
+        changes["tags"] = tags.unique_tags(str(changes["tags"]), c.options)
     for key, value in changes.items():
         g.config[key] = str(int(value)) if isinstance(value, bool) else str(value)
     for key in deletes:
