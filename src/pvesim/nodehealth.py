@@ -274,10 +274,17 @@ _ATA = {
 
 
 def smart(h: NodeHealth, disk: dict[str, Any]) -> dict[str, Any]:
-    """Diskmanage.pm get_smart_data: ATA drives list attributes (id right-aligned to three columns), NVMe
-    drives answer smartctl's text."""
+    """Diskmanage.pm get_smart_data: ATA drives list attributes (id right-aligned to three columns), NVMe and
+    SAS drives (``transport: sas``) answer smartctl's text."""
     health = str(disk.get("health", "PASSED"))
     planted = h.smart.get(str(disk.get("devpath")), {})
+    if disk.get("transport") == "sas":  # smartctl's SCSI report: health status OK, the temperature in text
+        temp = planted.get(194, 36)
+        text = (
+            f"Current Drive Temperature:     {temp} C\nDrive Trip Temperature:        68 C\n\n"
+            "Accumulated start-stop cycles:  34\nElements in grown defect list: 0\n"
+        )
+        return {"health": "OK" if health == "PASSED" else health, "type": "text", "text": text}
     if disk.get("type") == "nvme":
         temp = planted.get(194, 38)
         text = (

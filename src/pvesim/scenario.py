@@ -417,6 +417,8 @@ def _disk(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("type") == "hdd":
         row["rpm"] = d.get("rpm", 7200)
         row["wearout"] = "N/A"
+    if d.get("transport"):  # how smartctl talks to it (sas: the SCSI report); not a field of the disk list
+        row["transport"] = d["transport"]
     return row
 
 

@@ -121,3 +121,14 @@ async def test_a_full_zfs_arc_is_no_memory_pressure_where_pve_records_it(
     found = [f for f in report["findings"] if f["code"] == "NODE_MEMORY_PRESSURE"]
     assert [f["subject"]["id"] for f in found] == (["hv1"] if pressure else [])
     assert report["complete"] is True
+
+
+async def test_a_hot_sas_drive_is_found_from_smartctls_text(start_sim: Any, server_for: Any) -> None:
+    """A SAS drive's SMART answer is text (Diskmanage.pm get_smart_data) whose temperature line is 'Current Drive
+    Temperature: N C', not NVMe's 'Temperature: N Celsius'."""
+    data = pvesim.load_scenario("healthy")
+    data["nodes"][0]["disks"] = [{"devpath": "/dev/sdc", "type": "hdd", "size": "4T", "transport": "sas"}]
+    data["nodes"][0].setdefault("health", {})["smart"] = {"/dev/sdc": {194: 59}}
+    report = await _health(server_for(start_sim(data)), ["node"])
+    hot = [f for f in report["findings"] if f["code"] == "NODE_DISK_TEMPERATURE_HIGH"]
+    assert [(f["subject"]["id"], f["evidence"]["temperature_c"]) for f in hot] == [("hv1:/dev/sdc", 59)]

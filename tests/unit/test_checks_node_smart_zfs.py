@@ -73,6 +73,23 @@ def test_every_failure_counter_and_the_temperature() -> None:
     assert found[2].evidence == {"disk": "/dev/sdb", "attribute": 5, "name": "Reallocated_Sector_Ct", "raw": 8}
 
 
+def sas(temp: int) -> dict[str, Any]:
+    """get_smart_data of a SAS drive: smartctl's text after the SMART data section (scsiPrintTemp's line)."""
+    text = (
+        f"Current Drive Temperature:     {temp} C\nDrive Trip Temperature:        68 C\n\n"
+        "Accumulated start-stop cycles:  34\nElements in grown defect list: 0\n"
+    )
+    return {"health": "OK", "type": "text", "text": text}
+
+
+def test_a_sas_drive_reports_its_temperature_in_text() -> None:
+    """SAS drives print 'Current Drive Temperature: N C' (not NVMe's 'Temperature: N Celsius'); the trip
+    temperature beside it is not the drive's."""
+    found = ns.smart_attributes(cluster({"node_smart": {"pve1": {"/dev/sdc": sas(57), "/dev/sdd": sas(40)}}}), T)
+    assert codes(found) == [("NODE_DISK_TEMPERATURE_HIGH", "pve1:/dev/sdc", "warning")]
+    assert found[0].evidence["temperature_c"] == 57
+
+
 def vdev(name: str, state: str = "ONLINE", cksum: int = 0, children: list[Any] | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"name": name, "state": state, "read": 0, "write": 0, "cksum": cksum, "msg": ""}
     if children is not None:

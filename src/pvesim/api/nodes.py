@@ -294,7 +294,7 @@ def disks(call: Call) -> list[dict[str, Any]]:
     out = []
     for d in _node(call).disks:
         row = {"gpt": 1, "mounted": 0, "osdid": -1, "osdid-list": [], "used": "ZFS"}
-        row.update(d)
+        row.update({k: v for k, v in d.items() if k != "transport"})  # transport: pvesim's, for its SMART answer
         out.append(row)
     return out
 

@@ -36,7 +36,9 @@ _COUNTERS = {
     187: ("NODE_DISK_REPORTED_UNCORRECTABLE", "reported uncorrectable error(s)"),
 }
 _TEMPERATURE_IDS = (194, 190)  # Temperature_Celsius, Airflow_Temperature_Cel
-_NVME_TEMPERATURE = re.compile(r"^Temperature:\s+(\d+) Celsius", re.MULTILINE)
+# smartctl's text (Diskmanage.pm get_smart_data type 'text'): NVMe "Temperature: 38 Celsius", SAS/SCSI
+# "Current Drive Temperature:     35 C" (smartmontools scsiprint.cpp scsiPrintTemp)
+_TEXT_TEMPERATURE = re.compile(r"^(?:Temperature:\s+(\d+) Celsius|Current Drive Temperature:\s+(\d+) C)", re.MULTILINE)
 FIX = (
     "Check the drive: GUI Node > Disks > Show S.M.A.R.T. values, `smartctl -a <disk>`; plan its replacement "
     "(ZFS: `zpool replace`, Ceph: mark the OSD out) before it fails."
@@ -79,8 +81,8 @@ def _temperature(answer: Any) -> int | None:
         value = _raw(attrs.get(ident, {}))
         if value:
             return value
-    m = _NVME_TEMPERATURE.search(str((answer or {}).get("text") or ""))
-    return int(m.group(1)) if m else None
+    m = _TEXT_TEMPERATURE.search(str((answer or {}).get("text") or ""))
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def _subject(node: str, disk: str) -> Subject:
@@ -94,7 +96,8 @@ def _subject(node: str, disk: str) -> Subject:
             "NODE_DISK_TEMPERATURE_HIGH",
             "warning",
             "Disk runs hot",
-            "The drive temperature (ATA attribute 194 or 190 raw value, or an NVMe drive's 'Temperature:' line of "
+            "The drive temperature (ATA attribute 194 or 190 raw value, an NVMe drive's 'Temperature:' or a SAS "
+            "drive's 'Current Drive Temperature:' line of "
             "GET /nodes/{node}/disks/smart) is at or above the warning threshold (cv4pve-diag: 55 °C), critical "
             "at 65 °C.",
             "Check airflow, fans and the chassis/room temperature; `smartctl -A <disk>` shows the history.",
