@@ -514,3 +514,15 @@ async def test_an_ha_guest_in_the_error_state_is_neither_started_nor_stopped(sta
     status = wait_task(pve.nodes(node).tasks(pve.nodes(node).qemu(101).status.stop.post()).status.get)
     assert status["exitstatus"] == "service 'vm:101' in error state, must be disabled and fixed first"
     assert guest(sim, 101).status == "running"
+
+
+async def test_an_ha_move_of_a_stopped_guest_is_announced_as_offline(start_sim: Any, server_for: Any) -> None:
+    """pve-ha-manager's LRM migrates a stopped VM with online=1, which qemu-server's migrate_vm turns into an
+    offline migration ("VM isn't running. Doing offline migration instead"): no live migration, no downtime."""
+    sim = start_sim("demo")
+    with sim.sim.mutate() as c:
+        c.guests[101].status = "stopped"
+    async with Client(server_for(sim, "operator@pve!mcp", tier="operator")) as c:
+        body = await preview(c, "ha_migrate", vmid=101, node="pve3")
+    assert "move (offline: it is not running)" in body["effects"][0]
+    assert not any("downtime" in r for r in body["risks"])

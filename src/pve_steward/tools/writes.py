@@ -799,7 +799,14 @@ async def _ha_plan(t: ToolContext, vmid: int, node: str, action: Literal["migrat
         ),
     ]
     kind = "VM" if ref.type == "qemu" else "CT"
-    verb = "live-migrate" if action == "migrate" and ref.type == "qemu" else "relocate (stop, move, start)"
+    # a service that is not running moves offline, whichever the command (pve-ha-manager LRM.pm + Resources/PVEVM.pm
+    # migrate; qemu-server migrate_vm: "VM isn't running. Doing offline migration instead"; PVECT.pm never online)
+    if row.get("status") != "running":
+        verb = "move (offline: it is not running)"
+    elif action == "migrate" and ref.type == "qemu":
+        verb = "live-migrate"
+    else:
+        verb = "relocate (stop, move, start)"
     effects = [
         f"ask the HA manager to {verb} {kind} {vmid} {quote_name(ref.name)} ({sid}) "
         f"from {quote_name(ref.node)} to {node}"
