@@ -241,9 +241,6 @@ class Guest:
             memo = self._memo = Parsed.of(items, self.type)
         return memo
 
-    def tag_list(self) -> list[str]:
-        return [t for t in self.config.get("tags", "").replace(";", " ").replace(",", " ").split() if t]
-
     def volumes(self) -> Volumes:
         """(key, volid, options) for every volume the config references, in config order (read only)."""
         return self.parsed().volumes

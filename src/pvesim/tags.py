@@ -4,12 +4,18 @@ tag-style decides the stored form, its user-tag-access and registered-tags who m
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
 def split_list(text: str) -> list[str]:
     """pve-common PVE::Tools split_list: ';', ',' and spaces separate."""
     return [t for t in text.replace(";", " ").replace(",", " ").split() if t]
+
+
+def visible_tags(configs: Iterable[tuple[int, dict[str, str]]], sees: Callable[[int], bool]) -> list[str]:
+    """The tags of the guests (vmid, config) the user sees: get_allowed_tags's existing tags."""
+    return [tag for vmid, config in configs if sees(vmid) for tag in split_list(config.get("tags", ""))]
 
 
 def unique_tags(text: str, options: dict[str, Any]) -> str:

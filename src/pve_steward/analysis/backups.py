@@ -21,7 +21,7 @@ from pve_steward.analysis.pbs import pbs_prunes, storage_maps
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.analysis.vzdumptarget import job_defaults, job_nodes, job_storages
+from pve_steward.analysis.vzdumptarget import job_defaults, job_enabled, job_nodes, job_storages
 from pve_steward.pve.tasks import task_running
 
 _FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
@@ -93,10 +93,6 @@ def job_covers(
 
 def visible_pools(resources: list[Row]) -> frozenset[str]:
     return frozenset(str(r["pool"]) for r in resources if r.get("type") == "pool" and r.get("pool"))
-
-
-def _enabled(job: Row) -> bool:
-    return bool(int(job.get("enabled", 1) or 0))
 
 
 def _hours(seconds: float) -> float:
@@ -291,7 +287,7 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
         m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
     }
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
-    jobs = [(1 << i, _enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
+    jobs = [(1 << i, job_enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
     pools = visible_pools(data.resources)
     # a vmid no job lists (by vmid or exclude) is covered alike on its node and in its pool: one answer per pair
     listed = {v for _bit, _on, sel, _job in jobs for ids in (sel.ids, sel.excluded) if ids for v in ids}
@@ -482,7 +478,7 @@ def _job_findings(data: ClusterData, t: Thresholds) -> list[Finding]:
     out = []
     for job in data.backup_jobs:
         subject = Subject(kind="backup_job", id=str(job.get("id")), node=job.get("node"))
-        if not _enabled(job):
+        if not job_enabled(job):
             out.append(
                 finding(
                     "BACKUP_JOB_DISABLED",
@@ -738,7 +734,7 @@ def _failed_run(data: ClusterData, task: Row, failed: list[int]) -> Finding:
         {
             str(j["id"])
             for j in data.backup_jobs
-            if _enabled(j)
+            if job_enabled(j)
             and (not failed or any(job_covers(j, v, node, _pool(data, v), pools) for v in failed))
             and (not j.get("node") or j["node"] == node)
         }

@@ -43,12 +43,18 @@ def snapshot_refusals(
             out.append(f"its RAM cannot be saved with {', '.join(blockers)}")
     lacking = [
         f"{v.key} on {v.storage} ({storage_types.get(v.storage, 'unknown')})" if v.storage else f"{v.key} (a host path)"
-        for v in cfg.volumes
-        if not v.unused and not (cfg.type == "qemu" and v.cdrom) and not _has_snapshot(v, storage_types)
+        for v in _walked(cfg)
+        if not _has_snapshot(v, storage_types)
     ]
     if lacking:
         out.append(f"these volumes cannot be snapshotted: {', '.join(lacking)}")
     return out
+
+
+def _walked(cfg: GuestConfig) -> list[Volume]:
+    """The volumes has_feature and __snapshot_rollback_vol_possible walk: no unused ones (foreach_volume), a VM's
+    CD-ROMs left out (QemuConfig.pm drive_is_cdrom)."""
+    return [v for v in cfg.volumes if not v.unused and not (cfg.type == "qemu" and v.cdrom)]
 
 
 def _has_snapshot(v: Volume, storage_types: Mapping[str, str]) -> bool:
@@ -78,9 +84,7 @@ def rollback_refusals(
     if template:
         return ["it is a template (PVE: you can't rollback if vm is a template)"]
     out = []
-    for v in snap.volumes:
-        if v.unused or (snap.type == "qemu" and v.cdrom):
-            continue
+    for v in _walked(snap):
         if v.storage is None:
             out.append(f"{v.key} is a host path (PVE: snapshot rollback file/device '{v.volid}' is not possible)")
             continue

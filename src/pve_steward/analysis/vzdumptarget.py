@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.pve.values import flag
+
+
+def job_enabled(job: Row) -> bool:
+    """A backup job's ``enabled``: a PVE boolean, default 1 (pve-manager PVE/API2/Backup.pm job properties)."""
+    return flag(job.get("enabled", 1))
 
 
 @pve_rule(

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from pve_steward.analysis.backups import job_covers, visible_pools
 from pve_steward.analysis.schedule import interval_seconds
+from pve_steward.analysis.vzdumptarget import job_enabled
 from pve_steward.client import api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
@@ -68,7 +69,7 @@ def _job(r: dict[str, Any]) -> BackupJob:
     interval = interval_seconds(r.get("schedule"))
     return BackupJob(
         id=str(r.get("id")),
-        enabled=bool(int(r.get("enabled", 1) or 0)),
+        enabled=job_enabled(r),
         schedule=r.get("schedule"),
         interval_hours=round(interval / 3600, 1) if interval else None,
         next_run=iso(r.get("next-run")),

@@ -23,6 +23,7 @@ from pve_steward.analysis.catalog import Need, needs_of
 from pve_steward.analysis.data import ClusterData, Missing
 from pve_steward.analysis.health import AREAS as HEALTH_AREAS
 from pve_steward.analysis.health import ON_DEMAND
+from pve_steward.analysis.vzdumptarget import job_enabled
 from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.client import node as node_seg
 from pve_steward.client import storage as storage_seg
@@ -648,7 +649,7 @@ class Collector:
         pairs: set[tuple[str, str]] = set()
         for job in self.data.backup_jobs:
             nodes = [n for n in ([job["node"]] if job.get("node") else online) if n in online]
-            if str(job.get("enabled", 1)) == "0":
+            if not job_enabled(job):
                 continue
             if not job.get("storage"):  # a dumpdir job too: the answer holds vzdump.conf's compress
                 pairs.update((n, "") for n in nodes)

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from pve_steward.analysis.backups import job_covers
 from pve_steward.analysis.guesttags import stored_tags, tag_refusal
+from pve_steward.analysis.vzdumptarget import job_enabled
 from pve_steward.client import api_path, gather
 from pve_steward.client import backup_job as backup_job_seg
 from pve_steward.client import ha_sid as ha_sid_seg
@@ -82,11 +83,11 @@ def _norm(key: str, value: Any) -> Any:
 
 
 async def _config_plan(
-    t: ToolContext, vmid: int, changes: dict[str, Any], effect: str, risks: list[str], readback: dict[str, str | None]
+    t: ToolContext, g: Guest, changes: dict[str, Any], effect: str, risks: list[str], readback: dict[str, str | None]
 ) -> Plan:
-    """A guest config change: privilege, lock, passed digest, and a read-back of ``readback`` keys."""
-    g = await load_guest(t, vmid)
-    checks = [await privilege_check(t, f"/vms/{vmid}", ["VM.Config.Options"]), lock_check(g)]
+    """A config change of the guest the caller loaded: privilege, lock, passed digest, and a read-back of
+    ``readback`` keys."""
+    checks = [await privilege_check(t, f"/vms/{g.ref.vmid}", ["VM.Config.Options"]), lock_check(g)]
     digest = g.cfg.digest
 
     async def execute() -> Any:
@@ -142,7 +143,7 @@ async def guest_set_tags(
         changes: dict[str, Any] = {"tags": ";".join(wanted)} if wanted else {"delete": "tags"}
         p = await _config_plan(
             t,
-            vmid,
+            g,
             changes,
             f"set the tags of {g.label} from [{before}] to [{after}]",
             ["tags drive filters, backup and HA selection in some setups; check nothing selects by them"],
@@ -166,7 +167,7 @@ async def guest_set_notes(t: ToolContext, vmid: VmId, notes: Notes, confirm_toke
         changes: dict[str, Any] = {"description": notes} if notes else {"delete": "description"}
         return await _config_plan(
             t,
-            vmid,
+            g,
             changes,
             f"replace the notes of {g.label} ({len(old)} characters) with {len(notes)} characters",
             [
@@ -191,7 +192,7 @@ async def guest_set_onboot(
         g = await load_guest(t, vmid)
         p = await _config_plan(
             t,
-            vmid,
+            g,
             {"onboot": 1 if enabled else 0},
             f"{'enable' if enabled else 'disable'} start on boot for {g.label}",
             [] if enabled else ["after a node reboot this guest stays off until someone starts it"],
@@ -276,7 +277,7 @@ async def ha_set_state(
 
     async def plan() -> Plan:
         g = await load_guest(t, vmid)
-        sid = f"{'vm' if g.ref.type == 'qemu' else 'ct'}:{vmid}"
+        sid = g.sid
         try:
             res: dict[str, Any] = await t.client.get(api_path("cluster", "ha", "resources", ha_sid_seg(sid)))
         except PveError as exc:
@@ -352,8 +353,8 @@ async def backup_job_set_enabled(
             raise Refused(f"no backup job '{id}'; jobs: {', '.join(sorted(str(j.get('id')) for j in jobs)) or 'none'}")
         guests: list[dict[str, Any]] = [g for g in got["guests"] if g.get("type") in ("qemu", "lxc")]  # type: ignore[union-attr]
         covered = [int(g["vmid"]) for g in guests if job_covers(job, int(g["vmid"]), g.get("node"))]
-        on = bool(int(job.get("enabled", 1) or 0))
-        others = [j for j in jobs if j is not job and int(j.get("enabled", 1) or 0)]
+        on = job_enabled(job)
+        others = [j for j in jobs if j is not job and job_enabled(j)]
         orphaned = [
             v
             for v in covered
@@ -386,7 +387,7 @@ async def backup_job_set_enabled(
         async def verify() -> str | None:
             rows: list[dict[str, Any]] = await t.client.get(api_path("cluster", "backup"))
             now = next((j for j in rows if str(j.get("id")) == id), {})
-            return None if bool(int(now.get("enabled", 1) or 0)) == enabled else "the job's enabled flag did not change"
+            return None if job_enabled(now) == enabled else "the job's enabled flag did not change"
 
         return _sync_plan(
             TargetRef(id=f"backup job {id}"), fingerprint(sorted(job.items())), effect, risks, checks, execute, verify

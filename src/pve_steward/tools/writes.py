@@ -65,6 +65,11 @@ class Guest:
         return f"{self.kind} {self.ref.vmid} {quote_name(self.cfg.name)} on {quote_name(self.ref.node)}"
 
     @property
+    def sid(self) -> str:
+        """Its HA resource id, whether or not HA manages it."""
+        return f"{'vm' if self.ref.type == 'qemu' else 'ct'}:{self.ref.vmid}"
+
+    @property
     def running(self) -> bool:
         return self.status.get("status") == "running"
 
@@ -238,8 +243,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
         effects.append(f"resume {g.label}")
     routed = _ha_routed(g, action)
     if routed:  # the HA manager's API takes the request, or refuses it (analysis/harequest.py)
-        sid = f"{'vm' if g.ref.type == 'qemu' else 'ct'}:{vmid}"
-        checks.append(await ha_accepts(t, sid, "started" if action == "start" else None))
+        checks.append(await ha_accepts(t, g.sid, "started" if action == "start" else None))
     effects += _ha_note(g, action, int(options.get("timeout") or 0))
     if routed and action == "shutdown" and g.ref.type == "qemu":
         risks[-1] = "services in the guest stop; the HA manager forces the VM off if it ignores the request"

@@ -102,7 +102,8 @@ def cluster_options(call: Call) -> dict[str, Any]:
     if not call.can("/", "Sys.Audit"):
         opts = {k: v for k, v in opts.items() if k in ("console", "tag-style")}
     privileged = call.can("/", "Sys.Modify")
-    seen = [t for g in c.guests.values() if privileged or call.can(f"/vms/{g.vmid}", "VM.Audit") for t in g.tag_list()]
+    configs = ((g.vmid, g.config) for g in c.guests.values())
+    seen = tags.visible_tags(configs, lambda vmid: privileged or call.can(f"/vms/{vmid}", "VM.Audit"))
     opts["allowed-tags"] = sorted(tags.allowed_tags(c.options, privileged, seen)[0])
     return opts
 

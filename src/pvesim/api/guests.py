@@ -142,7 +142,8 @@ def _update_config(call: Call, gtype: str) -> None:
         raise ApiError(500, "no options specified")
     if "tags" in changes:  # GuestHelpers.pm assert_tag_permissions, then get_unique_tags (qemu-server update_vm)
         c = call.cluster
-        seen = [t for v in c.guests.values() if call.can(f"/vms/{v.vmid}", "VM.Audit") for t in v.tag_list()]
+        configs = ((v.vmid, v.config) for v in c.guests.values())
+        seen = tags.visible_tags(configs, lambda vmid: call.can(f"/vms/{vmid}", "VM.Audit"))
         privileged = call.can("/", "Sys.Modify")
         refused = tags.tag_refusal(g.config.get("tags", ""), str(changes["tags"]), c.options, privileged, seen)
         if refused:
@@ -427,9 +428,7 @@ def _snapshot_refusal(c: Any, g: Any, name: str, vmstate: bool) -> str | None:
             return "Cannot live-migrate, snapshot (with RAM), or hibernate a VM with: " + ", ".join(blockers)
     if name in g.snapshots:
         return f"snapshot name '{name}' already used"
-    for key, volid, opts in g.volumes():
-        if key.startswith("unused") or (g.type == "qemu" and (opts.get("media") == "cdrom" or volid == "cdrom")):
-            continue
+    for volid in _snapshot_volids(g, g.config):
         sid = volid.split(":", 1)[0] if ":" in volid and not volid.startswith("/") else None
         storage = c.storages.get(sid) if sid else None
         if storage is None or not (storage.type in _SNAPSHOT_ANY_FORMAT or volid.endswith(".qcow2")):
@@ -531,12 +530,12 @@ def _snapshot_rollback(call: Call, gtype: str) -> str:
 
 
 def _snapshot_volids(g: Guest, config: dict[str, str]) -> list[str]:
-    """The volumes a snapshot's config references as foreach_volume walks them (no unused, a VM's CD-ROMs left out
-    by __snapshot_rollback_vol_possible)."""
+    """The volumes a config (or a snapshot's) references as has_feature and __snapshot_rollback_vol_possible walk
+    them: no unused ones, a VM's CD-ROMs left out."""
     out = []
     for key, value in config.items():
         vol = pveconfig.volume_of(key, str(value), g.type)
-        if vol is None or key.startswith("unused") or (g.type == "qemu" and vol[1].get("media") == "cdrom"):
+        if vol is None or key.startswith("unused") or (g.type == "qemu" and "cdrom" in (vol[1].get("media"), vol[0])):
             continue
         out.append(vol[0])
     return out

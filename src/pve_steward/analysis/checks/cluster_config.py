@@ -15,7 +15,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.analysis.vzdumptarget import job_nodes, job_storages
+from pve_steward.analysis.vzdumptarget import job_enabled, job_nodes, job_storages
 
 _WARNINGS = re.compile(r"WARNINGS: \d+")
 METRICS = Need("metric_servers", "/cluster/metrics/server", privilege="Sys.Audit on /")
@@ -27,10 +27,6 @@ LOG = Need(
     privilege="Sys.Syslog on /",
     visible_with=(("/", "Sys.Syslog"),),
 )
-
-
-def _enabled(job: Row) -> bool:
-    return str(job.get("enabled", 1)) not in ("0", "false", "False")
 
 
 def _read_failed(data: ClusterData, path_part: str) -> bool:
@@ -88,7 +84,7 @@ def backup_job_settings(data: ClusterData, t: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     groups: dict[tuple[str, str], list[Row]] = {}
     for job in data.backup_jobs:
-        if not _enabled(job):
+        if not job_enabled(job):
             continue
         # a job without storage writes where each node's vzdump default says; not judged where that is unknown
         files = [sid for sid in job_storages(data, job) if types.get(sid) != "pbs"]

@@ -12,7 +12,7 @@ from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.pbs import MANIFEST, PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.analysis.vzdumptarget import job_storages
+from pve_steward.analysis.vzdumptarget import job_enabled, job_storages
 
 
 def _spec(value: object) -> dict[str, str] | None:
@@ -30,7 +30,7 @@ GROUP_TYPE = {"qemu": "vm", "lxc": "ct"}  # pve-storage PBSPlugin.pm prune_backu
 def pve_jobs(data: ClusterData, storage: Row) -> list[Row]:
     """The enabled PVE backup jobs writing to this PBS storage."""
     sid = storage.get("storage")
-    return [j for j in data.backup_jobs if str(j.get("enabled", 1)) != "0" and sid in job_storages(data, j)]
+    return [j for j in data.backup_jobs if job_enabled(j) and sid in job_storages(data, j)]
 
 
 def pve_keep(data: ClusterData, job: Row, storage: Row, node: str | None) -> dict[str, int]:

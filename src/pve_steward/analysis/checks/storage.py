@@ -15,7 +15,7 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.analysis.vzdumptarget import job_storage, job_storages
+from pve_steward.analysis.vzdumptarget import job_enabled, job_nodes, job_storage, job_storages
 from pve_steward.pve.storagecfg import allowed_nodes, content_types, is_shared
 from pve_steward.pve.values import flag
 
@@ -27,7 +27,7 @@ def _disabled(s: Row) -> bool:
 
 
 def _enabled_jobs(data: ClusterData) -> list[Row]:
-    return [j for j in data.read(BACKUP_JOBS.key) or [] if str(j.get("enabled", 1)) != "0"]
+    return [j for j in data.read(BACKUP_JOBS.key) or [] if job_enabled(j)]
 
 
 @pve_rule(
@@ -47,7 +47,7 @@ def _runs_on(data: ClusterData, job: Row) -> list[str]:
     """The online nodes where a job gets as far as its storage: every node (or its node) for an 'all' job; for a
     job that names guests or a pool, only nodes holding one of them, since vzdump ends silently elsewhere.
     A node whose guests' pool membership is not visible is left out (not provable)."""
-    nodes = [str(job["node"])] if job.get("node") else data.online_nodes
+    nodes = job_nodes(data, job)
     sel = selection(job)
     if sel.ids is None and sel.pool is None:
         return nodes
