@@ -113,6 +113,7 @@ async def test_jobs_without_storage_read_each_nodes_own_vzdump_default() -> None
         {"id": "bare", "all": 1, "enabled": 1},
         {"id": "bare-pinned", "all": 1, "enabled": 1, "node": "pve2"},
         {"id": "bare-off", "all": 1, "enabled": 0, "node": "pve3"},
+        {"id": "to-pbs", "storage": "pbs", "all": 1, "enabled": 1},  # its retention is no business of storage's
     ]
     fake.on("GET", "/cluster/backup", jobs).on("GET", "/cluster/backup-info/not-backed-up", [])
     fake.on("GET", "/nodes/{node}/storage/{storage}/content", []).on("GET", "/nodes/{node}/tasks", [])

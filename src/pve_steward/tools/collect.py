@@ -31,7 +31,7 @@ from pve_steward.client import upid as upid_seg
 from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
-from pve_steward.pve.storagecfg import is_shared
+from pve_steward.pve.storagecfg import allowed_nodes, is_shared
 from pve_steward.pve.tasks import task_running
 from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.readcache import Key, read_key
@@ -656,11 +656,12 @@ class Collector:
                 continue
             sid = str(job["storage"])
             cfg = kinds.get(sid, {})
-            if not self._want("backups") and cfg.get("type") != "pbs":
-                continue
+            if not self._want("backups") and not (self._want("pbs") and cfg.get("type") == "pbs"):
+                continue  # retention: backups judge it, pbs on PBS storages; the storage area needs none
             if job.get("prune-backups") and job.get("remove") is not None:
                 continue
-            pairs.update((n, sid) for n in nodes if not cfg.get("nodes") or n in str(cfg["nodes"]).split(","))
+            allowed = allowed_nodes(cfg)
+            pairs.update((n, sid) for n in nodes if allowed is None or n in allowed)
         return [
             (
                 f"vzdump:{n}@{sid}",
