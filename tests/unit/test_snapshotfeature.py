@@ -80,7 +80,7 @@ STORAGES = {
 
 def rollback(snap: dict[str, Any], later: dict[str, dict[str, Any]], template: bool = False) -> list[str]:
     parsed = {n: parse_guest_config(c, 100, "qemu") for n, c in later.items()}
-    return rollback_refusals("s1", template, parse_guest_config(snap, 100, "qemu"), parsed, STORAGES)
+    return rollback_refusals(template, parse_guest_config(snap, 100, "qemu"), parsed, STORAGES)
 
 
 def test_zfs_and_volume_chains_roll_back_only_to_the_most_recent_snapshot() -> None:

@@ -77,9 +77,9 @@ _LINEAR = frozenset({"zfspool", "zfs", "lvm"})
     "volume_rollback_is_possible + ZFSPoolPlugin.pm, LVMPlugin.pm, Plugin.pm",
 )
 def rollback_refusals(
-    name: str, template: bool, snap: GuestConfig, later: Mapping[str, GuestConfig], storages: Mapping[str, Any]
+    template: bool, snap: GuestConfig, later: Mapping[str, GuestConfig], storages: Mapping[str, Any]
 ) -> list[str]:
-    """Why PVE would refuse to roll back to snapshot ``name`` (its config ``snap``), given the snapshots taken
+    """Why PVE would refuse to roll back to a snapshot (its config ``snap``), given the snapshots taken
     after it (``later``: name -> config) and the storage definitions by id; empty when it would roll back."""
     if template:
         return ["it is a template (PVE: you can't rollback if vm is a template)"]

@@ -377,7 +377,7 @@ async def _rollback_support(t: ToolContext, g: Guest, name: str, rows: list[dict
     answers: dict[str, Any] = dict(got)
     configs = {n: parse_guest_config(answers[f"snapshot:{n}"], g.ref.vmid, g.ref.type) for n in [name, *later]}
     storages = {str(s.get("storage")): s for s in answers["storage"]}
-    refused = rollback_refusals(name, g.cfg.template, configs.pop(name), configs, storages)
+    refused = rollback_refusals(g.cfg.template, configs.pop(name), configs, storages)
     if refused:
         return Check(check="PVE can roll back to it", ok=False, detail="; ".join(refused))
     return Check(check="PVE can roll back to it", ok=True, detail="no volume holds a newer snapshot that blocks it")
