@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: setup interop demo demo-stdio test lint typecheck bench conformance docs clean dist mcpb image
+.PHONY: setup interop demo demo-stdio check test lint typecheck bench conformance docs clean dist mcpb image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+
+check: setup lint typecheck  ## the fast loop (under a minute): lint, types, unit and contract tests
+	$(BIN)/python -m pytest -q -n 2 tests/unit tests/contract
 
 test: setup interop lint typecheck  ## lint, type-check and run the whole suite (interop clients included)
 	$(BIN)/python -m pytest

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pvesim
-from pve_steward.client import ApiPath, ProxmoxerClient
 from pve_steward.config import load_settings
+from pve_steward.pveio.client import ApiPath, ProxmoxerClient
 from pve_steward.tools.collect import ALL_AREAS, collect
 from pvesim.generator import generate
 from pvesim.server import SimServer

@@ -16,7 +16,7 @@ let them finish their slice before a woken server thread ran (design records 261
 - the server's peak resident memory during the 50, its diagnostics process included (target <= 300 MiB).
 
 The default measures the server's defaults: over HTTP it runs heavy calls in a process of its own
-(pve_steward/worker/), so the cheap call's front end does not share an interpreter lock with the 50
+(pve_steward/serving/worker/), so the cheap call's front end does not share an interpreter lock with the 50
 health checks. ``--in-process`` measures ``--no-diagnostics-process`` (one process).
 
     python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50] [--in-process]

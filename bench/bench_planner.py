@@ -39,11 +39,11 @@ from mcp import Client
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simproc import SimProcess
 
-from pve_steward.analysis.planner import plan_evacuation
-from pve_steward.client import ProxmoxerClient, api_path
+from pve_steward.analysis.planner.evacuation import plan_evacuation
 from pve_steward.config import Settings
+from pve_steward.pveio.client import ProxmoxerClient, api_path
 from pve_steward.server import build_server
-from pve_steward.serving import settle_heap
+from pve_steward.serving.listen import settle_heap
 from pve_steward.tools.collect import collect
 from pvesim.generator import generate
 

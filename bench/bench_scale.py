@@ -48,7 +48,7 @@ from procmem import tree_rss_kib
 from simproc import SimProcess
 
 from pve_steward.analysis.health import AREAS
-from pve_steward.client import ApiPath, ProxmoxerClient
+from pve_steward.pveio.client import ApiPath, ProxmoxerClient
 from pve_steward.server import build_server
 from pvesim.generator import generate
 

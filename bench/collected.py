@@ -23,7 +23,7 @@ from simproc import SimProcess
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.health import AREAS
 from pve_steward.analysis.thresholds import Thresholds
-from pve_steward.client import ApiPath, ProxmoxerClient
+from pve_steward.pveio.client import ApiPath, ProxmoxerClient
 from pve_steward.tools.collect import collect
 from pve_steward.tools.diagnostics import thresholds
 from pvesim.generator import generate

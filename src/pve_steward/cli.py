@@ -23,9 +23,9 @@ from pydantic import SecretStr, ValidationError
 
 from pve_steward import __version__
 from pve_steward.config import ENV_PREFIX, ConfigError, Settings, default_state_dir, describe_errors, load_settings
-from pve_steward.exitcodes import EXIT_UNKNOWN, EXIT_USAGE
-from pve_steward.registry import RegistryError
 from pve_steward.security.files import make_private_dir
+from pve_steward.serving.exitcodes import EXIT_UNKNOWN, EXIT_USAGE
+from pve_steward.surface.registry import RegistryError
 
 DESCRIPTION = """\
 pve-steward: an MCP server that lets an AI assistant operate Proxmox VE carefully.
@@ -227,7 +227,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _server_lines(settings: Settings) -> list[str]:
-    from pve_steward.serving import mode
+    from pve_steward.serving.listen import mode
 
     return [
         f"tier: {settings.tier.value}" + (" (read-only: no write tools)" if settings.read_only else ""),
@@ -237,7 +237,7 @@ def _server_lines(settings: Settings) -> list[str]:
 
 
 def _clusters_line(settings: Settings) -> str:
-    from pve_steward.clusters import cluster_targets
+    from pve_steward.pveio.clusters import cluster_targets
 
     targets = cluster_targets(settings)
     named = [f"{t.name} ({t.settings.url} as {t.settings.token_id}, up to {t.tier.value})" for t in targets]
@@ -247,19 +247,19 @@ def _clusters_line(settings: Settings) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from pve_steward.client import ProxmoxerClient
-    from pve_steward.clusters import cluster_targets
-    from pve_steward.pbslink import pbs_link
+    from pve_steward.pveio.client import ProxmoxerClient
+    from pve_steward.pveio.clusters import cluster_targets
+    from pve_steward.pveio.pbslink import pbs_link
     from pve_steward.server import build_server
 
     settings = settings_from(args)
     if settings.transport == "http":
-        from pve_steward.http import check_bind
+        from pve_steward.serving.http import check_bind
 
         check_bind(settings)  # an unsafe bind is a configuration error
     make_private_dir(settings.audit_log.parent)  # the state dir: audit log and used tokens, 0700
     if settings.otel_endpoint:
-        from pve_steward.telemetry import setup_tracing
+        from pve_steward.observe.telemetry import setup_tracing
 
         setup_tracing(settings.otel_endpoint, settings.otel_service_name)
     # The clients check the settings; they touch nothing on the network.
@@ -269,7 +269,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # No cluster I/O before serving: the tools check the version on first use and report it (issue 17).
     # The tool list is kept beside the audit log: a later start answers tools/list from it (surface.py).
     mcp = build_server(settings, client=client, clients=clients, surface_dir=settings.audit_log.parent)
-    from pve_steward.serving import endpoint, say, serve_http, settle_heap
+    from pve_steward.serving.listen import endpoint, say, serve_http, settle_heap
 
     settle_heap()
     if settings.transport == "stdio":
@@ -391,7 +391,7 @@ def _demo_clusters(args: argparse.Namespace, extra: dict[str, Any], tier: str, o
 
 
 def _run_demo(mcp: Any, settings: Settings, lines: list[str], out: Any) -> int:
-    from pve_steward.serving import endpoint, say, serve_http, settle_heap
+    from pve_steward.serving.listen import endpoint, say, serve_http, settle_heap
 
     settle_heap()
     if settings.transport == "stdio":
@@ -450,7 +450,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 def _one_cluster(settings: Settings, name: str | None) -> Settings:
     """The settings of the cluster ``check --cluster`` names (the first [clusters.NAME] table by default)."""
-    from pve_steward.clusters import cluster_targets
+    from pve_steward.pveio.clusters import cluster_targets
 
     targets = cluster_targets(settings)
     if not targets:
@@ -467,11 +467,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Run the diagnostics once and print them; exit code by worst severity (see checkcmd)."""
     from pve_steward.analysis.health import AREAS
     from pve_steward.analysis.suppression import check_known
-    from pve_steward.checkcmd import Header, cluster_name, print_error, print_report
-    from pve_steward.client import ProxmoxerClient, api_path
     from pve_steward.errors import PveError
-    from pve_steward.pbslink import pbs_link
+    from pve_steward.pveio.client import ProxmoxerClient, api_path
+    from pve_steward.pveio.pbslink import pbs_link
     from pve_steward.server import ConnectionProblem, check_cluster
+    from pve_steward.serving.checkcmd import Header, cluster_name, print_error, print_report
     from pve_steward.tools.diagnostics import run_check
 
     areas = [a.strip() for a in args.areas.split(",")] if args.areas else list(AREAS)
@@ -517,10 +517,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) -> int:
     """``check --upgrade 9``: pve8to9's API-observable checks, then the ones that need a shell."""
-    from pve_steward.checkcmd import Header, cluster_name, exit_code, print_error, print_report, shell_lines
-    from pve_steward.client import api_path
     from pve_steward.errors import PveError
+    from pve_steward.pveio.client import api_path
     from pve_steward.server import ConnectionProblem, check_cluster
+    from pve_steward.serving.checkcmd import Header, cluster_name, exit_code, print_error, print_report, shell_lines
     from pve_steward.tools.upgrade import upgrade_readiness
 
     now = time.time()
@@ -551,8 +551,8 @@ def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) ->
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    from pve_steward.docs import check_or_write
-    from pve_steward.registry import load_registry
+    from pve_steward.surface.docs import check_or_write
+    from pve_steward.surface.registry import load_registry
 
     path = Path(args.output)
     if check_or_write(path, load_registry(), args.check):

@@ -36,7 +36,7 @@ from pydantic_settings import (
 )
 
 from pve_steward.analysis.suppressionrule import Suppression, parse_suppressions
-from pve_steward.budget import check_budget_store
+from pve_steward.pveio.budget import check_budget_store
 from pve_steward.security.files import refuse_exposed
 from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier

@@ -29,16 +29,26 @@ from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
 from pve_steward import __version__
-from pve_steward.answers import answer, compact_answer
-from pve_steward.client import ProxmoxClient, api_path
-from pve_steward.clientlog import forwarded, register_logging
-from pve_steward.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
-from pve_steward.compat import UnsupportedVersion, check_version
-from pve_steward.completions import register_completions
 from pve_steward.config import Settings, default_state_dir
 from pve_steward.errors import PveError, connection_problem
-from pve_steward.lifespan import Lifespan
-from pve_steward.metatools import (
+from pve_steward.pve import ids
+from pve_steward.pveio.client import ProxmoxClient, api_path
+from pve_steward.pveio.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
+from pve_steward.pveio.compat import UnsupportedVersion, check_version
+from pve_steward.pveio.urgency import URGENCY
+from pve_steward.security.confirm import Confirm, make_resolver
+from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
+from pve_steward.security.narrowing import header_refusal, narrowing, selection
+from pve_steward.security.syslog import open_audit
+from pve_steward.security.tiers import Tier
+from pve_steward.security.tokens import TokenSigner
+from pve_steward.security.usedtokens import open_store
+from pve_steward.serving.lifespan import Lifespan
+from pve_steward.serving.readiness import Readiness
+from pve_steward.surface.answers import answer, compact_answer
+from pve_steward.surface.clientlog import forwarded, register_logging
+from pve_steward.surface.completions import register_completions
+from pve_steward.surface.metatools import (
     Action,
     MetaTool,
     build_meta_tools,
@@ -47,12 +57,10 @@ from pve_steward.metatools import (
     parameters_line,
     parameters_of,
 )
-from pve_steward.naming import Naming
-from pve_steward.nodecheck import node_parameters, unknown_guest, unknown_node
-from pve_steward.prompts import register_prompts
-from pve_steward.pve import ids
-from pve_steward.readiness import Readiness
-from pve_steward.registry import (
+from pve_steward.surface.naming import Naming
+from pve_steward.surface.nodecheck import node_parameters, unknown_guest, unknown_node
+from pve_steward.surface.prompts import register_prompts
+from pve_steward.surface.registry import (
     SEVERAL_CLUSTERS,
     Operation,
     Registry,
@@ -60,18 +68,10 @@ from pve_steward.registry import (
     handler_parameters,
     load_registry,
 )
-from pve_steward.resources import bound_app, register_resources
-from pve_steward.security.confirm import Confirm, make_resolver
-from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
-from pve_steward.security.narrowing import header_refusal, narrowing, selection
-from pve_steward.security.syslog import open_audit
-from pve_steward.security.tiers import Tier
-from pve_steward.security.tokens import TokenSigner
-from pve_steward.security.usedtokens import open_store
-from pve_steward.surface import Surface, fingerprint, forget_surface, read_surface, write_surface
+from pve_steward.surface.resources import bound_app, register_resources
+from pve_steward.surface.toolcache import Surface, fingerprint, forget_surface, read_surface, write_surface
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
-from pve_steward.urgency import URGENCY
-from pve_steward.views import ui_meta, view_extension
+from pve_steward.views.apps import ui_meta, view_extension
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""An in-memory :class:`~pve_steward.client.ProxmoxClient` for tool unit tests.
+"""An in-memory :class:`~pve_steward.pveio.client.ProxmoxClient` for tool unit tests.
 
 Answers are looked up by method and path (templates like ``/nodes/{node}/qemu`` match any
 segment value); an answer may be data, an exception to raise, or a callable of the params.
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pve_steward.client import ApiPath, WriteMethod
 from pve_steward.errors import PveNotFound
+from pve_steward.pveio.client import ApiPath, WriteMethod
 
 
 @dataclass

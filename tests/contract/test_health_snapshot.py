@@ -15,7 +15,7 @@ import pytest
 
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.health import diagnose
-from pve_steward.analysis.migration import analyze_migratability
+from pve_steward.analysis.migration.findings import analyze_migratability
 from pve_steward.analysis.thresholds import Thresholds
 from pvesim.payload import cluster_payload
 

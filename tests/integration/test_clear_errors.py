@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 
-from pve_steward.nodecheck import node_parameters
-from pve_steward.registry import handler_parameters, load_registry
+from pve_steward.surface.nodecheck import node_parameters
+from pve_steward.surface.registry import handler_parameters, load_registry
 from pvesim.server import SimServer
 from tests.integration.test_metatools import meta_server
 from tests.untrusted import plain

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from pve_steward.client import ApiPath, ProxmoxerClient, api_path, gather
 from pve_steward.config import Settings
-from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
+from pve_steward.pveio.client import ApiPath, ProxmoxerClient, api_path, gather
+from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY
 from pvesim.server import SimServer
 
 from .pve import control

@@ -24,9 +24,9 @@ import pytest
 from mcp import Client
 
 from pve_steward.config import Settings
-from pve_steward.naming import Naming
 from pve_steward.server import build_server
-from pve_steward.worker.link import ProcessGone, WorkerLink
+from pve_steward.serving.worker.link import ProcessGone, WorkerLink
+from pve_steward.surface.naming import Naming
 from pvesim.server import SimServer
 from tests.httpserver import free_port, server_env, serving_process
 from tests.integration.pve import control
@@ -65,7 +65,9 @@ def children(pid: int) -> list[int]:
 
 
 def diagnostics_children(pid: int) -> list[int]:
-    return [kid for kid in children(pid) if b"pve_steward.worker.child" in Path(f"/proc/{kid}/cmdline").read_bytes()]
+    return [
+        kid for kid in children(pid) if b"pve_steward.serving.worker.child" in Path(f"/proc/{kid}/cmdline").read_bytes()
+    ]
 
 
 def priorities(pid: int) -> set[tuple[int, int]]:

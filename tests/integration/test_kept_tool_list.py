@@ -16,7 +16,7 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from pve_steward.config import Settings, load_settings
 from pve_steward.server import OpsServer, build_server
-from pve_steward.surface import KEEP, fingerprint, surface_file
+from pve_steward.surface.toolcache import KEEP, fingerprint, surface_file
 from pvesim.server import SimServer
 from tests.integration.test_cli import STEWARD, cluster_env, endpoint, started
 

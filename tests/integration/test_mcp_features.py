@@ -13,9 +13,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import LoggingMessageNotificationParams, PromptReference, ResourceTemplateReference
 
 from pve_steward.analysis.codes import CODES
-from pve_steward.completions import MAX_VALUES
 from pve_steward.config import load_settings
 from pve_steward.server import build_server
+from pve_steward.surface.completions import MAX_VALUES
 from pve_steward.testing import FakeClient
 from pvesim.generator import generate
 from pvesim.server import SimServer

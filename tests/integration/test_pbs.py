@@ -69,7 +69,7 @@ def _found(report: dict[str, Any]) -> set[tuple[str, str]]:
 
 def _requests(series: str) -> float:
     """Requests counted so far in this process's ``pve_steward_<series>_requests_total``, all labels."""
-    from pve_steward.instruments import REGISTRY
+    from pve_steward.observe.instruments import REGISTRY
 
     name = f"pve_steward_{series}_requests_total"
     return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)

@@ -13,8 +13,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from pve_steward import readcache
 from pve_steward.analysis.catalog import AREAS
+from pve_steward.pveio import readcache
 
 pytestmark = pytest.mark.anyio
 

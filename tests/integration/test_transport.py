@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import pvesim
-from pve_steward.client import ProxmoxerClient, api_path, node, vmid
 from pve_steward.config import load_settings
 from pve_steward.errors import PveTlsError
-from pve_steward.readcache import ReadCache
+from pve_steward.pveio.client import ProxmoxerClient, api_path, node, vmid
+from pve_steward.pveio.readcache import ReadCache
 from pvesim.server import SimServer
 
 
@@ -179,7 +179,7 @@ async def test_without_pycurl_requests_own_transport_keeps_the_pin(
 ) -> None:
     """Where pycurl is not installed (32-bit, ARMv7, ...) the client uses urllib3, with the same TLS choice."""
     monkeypatch.setitem(sys.modules, "pycurl", None)  # import pycurl raises ImportError
-    monkeypatch.delitem(sys.modules, "pve_steward.curltransport", raising=False)
+    monkeypatch.delitem(sys.modules, "pve_steward.pveio.curltransport", raising=False)
     first, second = two_sims
     pinned = client_for(first, first.address, fingerprint=first.fingerprint)
     foreign = client_for(first, first.address, fingerprint=second.fingerprint)

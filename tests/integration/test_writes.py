@@ -213,10 +213,10 @@ async def test_tokens_from_another_server_key_are_refused_but_replicas_share_one
 
 async def test_tier_is_enforced_behind_registration(start_sim: Any, settings_for: Any, tmp_path: Path) -> None:
     """An admin-tier token presented to an operator server: the tool does not exist, and the handler refuses."""
-    from pve_steward.registry import load_registry
     from pve_steward.security.audit import AuditLog
     from pve_steward.security.guard import Refused
     from pve_steward.security.tokens import TokenSigner
+    from pve_steward.surface.registry import load_registry
     from pve_steward.testing import FakeClient
     from pve_steward.tools.context import AppContext, ToolContext
 

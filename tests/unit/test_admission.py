@@ -7,8 +7,8 @@ from collections.abc import Awaitable
 import anyio
 import pytest
 
-from pve_steward.admission import KEPT_RUNS, Admission, Busy
-from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY, URGENT
+from pve_steward.pveio.admission import KEPT_RUNS, Admission, Busy
+from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY, URGENT
 
 pytestmark = pytest.mark.anyio
 
@@ -105,7 +105,7 @@ def test_kept_runs_expire_and_only_the_latest_are_kept() -> None:
 async def test_a_later_page_joins_a_newer_run_of_its_work_rather_than_the_kept_one() -> None:
     from types import SimpleNamespace
 
-    from pve_steward.admission import heavy
+    from pve_steward.pveio.admission import heavy
 
     admission = Admission(limit=2, wait=1)
     started, release = anyio.Event(), anyio.Event()
@@ -146,7 +146,7 @@ async def test_callers_sharing_a_run_get_one_object_per_page_they_ask_for() -> N
 
     from pydantic import BaseModel
 
-    from pve_steward.admission import heavy
+    from pve_steward.pveio.admission import heavy
 
     class Whole(BaseModel):
         rows: list[int]

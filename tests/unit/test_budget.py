@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pve_steward.budget import RedisBudget, Unlimited, open_budget
+from pve_steward.pveio.budget import RedisBudget, Unlimited, open_budget
 from tests.httpserver import free_port
 from tests.redisserver import redis_server
 
@@ -27,7 +27,7 @@ def test_two_replicas_draw_from_one_budget(tmp_path: Path) -> None:
 
 def test_an_unreachable_redis_skips_the_budget_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     budget = RedisBudget(f"redis://127.0.0.1:{free_port()}/0", "c", rate=1, burst=1, timeout=0.2)
-    with caplog.at_level(logging.WARNING, logger="pve_steward.budget"):
+    with caplog.at_level(logging.WARNING, logger="pve_steward.pveio.budget"):
         assert [budget.try_acquire(), budget.try_acquire()] == [0, 0]
     assert sum("request budget skipped" in r.message for r in caplog.records) == 1  # once per outage
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pve_steward.analysis.ceph import CephData, analyze_ceph, osds
-from pve_steward.analysis.ceph_checks import CHECKS, explain
+from pve_steward.analysis.cephexplain import CHECKS, explain
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.health import diagnose

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pve_steward.clusters import cluster_targets, registration_tier
 from pve_steward.config import ConfigError, load_settings
+from pve_steward.pveio.clusters import cluster_targets, registration_tier
 from pve_steward.security.tiers import Tier
 
 FP = "ab" * 32

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from pve_steward.config import load_settings
-from pve_steward.registry import load_registry
 from pve_steward.security.audit import AuditLog
 from pve_steward.security.guard import Refused
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenSigner
+from pve_steward.surface.registry import load_registry
 from pve_steward.testing import FakeClient
 from pve_steward.tools.context import AppContext, Clusters, ToolContext, UnknownCluster
 
@@ -53,8 +53,8 @@ def test_the_registry_resolves_names_and_names_the_choices(tmp_path: Path) -> No
 
 
 def test_the_shared_heavy_call_budget_is_counted_once_in_metrics(tmp_path: Path) -> None:
-    from pve_steward import metrics
-    from pve_steward.admission import Admission
+    from pve_steward.observe import metrics
+    from pve_steward.pveio.admission import Admission
 
     a, b = _app(tmp_path, "a", Tier.ADMIN), _app(tmp_path, "b", Tier.ADMIN)
     a.admission = b.admission = Admission()

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from pve_steward.analysis.data import Missing
-from pve_steward.client import ApiPath, api_path
+from pve_steward.pveio.client import ApiPath, api_path
 from pve_steward.testing import FakeClient
 from pve_steward.tools.collect import Collector, collect
 from tests.unit.pve_fixtures import NOW, cluster_status, guest_row, node_row

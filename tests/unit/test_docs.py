@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 from pve_steward.analysis.pverules import all_rules, render_rules
-from pve_steward.docs import render_all, render_checks
-from pve_steward.registry import load_registry
+from pve_steward.surface.docs import render_all, render_checks
+from pve_steward.surface.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_layering() -> None:
         bad = {
             m
             for m in _imports(path)
-            if m.startswith(("pve_steward.client", "pve_steward.tools", "mcp", "proxmoxer", "requests", "pvesim"))
+            if m.startswith(("pve_steward.pveio.client", "pve_steward.tools", "mcp", "proxmoxer", "requests", "pvesim"))
         }
         assert not bad, f"{path.name} imports {bad}"
     for path in (src / "pvesim").rglob("*.py"):

@@ -9,7 +9,6 @@ import requests
 import urllib3
 from proxmoxer import ResourceException
 
-from pve_steward.client import _encode, api_path, map_error, node, vmid
 from pve_steward.errors import (
     PveApiError,
     PveAuthError,
@@ -24,6 +23,7 @@ from pve_steward.errors import (
     advice,
     connection_problem,
 )
+from pve_steward.pveio.client import _encode, api_path, map_error, node, vmid
 
 PATH = api_path("nodes", node("pve1"), "qemu", vmid(100), "migrate")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pve_steward.client import GATHER_LANES, ApiPath, api_path, gather, node, vmid
 from pve_steward.errors import PveApiError
+from pve_steward.pveio.client import GATHER_LANES, ApiPath, api_path, gather, node, vmid
 
 
 class CountingClient:

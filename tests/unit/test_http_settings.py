@@ -11,8 +11,8 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from pve_steward.config import Settings, load_settings
-from pve_steward.http import bind_warnings, misdirected_body
 from pve_steward.security.files import make_private_dir
+from pve_steward.serving.http import bind_warnings, misdirected_body
 
 
 def test_a_bearer_token_shorter_than_32_characters_is_refused() -> None:

@@ -11,8 +11,8 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pve_steward.client import Segment, api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
 from pve_steward.pve.ids import InvalidIdentifier, parse_upid
+from pve_steward.pveio.client import Segment, api_path, ha_sid, node, replication_job, snapshot, storage, upid, vmid
 
 HOSTILE = [
     "../",
@@ -174,8 +174,8 @@ def test_upids_outside_pve_grammar_are_refused(bad: str) -> None:
 
 
 def _client(**extra: object):  # type: ignore[no-untyped-def]
-    from pve_steward.client import ProxmoxerClient
     from pve_steward.config import Settings
+    from pve_steward.pveio.client import ProxmoxerClient
 
     values: dict[str, object] = {"url": "pve.invalid:8006", "token_id": "ops@pve!mcp", "token_secret": "s" * 36}
     values.update(extra)
@@ -202,7 +202,7 @@ class _Recorder:
 def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
     rec = _Recorder()
     # the transport: reads go to it directly (client.py _lean_session), writes through Session.send
-    from pve_steward.curltransport import CurlAdapter
+    from pve_steward.pveio.curltransport import CurlAdapter
 
     monkeypatch.setattr(CurlAdapter, "send", lambda self, request, **kw: rec.send(request, **kw))
     return rec
@@ -245,7 +245,7 @@ def test_no_segment_puts_query_fragment_percent_or_control_characters_on_the_lin
 async def test_a_read_only_servers_client_refuses_writes_before_sending(
     recorder: _Recorder, extra: dict[str, object]
 ) -> None:
-    from pve_steward.client import WriteRefused
+    from pve_steward.pveio.client import WriteRefused
 
     client = _client(**extra)
     try:

@@ -76,7 +76,7 @@ def test_the_finder_sees_a_circle() -> None:
 
 def test_the_graph_sees_function_level_and_type_checking_imports() -> None:
     graph = import_graph()
-    assert "pve_steward.tools" in graph["pve_steward.registry"]  # imported inside load_registry
+    assert "pve_steward.tools" in graph["pve_steward.surface.registry"]  # imported inside load_registry
     assert "pve_steward.security.tokens" in graph["pve_steward.tools.context"]  # under TYPE_CHECKING
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from pve_steward import metrics
-from pve_steward.admission import Admission, Busy
 from pve_steward.analysis.findings import Subject, finding
 from pve_steward.config import load_settings
-from pve_steward.registry import load_registry
+from pve_steward.observe import metrics
+from pve_steward.pveio.admission import Admission, Busy
 from pve_steward.security.audit import AuditLog
 from pve_steward.security.tokens import TokenRefused, TokenSigner
+from pve_steward.surface.registry import load_registry
 from pve_steward.testing import FakeClient
 from pve_steward.tools.context import AppContext, ToolContext
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pve_steward.analysis.migration import analyze_migratability, assess, eligible_targets
+from pve_steward.analysis.migration.findings import analyze_migratability
+from pve_steward.analysis.migration.targets import eligible_targets
+from pve_steward.analysis.migration.verdict import assess
 from tests.unit.pve_fixtures import cluster_status, data, guest_row, lxc_config, node_row, qemu_config, storage_cfg
 
 AMD = {"cpuinfo": {"model": "AMD EPYC 7302P", "cpus": 32}}

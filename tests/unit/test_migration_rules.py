@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pve_steward.analysis.migration import assess
+from pve_steward.analysis.migration.verdict import assess
 from pve_steward.analysis.pverules import all_rules
 from tests.unit.pve_fixtures import cluster_status, data, guest_row, lxc_config, node_row, qemu_config, storage_cfg
 
@@ -238,7 +238,7 @@ def test_ha_moves_a_vm_with_local_devices_by_force() -> None:
     """The LRM migrates with force (pve-ha-manager PVEVM.pm migrate, bug #2241), and QemuMigrate prepare lets
     forced local devices through, running or not (AbstractMigrate sets running only after prepare); QEMU still
     refuses PCI passthrough live. Without HA the devices pin the VM, as before."""
-    from pve_steward.analysis.migration import ha_problems
+    from pve_steward.analysis.migration.findings import ha_problems
 
     ha = {"ha_resources": [{"sid": "vm:100", "state": "started", "type": "vm"}]}
     d_serial = _data([(guest_row(100, "pve1", status="stopped"), qemu_config("s", serial0="/dev/ttyS0"))], **ha)

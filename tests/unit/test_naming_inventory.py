@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from pve_steward.analysis.codes import CODES
-from pve_steward.completions import MAX_VALUES, complete_values
 from pve_steward.errors import PveUnavailable
-from pve_steward.inventory import InventoryCache
-from pve_steward.naming import Naming
-from pve_steward.registry import load_registry
+from pve_steward.pveio.inventory import InventoryCache
 from pve_steward.security.tiers import Tier
+from pve_steward.surface.completions import MAX_VALUES, complete_values
+from pve_steward.surface.naming import Naming
+from pve_steward.surface.registry import load_registry
 from pve_steward.testing import FakeClient
 
 REGISTRY = load_registry()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pve_steward.config import load_settings
-from pve_steward.registry import RegistryError, load_registry
 from pve_steward.security.narrowing import header_refusal
 from pve_steward.security.tiers import Tier
+from pve_steward.surface.registry import RegistryError, load_registry
 
 REGISTRY = load_registry()
 

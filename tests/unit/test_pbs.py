@@ -11,7 +11,7 @@ from pve_steward.analysis.backups import analyze_backups
 from pve_steward.analysis.catalog import checks_in
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.health import diagnose
-from pve_steward.analysis.pbs import PbsData, ns_covers, prune_marks, storage_maps, upid_start
+from pve_steward.analysis.pbsdata import PbsData, ns_covers, prune_marks, storage_maps, upid_start
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from pve_steward.tools.pbsread import not_configured
 from tests.unit.pve_fixtures import DAY, HOUR, NOW, data, guest_row, storage_cfg
@@ -424,9 +424,9 @@ def test_not_configured_is_said_never_clean() -> None:
 
 
 def test_pbs_settings_are_checked_and_the_secret_stays_secret(tmp_path: Any) -> None:
-    from pve_steward.client import ProxmoxerClient, api_path, datastore
     from pve_steward.config import ConfigError, load_settings
     from pve_steward.pve.ids import InvalidIdentifier
+    from pve_steward.pveio.client import ProxmoxerClient, api_path, datastore
 
     with pytest.raises(ConfigError, match=r"pbs_url .*: the PBS API is only served over HTTPS"):
         load_settings(pbs_url="http://pbs.lan", pbs_token_id="ops@pbs!mon")

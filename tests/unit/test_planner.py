@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from pve_steward.analysis.data import ClusterData, Missing
-from pve_steward.analysis.planner import plan_evacuation, plan_guest_move
+from pve_steward.analysis.planner.evacuation import plan_evacuation
+from pve_steward.analysis.planner.guest_move import plan_guest_move
 from tests.unit.pve_fixtures import (
     GiB,
     cluster_status,

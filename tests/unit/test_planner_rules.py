@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pve_steward.analysis.capacity import analyze_nodes, capacity_nodes, node_room
-from pve_steward.analysis.planner import plan_evacuation, plan_guest_move
+from pve_steward.analysis.planner.evacuation import plan_evacuation
+from pve_steward.analysis.planner.guest_move import plan_guest_move
 from pve_steward.analysis.planner.handoff import left_behind
 from pve_steward.analysis.planner.placement import Placement
 from pve_steward.analysis.thresholds import Thresholds
@@ -140,7 +141,7 @@ def test_evacuation_reports_an_ha_rule_that_leaves_no_node_as_the_rule() -> None
 
 def test_ha_maintenance_copies_local_disks_but_failover_has_no_copy() -> None:
     """PVEVM.pm migrate passes with-local-disks: maintenance moves them; recovery after a failure cannot."""
-    from pve_steward.analysis.migration import analyze_migratability
+    from pve_steward.analysis.migration.findings import analyze_migratability
 
     d = cluster(
         [vm(100, 4, scsi0="local-lvm:vm-100-disk-0,size=8G")], ha_resources=[{"sid": "vm:100", "state": "started"}]
@@ -205,7 +206,7 @@ def test_ha_disarmed_in_ignore_mode_leaves_guests_to_plain_migrations() -> None:
     """pve-ha-manager Config.pm: while HA is disarmed in ignore mode its resources 'can be managed directly', so a
     migrate is a plain one and maintenance mode would do nothing (the CRM ignores it while disarmed)."""
     from pve_steward.analysis.checks.guests_common import not_ha_managed
-    from pve_steward.analysis.migration import assess
+    from pve_steward.analysis.migration.verdict import assess
 
     fencing = {"type": "fencing", "id": "fencing", "node": "src", "armed-state": "disarmed", "resource_mode": "ignore"}
     d = _ha([vm(100, 4)], {"src": (128, 20, AMD), "a": (64, 0, AMD), "b": (64, 0, AMD)}, ha_status=[fencing])

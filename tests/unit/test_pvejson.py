@@ -9,8 +9,8 @@ import pytest
 import requests
 from proxmoxer.backends.https import JsonSerializer
 
-from pve_steward import pvejson
-from pve_steward.client import _serializer
+from pve_steward.pveio import pvejson
+from pve_steward.pveio.client import _serializer
 
 # what PVE sends, and what orjson refuses (the standard library decides those)
 BODIES = [
@@ -81,7 +81,7 @@ def test_large_answers_stay_with_the_standard_library(monkeypatch: pytest.Monkey
     standard library's lower one (pvejson.FAST_MAX)."""
     import orjson
 
-    from pve_steward import client
+    from pve_steward.pveio import client
 
     given: list[int] = []
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pve_steward.client import ApiPath, WriteMethod, api_path
 from pve_steward.errors import PveUnavailable
-from pve_steward.readcache import ReadCache
-from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
+from pve_steward.pveio.client import ApiPath, WriteMethod, api_path
+from pve_steward.pveio.readcache import ReadCache
+from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY
 
 RESOURCES = api_path("cluster", "resources")
 

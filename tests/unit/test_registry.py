@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pve_steward.handlers import HANDLERS
-from pve_steward.registry import DEFINITIONS_VERSION, Registry, RegistryError, load_registry, read_tools_file
 from pve_steward.security.guard import guarded
+from pve_steward.security.handlers import HANDLERS
 from pve_steward.security.tiers import Tier
+from pve_steward.surface.registry import DEFINITIONS_VERSION, Registry, RegistryError, load_registry, read_tools_file
 from pve_steward.tools.context import ToolContext
 
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "pve_steward" / "tools.yaml"

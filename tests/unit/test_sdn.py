@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pve_steward.analysis.checks.sdn import fabric_neighbors, fabric_status, pending_config, zone_status
-from pve_steward.analysis.migration import assess
-from pve_steward.analysis.planner import plan_evacuation
+from pve_steward.analysis.migration.verdict import assess
+from pve_steward.analysis.planner.evacuation import plan_evacuation
 from pve_steward.analysis.thresholds import Thresholds
 from tests.unit.pve_fixtures import cluster_status, data, guest_row, node_row, qemu_config, storage_cfg
 

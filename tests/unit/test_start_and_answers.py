@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 
-from pve_steward.answers import compact_answer, render
 from pve_steward.config import Settings
 from pve_steward.errors import PveConnectionRefused
 from pve_steward.server import build_server
+from pve_steward.surface.answers import compact_answer, render
 from pve_steward.testing import FakeClient
 from tests.unit.pve_fixtures import cluster_status, guest_row, node_row
 
@@ -143,7 +143,7 @@ def test_an_answer_is_built_once_per_result_object_and_left_as_it_is() -> None:
     """The tools build their answers (answers.answer): the SDK's form, the compact text, and one encoding
     for the one object that callers of a shared run all get."""
     from pve_steward.analysis.findings import Counts
-    from pve_steward.answers import answer
+    from pve_steward.surface.answers import answer
 
     report = Counts(critical=2, info=3)
     meta, again = answer(report, "check_cluster_health"), answer(report, "check_cluster_health")

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from pve_steward.config import load_settings
-from pve_steward.requestpool import BACKGROUND, URGENT, RequestPool
+from pve_steward.pveio.requestpool import BACKGROUND, URGENT, RequestPool
+from pve_steward.pveio.urgency import Urgency
 from pve_steward.server import OpsServer, build_server
 from pve_steward.testing import FakeClient
-from pve_steward.urgency import Urgency
 
 
 def test_give_way_returns_at_once_when_no_cheap_call_runs() -> None:
@@ -279,8 +279,8 @@ async def test_http_marks_cheap_calls_on_arrival_and_lets_a_heavy_one_wait_its_t
     and the SDK still reads the body as it arrived."""
     import json
 
-    from pve_steward.http import Precedence
-    from pve_steward.urgency import URGENCY
+    from pve_steward.pveio.urgency import URGENCY
+    from pve_steward.serving.http import Precedence
 
     seen: list[tuple[bool, bytes]] = []
 
@@ -382,7 +382,7 @@ async def test_http_ends_a_heavy_step_when_its_response_is_written() -> None:
     """http.Precedence holds the lane for a heavy request until its last body message is sent, not longer."""
     import json
 
-    from pve_steward.http import Precedence
+    from pve_steward.serving.http import Precedence
 
     entered: list[str] = []
     answer_now, may_return = asyncio.Event(), asyncio.Event()

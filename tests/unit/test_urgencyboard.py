@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pve_steward.config import load_settings
-from pve_steward.urgency import Urgency
-from pve_steward.urgencyboard import UrgencyBoard
-from pve_steward.worker.link import WorkerLink
+from pve_steward.pveio.urgency import Urgency
+from pve_steward.pveio.urgencyboard import UrgencyBoard
+from pve_steward.serving.worker.link import WorkerLink
 
 
 def test_a_cheap_call_is_published_while_it_runs_and_cleared_when_it_ends() -> None:
@@ -101,7 +101,7 @@ def test_another_process_reads_what_this_one_publishes() -> None:
     script = textwrap.dedent(
         f"""
         import sys, time
-        from pve_steward.urgencyboard import UrgencyBoard
+        from pve_steward.pveio.urgencyboard import UrgencyBoard
         board = UrgencyBoard.attach({board.fd})
         print("held" if board.until() > time.monotonic() else "clear", flush=True)
         sys.stdin.readline()

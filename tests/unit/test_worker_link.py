@@ -11,14 +11,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pve_steward import errors
-from pve_steward.admission import Busy
 from pve_steward.config import Settings, load_settings
-from pve_steward.instruments import render
+from pve_steward.observe.instruments import render
 from pve_steward.pve.ids import InvalidIdentifier
+from pve_steward.pveio.admission import Busy
 from pve_steward.security.guard import Refused
-from pve_steward.worker.child import _error_frame
-from pve_steward.worker.frames import blob, encode, load_shared, read_frame
-from pve_steward.worker.link import ProcessGone, Start, revive
+from pve_steward.serving.worker.child import _error_frame
+from pve_steward.serving.worker.frames import blob, encode, load_shared, read_frame
+from pve_steward.serving.worker.link import ProcessGone, Start, revive
 
 
 def test_frames_round_trip_and_end_cleanly() -> None:
@@ -139,9 +139,9 @@ async def test_callers_of_one_run_waiting_in_the_lane_share_one_result(
     import weakref
 
     from pve_steward.analysis.findings import Counts
-    from pve_steward.urgency import URGENCY
-    from pve_steward.worker import frames
-    from pve_steward.worker.link import WorkerLink
+    from pve_steward.pveio.urgency import URGENCY
+    from pve_steward.serving.worker import frames
+    from pve_steward.serving.worker.link import WorkerLink
 
     settings = load_settings(url="pve.example:8006", token_id="ops@pve!mcp", audit_log=tmp_path / "audit.jsonl")
     link = WorkerLink(settings, [])

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pve_steward.config import load_settings
-from pve_steward.registry import load_registry
 from pve_steward.security.audit import AuditLog
 from pve_steward.security.tokens import TokenSigner
+from pve_steward.surface.registry import load_registry
 from pve_steward.testing import FakeClient
 from pve_steward.tools.context import AppContext, ToolContext
 from pve_steward.tools.twophase import follow_task, task_percent

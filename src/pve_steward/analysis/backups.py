@@ -17,7 +17,7 @@ from typing import Any
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
-from pve_steward.analysis.pbs import pbs_prunes, storage_maps
+from pve_steward.analysis.pbsdata import pbs_prunes, storage_maps
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
@@ -627,7 +627,7 @@ def _limit_finding(data: ClusterData, job: Row, subject: Subject, limits: dict[s
 def _pbs_keeps_everything(data: ClusterData, job: Row, storage: Row) -> dict[str, str]:
     """A PBS storage keeps everything where neither vzdump (the job's prune-backups, else /etc/vzdump.conf's with
     the storage's folded in: VZDump.pm new prunes PBS targets alike) nor PBS (a prune job reaching the namespace,
-    analysis/pbs.py pbs_prunes) prunes it. Without a PBS connection (or when it could not
+    analysis/pbsdata.py pbs_prunes) prunes it. Without a PBS connection (or when it could not
     be read) it is not judged: PVE cannot see PBS's side."""
     if data.pbs is None or not storage_maps(storage, data.pbs) or not storage.get("datastore"):
         return {}

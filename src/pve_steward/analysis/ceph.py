@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pve_steward.analysis.catalog import Code
 from pve_steward.analysis.catalog import check as check_unit
-from pve_steward.analysis.ceph_checks import explain
+from pve_steward.analysis.cephexplain import explain
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds

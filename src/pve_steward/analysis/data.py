@@ -15,7 +15,7 @@ from typing import Any
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.pbs import PbsData
+from pve_steward.analysis.pbsdata import PbsData
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 
 Row = dict[str, Any]

@@ -1,7 +1,7 @@
 """PVE identifiers, validated against PVE's own formats before they reach a request.
 
 Each is an ``Annotated`` type usable as a tool parameter (the MCP input schema then carries the
-pattern and bounds) and as a path segment in :mod:`pve_steward.client`, which refuses
+pattern and bounds) and as a path segment in :mod:`pve_steward.pveio.client`, which refuses
 anything that does not validate. The formats follow pve-common's JSONSchema registry
 (``pve-node``, ``pve-vmid``, ``pve-storage-id``, ``pve-configid``) and PVE's UPID syntax.
 """

@@ -20,12 +20,12 @@ import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ToolError
 
-from pve_steward import metrics
-from pve_steward.admission import Busy
 from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
-from pve_steward.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
+from pve_steward.observe import metrics
 from pve_steward.pve.ids import InvalidIdentifier
+from pve_steward.pveio.admission import Busy
 from pve_steward.security.audit import redact_params
+from pve_steward.security.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.security.identity import principal_tier
 from pve_steward.security.narrowing import header_refusal, request_headers
 from pve_steward.security.tiers import Tier

@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from pve_steward import metrics
+from pve_steward.observe import metrics
 from pve_steward.security.usedtokens import MemoryStore, StoreUnavailable, UsedTokenStore
 
 VERSION = 1

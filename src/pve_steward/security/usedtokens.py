@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from pve_steward.redisurl import is_redis
+from pve_steward.pveio.redisurl import is_redis
 
 log = logging.getLogger(__name__)
 KEY_PREFIX = "pve-steward:used-token:"

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from pve_steward.client import gather
 from pve_steward.errors import PveError, PvePermissionError
 from pve_steward.models import Model, Untrusted
 from pve_steward.pve.ids import VmId
+from pve_steward.pveio.client import gather
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import guest_path, resolve_guest

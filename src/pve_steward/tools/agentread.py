@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from pve_steward.analysis.data import ClusterData, Missing
-from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
-from pve_steward.client import node as node_seg
-from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PvePermissionError
+from pve_steward.pveio.client import ApiPath, ProxmoxClient, api_path, gather
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import vmid as vmid_seg
 
 PATH = "/nodes/{node}/qemu/{vmid}/agent/get-fsinfo"
 

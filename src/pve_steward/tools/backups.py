@@ -13,14 +13,14 @@ from pydantic import Field
 from pve_steward.analysis.backups import job_covers, visible_pools
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.vzdumptarget import job_enabled
-from pve_steward.client import api_path, gather
-from pve_steward.client import node as node_seg
-from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import BackupJobId, VmId
 from pve_steward.pve.storagecfg import is_shared
 from pve_steward.pve.volumeaccess import backups_hidden
+from pve_steward.pveio.client import api_path, gather
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import storage as storage_seg
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.context import ToolContext
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pve_steward.client import api_path, ceph_flag
 from pve_steward.errors import PveError
+from pve_steward.pveio.client import api_path, ceph_flag
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.security.tiers import Tier
 from pve_steward.tools.cephread import API_NODE_HINT, ceph_absent

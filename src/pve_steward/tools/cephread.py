@@ -14,9 +14,9 @@ from __future__ import annotations
 from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.data import Missing
 from pve_steward.analysis.planner.ceph_steps import NodeCeph, active_mgr_alone, node_mds, node_mons, node_osds
-from pve_steward.client import ProxmoxClient, api_path, gather
-from pve_steward.client import node as node_seg
 from pve_steward.errors import PveError, PvePermissionError
+from pve_steward.pveio.client import ProxmoxClient, api_path, gather
+from pve_steward.pveio.client import node as node_seg
 
 NO_CEPH = ("binary not installed", "configuration not initialized", "not fully configured")
 API_NODE_HINT = "the node pve-steward talks to does not run Ceph; connect it to a Ceph node"

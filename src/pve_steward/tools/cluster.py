@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import Field
 
-from pve_steward.client import api_path, gather
 from pve_steward.errors import PveError
 from pve_steward.models import Model, Untrusted
+from pve_steward.pveio.client import api_path, gather
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 

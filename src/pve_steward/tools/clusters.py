@@ -7,11 +7,11 @@ from typing import Any
 import anyio
 from pydantic import Field
 
-from pve_steward.client import api_path
-from pve_steward.clusters import lower
-from pve_steward.compat import UnsupportedVersion, check_version
 from pve_steward.errors import PveError, connection_problem
 from pve_steward.models import Model
+from pve_steward.pveio.client import api_path
+from pve_steward.pveio.clusters import lower
+from pve_steward.pveio.compat import UnsupportedVersion, check_version
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import AppContext, ToolContext
 

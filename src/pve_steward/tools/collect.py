@@ -24,17 +24,17 @@ from pve_steward.analysis.data import ClusterData, Missing
 from pve_steward.analysis.health import AREAS as HEALTH_AREAS
 from pve_steward.analysis.health import ON_DEMAND
 from pve_steward.analysis.vzdumptarget import job_enabled
-from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather
-from pve_steward.client import node as node_seg
-from pve_steward.client import storage as storage_seg
-from pve_steward.client import upid as upid_seg
-from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.pve.storagecfg import allowed_nodes, is_shared
 from pve_steward.pve.tasks import task_running
 from pve_steward.pve.volumeaccess import backups_hidden
-from pve_steward.readcache import Key, read_key
+from pve_steward.pveio.client import ApiPath, ProxmoxClient, api_path, gather
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import storage as storage_seg
+from pve_steward.pveio.client import upid as upid_seg
+from pve_steward.pveio.client import vmid as vmid_seg
+from pve_steward.pveio.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs

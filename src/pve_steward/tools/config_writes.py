@@ -17,15 +17,15 @@ from pydantic import Field
 from pve_steward.analysis.backups import job_covers
 from pve_steward.analysis.guesttags import stored_tags, tag_refusal
 from pve_steward.analysis.vzdumptarget import job_enabled
-from pve_steward.client import api_path, gather
-from pve_steward.client import backup_job as backup_job_seg
-from pve_steward.client import ha_sid as ha_sid_seg
-from pve_steward.client import node as node_seg
-from pve_steward.client import replication_job as replication_seg
-from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import BackupJobId, ReplicationJobId, Upid, VmId, parse_upid
 from pve_steward.pve.tasks import task_running
+from pve_steward.pveio.client import api_path, gather
+from pve_steward.pveio.client import backup_job as backup_job_seg
+from pve_steward.pveio.client import ha_sid as ha_sid_seg
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import replication_job as replication_seg
+from pve_steward.pveio.client import upid as upid_seg
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.security.sanitise import quote_name
 from pve_steward.security.tiers import Tier

@@ -7,20 +7,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pve_steward.admission import Admission
-from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
-from pve_steward.handlers import OperationView
-from pve_steward.inventory import InventoryCache
-from pve_steward.naming import Naming
-from pve_steward.readcache import ReadCache
+from pve_steward.pveio.admission import Admission
+from pve_steward.pveio.client import ProxmoxClient
+from pve_steward.pveio.inventory import InventoryCache
+from pve_steward.pveio.readcache import ReadCache
 from pve_steward.security.audit import AuditLog
+from pve_steward.security.handlers import OperationView
 from pve_steward.security.tiers import Tier
+from pve_steward.surface.naming import Naming
 
 if TYPE_CHECKING:
-    from pve_steward.pbslink import PbsLink
+    from pve_steward.pveio.pbslink import PbsLink
     from pve_steward.security.tokens import TokenSigner
-    from pve_steward.worker.link import WorkerLink
+    from pve_steward.serving.worker.link import WorkerLink
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 

@@ -9,23 +9,24 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import anyio.to_thread
 from pydantic import Field
 
-from pve_steward.admission import heavy
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.data import incomplete_findings
 from pve_steward.analysis.findings import Report
 from pve_steward.analysis.health import AREAS, diagnose
-from pve_steward.analysis.migration import Migratability, analyze_migratability
+from pve_steward.analysis.migration.findings import analyze_migratability
+from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.suppression import Suppression, with_suppressions
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
-from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.models import Model
 from pve_steward.pve.ids import NodeName, VmId
+from pve_steward.pveio.admission import heavy
+from pve_steward.pveio.client import ProxmoxClient
+from pve_steward.pveio.urgency import URGENCY
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.pbsread import PbsLink
-from pve_steward.urgency import URGENCY
 
 if TYPE_CHECKING:
     Area = str

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from pve_steward.client import ApiPath, ProxmoxClient, Segment, api_path
-from pve_steward.client import node as node_seg
-from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveNotFound
 from pve_steward.models import Model
 from pve_steward.pve import ids
+from pve_steward.pveio.client import ApiPath, ProxmoxClient, Segment, api_path
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import vmid as vmid_seg
 from pve_steward.security.guard import Refused
 
 

@@ -7,11 +7,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from pve_steward.client import gather
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, UntrustedValues, iso, untrusted
 from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
+from pve_steward.pveio.client import gather
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import GuestRef, guest_path, located, vm_resources

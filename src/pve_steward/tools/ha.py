@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
-from pve_steward.client import api_path
 from pve_steward.errors import PveError, PveNotFound
 from pve_steward.models import Model, Untrusted, untrusted
+from pve_steward.pveio.client import api_path
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pve_steward.analysis.harequest import error_state_refusal
-from pve_steward.client import api_path
 from pve_steward.errors import PveError
+from pve_steward.pveio.client import api_path
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.twophase import Check
 

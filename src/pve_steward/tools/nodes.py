@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import Field
 
-from pve_steward.client import api_path
-from pve_steward.client import node as node_seg
 from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import NodeName
 from pve_steward.pve.values import integer
+from pve_steward.pveio.client import api_path
+from pve_steward.pveio.client import node as node_seg
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from pve_steward.analysis.data import Missing, Row
-from pve_steward.analysis.pbs import PbsData, storage_maps
-from pve_steward.client import ApiPath, ProxmoxClient, api_path, datastore, gather, node
+from pve_steward.analysis.pbsdata import PbsData, storage_maps
 from pve_steward.errors import PveError, PvePermissionError, advice
-from pve_steward.pbslink import PbsLink, pbs_link
 from pve_steward.pve.ids import InvalidIdentifier
+from pve_steward.pveio.client import ApiPath, ProxmoxClient, api_path, datastore, gather, node
+from pve_steward.pveio.pbslink import PbsLink, pbs_link
 
 __all__ = ["PbsLink", "not_configured", "pbs_link", "read_pbs"]
 

@@ -9,9 +9,11 @@ from typing import Annotated
 import anyio.to_thread
 from pydantic import Field
 
-from pve_steward.admission import heavy
-from pve_steward.analysis.planner import EvacuationPlan, GuestMove, plan_evacuation, plan_guest_move
+from pve_steward.analysis.planner.evacuation import plan_evacuation
+from pve_steward.analysis.planner.guest_move import plan_guest_move
+from pve_steward.analysis.planner.models import EvacuationPlan, GuestMove
 from pve_steward.pve.ids import NodeName, VmId
+from pve_steward.pveio.admission import heavy
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.cephread import read_node_ceph
 from pve_steward.tools.collect import collect

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from pve_steward.analysis.data import ClusterData, Missing
-from pve_steward.analysis.sdn import FABRIC_NEIGHBORS, ZONE_CONTENT, network_status
-from pve_steward.client import ApiPath, ProxmoxClient, api_path, gather, sdn_fabric, sdn_zone
-from pve_steward.client import node as node_seg
+from pve_steward.analysis.sdnstate import FABRIC_NEIGHBORS, ZONE_CONTENT, network_status
 from pve_steward.errors import PveError, PvePermissionError
 from pve_steward.pve.ids import InvalidIdentifier
+from pve_steward.pveio.client import ApiPath, ProxmoxClient, api_path, gather, sdn_fabric, sdn_zone
+from pve_steward.pveio.client import node as node_seg
 
 PATH = "/nodes/{node}/sdn/fabrics/{fabric}/neighbors"
 CONTENT_PATH = "/nodes/{node}/sdn/zones/{zone}/content"

@@ -6,15 +6,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from pve_steward.client import api_path, gather
-from pve_steward.client import node as node_seg
-from pve_steward.client import storage as storage_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, PageInfo, Untrusted, iso, untrusted
 from pve_steward.pve.ids import NodeName, StorageId, VmId
 from pve_steward.pve.storagecfg import is_shared
 from pve_steward.pve.values import flag, integer
 from pve_steward.pve.volumeaccess import content_hidden
+from pve_steward.pveio.client import api_path, gather
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import storage as storage_seg
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 

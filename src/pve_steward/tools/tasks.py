@@ -6,13 +6,13 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from pve_steward.client import api_path, gather
-from pve_steward.client import node as node_seg
-from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError
 from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import NodeName, Upid, VmId, parse_upid
 from pve_steward.pve.tasks import task_running
+from pve_steward.pveio.client import api_path, gather
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import upid as upid_seg
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 

@@ -29,12 +29,12 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation
 from pydantic import Field
 
-from pve_steward.client import api_path
-from pve_steward.client import node as node_seg
-from pve_steward.client import upid as upid_seg
 from pve_steward.errors import PveError, PveUnavailable
 from pve_steward.models import Model, Untrusted, iso
 from pve_steward.pve.ids import parse_upid
+from pve_steward.pveio.client import api_path
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import upid as upid_seg
 from pve_steward.security.audit import redact_params
 from pve_steward.security.confirm import Confirm, NotAsked
 from pve_steward.security.guard import Refused

@@ -11,7 +11,6 @@ from typing import Any, Literal
 import anyio.to_thread
 from pydantic import Field
 
-from pve_steward.admission import heavy
 from pve_steward.analysis.findings import Report
 from pve_steward.analysis.health import diagnose
 from pve_steward.analysis.upgradeinfo import (
@@ -22,14 +21,15 @@ from pve_steward.analysis.upgradeinfo import (
     node_major,
     nodes_to_upgrade,
 )
-from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
 from pve_steward.models import Model
+from pve_steward.pveio.admission import heavy
+from pve_steward.pveio.client import ProxmoxClient
+from pve_steward.pveio.urgency import URGENCY
 from pve_steward.security.guard import guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.diagnostics import PAGING, Limit, Offset, later_page, paged, suppressions, thresholds
-from pve_steward.urgency import URGENCY
 
 AREA = "upgrade"
 

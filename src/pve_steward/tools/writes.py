@@ -13,19 +13,20 @@ from pydantic import Field
 
 from pve_steward.analysis.backups import vzdump_refusals
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.migration import storage_on
+from pve_steward.analysis.migration.ha_rules import ha_allowed_nodes, ha_blocked_nodes
+from pve_steward.analysis.migration.storage import storage_on
 from pve_steward.analysis.migration.targets import maintenance_nodes
-from pve_steward.analysis.planner import ha_allowed_nodes, ha_blocked_nodes, plan_guest_move
+from pve_steward.analysis.planner.guest_move import plan_guest_move
 from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.analysis.snapshotfeature import rollback_refusals, snapshot_refusals, taken_after
-from pve_steward.client import ApiPath, api_path, gather, ha_sid
-from pve_steward.client import node as node_seg
-from pve_steward.client import snapshot as snapshot_seg
-from pve_steward.client import storage as storage_seg
-from pve_steward.client import vmid as vmid_seg
 from pve_steward.errors import PveError, PvePermissionError, PveUnavailable
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
 from pve_steward.pve.ids import NodeName, SnapshotName, StorageId, VmId
+from pve_steward.pveio.client import ApiPath, api_path, gather, ha_sid
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import snapshot as snapshot_seg
+from pve_steward.pveio.client import storage as storage_seg
+from pve_steward.pveio.client import vmid as vmid_seg
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.security.sanitise import quote_name
 from pve_steward.security.tiers import Tier

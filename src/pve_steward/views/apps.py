@@ -21,7 +21,7 @@ from mcp.server.apps import Apps, ResourceCsp
 
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from pve_steward.config import Settings
-from pve_steward.registry import Operation, Registry
+from pve_steward.surface.registry import Operation, Registry
 from pve_steward.views.page import build_page
 
 URI = "ui://pve-steward/views/{}.html"

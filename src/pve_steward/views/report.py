@@ -23,9 +23,9 @@ from mcp.server import MCPServer
 from pve_steward.analysis.codes import AREAS, CODES
 from pve_steward.analysis.findings import Report
 from pve_steward.analysis.thresholds import thresholds_from
-from pve_steward.checkcmd import TITLES, exit_code, print_report
-from pve_steward.client import ProxmoxClient
 from pve_steward.config import Settings
+from pve_steward.pveio.client import ProxmoxClient
+from pve_steward.serving.checkcmd import TITLES, exit_code, print_report
 from pve_steward.views.apps import view_config
 from pve_steward.views.page import build_page
 

@@ -13,7 +13,7 @@ from typing import Any
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
-from pve_steward.analysis.pbs import (
+from pve_steward.analysis.pbsdata import (
     PbsData,
     Row,
     finished,

@@ -9,7 +9,7 @@ from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.checks.pbs import group_subject, groups_of, mapped_storages
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.pbs import MANIFEST, PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
+from pve_steward.analysis.pbsdata import MANIFEST, PbsData, Row, finished, pbs_prunes, prune_marks, pve_keep_options
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.vzdumptarget import job_enabled, job_storages

@@ -1,7 +1,7 @@
 """SDN (pve-network): zone status per node, unapplied configuration, PVE 9 fabrics (design record 261203-21).
 
 Zone status per node comes from ``/cluster/resources`` (read for every check anyway; see
-``analysis/sdn.py`` for its two row shapes); the zones and vnets are read with ``?pending=1`` so one read
+``analysis/sdnstate.py`` for its two row shapes); the zones and vnets are read with ``?pending=1`` so one read
 gives both the running config and what is not applied yet. A token without ``SDN.Audit`` sees no SDN
 objects at all (PVE filters the lists), so SDN then reads as absent, as PVE shows it.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, Need, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Subject, finding
-from pve_steward.analysis.sdn import (
+from pve_steward.analysis.sdnstate import (
     CONTROLLERS,
     FABRIC_NEIGHBORS,
     VNETS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration.model import Reason, reason
 from pve_steward.analysis.pverules import pve_rule
-from pve_steward.analysis.sdn import (
+from pve_steward.analysis.sdnstate import (
     ZoneConfig,
     guest_bridges,
     guest_vlan_bridges,

@@ -14,7 +14,9 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData, Missing, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
-from pve_steward.analysis.migration import Migratability, assess, eligible_targets
+from pve_steward.analysis.migration.model import Migratability
+from pve_steward.analysis.migration.targets import eligible_targets
+from pve_steward.analysis.migration.verdict import assess
 from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
 from pve_steward.analysis.planner.ha_placement import ha_capacity
 from pve_steward.analysis.planner.handoff import hand_off

@@ -4,12 +4,13 @@ and which it leaves behind (error state, or requested stopped/disabled), with wh
 from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.migration import Migratability, ha_problems
+from pve_steward.analysis.migration.findings import ha_problems
 from pve_steward.analysis.migration.ha_rules import (
     rule_active,
     rule_members,
     service_row,
 )
+from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.planner.models import HAGuest
 from pve_steward.analysis.pverules import pve_rule
 

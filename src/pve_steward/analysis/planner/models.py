@@ -7,8 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from pve_steward.analysis.findings import Finding
-from pve_steward.analysis.migration import Migratability
-from pve_steward.analysis.migration.model import Basis
+from pve_steward.analysis.migration.model import Basis, Migratability
 from pve_steward.analysis.planner.ceph_steps import CephDaemonCheck, CephStep
 from pve_steward.models import Model, Untrusted
 

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pve_steward.client import ProxmoxClient, api_path
-from pve_steward.client import node as node_seg
-from pve_steward.client import vmid as vmid_seg
+from pve_steward.pveio.client import ProxmoxClient, api_path
+from pve_steward.pveio.client import node as node_seg
+from pve_steward.pveio.client import vmid as vmid_seg
 
 TTL_SECONDS = 5.0
 

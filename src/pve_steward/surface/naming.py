@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pve_steward.registry import Operation, Registry
+from pve_steward.surface.registry import Operation, Registry
 
 
 @functools.lru_cache(maxsize=4)

@@ -32,9 +32,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from pve_steward import __version__, metrics
+from pve_steward import __version__
 from pve_steward.config import Settings
-from pve_steward.urgency import URGENCY
+from pve_steward.observe import metrics
+from pve_steward.pveio.urgency import URGENCY
 
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -191,7 +192,7 @@ def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics_text(request: Request) -> Response:
-        from pve_steward.worker.link import LINKS
+        from pve_steward.serving.worker.link import LINKS
 
         others = [await link.metrics() for link in list(LINKS)]  # the diagnostics process's series, added in
         return Response(metrics.render(others), media_type=metrics.CONTENT_TYPE)

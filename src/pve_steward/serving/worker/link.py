@@ -28,11 +28,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from opentelemetry import propagate
 from pydantic import SecretStr
 
-from pve_steward.clusters import ClusterTarget
 from pve_steward.config import Settings
-from pve_steward.urgency import URGENCY
-from pve_steward.urgencyboard import UrgencyBoard
-from pve_steward.worker.frames import Sender, blob, load_shared, read_frame
+from pve_steward.pveio.clusters import ClusterTarget
+from pve_steward.pveio.urgency import URGENCY
+from pve_steward.pveio.urgencyboard import UrgencyBoard
+from pve_steward.serving.worker.frames import Sender, blob, load_shared, read_frame
 
 log = logging.getLogger(__name__)
 START_TIMEOUT = 60.0  # imports and the first settings check; a loaded 2-core machine takes a few seconds
@@ -147,7 +147,7 @@ class WorkerLink:
                 proc = self._proc = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "pve_steward.worker.child",
+                    "pve_steward.serving.worker.child",
                     str(theirs.fileno()),
                     pass_fds=(theirs.fileno(), *([self._board.fd] if self._board.fd is not None else [])),
                     stdin=asyncio.subprocess.DEVNULL,

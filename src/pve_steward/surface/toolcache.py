@@ -34,7 +34,7 @@ from pve_steward.config import Settings
 
 log = logging.getLogger(__name__)
 KEEP = 4  # configurations kept side by side (e.g. a read-only and an admin entry of one client)
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # the whole package: any module may change the tools
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from pydantic import BaseModel
 from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
-from pve_steward.nodecheck import unknown_guest
 from pve_steward.pve import ids
-from pve_steward.registry import Operation, Registry
+from pve_steward.surface.nodecheck import unknown_guest
+from pve_steward.surface.registry import Operation, Registry
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
 
 SCHEME = "pve-steward://"

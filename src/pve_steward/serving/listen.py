@@ -77,7 +77,7 @@ def serve_http(mcp: Any, settings: Settings, banner: Callable[[int], None]) -> N
     """Build the app (refusing an unsafe bind), bind the port, print the banner, serve until stopped."""
     import uvicorn
 
-    from pve_steward.http import bind_warnings, build_http_app, guarded_protocol, raise_fd_limit
+    from pve_steward.serving.http import bind_warnings, build_http_app, guarded_protocol, raise_fd_limit
 
     raise_fd_limit()
     app = build_http_app(mcp, settings)

@@ -14,8 +14,8 @@ from typing import Any
 
 from mcp.server import MCPServer
 
-from pve_steward.naming import Naming
 from pve_steward.pve.ids import check_backup_job, check_node, check_snapshot, check_storage, check_vmid
+from pve_steward.surface.naming import Naming
 
 
 def _vmid(text: str) -> int:

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
-from pve_steward.urgencyboard import UrgencyBoard
+from pve_steward.pveio.urgencyboard import UrgencyBoard
 
 __all__ = ["URGENCY", "HeavyStep", "Urgency"]
 

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pve_steward import pvejson
-from pve_steward.client import ApiPath, ProxmoxClient, WriteMethod
-from pve_steward.requestpool import REQUEST_PRIORITY, URGENT
-from pve_steward.singleflight import SingleFlight
+from pve_steward.pveio import pvejson
+from pve_steward.pveio.client import ApiPath, ProxmoxClient, WriteMethod
+from pve_steward.pveio.requestpool import REQUEST_PRIORITY, URGENT
+from pve_steward.pveio.singleflight import SingleFlight
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from pve_steward.perobject import PerObject
 if TYPE_CHECKING:  # what __getattr__ hands out, typed for the checker (no import at run time)
     from prometheus_client import Counter, Histogram
 
-    from pve_steward.instruments import APPS, BUSY, IN_FLIGHT, TOKENS, TOOL_CALLS, TOOL_LATENCY, render
+    from pve_steward.observe.instruments import APPS, BUSY, IN_FLIGHT, TOKENS, TOOL_CALLS, TOOL_LATENCY, render
 
 __all__ = [
     "APPS",
@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
     """The instruments (REGISTRY, TOOL_CALLS, ..., APPS, render) live in instruments.py, imported on first use."""
     if name.startswith("__"):  # what tools probe modules for (__path__, __wrapped__, ...): no import for it
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from pve_steward import instruments
+    from pve_steward.observe import instruments
 
     try:
         return getattr(instruments, name)
@@ -57,7 +57,7 @@ def __getattr__(name: str) -> Any:
 def api_instruments(service: str) -> tuple[Counter, Histogram]:
     """The request counter and latency histogram of an API: PBS's own series, so a backup server's reads
     never show up as (or skew) the cluster's."""
-    from pve_steward import instruments
+    from pve_steward.observe import instruments
 
     if service == "PBS":
         return instruments.PBS_REQUESTS, instruments.PBS_LATENCY
@@ -75,7 +75,7 @@ def count_findings(result: Any) -> None:
     Tallied once per result object and added per code: fifty callers of one run return one report,
     and a labelled increment per finding per caller cost about 0.3 ms of the event loop each (issue 17).
     """
-    from pve_steward.instruments import FINDINGS
+    from pve_steward.observe.instruments import FINDINGS
 
     for (code, severity), count in _TALLIES.get(result, None, lambda: _tally(result)).items():
         FINDINGS.labels(code=code, severity=severity).inc(count)

@@ -22,7 +22,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from pve_steward.urgency import URGENCY, Urgency
+from pve_steward.pveio.urgency import URGENCY, Urgency
 
 __all__ = ["BACKGROUND", "REQUEST_PRIORITY", "URGENT", "RequestPool"]
 

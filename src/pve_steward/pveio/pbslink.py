@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pve_steward.client import ProxmoxClient, ProxmoxerClient
 from pve_steward.config import Settings
+from pve_steward.pveio.client import ProxmoxClient, ProxmoxerClient
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pydantic.functional_validators import AfterValidator
 
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import NODE_RE, check_node
-from pve_steward.registry import handler_hints, handler_parameters
+from pve_steward.surface.registry import handler_hints, handler_parameters
 from pve_steward.tools.context import AppContext
 
 

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from pve_steward.analysis.codes import AREAS, CODES
 from pve_steward.analysis.findings import Finding, Report
-from pve_steward.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING
+from pve_steward.serving.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING
 
 LABELS = ("PASS", "INFO", "SKIP", "WARN", "FAIL")
 _LABEL = {"critical": "FAIL", "warning": "WARN", "info": "INFO"}

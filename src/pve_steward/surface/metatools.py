@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema, create_model
 
-from pve_steward.answers import answer
 from pve_steward.models import Model
-from pve_steward.registry import Operation, Registry, handler_hints, handler_parameters
+from pve_steward.surface.answers import answer
+from pve_steward.surface.registry import Operation, Registry, handler_hints, handler_parameters
 
 # Parameters every write action shares; described once in the tool description, not per action.
 WRITE_COMMON = ("confirm_token", "wait", "wait_timeout")

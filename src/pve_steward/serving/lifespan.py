@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from pve_steward.admission import Admission
-from pve_steward.client import ProxmoxClient, ProxmoxerClient, api_path
-from pve_steward.clusters import ClusterTarget
-from pve_steward.compat import VersionGate
 from pve_steward.config import Settings
-from pve_steward.naming import Naming
-from pve_steward.pbslink import pbs_link
-from pve_steward.readcache import ReadCache
-from pve_steward.readiness import Readiness
+from pve_steward.pveio.admission import Admission
+from pve_steward.pveio.client import ProxmoxClient, ProxmoxerClient, api_path
+from pve_steward.pveio.clusters import ClusterTarget
+from pve_steward.pveio.compat import VersionGate
+from pve_steward.pveio.pbslink import pbs_link
+from pve_steward.pveio.readcache import ReadCache
 from pve_steward.security.audit import AuditLog
 from pve_steward.security.tokens import TokenSigner
+from pve_steward.serving.readiness import Readiness
+from pve_steward.surface.naming import Naming
 from pve_steward.tools.context import AppContext, Clusters
 
 
@@ -97,7 +97,7 @@ class Lifespan:
             chosen: list[ClusterTarget | None] = [*self.targets] if self.targets else [None]
             apps = [self.context(target, self._client_for(target, owned), admission) for target in chosen]
             if self.settings.offload_heavy and self._rebuildable(apps):
-                from pve_steward.worker.link import WorkerLink
+                from pve_steward.serving.worker.link import WorkerLink
 
                 worker = WorkerLink(self.settings, self.targets)
                 worker.warm()  # in the background: serving does not wait for it

@@ -1,4 +1,4 @@
-"""The diagnostics process: ``python -m pve_steward.worker.child FD`` (started by link.py, never by hand).
+"""The diagnostics process: ``python -m pve_steward.serving.worker.child FD`` (started by link.py, never by hand).
 
 It builds the same per-cluster contexts as the server's lifespan (its own clients, read caches and
 one admission budget) from the settings the front end sends, then runs each heavy call through the
@@ -26,12 +26,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
 from pve_steward.perobject import PerObject
-from pve_steward.worker.frames import Sender, blob, read_frame
-from pve_steward.worker.link import Call, Start
+from pve_steward.serving.worker.frames import Sender, blob, read_frame
+from pve_steward.serving.worker.link import Call, Start
 
 _PICKLED: PerObject[bytes] = PerObject()  # a result -> its pickle, while the result lives
 
-log = logging.getLogger("pve_steward.worker")
+log = logging.getLogger("pve_steward.serving.worker")
 
 
 def _error_frame(call_id: int, exc: BaseException) -> tuple[Any, ...]:
@@ -56,8 +56,8 @@ class Child:
         return self.root.clusters.get(cluster)
 
     async def run(self, call_id: int, call: Call) -> None:
-        from pve_steward.admission import HEAVY
-        from pve_steward.handlers import HANDLERS, spec_of
+        from pve_steward.pveio.admission import HEAVY
+        from pve_steward.security.handlers import HANDLERS, spec_of
         from pve_steward.tools.context import ToolContext
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -94,13 +94,13 @@ class Child:
         self.running.pop(call_id, None)
 
     async def metrics(self, call_id: int) -> None:
-        from pve_steward import metrics
+        from pve_steward.observe import metrics
 
         families = list(metrics.REGISTRY.collect())
         await self.sender.send(("metrics", call_id, blob(families)))
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
-        from pve_steward import metrics
+        from pve_steward.observe import metrics
 
         for app in {id(a): a for a in [self.root, *getattr(self.root.clusters, "apps", {}).values()]}.values():
             metrics.APPS.track(app)  # their read caches and admission counters, for the front end's /metrics
@@ -150,8 +150,8 @@ def lower_priority(priority: str) -> None:
 def follow_front_end(start: Start) -> None:
     """This process's reads give way to the front end's cheap calls too (urgencyboard.py)."""
     if start.urgency_board is not None:
-        from pve_steward.urgency import URGENCY
-        from pve_steward.urgencyboard import UrgencyBoard
+        from pve_steward.pveio.urgency import URGENCY
+        from pve_steward.pveio.urgencyboard import UrgencyBoard
 
         URGENCY.follow(UrgencyBoard.attach(start.urgency_board))
 
@@ -167,13 +167,13 @@ async def main(fd: int) -> int:
         lower_priority(start.settings.diagnostics_priority)
         follow_front_end(start)
         life = _lifespan(start)
-        from pve_steward.telemetry import setup_tracing
+        from pve_steward.observe.telemetry import setup_tracing
 
         setup_tracing(start.settings.otel_endpoint, start.settings.otel_service_name)
     except Exception as exc:  # settings the child cannot use: the front end says why
         await sender.send(("failed", f"{type(exc).__name__}: {exc}"))
         return 1
-    from pve_steward.serving import settle_heap
+    from pve_steward.serving.listen import settle_heap
 
     settle_heap()
     async with life(None) as root:
@@ -186,10 +186,10 @@ async def main(fd: int) -> int:
 
 def _lifespan(start: Start) -> Any:
     """The server's own lifespan, without what only the front end does: audit, tokens, the version check."""
-    from pve_steward.lifespan import Lifespan
-    from pve_steward.readiness import Readiness
     from pve_steward.security.audit import NoAudit
     from pve_steward.security.tokens import TokenSigner
+    from pve_steward.serving.lifespan import Lifespan
+    from pve_steward.serving.readiness import Readiness
     from pve_steward.tools import load_all
 
     load_all()  # every @heavy handler registers itself (admission.HEAVY)

@@ -25,8 +25,6 @@ import anyio
 import anyio.to_thread
 from pydantic import SecretStr
 
-from pve_steward import metrics
-from pve_steward.budget import open_budget
 from pve_steward.config import Settings
 from pve_steward.errors import (
     PveApiError,
@@ -41,12 +39,14 @@ from pve_steward.errors import (
     PveUnavailable,
     PveUnknownHost,
 )
+from pve_steward.observe import metrics
+from pve_steward.observe.telemetry import pve_request_span
 from pve_steward.pve import ids
-from pve_steward.pvejson import FAST as FAST_JSON
-from pve_steward.pvejson import fast as fast_json
-from pve_steward.requestpool import REQUEST_PRIORITY, RequestPool
+from pve_steward.pveio.budget import open_budget
+from pve_steward.pveio.pvejson import FAST as FAST_JSON
+from pve_steward.pveio.pvejson import fast as fast_json
+from pve_steward.pveio.requestpool import REQUEST_PRIORITY, RequestPool
 from pve_steward.security.tiers import Tier
-from pve_steward.telemetry import pve_request_span
 
 if TYPE_CHECKING:  # imported on first use: proxmoxer and requests cost ~0.15 s of every start (issue 17)
     import requests
@@ -324,7 +324,7 @@ def _adapter(fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
     installed (machines without its wheel: 32-bit, ARMv7). Either way a fingerprint verifies the server
     certificate by its SHA-256 (what PVE admins have for self-signed certs)."""
     try:
-        from pve_steward.curltransport import CurlAdapter
+        from pve_steward.pveio.curltransport import CurlAdapter
     except ImportError:
         return _urllib3_adapter(fingerprint, pool_maxsize)
     return CurlAdapter(fingerprint)

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from pve_steward.redisurl import is_redis
+from pve_steward.pveio.redisurl import is_redis
 
 log = logging.getLogger(__name__)
 

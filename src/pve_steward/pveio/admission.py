@@ -23,9 +23,9 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward.perobject import PerObject
-from pve_steward.requestpool import BACKGROUND, REQUEST_PRIORITY
-from pve_steward.singleflight import SingleFlight
-from pve_steward.urgency import URGENCY
+from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY
+from pve_steward.pveio.singleflight import SingleFlight
+from pve_steward.pveio.urgency import URGENCY
 
 R = TypeVar("R")
 KEPT_RUNS = 4  # paged results kept at once: a whole health report at 10,000 guests is some megabytes

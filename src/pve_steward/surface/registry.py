@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pve_steward.handlers import HANDLERS, spec_of
+from pve_steward.security.handlers import HANDLERS, spec_of
 from pve_steward.security.narrowing import narrowed_out
 from pve_steward.security.tiers import Tier
 

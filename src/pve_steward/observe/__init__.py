@@ -1,0 +1,1 @@
+"""Instrumentation, used from every layer: Prometheus metrics and their instruments, OpenTelemetry traces."""
