@@ -14,10 +14,13 @@
 FROM python:3.12-slim-bookworm@sha256:0f5b26b9518d002b6173fd61daad821fa340635ebfec5bba471013f9ca114579 AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# WHEEL: a wheel in dist/ to install instead of building from the sources; the release workflow passes the
+# wheel it built and tested, so the image runs the same files as PyPI's. `make image` builds from the sources.
+ARG WHEEL=""
+COPY pyproject.toml README.md dist/*.whl ./
 COPY src ./src
 RUN python -m venv --without-pip /opt/pve-steward \
- && python -m pip --python /opt/pve-steward/bin/python install . \
+ && python -m pip --python /opt/pve-steward/bin/python install "./${WHEEL:-.}" \
  && /opt/pve-steward/bin/pve-steward --version
 
 # --- runtime: the same slim base, the environment, a non-root user
