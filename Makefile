@@ -2,25 +2,39 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-STAMP   = $(VENV)/.installed
+# What is installed: the checkout, editable. The release workflow tests its built wheel instead:
+#   make test EDITABLE= PACKAGE=dist/pve_steward-X.Y.Z-py3-none-any.whl
+EDITABLE ?= -e
+PACKAGE  ?= .
+# Stamps: the package and its runtime dependencies (all `make demo` needs, no dev extra), and the same
+# plus the dev extra (test, lint and packaging tools) for `make test`.
+RUNTIME  = $(VENV)/.runtime
+STAMP    = $(VENV)/.installed
 
-.PHONY: setup interop demo demo-stdio check test lint typecheck bench conformance docs clean dist mcpb image
+.PHONY: setup runtime interop demo demo-stdio check test lint typecheck bench conformance docs clean dist mcpb image
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(EDITABLE) '$(PACKAGE)'
+	touch $(RUNTIME)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(EDITABLE) '$(PACKAGE)[dev]'
+	touch $(STAMP) $(RUNTIME)
+
+runtime: $(RUNTIME)  ## the runtime only (no dev extra)
 setup: $(STAMP)
 
 interop:             ## the official MCP Inspector CLI and conformance suite, for tests/interop (Node 22 from PyPI)
 	scripts/interop/setup.sh || echo "WARNING: MCP interop clients not installed: tests/interop will be skipped"
 
-demo: setup          ## the server against the built-in simulated cluster (HTTP, prints an Inspector command)
+demo: runtime        ## the server against the built-in simulated cluster (HTTP, prints an Inspector command)
 	$(BIN)/pve-steward demo
 
-demo-stdio: setup    ## same, over stdio for desktop clients
+demo-stdio: runtime  ## same, over stdio for desktop clients
 	$(BIN)/pve-steward demo --stdio
 
 lint: setup

@@ -1,8 +1,10 @@
 """Build the MCP Bundle (``.mcpb``) for one-click install in Claude Desktop, without npm.
 
 An MCPB is a zip with ``manifest.json`` at its root (spec: github.com/modelcontextprotocol/mcpb,
-MANIFEST.md). Ours uses the ``uv`` server type: the bundle carries ``pyproject.toml`` and the
-sources, and the host installs the dependencies with uv, so one bundle serves every platform.
+MANIFEST.md). Ours uses the ``uv`` server type: the bundle carries ``pyproject.toml``, ``uv.lock``
+(every dependency pinned by version and hash; the manifest runs ``uv run --frozen``, so the host
+installs exactly those) and the sources, and the host installs the dependencies with uv, so one
+bundle serves every platform.
 The zip is reproducible (sorted entries, fixed timestamps); the script prints its path and SHA-256
 (the ``fileSha256`` a registry entry of type ``mcpb`` needs).
 
@@ -20,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_FILES = ("manifest.json", "pyproject.toml", "README.md")
+TOP_FILES = ("manifest.json", "pyproject.toml", "uv.lock", "README.md")
 PACKAGES = ("src/pve_steward", "src/pvesim")
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: same input, same bytes
 

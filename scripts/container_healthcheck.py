@@ -1,40 +1,55 @@
 """HEALTHCHECK of the pve-steward image: ``GET /health`` when the server speaks HTTP.
 
 Over stdio (the image's default) there is no port to probe and the container is healthy while its
-process runs, so the check passes. The transport and port are read the way pve-steward reads them:
-flags (from the server's command line, PID 1 in the container, or given as arguments here) over
-``PVE_STEWARD_*`` environment variables over defaults; ``demo`` serves HTTP unless ``--stdio``.
-Exit 0 healthy, 1 unhealthy (Docker's convention). Standard library only: it runs in the image.
+process runs, so the check passes. Whether the server speaks HTTP, and where, is read by the server's
+own code from the server's own command line (PID 1 in the container, or the arguments given here):
+its flags, ``PVE_STEWARD_*`` variables and the TOML file (``--config`` or ``PVE_STEWARD_CONFIG``), with
+the server's precedence, so a transport set in the file is seen too. It runs with the image's Python,
+where pve_steward is installed. Exit 0 healthy, 1 unhealthy (Docker's convention).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
-DEFAULT_PORT = 8765
+WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # a wildcard bind answers on loopback
 
 
-def probe_target(argv: Sequence[str], env: Mapping[str, str]) -> int | None:
-    """The port to probe, or None when the server speaks stdio."""
-    transport = env.get("PVE_STEWARD_TRANSPORT", "stdio")
-    port = int(env.get("PVE_STEWARD_HTTP_PORT", DEFAULT_PORT))
-    args = list(argv)
-    if "demo" in args:
-        transport = "stdio" if "--stdio" in args else "http"
+def server_args(cmdline: Sequence[str]) -> list[str]:
+    """The arguments after the ``pve-steward`` program in a command line (``python .../pve-steward demo``)."""
+    args = list(cmdline)
     for i, arg in enumerate(args):
-        key, sep, value = arg.partition("=")
-        if not sep:
-            value = args[i + 1] if i + 1 < len(args) else ""
-        if key == "--transport":
-            transport = value
-        elif key == "--http-port":
-            port = int(value)
-    return port if transport == "http" else None
+        if Path(arg).name == "pve-steward":
+            return args[i + 1 :]
+    return args
+
+
+def probe_target(argv: Sequence[str]) -> tuple[str, int] | None:
+    """(host, port) to probe, or None when the server speaks stdio (or the command serves nothing).
+
+    Raises ValueError (the server's own configuration message) when the settings are invalid: then the
+    server did not start either.
+    """
+    from pve_steward.cli import DEMO_REFUSES, build_parser, settings_from
+
+    args = build_parser().parse_args(server_args(argv))
+    command = getattr(args, "command", None)
+    if command == "demo":
+        if args.stdio:
+            return None
+        settings = settings_from(args, reset=DEMO_REFUSES, transport="http")
+    elif command in (None, "serve"):
+        settings = settings_from(args)
+    else:
+        return None  # check, tools, docs, audit: one-shot commands with no port
+    if settings.transport != "http":
+        return None
+    return WILDCARDS.get(settings.http_host, settings.http_host), settings.http_port
 
 
 def server_argv() -> list[str]:
@@ -46,8 +61,8 @@ def server_argv() -> list[str]:
         return []
 
 
-def check(port: int) -> tuple[bool, str]:
-    url = f"http://127.0.0.1:{port}/health"
+def check(host: str, port: int) -> tuple[bool, str]:
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/health"
     try:
         with urllib.request.urlopen(url, timeout=4) as response:
             body = json.loads(response.read())
@@ -58,11 +73,15 @@ def check(port: int) -> tuple[bool, str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    port = probe_target(argv or server_argv(), os.environ)
-    if port is None:
+    try:
+        target = probe_target(argv or server_argv())
+    except ValueError as exc:  # ConfigError and friends: the server's configuration is invalid
+        print(f"unhealthy: {exc}")
+        return 1
+    if target is None:
         print("stdio transport: nothing to probe")
         return 0
-    ok, detail = check(port)
+    ok, detail = check(*target)
     print(detail)
     return 0 if ok else 1
 

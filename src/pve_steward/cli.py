@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -66,14 +67,17 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "request_budget",
         "request_budget_burst",
         "request_budget_store",
-        "otel_endpoint",
-        "otel_service_name",
         "disable_version_check",
+    ),
+    # what only a running server uses: `check` runs once and exits
+    "serving": (
         "read_cache_ttl",
         "heavy_calls",
         "busy_wait",
         "diagnostics_process",
         "diagnostics_priority",
+        "otel_endpoint",
+        "otel_service_name",
     ),
     "MCP transport": ("transport", "http_host", "http_port", "http_bearer_token", "allowed_hosts", "max_request_bytes"),
     "who is calling (HTTP)": (
@@ -108,6 +112,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "diagnostics": ("thresholds", "suppress"),
 }
 OTHER = "other settings"
+# What `check` reads: the connections (PBS too: the pbs area), the request settings and the diagnostics' own.
+CHECK_SECTIONS = ("connection to Proxmox VE", "connection to Proxmox Backup Server", "API requests", "diagnostics")
 # Settings only a config file can give (tables); they get no flag.
 FILE_ONLY = ("clusters",)
 # The demo connects to its own simulated cluster: these flags would be silently wrong there.
@@ -306,6 +312,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     import pvesim  # the only place the server side touches the simulator
     from pve_steward.server import build_server
+    from pvesim.cli import token_roles
     from pvesim.pbs import attach, start_pbs
 
     out = sys.stderr if args.stdio else sys.stdout
@@ -348,7 +355,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         mcp = build_server(settings)
         lines = [
             f"pvesim: simulated cluster '{args.scenario}' at {sim.url} (fingerprint {sim.fingerprint[:23]}...)",
-            f"token: {token_id}",
+            f"token: {token_id} ({token_roles(sim.cluster.tokens[token])})",
             f"PBS simulator at {pbs.url} (token {pbs_id})",
             *_server_lines(settings),
         ]
@@ -444,7 +451,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
             if on
         ]
         print(f"{tool.name:28} {', '.join(flags)}")
-    print(f"{len(tools)} tools", file=sys.stderr)
+    print(f"{len(tools)} tool{'' if len(tools) == 1 else 's'}", file=sys.stderr)
     return 0
 
 
@@ -461,6 +468,35 @@ def _one_cluster(settings: Settings, name: str | None) -> Settings:
     if chosen is None:
         raise ValueError(f"no cluster '{name}'; clusters are: {', '.join(t.name for t in targets)}")
     return chosen.client_settings
+
+
+def html_target_problem(path: Path | None) -> str | None:
+    """Why ``check --html FILE`` cannot write FILE, as one sentence with the fix; None when it can."""
+    if path is None:
+        return None
+    fix = "give --html a file in a directory you can write to"
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        return f"cannot write the HTML report to {path}: it is a directory; {fix}, e.g. {path / 'report.html'}"
+    if not parent.is_dir():
+        return f"cannot write the HTML report to {path}: the directory {parent} does not exist; {fix}"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"cannot write the HTML report to {path}: the file is not writable for this user; {fix}"
+    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write the HTML report to {path}: the directory {parent} is not writable for this user; {fix}"
+    return None
+
+
+def _emit(args: argparse.Namespace, *emitted: Any) -> int:
+    """views.report.emit (text, markdown and the --html file), its file failure said in one sentence."""
+    from pve_steward.serving.checkcmd import print_error
+    from pve_steward.views.report import emit
+
+    try:
+        return emit(args, *emitted)
+    except OSError as exc:  # the directory went away or filled up while the check ran
+        message = f"cannot write the HTML report to {args.html}: {exc.strerror or exc}; give --html a writable file"
+        return print_error("output", message, EXIT_UNKNOWN, args.json)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -482,6 +518,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.upgrade is not None and args.areas:
         message = "--upgrade runs the upgrade checks only; leave out --areas (or run check without --upgrade)"
         return print_error("usage", message, EXIT_USAGE, args.json)
+    unwritable = html_target_problem(args.html)  # before the check runs, not after a minute of reads
+    if unwritable:
+        return print_error("usage", unwritable, EXIT_USAGE, args.json)
     try:
         settings = _one_cluster(settings_from(args), args.cluster)
         client = ProxmoxerClient(settings)
@@ -509,9 +548,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except PveError as exc:
         return print_error("cluster", str(exc), EXIT_UNKNOWN, args.json)
     if args.html or args.format == "markdown":
-        from pve_steward.views.report import emit
-
-        return emit(args, report, settings, client, header)
+        return _emit(args, report, settings, client, header)
     return print_report(report, args.json, args.color, header)
 
 
@@ -544,9 +581,7 @@ def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) ->
         return exit_code(result.report)
     shell = shell_lines([(c.name, c.what) for c in result.shell_checks], result.shell_advice, result.summary)
     if args.html or args.format == "markdown":
-        from pve_steward.views.report import emit
-
-        return emit(args, result.report, settings, client, header, shell)
+        return _emit(args, result.report, settings, client, header, shell)
     return print_report(result.report, False, args.color, header, extra=shell)
 
 
@@ -708,7 +743,7 @@ def _add_check(sub: Any) -> None:
     check.add_argument(
         "--format", choices=["text", "markdown"], default="text", help="markdown: for tickets (default: text)"
     )
-    add_settings_flags(check, ["connection to Proxmox VE", "API requests", "diagnostics"], suppress=True)
+    add_settings_flags(check, CHECK_SECTIONS, suppress=True)
     check.set_defaults(func=cmd_check)
 
 

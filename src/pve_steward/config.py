@@ -2,7 +2,9 @@
 
 One pydantic settings object; the CLI's flags are generated from its fields, so ``--help``
 documents every option and cannot drift from what is read. Secrets are ``SecretStr`` and are
-never printed.
+never printed. An empty ``PVE_STEWARD_*`` variable counts as unset (a client config or a bundle
+leaves optional ones blank); one that names no setting is refused with the closest real name, as
+an unknown key of the file is (design record 261206-64).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pve_steward.security.syslog import SyslogTarget
 from pve_steward.security.tiers import Tier
 
 ENV_PREFIX = "PVE_STEWARD_"
+CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"  # the TOML file (--config); not a setting of its own
 MIN_BEARER_LENGTH = 32
 TOKEN_ID_RE = re.compile(r"^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$")
 
@@ -121,7 +124,9 @@ class ClusterConfig(BaseModel):
 class Settings(BaseSettings):
     """Every option of pve-steward (flag ``--some-option`` = env ``PVE_STEWARD_SOME_OPTION`` = TOML key)."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, env_ignore_empty=True
+    )
 
     # --- connection to Proxmox VE
     url: str | None = Field(None, description="PVE API address: host, host:port or https://host:port")
@@ -474,12 +479,48 @@ class ConfigError(ValueError):
 
 
 def env_names(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Settings given in the environment: field name -> variable name (matched without regard to case)."""
+    """Settings given in the environment: field name -> variable name (matched without regard to case).
+
+    An empty variable is not given: pydantic-settings reads it as unset (``env_ignore_empty``), and so do we.
+    """
     env = os.environ if environ is None else environ
-    given = {key.upper(): key for key in env}
+    given = {key.upper(): key for key, value in env.items() if value != ""}
     return {
         name: given[ENV_PREFIX + name.upper()] for name in Settings.model_fields if ENV_PREFIX + name.upper() in given
     }
+
+
+def env_variable(name: str) -> str:
+    """The environment variable of a setting."""
+    return ENV_PREFIX + name.upper()
+
+
+def unknown_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """One sentence naming each ``PVE_STEWARD_*`` variable that is no setting, with the closest real one.
+
+    A misspelt ``PVE_STEWARD_READ_ONY`` silently ignored would serve writes the user meant to remove, so
+    it is refused, as an unknown key of the config file is. Empty variables count as unset and pass.
+    """
+    env = os.environ if environ is None else environ
+    real = [env_variable(n) for n in Settings.model_fields] + [CONFIG_VARIABLE]
+    unknown = sorted(
+        key
+        for key, value in env.items()
+        if key.upper().startswith(ENV_PREFIX) and value != "" and key.upper() not in real
+    )
+    if not unknown:
+        return None
+    named = []
+    for key in unknown:  # compared without the prefix every name shares, which would make anything look close
+        close = difflib.get_close_matches(
+            key.upper().removeprefix(ENV_PREFIX), [r[len(ENV_PREFIX) :] for r in real], n=1
+        )
+        named.append(f"{key} (did you mean {ENV_PREFIX}{close[0]}?)" if close else key)
+    return (
+        f"unknown environment variable{'s' if len(named) > 1 else ''} {', '.join(named)}: "
+        f"{ENV_PREFIX}* variables are the settings' names in capitals (see pve-steward serve --help); "
+        "correct the name or unset it"
+    )
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -542,7 +583,10 @@ def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (
     ``None`` in ``overrides`` means "not given"; ``reset`` names settings taken from their default
     whatever the environment or the file say (the demo's cluster connection).
     """
-    env_path = os.environ.get(ENV_PREFIX + "CONFIG")
+    unknown = unknown_env()
+    if unknown:
+        raise ConfigError(unknown)
+    env_path = os.environ.get(CONFIG_VARIABLE)
     path = config_file or (Path(env_path) if env_path else None)
     if path is not None and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")

@@ -35,9 +35,11 @@ _ROLE_FOR = {
     "VM.Config.Options": "PVEVMAdmin",
     "Datastore.AllocateSpace": "PVEDatastoreUser",
     "Sys.Console": "PVESysAdmin",
-    "Sys.Modify": "Administrator",
     "VM.GuestAgent.Audit": "PVEAuditor",
 }
+# Privileges no built-in role below Administrator holds (pve-access-control AccessControl.pm: the "root" group of
+# Sys). Granting Administrator for one of them would hand out every privilege: a role of its own is advised.
+_OWN_ROLE = {"Sys.Modify": "SysModify", "Sys.PowerMgmt": "SysPowerMgmt", "Sys.Incoming": "SysIncoming"}
 
 
 class PveError(Exception):
@@ -155,9 +157,16 @@ _FIXES: tuple[tuple[type[PveError], str, str], ...] = (
 
 def _pve_grant(err: PvePermissionError, privilege: str) -> str:
     privs = privilege.split("|")
-    role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
     scope = err.acl_path or "/"
     parent = scope.rsplit("/", 1)[0] if scope.count("/") > 1 else scope
+    own = _OWN_ROLE.get(privs[0])
+    if own is not None:
+        return (
+            f"token lacks {privs[0]} on {scope}, which no built-in role short of Administrator holds: create a role "
+            f"with only it and grant that on {parent} (pveum role add {own} --privs {privs[0]}; pveum acl modify "
+            f"{parent} --tokens '<user>@<realm>!<token>' --roles {own}; with privilege separation grant the user too)"
+        )
+    role = _ROLE_FOR.get(privs[0], "a role with " + " or ".join(privs))
     return (
         f"token lacks {privilege} on {scope}: grant {role} on {parent} "
         f"(pveum acl modify {parent} --tokens '<user>@<realm>!<token>' --roles {role})"

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from pvesim.access import ROLES, Token
 from pvesim.generator import generate
 from pvesim.scenario import build_cluster, builtin_scenarios, faults_from, load_scenario
 from pvesim.server import SimServer
+
+DESCRIPTION = "pvesim: serve a simulated Proxmox VE cluster over HTTPS, or generate a large scenario."
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -46,13 +49,28 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"Fingerprint: {server.fingerprint}")
     print(f"Certificate: {server.cert_path}")
     for token in cluster.tokens.values():
-        print(f"Token:       {token.full_id}  secret={token.secret}")
+        print(f"Token:       {token.full_id}  secret={token.secret}  ({token_roles(token)})")
     print(f"Control:     X-Pvesim-Control: {server.control_secret}  (POST https://{server.address}/_sim/...)")
     sys.stdout.flush()
     with contextlib.suppress(KeyboardInterrupt):
         server.wait()
     server.stop()
     return 0
+
+
+def token_roles(token: Token) -> str:
+    """Which roles a token holds where, as PVE grants them: its own ACL entries with privilege separation
+    (narrowed by its user's), else its user's; root@pam holds every privilege whatever the ACL says."""
+    if token.user.userid == "root@pam" and not token.privsep:
+        return "root@pam: every privilege"
+    entries = token.acl if token.privsep else token.user.acl
+    by_path: dict[str, list[str]] = {}
+    for entry in entries:
+        by_path.setdefault(entry.path, []).append(entry.role)
+    roles = "; ".join(f"{' + '.join(names)} on {path}" for path, names in by_path.items()) or "no role"
+    custom = sorted({e.role for e in entries} - set(ROLES))  # the scenario's own roles: say what they hold
+    held = "".join(f"; {name} = {', '.join(sorted(token.roles.get(name, ())))}" for name in custom)
+    return f"roles: {roles}{held}"
 
 
 def _settle_heap() -> None:
@@ -101,7 +119,7 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="pvesim", description=__doc__)
+    ap = argparse.ArgumentParser(prog="pvesim", description=DESCRIPTION)
     ap.add_argument("--version", action="version", version=f"pvesim {_version()} (simulates Proxmox VE 8.4 and 9.1)")
     sub = ap.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve a scenario over HTTPS")

@@ -54,11 +54,14 @@ async def test_ceph_scenario_findings(start_sim: Any, server_for: Any, version: 
     assert mon3["evidence"]["monitors"] == 3 and "2 of 3" in mon3["message"]  # ceph4 is not in the monmap
 
 
-async def test_demo_ceph_is_healthy_and_other_clusters_have_no_ceph(
+async def test_demo_ceph_shows_its_planted_problem_and_other_clusters_have_no_ceph(
     demo_sim: Any, start_sim: Any, server_for: Any
 ) -> None:
+    """The default demo is hyper-converged: a newcomer's first health check shows Ceph (demo.yaml)."""
     demo = await _health(server_for(demo_sim), areas=["ceph"])
-    assert demo["findings"] == [] and demo["complete"] is True
+    found = [(f["code"], f["subject"]["id"], f["subject"]["node"]) for f in demo["findings"]]
+    assert found == [("CEPH_OSD_LATENCY_HIGH", "osd.5", "pve3")] and demo["complete"] is True
+    assert "180 ms" in demo["findings"][0]["message"]
     plain = await _health(server_for(start_sim("healthy")), areas=["ceph"])
     assert plain["findings"] == [] and plain["complete"] is True
 

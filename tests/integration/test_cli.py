@@ -100,7 +100,7 @@ async def test_demo_admin_tier_ignores_cluster_env_and_can_do_admin_actions(tmp_
             done = await c.call_tool("administer", {**job, "confirm_token": job_preview["result"]["confirm_token"]})
     banner = "\n".join(lines)
     assert "ignoring PVE_STEWARD_URL, PVE_STEWARD_TOKEN_SECRET_FILE, PVE_STEWARD_FINGERPRINT" in banner
-    assert "token: root@pam!pvesim" in banner and "tier: admin" in banner
+    assert "token: root@pam!pvesim (roles: Administrator on /)" in banner and "tier: admin" in banner
     assert not done.is_error and done.structured_content["result"]["status"] == "completed", done.content
     assert all(check["ok"] for check in job_preview["result"]["checks"]), job_preview
 
@@ -162,6 +162,15 @@ def test_pvesim_prints_the_real_port_and_its_version(tmp_path: Path) -> None:
         url = next(line.split()[1] for line in lines if line.startswith("URL:"))
         token, secret = next(line.split()[1:3] for line in lines if "auditor@pve!mcp" in line)
         assert not url.startswith("https://127.0.0.1:0/")
+        roles = {line.split()[1]: line.split("(", 1)[1].rstrip(")") for line in lines if line.startswith("Token:")}
+        assert roles == {  # which role each token has: the tier it serves follows from it (README)
+            "root@pam!pvesim": "roles: Administrator on /",
+            "auditor@pve!mcp": "roles: PVEAuditor on /",
+            "monitor@pve!mcp": "roles: PVEAuditor + BackupLister on /; BackupLister = Datastore.AllocateSpace, "
+            "VM.Backup",
+            "operator@pve!mcp": "roles: PVEAuditor + HAOperator on /; PVEVMAdmin on /vms; PVEDatastoreUser on "
+            "/storage; HAOperator = Sys.Console",
+        }
         answer = httpx2.get(
             f"{url}/version",
             headers={"Authorization": f"PVEAPIToken={token}={secret.removeprefix('secret=')}"},

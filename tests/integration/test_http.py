@@ -112,5 +112,5 @@ async def test_serve_starts_and_refuses_an_unsupported_pve_version_through_the_t
             assert (await c.list_tools()).tools
             answer = await c.call_tool("cluster", {"action": "cluster_overview"})
     assert answer.is_error
-    assert "Proxmox VE 7.4.17 is not supported" in answer.content[0].text  # type: ignore[union-attr]
+    assert "Proxmox VE 7.4.17 is too old" in answer.content[0].text  # type: ignore[union-attr]
     assert "--disable-version-check" in answer.content[0].text  # type: ignore[union-attr]

@@ -154,11 +154,12 @@ async def test_bad_token_tls_and_version_are_answered_by_the_tools(start_sim: An
     ca = settings_for(sim, fingerprint=None, ca_file=sim.cert_path)
     assert (await call(build_server(ca), "cluster_overview")).is_error is False
     old = start_sim("healthy", version="7.4.17")
-    await refused(build_server(settings_for(old)), r"Proxmox VE 7\.4\.17 is not supported.*--disable-version-check")
+    too_old = r"Proxmox VE 7\.4\.17 is too old.*upgrade the cluster to 8\.0 or later.*--disable-version-check"
+    await refused(build_server(settings_for(old)), too_old)
     forced = build_server(settings_for(old, disable_version_check=True))
     assert (await call(forced, "cluster_overview")).structured_content["pve_version"] == "7.4.17"
     future = start_sim("healthy", version="10.0.1")
-    await refused(build_server(settings_for(future)), "10.0.1 is not supported")
+    await refused(build_server(settings_for(future)), "10.0.1 is newer than this pve-steward supports.*: upgrade pve-")
 
 
 async def test_every_call_is_audited_and_the_chain_verifies(

@@ -254,7 +254,7 @@ async def test_preconditions_refuse_in_the_preview(demo_sim: SimServer, server_f
         missing = await c.call_tool("guest_start", {"vmid": 999})
         bad = await c.call_tool("guest_start", {"vmid": 5})
         passthrough = await c.call_tool("guest_migrate", {"vmid": 105, "target": "pve2"})
-    assert "already running" in running.content[0].text
+    assert "guest is stopped: no, it is running" in running.content[0].text
     assert "HA-managed" in ha_guest.content[0].text and "ha_migrate" in ha_guest.content[0].text
     assert "not HA-managed" in not_ha.content[0].text or "no HA resource" in not_ha.content[0].text
     assert "no snapshot 'nope'" in no_snap.content[0].text

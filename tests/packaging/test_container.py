@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
@@ -15,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,11 +54,18 @@ STEPS = instructions((ROOT / "Dockerfile").read_text(encoding="utf-8"))
 FINAL = final_stage(STEPS)
 
 
-def test_dockerfile_is_multi_stage_on_a_slim_python_base() -> None:
-    froms = [args for word, args in STEPS if word == "FROM"]
-    assert len(froms) >= 2 and " AS " in froms[0].upper()
-    base = next(args for word, args in STEPS if word == "ARG" and args.startswith("PYTHON_IMAGE="))
-    assert re.fullmatch(r"PYTHON_IMAGE=python:3\.1[1-9]-slim(-\w+)?", base), base
+PINNED = re.compile(r"python:3\.1[1-9]-slim(-[a-z]+)?@sha256:[0-9a-f]{64}")
+
+
+def test_dockerfile_is_multi_stage_on_a_slim_python_base_pinned_by_digest() -> None:
+    """Every stage starts from the same slim Python image, named by tag for the reader and by digest for the
+    build: a tag moves, a digest does not (the release workflow refuses a digest the registry lost)."""
+    froms = [args.split()[0] for word, args in STEPS if word == "FROM"]
+    assert len(froms) >= 2 and " AS " in next(a for w, a in STEPS if w == "FROM").upper()
+    for base in froms:
+        assert PINNED.fullmatch(base), f"FROM {base}: pin the base as python:3.X-slim-<release>@sha256:<64 hex>"
+    assert len(set(froms)) == 1, f"the stages start from different images: {sorted(set(froms))}"
+    assert not [args for word, args in STEPS if word == "ARG" and "IMAGE" in args], "no tag-only ARG base to override"
     assert any("--from=build" in args for word, args in FINAL if word == "COPY")
 
 
@@ -88,30 +97,63 @@ def test_no_secret_is_baked_into_the_image() -> None:
     assert "*" in (ROOT / ".dockerignore").read_text().split(), ".dockerignore lets in only what the image needs"
 
 
-@pytest.mark.parametrize(
-    ("argv", "env", "port"),
-    [
-        ([], {}, None),
-        (["demo", "--stdio"], {}, None),
-        (["demo"], {}, 8765),
-        (["--transport", "http", "--http-port", "9000"], {}, 9000),
-        (["--transport=http"], {"PVE_STEWARD_HTTP_PORT": "9100"}, 9100),
-        ([], {"PVE_STEWARD_TRANSPORT": "http"}, 8765),
-        (["--transport", "stdio"], {"PVE_STEWARD_TRANSPORT": "http"}, None),
-    ],
-)
-def test_healthcheck_probes_only_an_http_server(argv: list[str], env: dict[str, str], port: int | None) -> None:
+def healthcheck_module() -> Any:
     spec = importlib.util.spec_from_file_location("container_healthcheck", HEALTHCHECK)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.probe_target(argv, env) == port
+    return module
 
 
-def healthcheck(*server_args: str) -> subprocess.CompletedProcess[str]:
+@pytest.mark.parametrize(
+    ("argv", "env", "toml", "target"),
+    [
+        ([], {}, None, None),
+        (["demo", "--stdio"], {}, None, None),
+        (["demo"], {}, None, ("127.0.0.1", 8765)),
+        (["--transport", "http", "--http-port", "9000"], {}, None, ("127.0.0.1", 9000)),
+        (["--transport=http"], {"PVE_STEWARD_HTTP_PORT": "9100"}, None, ("127.0.0.1", 9100)),
+        ([], {"PVE_STEWARD_TRANSPORT": "http"}, None, ("127.0.0.1", 8765)),
+        (["--transport", "stdio"], {"PVE_STEWARD_TRANSPORT": "http"}, None, None),
+        (["serve", "--http-host", "0.0.0.0", "--transport", "http"], {}, None, ("127.0.0.1", 8765)),
+        # the settings file: --config or PVE_STEWARD_CONFIG, below the environment and the flags
+        (["--config", "{toml}"], {}, 'transport = "http"\nhttp_port = 9200\n', ("127.0.0.1", 9200)),
+        ([], {"PVE_STEWARD_CONFIG": "{toml}"}, 'transport = "http"\nhttp_port = 9200\n', ("127.0.0.1", 9200)),
+        (
+            [],
+            {"PVE_STEWARD_CONFIG": "{toml}", "PVE_STEWARD_HTTP_PORT": "9300"},
+            'transport = "http"\n',
+            ("127.0.0.1", 9300),
+        ),
+        (["--transport", "stdio", "--config", "{toml}"], {}, 'transport = "http"\n', None),
+        # PID 1's command line as the kernel gives it: the interpreter, the script, then the arguments
+        (["/opt/pve-steward/bin/python", "/opt/pve-steward/bin/pve-steward", "demo"], {}, None, ("127.0.0.1", 8765)),
+        (["check", "--areas", "ceph"], {}, None, None),
+    ],
+)
+def test_healthcheck_reads_the_servers_settings_as_the_server_does(
+    argv: list[str],
+    env: dict[str, str],
+    toml: str | None,
+    target: tuple[str, int] | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = tmp_path / "steward.toml"
+    if toml is not None:
+        config.write_text(toml, encoding="utf-8")
+    for key in [k for k in os.environ if k.startswith("PVE_STEWARD_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value.replace("{toml}", str(config)))
+    argv = [a.replace("{toml}", str(config)) for a in argv]
+    assert healthcheck_module().probe_target(argv) == target
+
+
+def healthcheck(*server_args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(HEALTHCHECK), *server_args],
-        env=clean_env(),
+        env=clean_env(**env),
         capture_output=True,
         text=True,
         timeout=30,
@@ -128,6 +170,17 @@ def test_healthcheck_passes_on_a_serving_demo_and_fails_on_a_dead_port(tmp_path:
     dead = healthcheck("demo", "--http-port", str(port))  # the server has stopped
     assert dead.returncode == 1 and f"127.0.0.1:{port}/health" in dead.stdout
     assert healthcheck("demo", "--stdio").returncode == 0
+
+
+def test_healthcheck_of_a_server_whose_settings_are_invalid_is_one_line() -> None:
+    """The server refused to start with these settings; the probe says why instead of a traceback."""
+    done = healthcheck("serve", PVE_STEWARD_TRANSPORT="http", PVE_STEWARD_HTTP_PROT="9000")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.strip().splitlines() == [
+        "unhealthy: unknown environment variable PVE_STEWARD_HTTP_PROT (did you mean PVE_STEWARD_HTTP_PORT?): "
+        "PVE_STEWARD_* variables are the settings' names in capitals (see pve-steward serve --help); correct the "
+        "name or unset it"
+    ]
 
 
 def docker_daemon() -> str | None:

@@ -30,7 +30,13 @@ def test_uvx_runs_help_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
 
 
 async def test_uvx_serves_mcp_over_stdio(wheel: Path, tmp_path: Path) -> None:
+    """The runtime alone serves the demo: no uvloop (a dev extra), so pvesim serves on asyncio's loop, as
+    `make demo` on a fresh clone does."""
     env = clean_env(UV_TOOL_DIR=str(tmp_path / "tools"))
+    probe = ["python", "-c", "import importlib.util as u; print(u.find_spec('uvloop') is None)"]
+    assert (
+        run([dev_tool("uvx"), "--isolated", "--from", str(wheel), *probe], env, cwd=tmp_path).stdout.strip() == "True"
+    )
     demo = ["pve-steward", "demo", "--stdio", "--state-dir", str(tmp_path / "state")]
     args = ["--isolated", "--from", str(wheel), *demo]
     session = await demo_session(dev_tool("uvx"), args, env, cwd=tmp_path)

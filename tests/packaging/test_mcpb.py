@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft7Validator
 
-from pve_steward.config import ENV_PREFIX, Settings
+from pve_steward.config import ENV_PREFIX, Settings, load_settings
 from pvesim.server import SimServer
 from tests.packaging.conftest import DEMO_TOOLS, ROOT, VERSION, clean_env, demo_session, dev_tool, run
 
@@ -60,7 +60,7 @@ def test_bundle_is_a_reproducible_zip_of_the_package(tmp_path: Path) -> None:
     with zipfile.ZipFile(first) as bundle:
         names = set(bundle.namelist())
         assert json.loads(bundle.read("manifest.json")) == MANIFEST
-    assert {"manifest.json", "pyproject.toml", "README.md", MANIFEST["server"]["entry_point"]} <= names
+    assert {"manifest.json", "pyproject.toml", "uv.lock", "README.md", MANIFEST["server"]["entry_point"]} <= names
     assert "src/pve_steward/tools.yaml" in names and "src/pvesim/scenarios/demo.yaml" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith((".venv", "tests/")) for n in names)
 
@@ -73,10 +73,29 @@ def test_manifest_agrees_with_the_package() -> None:
     used = {m for value in [*config["args"], *config["env"].values()] for m in USER_CONFIG_RE.findall(value)}
     assert used == set(MANIFEST["user_config"]), "every user_config entry is used, and only those exist"
     assert MANIFEST["user_config"]["token_secret"]["sensitive"] is True
-    # An empty optional value would reach the server as an empty variable, which it rejects: every
-    # variable the bundle sets is either required or has a default.
-    for key, entry in MANIFEST["user_config"].items():
-        assert entry.get("required") or "default" in entry, f"user_config.{key}: required or a default"
+
+
+def test_an_optional_entry_left_empty_is_unset_for_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host passes an optional entry the user left blank as an empty variable: the server reads it as
+    unset, so neither a CA file nor a fingerprint is required (a certificate the system trusts needs none)."""
+    config = MANIFEST["server"]["mcp_config"]
+    user_config = {k: "" for k, v in MANIFEST["user_config"].items() if not v.get("required")}
+    user_config |= {"url": "pve1.example.com:8006", "token_id": "steward@pve!mcp", "token_secret": "s3cret"}
+    assert {"ca_file", "fingerprint"} <= set(user_config) and not user_config["ca_file"]
+    for key in [k for k in os.environ if k.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(key)
+    for key, value in config["env"].items():
+        monkeypatch.setenv(key, substitute(value, ROOT, user_config))
+    settings = load_settings()
+    assert (settings.ca_file, settings.fingerprint, settings.tier.value) == (None, None, "read_only")
+    assert MANIFEST["user_config"]["ca_file"]["type"] == "file" and "PVE_STEWARD_CA_FILE" in config["env"]
+
+
+def test_the_bundle_installs_what_its_lock_file_pins() -> None:
+    """uv.lock ships in the bundle and `uv run --frozen` installs from it; the lock matches pyproject.toml."""
+    assert "--frozen" in MANIFEST["server"]["mcp_config"]["args"]
+    done = run([dev_tool("uv"), "lock", "--check", "--offline"], clean_env(), cwd=ROOT)
+    assert "Resolved" in done.stdout + done.stderr
 
 
 @needs_mcpb
@@ -108,7 +127,8 @@ async def test_bundle_serves_mcp_as_claude_desktop_starts_it(
         "url": sim.address,
         "token_id": token_id,
         "token_secret": secret,
-        "fingerprint": sim.fingerprint,
+        "ca_file": str(sim.cert_path),  # a CA path, no fingerprint: pvesim's certificate signs itself
+        "fingerprint": "",
         "tier": "operator",
     }
     unpacked = tmp_path / "extension"

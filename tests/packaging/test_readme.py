@@ -46,3 +46,27 @@ def test_client_configs_run_the_installed_command_with_real_settings() -> None:
     for config in http:
         assert config["url"].endswith("/mcp") and config["headers"]["Authorization"].startswith("Bearer ")
     assert f"-- uvx {script}" in TOP, "Claude Code's `claude mcp add ... -- uvx pve-steward`"
+
+
+def released() -> bool:
+    """Whether CHANGELOG.md dates a release of this version (the release workflow publishes it to PyPI)."""
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    version = re.escape(PROJECT["version"])
+    return re.search(rf"^## \[{version}\] - \d{{4}}-\d\d-\d\d", changelog, re.MULTILINE) is not None
+
+
+def test_until_the_first_release_the_readme_says_so_and_installs_from_a_checkout_first() -> None:
+    """`uvx pve-steward` names a PyPI project: until we have published it, whoever registers the name first
+    runs code on every machine that copies the README. It says so where it first shows the command."""
+    install = TOP[TOP.index("## Install") :]
+    install = install[: install.index("\n## ", 3)]
+    first_uvx = install.index("uvx pve-steward")
+    if released():
+        assert "not on PyPI yet" not in README, "the release is out: drop the note and put PyPI first"
+        return
+    assert "**pve-steward is not on PyPI yet**" in install[:first_uvx]
+    first_block = install.split("```bash\n", 1)[1].split("```", 1)[0]
+    wheel = f"dist/pve_steward-{PROJECT['version']}-py3-none-any.whl"
+    assert first_block.splitlines()[0].startswith("make dist") and f"--from {wheel} pve-steward" in first_block
+    configs = README[README.index("## Client configuration") :]
+    assert "Until the first release is on PyPI" in configs[: configs.index("```")]

@@ -77,6 +77,9 @@ def test_every_variable_is_a_real_setting_and_secrets_are_marked() -> None:
             assert var.get("isSecret", False) == (name in secrets), f"{name}: isSecret must be {name in secrets}"
             assert var.get("description"), f"{name} has no description"
         assert described[f"{ENV_PREFIX}URL"]["isRequired"] and described[f"{ENV_PREFIX}TOKEN_ID"]["isRequired"]
+        # every way to run it says which writes it registers: the image too (read_only by default)
+        tier = described[f"{ENV_PREFIX}TIER"]
+        assert tier["default"] == "read_only" and tier["choices"] == ["read_only", "operator", "admin"]
 
 
 def test_readme_and_wheel_carry_the_mcp_name_marker(wheel: Path) -> None:

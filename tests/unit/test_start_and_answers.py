@@ -49,7 +49,7 @@ async def test_unsupported_version_is_refused_by_every_tool_with_the_way_out(tmp
         answers = [await c.call_tool("cluster", {"action": "cluster_overview"}) for _ in range(2)]
     for reply in answers:
         assert reply.is_error
-        assert "Proxmox VE 7.4.17 is not supported" in reply.content[0].text
+        assert "Proxmox VE 7.4.17 is too old" in reply.content[0].text
         assert "--disable-version-check" in reply.content[0].text
     assert fake.requested() == ["GET /version"]  # the verdict is kept; no tool reached the cluster
 
@@ -160,6 +160,6 @@ def test_an_answer_is_built_once_per_result_object_and_left_as_it_is() -> None:
 async def test_a_cluster_view_of_an_unsupported_version_is_refused_like_a_tool(tmp_path: Path, uri: str) -> None:
     fake = demo_client().on("GET", "/version", {"version": "7.4.17"})
     async with Client(build_server(_settings(tmp_path), client=fake)) as c:
-        with pytest.raises(MCPError, match=r"Proxmox VE 7\.4\.17 is not supported"):
+        with pytest.raises(MCPError, match=r"Proxmox VE 7\.4\.17 is too old"):
             await c.read_resource(uri)
     assert fake.requested() == ["GET /version"]  # nothing else was read from an unsupported release

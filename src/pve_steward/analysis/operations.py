@@ -164,7 +164,7 @@ def _certificate_finding(node: str, cert: Row, days: float, renew: int | None, t
         "subject": cert.get("subject"),
         "renewed_by_pve_at_days": renew,
     }
-    missed = f"; PVE renews it {renew} days before expiry, so pve-daily-update failed to" if renew else ""
+    missed = f"; PVE renews it {renew} days before expiry, so pve-daily-update failed to renew it" if renew else ""
     if days < 0:
         return finding("CERT_EXPIRED", subject, f"{name} on {node} expired {-days:.0f} days ago{missed}", evidence)
     sev = Severity.CRITICAL if days <= t.get("cert_critical_days") else Severity.WARNING

@@ -30,10 +30,16 @@ def parse_release(version: str) -> tuple[int, int]:
 
 def check_version(version: str) -> tuple[int, int]:
     release = parse_release(version)
-    if not SUPPORTED_MIN <= release < SUPPORTED_MAX:
+    if release < SUPPORTED_MIN:  # a newer pve-steward would not help: the cluster is older than any supports
         raise UnsupportedVersion(
-            f"Proxmox VE {version} is not supported (supported: {SUPPORTED_TEXT}). "
-            "Upgrade pve-steward, or start with --disable-version-check at your own risk."
+            f"Proxmox VE {version} is too old for pve-steward (supported: {SUPPORTED_TEXT}): upgrade the "
+            f"cluster to {SUPPORTED_MIN[0]}.{SUPPORTED_MIN[1]} or later, or start with --disable-version-check at "
+            "your own risk."
+        )
+    if release >= SUPPORTED_MAX:
+        raise UnsupportedVersion(
+            f"Proxmox VE {version} is newer than this pve-steward supports ({SUPPORTED_TEXT}): upgrade pve-steward, "
+            "or start with --disable-version-check at your own risk."
         )
     return release
 

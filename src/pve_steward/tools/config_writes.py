@@ -169,13 +169,15 @@ async def guest_set_notes(t: ToolContext, vmid: VmId, notes: Notes, confirm_toke
             t,
             g,
             changes,
-            f"replace the notes of {g.label} ({len(old)} characters) with {len(notes)} characters",
-            [
+            f"replace the notes of {g.label} ({len(old)} characters) with {len(notes)} characters"
+            if old
+            else f"give {g.label} notes of {len(notes)} characters (it has none)",
+            [  # overwriting nothing is no risk
                 f"the current notes ({len(old)} characters) are overwritten; read them with get_guest first "
                 "if they may matter"
-                if old
-                else "the guest has no notes"
-            ],
+            ]
+            if old
+            else [],
             {"description": notes or None},
         )
 

@@ -189,7 +189,7 @@ async def _power_plan(t: ToolContext, vmid: int, action: str, **options: Any) ->
     params: dict[str, Any] = {}
     if action == "start":
         checks.append(
-            Check(check="guest is stopped", ok=not g.running, detail="already running" if g.running else "stopped")
+            Check(check="guest is stopped", ok=not g.running, detail="no, it is running" if g.running else "stopped")
         )
         if g.cfg.template:
             checks.append(Check(check="not a template", ok=False, detail=f"{g.label} is a template; clone it"))

@@ -186,7 +186,7 @@ def _kernel(status: Row) -> str | None:
             "The online nodes do not all run the same kernel release, so live migration and the behaviour of "
             "storage and network drivers can differ between them.",
             "Update every node to the same packages (`apt full-upgrade`) and reboot the stragglers one at a time "
-            "(our `plan_node_evacuation` moves their guests away first).",
+            "(plan_node_evacuation moves their guests away first).",
         )
     ],
     anchors=["cv4pve-diag:WC0012"],
@@ -351,8 +351,8 @@ def ha_offline_members(data: ClusterData, t: Thresholds) -> list[Finding]:
             "Of the tasks that ended in the window read (48 h), at least `task_failure_rate_pct` percent ended in "
             "an error (not OK, not WARNINGS), counted once there are `task_failure_rate_min_tasks` of them: "
             "something fails systematically.",
-            "Group the failures by type and node (`list_tasks` with errors only; GUI Datacenter > Tasks) and read "
-            "the newest log of each (`get_task`).",
+            "Group the failures by type and node (list_tasks with errors only; GUI Datacenter > Tasks) and read "
+            "the newest log of each (get_task).",
         )
     ],
     thresholds=[

@@ -124,7 +124,7 @@ def _release_key(release: str) -> tuple[int, ...]:
             "The newest installed kernel package (proxmox-kernel-<release> in GET /nodes/{node}/apt/versions) is "
             "newer than the running kernel (status current-kernel.release / RunningKernel): updates wait for a "
             "reboot.",
-            "Migrate guests away (our `plan_node_evacuation`), then reboot the node: GUI Node > Reboot or "
+            "Migrate guests away (plan_node_evacuation), then reboot the node: GUI Node > Reboot or "
             "`systemctl reboot`.",
         )
     ],
@@ -288,7 +288,8 @@ _SUBSCRIPTION_SEVERITY = {"notfound": Severity.INFO, "expired": Severity.CRITICA
             "info; 'new' (key not yet checked) and 'suspended' warn; 'expired' and 'invalid' are critical, as "
             "check_pve grades them (cv4pve-diag warns on any of them).",
             "Add or renew the key: GUI Node > Subscription > Upload Subscription Key, or `pvesubscription set <key>`"
-            "; without one, use the no-subscription repository (our `check_cluster_health` area operations).",
+            "; without one, use the no-subscription repository (the operations area of check_cluster_health "
+            "checks which repositories are enabled).",
         )
     ],
     needs=[SUBSCRIPTION],
@@ -327,8 +328,8 @@ END_OF_LIFE = {8: "2026-08-31", 7: "2024-07-31", 6: "2022-09-30", 5: "2020-07-31
             "Node runs a Proxmox VE release past its end of life",
             "The major release of pveversion (GET /nodes/{node}/status) has reached its end-of-life date "
             "(Proxmox: 8 on 2026-08-31, 7 on 2024-07-31, ...): no more security updates.",
-            "Upgrade to the current major release (`pve8to9 --full`, then the upgrade guide); our "
-            "`check_cluster_health` upgrade checks list the blockers.",
+            "Upgrade to the current major release (`pve8to9 --full`, then the upgrade guide); "
+            "check_upgrade_readiness lists the blockers.",
         )
     ],
     needs=[STATUS],

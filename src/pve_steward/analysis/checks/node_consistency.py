@@ -167,7 +167,7 @@ _KERNEL_RELEASE_PKG = re.compile(r"^(?:pve|proxmox)-kernel-\d")
             "kernel packages excluded) has a different version than on most other nodes (cv4pve-diag CN0002): "
             "a partial upgrade; migrations and cluster features may break.",
             "Finish the upgrade on every node: `apt update && apt full-upgrade` (GUI Node > Updates), one node at "
-            "a time after moving its guests away (our `plan_node_evacuation`).",
+            "a time after moving its guests away (plan_node_evacuation).",
         )
     ],
     needs=[APT_VERSIONS],

@@ -97,7 +97,7 @@ def iommu_off(data: ClusterData, t: Thresholds) -> list[Finding]:
             "Node nearly idle: its guests could be consolidated",
             "A node with guests uses less CPU and memory than the consolidation thresholds (cv4pve-diag IN0003: "
             "CPU below 10 % and memory below 20 %, from /cluster/resources).",
-            "Consider moving its guests to other nodes (our `plan_node_evacuation`) and powering it down, or "
+            "Consider moving its guests to other nodes (plan_node_evacuation) and powering it down, or "
             "rebalancing load onto it.",
         )
     ],
@@ -186,7 +186,7 @@ CLUSTER_TASKS = Need("cluster_tasks", "/cluster/tasks", privilege="any user (row
             "the critical one (check_pve task-queue; it has no default, its documented example is 5/10): work is "
             "queueing up or tasks hang.",
             "Look at Datacenter > Tasks (or `pvenode task list --source active` per node); stop hung tasks "
-            "(our `get_task`, GUI Task > Stop).",
+            "(get_task, GUI Task > Stop).",
         )
     ],
     needs=[CLUSTER_TASKS],

@@ -56,7 +56,7 @@ _RRD_METRICS = (
             "Node CPU busy over the day",
             "The day's average CPU use (GET /nodes/{node}/rrddata timeframe=day cf=AVERAGE, field cpu) is at or "
             "above the warning threshold (cv4pve-diag: 70 %), critical at 85 %.",
-            "Spread the load: move busy guests (our `plan_guest_move`) or add nodes; see Node > Summary graphs.",
+            "Spread the load: move busy guests (check_guest_migration) or add nodes; see Node > Summary graphs.",
         ),
         Code(
             "NODE_IOWAIT_HIGH",
@@ -73,7 +73,7 @@ _RRD_METRICS = (
             "The day's average Linux PSI value (rrddata pressurecpusome / pressureiofull / pressurememoryfull, "
             "PVE 9) is at or above its warning threshold (cv4pve-diag node defaults: CPU 40/70 %, I/O full "
             "10/30 %, memory full 5/15 %). Only rated where the node reports a non-zero value.",
-            "Reduce contention: move guests away (our `plan_guest_move`), add RAM or faster storage.",
+            "Reduce contention: move guests away (check_guest_migration), add RAM or faster storage.",
         ),
     ],
     needs=[RRD_DAY],
@@ -133,7 +133,7 @@ def _rrd_pct(rows: list[dict[str, Any]], used: str, total: str) -> float | None:
             "/nodes/{node}/rrddata, is below the warning threshold (cv4pve-diag node default: 70), critical below "
             "50.",
             "See which part weighs: NODE_CPU_HIGH, NODE_MEMORY_PRESSURE, NODE_ROOTFS_FULL; spread guests "
-            "(our `plan_guest_move`) or add capacity.",
+            "(check_guest_migration) or add capacity.",
         )
     ],
     needs=[RRD_DAY],
@@ -185,7 +185,7 @@ def health_score(data: ClusterData, t: Thresholds) -> list[Finding]:
             "The day's average netin or netout (bytes/s, GET /nodes/{node}/rrddata) is at or above its warning "
             "threshold, critical at its critical one. Off by default (thresholds 0), as in cv4pve-diag: a link's "
             "capacity is the operator's to state.",
-            "Spread network-heavy guests (our `plan_guest_move`), add links to the bond, or move traffic (backup, "
+            "Spread network-heavy guests (check_guest_migration), add links to the bond, or move traffic (backup, "
             "migration) to its own network: Datacenter > Options > Migration Settings.",
         )
     ],

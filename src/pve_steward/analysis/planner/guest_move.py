@@ -85,9 +85,16 @@ def plan_guest_move(
         ledger.block(vmid, m.name, "MIGRATE_NO_TARGET", f"{vmid} already runs on {node}")
     elif m.verdict == "blocked":
         ledger.block_verdict(m)
-    if ledger.blockers:
-        return GuestMove(**base, can_move=False, target=target, blockers=ledger.blockers, notes=notes)
     running = m.status == "running"
+    if ledger.blockers:  # what the move would reserve, as for a movable guest: not 0 beside the configured memory
+        return GuestMove(
+            **base,
+            can_move=False,
+            target=target,
+            blockers=ledger.blockers,
+            notes=notes,
+            memory_bytes=m.memory_bytes if running else 0,
+        )
     partners = _partners(data, m)
     if partners:
         notes.append(

@@ -106,7 +106,11 @@ class GuestMove(Model):
     mode: Literal["live", "offline", "restart"] | None = None
     downtime: Downtime | None = None
     with_local_disks: bool = False
-    memory_bytes: int = 0
+    memory_bytes: int = Field(
+        0,
+        description="memory the move reserves on the target: a running guest's configured memory (plus HA "
+        "affinity partners'), 0 for a stopped guest; given for a blocked guest too",
+    )
     copy_bytes: int = 0
     target_free_before_bytes: int | None = None
     target_free_after_bytes: int | None = None
