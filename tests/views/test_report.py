@@ -119,12 +119,14 @@ def test_check_markdown_for_tickets(hostile_sim: SimServer, tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "## pve-steward check: CRITICAL"
-    assert "| area | critical | warning | info |" in lines
+    assert "| area | result | FAIL | WARN | NOTICE | INFO | SKIP |" in lines
+    assert "| high availability | PASS | 0 | 0 | 0 | 0 | 0 |" in lines  # a clean area passes
+    assert "| proxmox backup server | SKIP | 0 | 0 | 0 | 0 | 1 |" in lines  # a skip is no info and no pass
     assert "### Backups" in lines
     none = next(line for line in lines if "`BACKUP_NONE`" in line)
-    assert none.startswith("| critical | `BACKUP_NONE` | guest 114 (")
+    assert none.startswith("| FAIL | `BACKUP_NONE` | guest 114 (")
     assert r"\<img src=x onerror=alert(1)\>" in none and XSS not in done.stdout
-    assert all(line.count("|") - line.count(r"\|") == 5 for line in lines if line.startswith("| critical"))
+    assert all(line.count("|") - line.count(r"\|") == 6 for line in lines if line.startswith("| FAIL"))
 
 
 def test_doc_images(show: Any, granular_demo: dict[str, Any], request: pytest.FixtureRequest) -> None:

@@ -13,6 +13,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,11 @@ import anyio
 from mcp import Client
 from mcp.server import MCPServer
 
-from pve_steward.analysis.codes import AREAS, CODES
-from pve_steward.analysis.findings import Report
+from pve_steward.analysis.findings import Finding, Report
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.config import Settings
 from pve_steward.pveio.client import ProxmoxClient
-from pve_steward.serving.checkcmd import TITLES, exit_code, print_report
+from pve_steward.serving.checkcmd import LABELS, Header, exit_code, outline, print_report, tally, terminal_safe
 from pve_steward.views.apps import view_config
 from pve_steward.views.page import build_page
 
@@ -43,13 +43,13 @@ def emit(
     report: Report,
     settings: Settings,
     client: ProxmoxClient,
-    header: Any,
+    header: Header | None,
     extra: list[str] | None = None,
 ) -> int:
     """What ``check`` prints (text, JSON or markdown) and, with ``--html``, the report file; ``extra``:
     plain lines after the findings (``check --upgrade``'s checks that need a shell)."""
     html_path: Path | None = getattr(args, "html", None)
-    text = markdown(report) + ("\n" + "\n".join(md_line(line) for line in extra) + "\n" if extra else "")
+    text = markdown(report, header) + ("\n" + "\n".join(md_line(line) for line in extra) + "\n" if extra else "")
     if html_path is not None:
         document = anyio.run(collect_document, report, settings, client)
         html_path.write_text(render_html(document, settings, text), encoding="utf-8")
@@ -135,39 +135,56 @@ def text_of(value: object) -> str:
 
 
 def md(text: object) -> str:
-    """Cluster text (either shape) as inert markdown: one line, markup characters escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(text_of(text).split()))
+    """Cluster text (either shape) as inert markdown: one line, control characters escaped (the markdown goes
+    to a terminal too), markup characters escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", terminal_safe(" ".join(text_of(text).split())))
 
 
-def markdown(report: Report) -> str:
-    c = report.counts
-    lines = [
-        f"## pve-steward check: {report.status.upper()}",
-        "",
-        f"{c.critical} critical, {c.warning} warning, {c.info} info"
-        + (f" ({report.omitted} not listed)" if report.omitted else ""),
+def markdown(report: Report, header: Header | None = None) -> str:
+    """The check for a ticket: the levels ``check`` prints (PASS per clean area, SKIP apart), cluster text inert."""
+    sections = outline(report)
+    counted = tally(sections)
+    lines = [f"## pve-steward check: {report.status.upper()}", ""]
+    if header is not None:
+        lines += [
+            f"cluster {md(header.cluster)} · PVE {md(header.version)} · token {md(header.token)} · {header.when()}",
+            "",
+        ]
+    lines += [
+        " · ".join(f"{label} {counted[label]}" for label in reversed(LABELS))
+        + (f" ({report.omitted} findings not listed)" if report.omitted else ""),
         "",
     ]
     if not report.complete:
         lines += ["> **Incomplete**: some data could not be read or analysed; this is not a clean bill of health.", ""]
-    lines += ["| area | critical | warning | info |", "|---|--:|--:|--:|"]
-    for area, n in report.by_area.items():
-        lines.append(f"| {md(TITLES.get(area, area).lower())} | {n.critical} | {n.warning} | {n.info} |")
-    by_area: dict[str, list[Any]] = {}
-    for f in report.findings:
-        by_area.setdefault(CODES[f.code].area, []).append(f)
-    for area in AREAS:
-        found = by_area.get(area)
-        if not found:
+    lines += ["| area | result | FAIL | WARN | NOTICE | INFO | SKIP |", "|---|---|--:|--:|--:|--:|--:|"]
+    for section in sections:
+        n = Counter(x.label for x in section.lines)
+        counts = " | ".join(str(n[label]) for label in ("FAIL", "WARN", "NOTICE", "INFO", "SKIP"))
+        lines.append(f"| {md(section.title.lower())} | {section.result} | {counts} |")
+    for section in sections:
+        rows = [x for x in section.lines if x.finding is not None]
+        if not rows and not section.unread:
             continue
-        lines += ["", f"### {TITLES.get(area, area).capitalize()}", "", "| severity | code | subject | finding |"]
-        lines.append("|---|---|---|---|")
-        for f in found:
-            s = f.subject
-            name = f"({text_of(s.name)})" if s.name else ""
-            subject = " ".join(x for x in (s.kind, s.id, name, text_of(s.node)) if x)
-            lines.append(f"| {f.severity.value} | `{f.code}` | {md(subject)} | {md(f.message)} |")
+        lines += ["", f"### {section.title.capitalize()}", ""]
+        lines += [f"> not a clean bill: {md(m)} (see Data)" for m in section.unread]
+        if not rows:
+            continue
+        lines += ["| level | code | subject | finding | fix |", "|---|---|---|---|---|"]
+        for x in rows:
+            f = x.finding
+            assert f is not None
+            cells = [x.label, f"`{f.code}`", md(subject_text(f)), md(f.message), md(f.remediation)]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines + _md_suppressed(report)) + "\n"
+
+
+def subject_text(f: Finding) -> str:
+    """``guest 114 (scratch-build) pve3``: the subject in words, cluster text as text."""
+    s = f.subject
+    name = f"({text_of(s.name)})" if s.name else ""
+    ident = "" if text_of(s.id) == s.kind else text_of(s.id)  # the cluster itself: "cluster", not "cluster cluster"
+    return " ".join(x for x in (s.kind, ident, name, text_of(s.node)) if x)
 
 
 def _md_suppressed(report: Report) -> list[str]:
