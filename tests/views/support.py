@@ -39,11 +39,14 @@ CALLS: dict[str, dict[str, Any]] = {
     "diagnose_backups": {"detail": True},
     "diagnose_migratability": {"detail": True},
 }
-READ_CALLS: dict[str, dict[str, Any]] = {
+READ_CALLS: dict[str, dict[str, Any]] = {  # what the views read (views/apps.py READS)
     "list_nodes": {},
     "list_storage": {},
+    "cluster_overview": {},
     "list_backup_jobs": {},
-    "list_backups": {"limit": 500},
+    "list_backups": {"limit": 250},
+    "list_guests": {"limit": 250},
+    "diagnose_pbs": {"detail": True},
 }
 META_TOOL = {
     "check_cluster_health": "diagnostics",
@@ -52,6 +55,9 @@ META_TOOL = {
     "plan_node_evacuation": "planning",
     "list_nodes": "cluster",
     "list_storage": "storage",
+    "cluster_overview": "cluster",
+    "list_guests": "guests",
+    "diagnose_pbs": "diagnostics",
     "list_backup_jobs": "backups",
     "list_backups": "backups",
 }
@@ -97,6 +103,8 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
             key = name + ("" if granular else f"/{op}")
             target = out["results"] if op in CALLS else out["reads"]
             target[op] = {"name": name, "arguments": arguments, "key": key, "result": dump(result)}
+            if op in CALLS:  # the next pages, as a view asks for them (views/apps.py page_calls)
+                await _pages(client, op, name, arguments, key, dump(result), out["reads"])
         if not granular:  # an action of a viewed meta-tool that has no view of its own
             arguments = {"action": "diagnose_operations"}
             result = await client.call_tool("diagnostics", arguments)
@@ -106,6 +114,25 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
                 "result": dump(result),
             }
     return out
+
+
+async def _pages(
+    client: Client, op: str, name: str, arguments: dict[str, Any], key: str, first: dict[str, Any], into: dict[str, Any]
+) -> None:
+    """Every later page of a viewed answer, keyed as the test host looks it up (tool[/action]@offset)."""
+    body = first.get("structuredContent") or {}
+    body = body.get("result", body) if "action" in body else body
+    following = body.get("next_offset")
+    while following is not None:
+        more = {**arguments, "offset": following}
+        if op != "plan_node_evacuation":
+            more["detail"] = True
+        result = await client.call_tool(name, more)
+        assert not result.is_error, result.content
+        answer = {"name": name, "arguments": more, "key": f"{key}@{following}", "result": dump(result)}
+        into[f"{op}@{following}"] = answer
+        page = result.structured_content or {}
+        following = (page.get("result", page) if "action" in page else page).get("next_offset")
 
 
 def capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:

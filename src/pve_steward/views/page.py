@@ -59,7 +59,9 @@ def csp(script: str, style: str) -> str:
 
 
 def build_page(title: str, config: dict[str, Any], data: Any = None, fallback: str | None = None) -> str:
-    """The document: ``config`` tells the scripts which view and reads; ``data`` embeds a static report."""
+    """The document: ``config`` tells the scripts which view and reads; ``data`` embeds a static report;
+    ``fallback`` is markup for a reader without JavaScript, built by us with every text escaped
+    (views/report.py ``static_html``)."""
     script = asset("core.js") + "\n" + asset("views.js")
     style = asset("style.css")
     config = {"version": __version__, **config}
@@ -80,6 +82,6 @@ def build_page(title: str, config: dict[str, Any], data: Any = None, fallback: s
         '</head><body><main id="app" aria-live="polite"></main>',
     ]
     if fallback is not None:
-        parts.append(f"<noscript><pre>{html.escape(fallback)}</pre></noscript>")
+        parts.append(f"<noscript>{fallback}</noscript>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
