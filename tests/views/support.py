@@ -69,7 +69,7 @@ def dump(result: Any) -> dict[str, Any]:
     return out
 
 
-async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:
+async def _capture(sim: SimServer, state: Path, granular: bool, calls: dict[str, dict[str, Any]]) -> dict[str, Any]:
     token_id, secret = sim.token("root@pam!pvesim")
     settings = load_settings(
         url=sim.address,
@@ -80,6 +80,7 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
         retries=0,
         granular_tools=granular,
         read_cache_ttl=0,
+        timeout=120,
     )
     mcp = build_server(settings)
     out: dict[str, Any] = {"tools": {}, "resources": {}, "results": {}, "reads": {}}
@@ -96,14 +97,14 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
                     "mimeType": content.mime_type,
                     "meta": content.meta,
                 }
-        for op, args in {**CALLS, **READ_CALLS}.items():
+        for op, args in {**calls, **READ_CALLS}.items():
             name, arguments = (op, args) if granular else (META_TOOL[op], {"action": op, **args})
             result = await client.call_tool(name, arguments)
             assert not result.is_error, result.content
             key = name + ("" if granular else f"/{op}")
-            target = out["results"] if op in CALLS else out["reads"]
+            target = out["results"] if op in calls else out["reads"]
             target[op] = {"name": name, "arguments": arguments, "key": key, "result": dump(result)}
-            if op in CALLS:  # the next pages, as a view asks for them (views/apps.py page_calls)
+            if op in calls:  # the next pages, as a view asks for them (views/apps.py page_calls)
                 await _pages(client, op, name, arguments, key, dump(result), out["reads"])
         if not granular:  # an action of a viewed meta-tool that has no view of its own
             arguments = {"action": "diagnose_operations"}
@@ -135,12 +136,14 @@ async def _pages(
         following = (page.get("result", page) if "action" in page else page).get("next_offset")
 
 
-def capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:
+def capture(
+    sim: SimServer, state: Path, granular: bool, calls: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Run in a thread of its own: Playwright's sync API keeps an event loop in the test thread."""
     out: dict[str, Any] = {}
 
     def run() -> None:
-        out.update(anyio.run(_capture, sim, state, granular))
+        out.update(anyio.run(_capture, sim, state, granular, calls or CALLS))
 
     thread = threading.Thread(target=run)
     thread.start()

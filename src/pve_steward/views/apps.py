@@ -22,6 +22,7 @@ from typing import Any
 from mcp.server.apps import Apps, ResourceCsp
 
 from pve_steward.analysis.codes import AREAS, CODES
+from pve_steward.analysis.health import diagnose  # noqa: F401  (every check registered: CODES is whole)
 from pve_steward.analysis.thresholds import Thresholds, thresholds_from
 from pve_steward.config import Settings
 from pve_steward.serving import checkcmd
@@ -56,8 +57,12 @@ READS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 # a viewed answer's next page: the same operation with ``offset`` (and detail=true where it pages by size)
 PAGED_DETAIL = {"check_cluster_health": True, "diagnose_backups": True, "diagnose_migratability": True}
-# the codes whose fix a view shows beside a blocker or a reason (the rest carry their fix in the finding)
-FIX_AREAS = ("migration", "ha", "ceph")
+
+
+# the codes whose fix a view shows beside a blocker or a reason (findings carry their own fix): the
+# migration codes and HA's per-guest ones, the codes an evacuation blocker may have
+def _blocker_code(code: str, area: str) -> bool:
+    return area == "migration" or code.startswith("HA_GUEST_")
 
 
 def tool_views(registry: Registry, ops: list[Operation], *, granular: bool) -> dict[str, str]:
@@ -116,7 +121,7 @@ def code_words() -> dict[str, Any]:
     return {
         "areas": {a: checkcmd.TITLES.get(a, a.upper()).lower() for a in ["data", *AREAS]},
         "codes": {a: " ".join(codes) for a, codes in by_area.items()},
-        "fixes": {c: [i.title, i.remediation] for c, i in sorted(CODES.items()) if i.area in FIX_AREAS},
+        "fixes": {c: [i.title, i.remediation] for c, i in sorted(CODES.items()) if _blocker_code(c, i.area)},
     }
 
 

@@ -46,7 +46,7 @@ from pve_steward.views.page import build_page
 
 # read name (views.js extra()) -> tool and arguments: what the views read, a page each
 REPORT_READS: dict[str, tuple[str, dict[str, Any]]] = dict(READS)
-PLAN_STEPS = 25  # moves per evacuation plan in the report (each plan counts all; the views read more pages)
+PLAN_STEPS = 10  # moves and blockers per evacuation plan in the report (each plan counts all of them)
 
 
 def emit(
