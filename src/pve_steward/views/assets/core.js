@@ -37,8 +37,7 @@ const arr = (x) => (Array.isArray(x) ? x : []);
 const obj = (x) => (x && typeof x === "object" && !Array.isArray(x) ? x : {});
 const num = (x) => (typeof x === "number" && isFinite(x) ? x : null);
 // Cluster text arrives marked, {"untrusted": true, "text": ...} (design record 261203-3), or plain
-// (the analysis reports): txt() is the one reader of both, and rows are keyed by its result (a guest
-// whose id came marked in one answer and plain in another is still one row). Only ever inserted as text.
+// (the analysis reports): txt() is the one reader of both. Its result is only ever inserted as text.
 const marked = (x) => !!x && typeof x === "object" && x.untrusted === true && typeof x.text === "string";
 function txt(x) {
   if (x === null || x === undefined) return "";
@@ -49,6 +48,8 @@ function txt(x) {
 }
 // Cluster text with a quiet cue (a dotted underline, a tooltip) where it arrived marked.
 const cl = (x) => (marked(x) ? h("span", { class: "cluster-text", title: "text from the cluster" }, x.text) : txt(x));
+// Rows, groups and lookups are keyed by txt() of an id, never by the value as it arrived: a guest whose
+// id came marked in one answer and plain in another is one row (261206-62).
 const fmt = (n) => (num(n) === null ? "?" : n.toLocaleString("en-US"));
 function gib(bytes) {
   const n = num(bytes);
