@@ -557,7 +557,15 @@ def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) ->
     from pve_steward.errors import PveError
     from pve_steward.pveio.client import api_path
     from pve_steward.server import ConnectionProblem, check_cluster
-    from pve_steward.serving.checkcmd import Header, cluster_name, exit_code, print_error, print_report, shell_lines
+    from pve_steward.serving.checkcmd import (
+        Header,
+        cluster_name,
+        exit_code,
+        json_body,
+        print_error,
+        print_report,
+        shell_lines,
+    )
     from pve_steward.tools.upgrade import upgrade_readiness
 
     now = time.time()
@@ -576,8 +584,9 @@ def _check_upgrade(args: argparse.Namespace, settings: Settings, client: Any) ->
         return print_error("connection", str(exc), EXIT_UNKNOWN, args.json)
     except PveError as exc:
         return print_error("cluster", str(exc), EXIT_UNKNOWN, args.json)
-    if args.json:
-        print(result.model_dump_json(indent=2))
+    if args.json:  # each finding's level and each area's result, as `check --json`; ASCII: no control character
+        body = {**result.model_dump(mode="json"), "report": json_body(result.report, header)}
+        print(json.dumps(body, indent=2, ensure_ascii=True))
         return exit_code(result.report)
     shell = shell_lines([(c.name, c.what) for c in result.shell_checks], result.shell_advice, result.summary)
     if args.html or args.format == "markdown":

@@ -39,3 +39,35 @@ async def test_list_guests_and_detailed_health_stay_small(start_sim: Any, server
         assert not answer.is_error and len(answer.content[0].text.encode()) <= MAX_ANSWER  # type: ignore[union-attr]
     codes = [f["code"] for p in pages for f in p.structured_content["findings"]]  # type: ignore[index]
     assert len(codes) == total  # every finding, each once, across the pages
+
+
+async def test_migratability_detail_comes_in_pages_under_100_kb(start_sim: Any, server_for: Any) -> None:
+    """detail=true at 2,000 guests was one 3 MB answer; now pages of guests, non-live first, each guest once
+    (issue 44 item 4). Later pages come from the first page's run."""
+    sim = start_sim(generate(nodes=20, guests=2000, seed=3), speed=5000)
+    async with Client(server_for(sim, "root@pam!pvesim")) as c:
+        pages = [await c.call_tool("diagnose_migratability", {"detail": True})]
+        while (following := pages[-1].structured_content["next_offset"]) is not None:  # type: ignore[index]
+            pages.append(await c.call_tool("diagnose_migratability", {"detail": True, "offset": following}))
+        listed = await c.call_tool("diagnose_migratability", {"limit": 20, "offset": 40})
+    first = pages[0].structured_content
+    assert first is not None
+    total = sum(first["verdicts"].values())
+    assert first["guests_total"] == total == 2000 and len(pages) > 10
+    order = {"blocked": 0, "restart": 1, "offline": 2, "live": 3}
+    ranks, vmids = [], []
+    for answer in pages:
+        body = answer.structured_content
+        assert not answer.is_error and body is not None
+        assert len(json.dumps(body, separators=(",", ":")).encode()) <= MAX_ANSWER
+        assert len(answer.content[0].text.encode()) <= MAX_ANSWER  # type: ignore[union-attr]
+        assert body["omitted_guests"] == total - len(body["guests"])
+        ranks += [order[g["verdict"]] for g in body["guests"]]
+        vmids += [g["vmid"] for g in body["guests"]]
+        assert all(g["targets"] for g in body["guests"])  # detail: per-target verdicts, even for blocked guests
+    assert len(vmids) == len(set(vmids)) == total  # every guest, each once
+    assert ranks == sorted(ranks)  # non-live first, across the pages
+    assert first["report"]["findings"] and all(not p.structured_content["report"]["findings"] for p in pages[1:])  # type: ignore[index]
+    assert first["report"]["counts"] == pages[-1].structured_content["report"]["counts"]  # type: ignore[index]
+    body = listed.structured_content
+    assert body is not None and [g["vmid"] for g in body["guests"]] == vmids[40:60] and body["next_offset"] == 60

@@ -235,7 +235,7 @@ def test_check_prints_a_header_pass_lines_and_a_summary_in_the_same_words(demo_s
     assert "token:       auditor@pve!mcp" in out and re.search(r"time:\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", out)
     assert "PASS: no warnings or failures in high availability" in out
     body, summary = out.split("= SUMMARY =")
-    for label in ("PASS", "INFO", "SKIP", "WARN", "FAIL"):
+    for label in ("PASS", "INFO", "NOTICE", "SKIP", "WARN", "FAIL"):
         printed = len(re.findall(rf"^{label}: ", body, re.MULTILINE))
         assert re.search(rf"^{label}:\s+{printed}$", summary, re.MULTILINE), (label, printed, summary)
     assert "CRITICAL" not in summary and "WARNING:" not in summary

@@ -158,6 +158,7 @@ def test_check_upgrade_json_markdown_and_usage(upgrade_sim: SimServer, demo_sim:
     assert as_json.returncode == 2
     body = json.loads(as_json.stdout)
     assert body["target"] == 9 and body["report"]["area"] == "upgrade" and body["shell_checks"]
+    assert body["report"]["check"]["levels"]["FAIL"] > 0 and all("level" in f for f in body["report"]["findings"])
     md = check(upgrade_sim, tmp_path, "--upgrade", "9", "--format", "markdown")
     assert (
         md.returncode == 2

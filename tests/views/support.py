@@ -39,11 +39,14 @@ CALLS: dict[str, dict[str, Any]] = {
     "diagnose_backups": {"detail": True},
     "diagnose_migratability": {"detail": True},
 }
-READ_CALLS: dict[str, dict[str, Any]] = {
+READ_CALLS: dict[str, dict[str, Any]] = {  # what the views read (views/apps.py READS)
     "list_nodes": {},
     "list_storage": {},
+    "cluster_overview": {},
     "list_backup_jobs": {},
-    "list_backups": {"limit": 500},
+    "list_backups": {"limit": 250},
+    "list_guests": {"limit": 250},
+    "diagnose_pbs": {"detail": True},
 }
 META_TOOL = {
     "check_cluster_health": "diagnostics",
@@ -52,6 +55,9 @@ META_TOOL = {
     "plan_node_evacuation": "planning",
     "list_nodes": "cluster",
     "list_storage": "storage",
+    "cluster_overview": "cluster",
+    "list_guests": "guests",
+    "diagnose_pbs": "diagnostics",
     "list_backup_jobs": "backups",
     "list_backups": "backups",
 }
@@ -63,7 +69,7 @@ def dump(result: Any) -> dict[str, Any]:
     return out
 
 
-async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:
+async def _capture(sim: SimServer, state: Path, granular: bool, calls: dict[str, dict[str, Any]]) -> dict[str, Any]:
     token_id, secret = sim.token("root@pam!pvesim")
     settings = load_settings(
         url=sim.address,
@@ -74,6 +80,7 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
         retries=0,
         granular_tools=granular,
         read_cache_ttl=0,
+        timeout=120,
     )
     mcp = build_server(settings)
     out: dict[str, Any] = {"tools": {}, "resources": {}, "results": {}, "reads": {}}
@@ -90,13 +97,15 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
                     "mimeType": content.mime_type,
                     "meta": content.meta,
                 }
-        for op, args in {**CALLS, **READ_CALLS}.items():
+        for op, args in {**calls, **READ_CALLS}.items():
             name, arguments = (op, args) if granular else (META_TOOL[op], {"action": op, **args})
             result = await client.call_tool(name, arguments)
             assert not result.is_error, result.content
             key = name + ("" if granular else f"/{op}")
-            target = out["results"] if op in CALLS else out["reads"]
+            target = out["results"] if op in calls else out["reads"]
             target[op] = {"name": name, "arguments": arguments, "key": key, "result": dump(result)}
+            if op in calls:  # the next pages, as a view asks for them (views/apps.py page_calls)
+                await _pages(client, op, name, arguments, key, dump(result), out["reads"])
         if not granular:  # an action of a viewed meta-tool that has no view of its own
             arguments = {"action": "diagnose_operations"}
             result = await client.call_tool("diagnostics", arguments)
@@ -108,12 +117,33 @@ async def _capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any
     return out
 
 
-def capture(sim: SimServer, state: Path, granular: bool) -> dict[str, Any]:
+async def _pages(
+    client: Client, op: str, name: str, arguments: dict[str, Any], key: str, first: dict[str, Any], into: dict[str, Any]
+) -> None:
+    """Every later page of a viewed answer, keyed as the test host looks it up (tool[/action]@offset)."""
+    body = first.get("structuredContent") or {}
+    body = body.get("result", body) if "action" in body else body
+    following = body.get("next_offset")
+    while following is not None:
+        more = {**arguments, "offset": following}
+        if op != "plan_node_evacuation":
+            more["detail"] = True
+        result = await client.call_tool(name, more)
+        assert not result.is_error, result.content
+        answer = {"name": name, "arguments": more, "key": f"{key}@{following}", "result": dump(result)}
+        into[f"{op}@{following}"] = answer
+        page = result.structured_content or {}
+        following = (page.get("result", page) if "action" in page else page).get("next_offset")
+
+
+def capture(
+    sim: SimServer, state: Path, granular: bool, calls: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Run in a thread of its own: Playwright's sync API keeps an event loop in the test thread."""
     out: dict[str, Any] = {}
 
     def run() -> None:
-        out.update(anyio.run(_capture, sim, state, granular))
+        out.update(anyio.run(_capture, sim, state, granular, calls or CALLS))
 
     thread = threading.Thread(target=run)
     thread.start()

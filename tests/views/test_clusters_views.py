@@ -16,10 +16,12 @@ def test_a_views_reads_name_the_cluster_of_its_answer(show: Any, meta_demo: dict
     }
     shown = show(demo, "check_cluster_health")
     shown.view.wait_for_selector("[data-chart=nodes]")
+    shown.page.wait_for_function("() => window.toolCalls.length === 3")
     calls = shown.page.evaluate("() => window.toolCalls")
     assert {(c["name"], c["arguments"]["action"], c["arguments"]["cluster"]) for c in calls} == {
         ("cluster", "list_nodes", "lab"),
         ("storage", "list_storage", "lab"),
+        ("cluster", "cluster_overview", "lab"),
     }
     plain = show(meta_demo, "check_cluster_health")  # one cluster: the reads are as before, without it
     plain.view.wait_for_selector("[data-chart=nodes]")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,17 +45,26 @@ def check(sim: SimServer, tmp_path: Path, *extra: str) -> subprocess.CompletedPr
     )
 
 
-def open_report(browser: Browser, path: Path) -> tuple[Shown, list[str]]:
-    page = browser.new_page(viewport={"width": 1040, "height": 900})
+def open_report(browser: Browser, path: Path, width: int = 1040) -> tuple[Shown, list[str]]:
+    page = browser.new_page(viewport={"width": width, "height": 900})
     shown = watch(page)
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto(path.as_uri())
-    page.wait_for_selector("#migratability h1")
+    page.wait_for_selector("#migratability details.part > summary")
     return shown, requests
 
 
-def test_check_html_is_one_self_contained_report(demo_sim: SimServer, tmp_path: Path, browser: Browser) -> None:
+def open_all(page: Any) -> None:
+    """Every section, area and folded group open: the whole report in the document."""
+    page.locator("details.part:not([open]) > summary").evaluate_all("els => els.forEach(e => e.click())")
+    page.wait_for_function("() => [...document.querySelectorAll('details.part')].every(d => d.children.length > 1)")
+    page.locator(".area > details:not([open]) > summary").evaluate_all("els => els.forEach(e => e.click())")
+    page.locator("button.group-toggle[aria-expanded='false']").evaluate_all("els => els.forEach(e => e.click())")
+    page.wait_for_function("() => !document.querySelector(\"button.group-toggle[aria-expanded='false']\")")
+
+
+def test_check_html_is_one_compact_self_contained_report(demo_sim: SimServer, tmp_path: Path, browser: Browser) -> None:
     out = tmp_path / "report.html"
     done = check(demo_sim, tmp_path, "--html", str(out))
     assert done.returncode == 2, done.stderr  # critical findings: the exit code is unchanged
@@ -65,31 +75,57 @@ def test_check_html_is_one_self_contained_report(demo_sim: SimServer, tmp_path: 
     shown, requests = open_report(browser, out)
     page = shown.page
     assert requests == [out.as_uri()]  # nothing else was fetched
-    body = page.locator("#app").inner_text()
-    for heading in ("Cluster health", "Evacuate pve1", "Evacuate pve2", "Evacuate pve3", "Backups", "Migratability"):
-        assert heading in body
+    head = page.locator("header.report-head").inner_text()
+    for what in ("demo (3 nodes)", "9.1.2", "root@pam!pvesim", "UTC", "Skipped checks:", "PBS: not configured"):
+        assert what in head, what
+    levels = page.locator("header .levels").inner_text()
+    assert "FAIL 18" in levels and "SKIP 1" in levels and "PASS 4" in levels  # as `check` printed them
+    for label, n in (("FAIL", 18), ("SKIP", 1), ("PASS", 4)):
+        assert re.search(rf"^{label}:\s+{n}$", done.stdout, re.MULTILINE)
+    # compact: the health section is open, every other section is a line until it is opened
+    parts = page.locator("details.part")
+    assert parts.count() == 6 and page.locator("details.part[open]").count() == 1
+    summaries = page.locator("details.part > summary").all_inner_texts()
+    assert any(s.startswith("Evacuate pve2") and "4 moves" in s for s in summaries)
     assert page.locator("#health [data-chart=nodes] svg").count() == 9  # memory, CPU, disk of 3 nodes
+    assert page.locator("#migratability table").count() == 0  # not drawn until opened
+    open_all(page)
     assert page.locator("#evacuation-pve2 table[aria-label='ordered moves'] tbody tr").count() == 4
     assert page.locator("#backups table[aria-label='backup jobs'] tbody tr").count() == 2
-    assert page.locator("#migratability table[aria-label='verdict matrix'] tbody tr").count() == 22
-    assert page.locator("#health details.finding").count() > 30  # every finding, not the first 50
+    assert page.locator("#migratability table[aria-label='verdict matrix'] tr[data-vmid]").count() == 22
+    findings = sum(int(n) for n in re.findall(r"(\d+) (?:critical|warning|info)", summaries[0]))
+    page.wait_for_function("n => document.querySelectorAll('#health details.finding').length === n", arg=findings)
     assert shown.errors == []
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
     page.close()
 
 
-def test_check_html_without_javascript_shows_the_markdown(
+def test_check_html_fits_a_phone_and_reads_without_javascript(
     demo_sim: SimServer, tmp_path: Path, browser: Browser
 ) -> None:
     out = tmp_path / "report.html"
     assert check(demo_sim, tmp_path, "--html", str(out)).returncode == 2
-    context = browser.new_context(java_script_enabled=False)
-    page = context.new_page()
-    page.goto(out.as_uri())
-    text = page.locator("body").inner_text()
-    assert "## pve-steward check: CRITICAL" in text and "`BACKUP_NONE`" in text
-    context.close()
+    shown, _ = open_report(browser, out, width=390)
+    open_all(shown.page)
+    overflow = shown.page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0  # no sideways scrolling at 390 px, every section open
+    assert shown.errors == []
+    shown.page.screenshot(path=str(ARTIFACTS / "report-390.png"), full_page=True)
+    shown.page.close()
+    for width in (1040, 390):
+        context = browser.new_context(java_script_enabled=False, viewport={"width": width, "height": 900})
+        page = context.new_page()
+        page.goto(out.as_uri())
+        text = page.locator("body").inner_text()
+        assert "pve-steward check: CRITICAL" in text and "demo (3 nodes)" in text
+        rows = page.locator(".static table tbody tr").all_inner_texts()
+        assert ["high", "availability", "PASS"] in [r.split()[:3] for r in rows]
+        assert ["proxmox", "backup", "server", "SKIP"] in [r.split()[:4] for r in rows]  # no info, no pass
+        backups = page.locator(".static details", has_text="BACKUPS: FAIL")
+        assert backups.get_attribute("open") is not None and "BACKUP_NONE" in backups.inner_text()
+        assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+        context.close()
 
 
 @pytest.fixture
@@ -108,10 +144,16 @@ def test_check_html_shows_markup_in_names_as_text(hostile_sim: SimServer, tmp_pa
     assert out.exists(), done.stderr
     assert XSS not in out.read_text(encoding="utf-8")  # embedded as inert JSON (\u003c...)
     shown, _ = open_report(browser, out)
+    open_all(shown.page)
     assert XSS in shown.page.locator("#app").inner_text()
     assert shown.page.locator("img").count() == 0
     assert shown.dialogs == [] and shown.errors == []
     shown.page.close()
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(out.as_uri())
+    assert XSS in page.locator(".static").inner_text() and page.locator("img").count() == 0  # escaped, as text
+    context.close()
 
 
 def test_check_markdown_for_tickets(hostile_sim: SimServer, tmp_path: Path) -> None:
@@ -119,12 +161,14 @@ def test_check_markdown_for_tickets(hostile_sim: SimServer, tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "## pve-steward check: CRITICAL"
-    assert "| area | critical | warning | info |" in lines
+    assert "| area | result | FAIL | WARN | NOTICE | INFO | SKIP |" in lines
+    assert "| high availability | PASS | 0 | 0 | 0 | 0 | 0 |" in lines  # a clean area passes
+    assert "| proxmox backup server | SKIP | 0 | 0 | 0 | 0 | 1 |" in lines  # a skip is no info and no pass
     assert "### Backups" in lines
     none = next(line for line in lines if "`BACKUP_NONE`" in line)
-    assert none.startswith("| critical | `BACKUP_NONE` | guest 114 (")
+    assert none.startswith("| FAIL | `BACKUP_NONE` | guest 114 (")
     assert r"\<img src=x onerror=alert(1)\>" in none and XSS not in done.stdout
-    assert all(line.count("|") - line.count(r"\|") == 5 for line in lines if line.startswith("| critical"))
+    assert all(line.count("|") - line.count(r"\|") == 6 for line in lines if line.startswith("| FAIL"))
 
 
 def test_doc_images(show: Any, granular_demo: dict[str, Any], request: pytest.FixtureRequest) -> None:

@@ -110,3 +110,19 @@ def test_views_read_marked_and_plain_cluster_text_alike(show: Any, granular_demo
     assert "[object Object]" not in text and "untrusted" not in text
     assert shown.view.locator("b, i, s").count() == shown.view.locator(".stat b").count()  # no markup from data
     no_markup_ran(shown)
+
+
+def test_compacting_the_assets_keeps_every_string_whole() -> None:
+    """page.compact() strips indentation and whole-line comments: safe while no literal spans lines."""
+    from pve_steward.views.page import asset, compact
+
+    for name in ("core.js", "views.js"):
+        for number, line in enumerate(asset(name).splitlines(), 1):
+            assert line.count("`") % 2 == 0, (name, number)  # no template literal spans lines
+            assert not line.rstrip().endswith("\\"), (name, number)  # no string continues on the next line
+        assert "\n  " not in compact(name) and "\n//" not in compact(name)
+    css = asset("style.css")
+    assert all(line.strip().endswith("*/") for line in css.splitlines() if line.strip().startswith("/*"))
+    assert len(compact("core.js") + compact("views.js") + compact("style.css")) < 0.95 * len(
+        asset("core.js") + asset("views.js") + asset("style.css")
+    )

@@ -7,7 +7,7 @@ import functools
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio.to_thread
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.data import incomplete_findings
@@ -97,8 +97,8 @@ def paged(t: ToolContext, report: Report, arguments: dict[str, Any]) -> Report:
     return refer(t, page(report, arguments["offset"], None if arguments["detail"] else arguments["limit"]))
 
 
-def page(report: Report, offset: int, limit: int | None) -> Report:
-    """The findings from ``offset``: ``limit`` of them, or (detail) as many as fit DETAIL_BUDGET bytes."""
+def page(report: Report, offset: int, limit: int | None, budget: int = DETAIL_BUDGET) -> Report:
+    """The findings from ``offset``: ``limit`` of them, or (detail) as many as fit ``budget`` bytes."""
     ranked = report.findings
     if limit is not None:
         shown = ranked[offset : offset + limit]
@@ -106,7 +106,7 @@ def page(report: Report, offset: int, limit: int | None) -> Report:
         shown, used = [], 0
         for finding in ranked[offset:]:
             size = len(finding.model_dump_json())
-            if shown and used + size > DETAIL_BUDGET:
+            if shown and used + size > budget:
                 break
             shown.append(finding)
             used += size
@@ -204,15 +204,62 @@ class MigratabilityReport(Model):
         description="per-guest verdicts (non-live first), or the one asked for; in the list view a guest that a "
         "guest-wide reason blocks has no per-target detail (ask for that guest, or detail=true)"
     )
-    omitted_guests: int = 0
+    omitted_guests: int = Field(0, description="guests not listed in this answer (before offset and after it)")
+    guests_total: int | None = Field(None, description="guests the verdicts cover")
+    next_offset: int | None = Field(None, description="more guests follow: pass this as offset for them")
+
+
+# Guests per detail=true page, as compact JSON: with the first page's findings, an answer under 100 KB.
+GUEST_BUDGET = 60_000
+FINDINGS_BUDGET = 16_000  # the report's findings on a detail page (the rest are counted)
+_VERDICT_JSON = TypeAdapter(Migratability)
+RANK = {"blocked": 0, "restart": 1, "offline": 2, "live": 3}
+
+
+def migratability_page(t: ToolContext, whole: MigratabilityReport, arguments: dict[str, Any]) -> MigratabilityReport:
+    """This caller's page of a whole run: guests from ``offset``, ``limit`` of them in the list view (a guest
+    blocked guest-wide without per-target detail) or, with detail, as many full verdicts as fit GUEST_BUDGET."""
+    ranked, offset = whole.guests, arguments["offset"]
+    if arguments["vmid"] is not None:
+        shown, offset = ranked, 0
+    elif arguments["detail"]:
+        shown, used = [], 0
+        for m in ranked[offset:]:
+            size = len(_VERDICT_JSON.dump_json(m))
+            if shown and used + size > GUEST_BUDGET:
+                break
+            shown.append(m)
+            used += size
+    else:
+        shown = [_brief(m) for m in ranked[offset : offset + arguments["limit"]]]
+    following = offset + len(shown)
+    if arguments["detail"]:
+        report = page(whole.report, 0, None, FINDINGS_BUDGET) if offset == 0 else page(whole.report, 0, 0)
+    else:
+        report = page(whole.report, 0, arguments["limit"])
+    return whole.model_copy(
+        update={
+            "report": refer(t, report.model_copy(update={"next_offset": None})),
+            "guests": shown,
+            "omitted_guests": len(ranked) - len(shown),
+            "guests_total": len(ranked),
+            "next_offset": following if following < len(ranked) else None,
+        }
+    )
 
 
 @guarded(toolset="diagnostics")
-@heavy
+@heavy(presentation=PAGING, present=migratability_page, continues=later_page)
 async def diagnose_migratability(
-    t: ToolContext, vmid: VmId | None = None, node: NodeName | None = None, detail: bool = False, limit: Limit = 50
+    t: ToolContext,
+    vmid: VmId | None = None,
+    node: NodeName | None = None,
+    detail: bool = False,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> MigratabilityReport:
     """Per guest: live / offline / restart / blocked with every reason, checked against PVE's precondition."""
+    del detail, limit, offset  # each caller's page is cut by `migratability_page`
     await t.progress(0, 2, "reading guest configs and migrate preconditions")
     data = await collect(
         t.client, t.now(), ["migration"], vmids=[vmid] if vmid is not None else None, preconditions=True
@@ -231,20 +278,16 @@ async def diagnose_migratability(
         "migration",
         findings + incomplete_findings(data, "migration"),
         ["migration"],
-        None if detail else limit,
+        None,
         suppressions(t.settings),
         data.now,
     )
     counts: dict[str, int] = {}
     for m in verdicts:
         counts[m.verdict] = counts.get(m.verdict, 0) + 1
-    order = {"blocked": 0, "restart": 1, "offline": 2, "live": 3}
-    ranked = sorted(verdicts, key=lambda m: (order[m.verdict], m.vmid))
-    shown = ranked if detail or vmid is not None else [_brief(m) for m in ranked[:limit]]
     await t.progress(2, 2, report.summary)
-    return MigratabilityReport(
-        report=refer(t, report), verdicts=counts, guests=shown, omitted_guests=len(ranked) - len(shown)
-    )
+    ranked = sorted(verdicts, key=lambda m: (RANK[m.verdict], m.vmid))
+    return MigratabilityReport(report=report, verdicts=counts, guests=ranked, guests_total=len(ranked))
 
 
 def _brief(m: Migratability) -> Migratability:
