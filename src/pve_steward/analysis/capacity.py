@@ -251,6 +251,20 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
     return NodeRoom(node, total, max(used, configured), int(total * headroom_pct / 100))
 
 
+def room_freed(data: ClusterData, node: str, vmids: list[int]) -> int:
+    """How much a node's room grows when these running guests of it stop: its committed memory (the larger of
+    used and configured) drops by their configured memory on one side and their current use on the other."""
+    st = (data.node_status.get(node) or {}).get("memory") or {}
+    row = data.nodes.get(node, {})
+    used = int(st.get("used") or row.get("mem") or 0)
+    configured = (_running_on(data).get(node) or _Running()).memory
+    guests = [data.guests.get(v) or {} for v in vmids]
+    after = max(
+        used - sum(int(g.get("mem") or 0) for g in guests), configured - sum(int(g.get("maxmem") or 0) for g in guests)
+    )
+    return max(max(used, configured) - after, 0)
+
+
 @check(
     "capacity",
     codes=[

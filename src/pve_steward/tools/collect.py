@@ -47,6 +47,10 @@ ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
+# not a check area: what the age of each guest's newest backup stands on (the backup jobs and the backup storages'
+# contents, gaps recorded for "backups"), without the task history the backups checks read (the evacuation plan's
+# readiness, analysis/planner/readiness.py)
+BACKUP_AGE = "backup_age"
 
 Read = tuple[str, ApiPath, dict[str, Any]]
 
@@ -161,9 +165,9 @@ class Collector:
         if self._want("ha", "migration", "guests"):  # guests: start-all skips HA resources (GUEST_NO_ONBOOT)
             wave1.append(("ha_resources", api_path("cluster", "ha", "resources"), {}))
         # pbs: vzdump's prune of PBS storages (PBS_PRUNE_DROPS_LAST_VERIFIED); storage: where jobs without storage write
-        if self._want("backups", "pbs", "storage"):
+        if self._want("backups", "pbs", "storage", BACKUP_AGE):
             wave1.append(("backup_jobs", api_path("cluster", "backup"), {}))
-        if self._want("backups"):
+        if self._want("backups", BACKUP_AGE):
             wave1 += [
                 ("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}),
                 # whether the storages' content lists show every backup to this token (pve/volumeaccess.py)
@@ -492,7 +496,7 @@ class Collector:
         # in order, so a lone one asked last was the whole last round trip of a check (issue 17)
         if self._want("ha", "migration"):  # migration: a migrate of an HA guest meets its HA rules
             reads += self._ha_constraint_reads()
-        if self._want("backups"):
+        if self._want("backups", BACKUP_AGE):
             reads += self._backup_content_reads(online)
         if self._want("backups", "pbs", "storage"):
             reads += self._vzdump_defaults_reads(online)

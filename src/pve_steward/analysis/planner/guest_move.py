@@ -6,9 +6,10 @@ from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.migration.ha_rules import ha_allowed_nodes, ha_blocked_nodes
 from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.migration.verdict import assess
-from pve_steward.analysis.planner.evacuation import Ledger, downtime_of, gaps_for
+from pve_steward.analysis.planner.evacuation import Ledger, gaps_for
 from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.analysis.planner.models import GuestMove
+from pve_steward.analysis.planner.phases import downtime_of
 from pve_steward.analysis.planner.placement import Placement
 
 
