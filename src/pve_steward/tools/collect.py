@@ -38,7 +38,7 @@ from pve_steward.pveio.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
-from pve_steward.tools.sdnread import read_fabric_neighbors, read_zone_content
+from pve_steward.tools.sdnread import read_fabric_neighbors, read_vnet_subnets, read_zone_content
 
 # the storage PVE names when it refuses a node's vzdump default (VZDump.pm storage_info, Storage.pm storage_config)
 _REFUSED_STORAGE = re.compile(r"(?:can't use storage '([^']+)' for backups|storage '([^']+)' does not exist)")
@@ -264,8 +264,9 @@ class Collector:
 
     async def _declared_branch(self) -> None:
         await self._declared_reads()
-        if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read
+        if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read; subnets: per vnet
             self._gaps.extend(await read_fabric_neighbors(self.client, self.data))
+            self._gaps.extend(await read_vnet_subnets(self.client, self.data))
         if self._want("migration"):  # the vnets' own status where a zone is in 'error': per zone and node
             self._gaps.extend(await read_zone_content(self.client, self.data))
 
