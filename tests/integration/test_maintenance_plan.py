@@ -68,8 +68,11 @@ async def test_a_short_cluster_yields_a_stop_list_non_production_first(start_sim
     assert [(s["vmid"], s["production"]) for s in stops] == [(101, False), (102, False), (107, True)]
     assert all(s["memory_bytes"] > 0 and s["why"] and s["node"] == "p1" for s in stops)
     assert "tag test" in stops[0]["signals"] and "even after stopping every non-production guest" in stops[2]["why"]
-    assert plan["stop_sufficient"] is True
+    assert plan["stop_sufficient"] is True and plan["stop_for_window_total"] == 3
     assert plan["phases"][3]["vmids"] == [101, 102, 107]
+    paged = await _plan(sim, server_for, allow_offline=True, limit=1)  # the lists are paged like the steps
+    assert [s["vmid"] for s in paged["stop_for_window"]] == [101] and paged["stop_for_window_total"] == 3
+    assert len(paged["readiness"]["onboot_on_return"]) == 1 and paged["readiness"]["counts"]["onboot_on_return"] == 4
     assert {s["vmid"] for s in plan["steps"] if s["phase"] == "keep_running"} == {100, 106, 108, 109}
     # the request overrides the heuristics: keeping 101 running makes it production, 107 may stop
     kept = await _plan(sim, server_for, allow_offline=True, keep_running=[101], may_stop=[107])

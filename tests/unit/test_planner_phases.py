@@ -325,6 +325,9 @@ def test_ha_disarmed_in_freeze_mode_advises_no_maintenance() -> None:
     assert plan.phases[0].vmids == [] and "moves nothing" in str(plan.phases[0].note)
     assert "HA_DISARMED" in {f.code for f in plan.findings}
     assert "shut the HA guests" in str(plan.readiness and plan.readiness.ha_policy_note)
+    from pve_steward.analysis.planner.guest_move import plan_guest_move
+
+    assert any("never carried out" in n for n in plan_guest_move(d, 101).notes)
 
 
 def test_nodes_whose_lrm_is_in_doubt_are_no_targets() -> None:

@@ -119,9 +119,17 @@ async def _running_configs(client: ProxmoxClient, data: ClusterData) -> tuple[di
 
 
 def page(plan: EvacuationPlan, offset: int, limit: int) -> EvacuationPlan:
-    """One page of steps, the first blockers, counts of all; findings that repeat a blocker are dropped."""
+    """One page of steps, the first blockers, stops and readiness entries, counts of all; findings that repeat a
+    blocker are dropped."""
     blocker_codes = {b.code for b in plan.blockers}
     end = offset + limit
+    ready = plan.readiness
+    if ready is not None:
+        lists = ("onboot_on_return", "address_clashes", "stale_backups")
+        ready = ready.model_copy(
+            update={name: getattr(ready, name)[:limit] for name in lists}
+            | {"counts": {name: len(getattr(ready, name)) for name in lists}}
+        )
     return plan.model_copy(
         update={
             "steps": plan.steps[offset:end],
@@ -131,6 +139,9 @@ def page(plan: EvacuationPlan, offset: int, limit: int) -> EvacuationPlan:
             "blockers_total": len(plan.blockers),
             "blocker_counts": dict(sorted(Counter(b.code for b in plan.blockers).items())),
             "findings": [f for f in plan.findings if f.code not in blocker_codes][:limit],
+            "stop_for_window": plan.stop_for_window[:limit],
+            "stop_for_window_total": len(plan.stop_for_window),
+            "readiness": ready,
         }
     )
 

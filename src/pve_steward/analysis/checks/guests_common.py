@@ -13,7 +13,7 @@ from collections import Counter
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import CLUSTER, Finding, Severity, finding
-from pve_steward.analysis.guestaddr import Address, addresses, same_network
+from pve_steward.analysis.guestaddr import Address, Segment, same_network, segment, static_ips
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import SERIALS, GuestConfig, in_pve_order
@@ -338,29 +338,39 @@ def duplicate_addresses(data: ClusterData, t: Thresholds) -> list[Finding]:
     """One GUEST_IP_DUPLICATE per guest sharing a static IP (naming the others); one GUEST_ONBOOT_ADDRESS_CLASH per
     stopped onboot guest whose IP or MAC a running guest uses."""
     every = guests_with_config(data)
-    holders: dict[tuple[str, str], list[tuple[int, Address]]] = {}
-    for vmid, _g, _raw, _cfg in every:
-        for a in addresses(data, vmid):
-            holders.setdefault((a.kind, a.value), []).append((vmid, a))
+    # MACs counted in C first, as duplicate_macs does; the IPs of the few guests that configure one
+    counted = Counter([mac for _v, _g, _raw, cfg in every for _key, _model, mac in cfg.nets if mac])
+    repeated = {mac for mac, n in counted.items() if n > 1}
+    holders: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for vmid, _g, raw, cfg in every:
+        for kind, value, device in static_ips(raw, cfg.type == "lxc"):
+            holders.setdefault((kind, value), []).append((vmid, device))
+        if repeated:
+            for key, _model, mac in cfg.nets:
+                if mac in repeated:
+                    holders.setdefault(("mac", mac), []).append((vmid, key))
     out: list[Finding] = []
-    for (kind, _value), users in sorted(holders.items()):
+    shared = [(key, users) for key, users in holders.items() if len(users) > 1]  # nearly none
+    for (kind, value), users in sorted(shared):
         if len({v for v, _ in users}) < 2:
             continue
-        for vmid, a in users:
-            peers = sorted({v for v, b in users if v != vmid and same_network(a.segment, b.segment)})
+        nets = {(v, d): segment(data.configs[v], d) for v, d in users}
+        for vmid, device in users:
+            here = nets[(vmid, device)]
+            peers = sorted({v for v, d in users if v != vmid and same_network(here, nets[(v, d)])})
             if not peers:
                 continue
             g = data.guests[vmid]
             if kind == "ip":
-                out.append(_ip_duplicate(data, vmid, g, a, peers))
+                out.append(_ip_duplicate(data, vmid, g, Address(kind, value, device), here, peers))
             if g.get("status") != "running" and starts_at_boot(data, vmid):
                 running = [v for v in peers if data.guests[v].get("status") == "running"]
                 if running:
-                    out.append(_onboot_clash(data, vmid, g, a, running))
+                    out.append(_onboot_clash(data, vmid, g, Address(kind, value, device), running))
     return out
 
 
-def _ip_duplicate(data: ClusterData, vmid: int, g: Row, a: Address, peers: list[int]) -> Finding:
+def _ip_duplicate(data: ClusterData, vmid: int, g: Row, a: Address, net: Segment, peers: list[int]) -> Finding:
     running = [v for v in [vmid, *peers] if data.guests[v].get("status") == "running"]
     return finding(
         "GUEST_IP_DUPLICATE",
@@ -370,7 +380,7 @@ def _ip_duplicate(data: ClusterData, vmid: int, g: Row, a: Address, peers: list[
         {
             "ip": a.value,
             "device": a.device,
-            "network": list(a.segment) if a.segment else None,
+            "network": list(net) if net else None,
             "also_used_by": peers,
             "running": running,
         },

@@ -507,8 +507,8 @@ def _recommendation(node: str, moved: list[HAGuest], halted: Disarm | None) -> s
         return None
     return (
         f"First put {node} into HA maintenance mode so the HA manager moves its {len(moved)} HA-managed guest(s): "
-        f"ha-manager crm-command node-maintenance enable {node} (disable it after the maintenance). The PVE API "
-        "has no endpoint for this. Then run the planned migrations."
+        f"ha-manager crm-command node-maintenance enable {node} (disable it after the maintenance: HA then moves "
+        f"them back to {node}). The PVE API has no endpoint for this. Then run the planned migrations."
     )
 
 

@@ -159,6 +159,9 @@ class MaintenanceReadiness(Model):
     not_provable: list[Untrusted] = Field(
         default_factory=list, description="what could not be judged, and why (a read failed or was not allowed)"
     )
+    counts: dict[str, int] = Field(
+        default_factory=dict, description="how many entries each list has in the whole plan (the tool lists `limit`)"
+    )
 
 
 class EvacuationPlan(Model):
@@ -199,6 +202,7 @@ class EvacuationPlan(Model):
         description="null when no room is short; true when stopping the listed guests leaves room for everything "
         "else; false when even that leaves a guest (an HA one) without room",
     )
+    stop_for_window_total: int | None = Field(None, description="guests to stop in the whole plan")
     readiness: MaintenanceReadiness | None = None
 
 

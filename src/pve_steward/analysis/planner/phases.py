@@ -123,19 +123,24 @@ class _Freer:
                 self.planned.setdefault(str(s.target), []).append(s)
         self.stopped: dict[str, list[int]] = {}  # node -> guests stopped there (running on it)
         self.used: set[int] = set()
+        self._residents: dict[str, list[tuple[int, Class]]] | None = None
 
     def residents(self, node: str) -> list[tuple[int, Class]]:
-        ha = self.data.ha_by_vmid
-        out = []
-        for vmid, g in self.data.guests.items():
-            if g.get("node") != node or g.get("status") != "running" or g.get("template"):
-                continue
-            if vmid in ha or vmid in self.used:
-                continue
-            cls = classify(self.data, vmid, self.ov)
-            if not cls.production:
-                out.append((vmid, cls))
-        return sorted(out, key=lambda vc: stop_order(vc[1], int(self.data.guests[vc[0]].get("maxmem") or 0), vc[0]))
+        """The node's running non-production guests outside HA, in stop order, not yet stopped."""
+        if self._residents is None:  # one pass over the cluster's guests, at most once per plan
+            by_node: dict[str, list[tuple[int, Class]]] = {}
+            ha = self.data.ha_by_vmid
+            for vmid, g in self.data.guests.items():
+                if g.get("status") != "running" or g.get("template") or vmid in ha or g.get("node") == self.source:
+                    continue
+                cls = classify(self.data, vmid, self.ov)
+                if not cls.production:
+                    by_node.setdefault(str(g.get("node")), []).append((vmid, cls))
+            memory = {v: int(g.get("maxmem") or 0) for v, g in self.data.guests.items()}
+            self._residents = {
+                n: sorted(rows, key=lambda vc: stop_order(vc[1], memory[vc[0]], vc[0])) for n, rows in by_node.items()
+            }
+        return [(v, c) for v, c in self._residents.get(node, []) if v not in self.used]
 
     def freeable(self, node: str) -> int:
         moved = sum(s.memory_bytes for s in self.planned.get(node, []) if s.vmid not in self.used)

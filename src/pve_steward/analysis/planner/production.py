@@ -101,13 +101,31 @@ def _says(text: str) -> bool | None:
     return False if words & NON_PRODUCTION_WORDS else None
 
 
-def _match(texts: dict[str, list[str]], production: bool) -> list[str]:
-    """The signals (``tag x``, ``pool y``, ``name z``) that say production (or non-production)."""
-    return [f"{kind} {t}" for kind, values in texts.items() for t in values if _says(t) is production]
+def _signals(texts: dict[str, list[str]]) -> list[tuple[str, bool]]:
+    """The signals (``tag x``, ``pool y``, ``name z``) that say something, and what: production or not."""
+    return [(f"{kind} {t}", said) for kind, values in texts.items() for t in values if (said := _says(t)) is not None]
 
 
 def classify(data: ClusterData, vmid: int, overrides: Overrides) -> Class:
-    """The class of one guest (see the module's rules)."""
+    """The class of one guest (see the module's rules), once per snapshot and request."""
+    memo = data.memo["production"]
+    key = (vmid, overrides)
+    if key not in memo:
+        memo[key] = _classify(data, vmid, overrides)
+    return memo[key]  # type: ignore[no-any-return]
+
+
+def _in_ha(data: ClusterData) -> frozenset[str]:
+    """The vmids (as text) of HA resources not ignored, whatever the disarm mode."""
+    memo = data.memo["production"]
+    if "ha" not in memo:
+        memo["ha"] = frozenset(
+            str(sid).partition(":")[2] for sid, res in data.ha_by_sid.items() if res.get("state") != "ignored"
+        )
+    return memo["ha"]  # type: ignore[no-any-return]
+
+
+def _classify(data: ClusterData, vmid: int, overrides: Overrides) -> Class:
     row = data.guests.get(vmid) or {}
     cfg = data.parsed.get(vmid)
     raw = data.configs.get(vmid) or {}
@@ -124,15 +142,16 @@ def classify(data: ClusterData, vmid: int, overrides: Overrides) -> Class:
         return Class(
             False, "non-production: a tag the request allows to stop", tuple(f"tag {t}" for t in stoppable), onboot
         )
-    if str(vmid) in {str(s).partition(":")[2] for s in data.ha_by_sid if data.ha_by_sid[s].get("state") != "ignored"}:
+    if str(vmid) in _in_ha(data):
         return Class(True, "production: HA-managed (never stopped for a window)", (), onboot)
     texts = {"tag": tags, "pool": [str(row["pool"])] if row.get("pool") else [], "name": [str(row.get("name") or "")]}
     if str(raw.get("protection", "0")) == "1":
         return Class(True, "production: protection is set", (), onboot)
-    if prod := _match(texts, True):
+    said = _signals(texts)
+    if prod := [text for text, production in said if production]:
         return Class(True, "production: its tags, pool or name say so", tuple(prod), onboot)
-    if non := _match(texts, False):
-        return Class(False, "non-production: its tags, pool or name say so", tuple(non), onboot)
+    if said:
+        return Class(False, "non-production: its tags, pool or name say so", tuple(t for t, _ in said), onboot)
     return Class(True, "production: nothing says otherwise (in doubt, a guest keeps running)", (), onboot)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pve_steward.analysis.backups import analyze_backups
 from pve_steward.analysis.checks.guests_common import starts_at_boot
 from pve_steward.analysis.data import ClusterData, Row
-from pve_steward.analysis.guestaddr import addresses, same_network
+from pve_steward.analysis.guestaddr import addresses, same_network, segment
 from pve_steward.analysis.hastate import Disarm
 from pve_steward.analysis.planner.models import (
     AddressClash,
@@ -44,27 +44,33 @@ def address_clashes(
     data: ClusterData, starting: list[OnbootStart], running_configs: dict[int, Row]
 ) -> list[AddressClash]:
     """Each starting guest's configured IP or MAC that a running guest (other than itself) uses on its network."""
-    used: dict[tuple[str, str], list[tuple[int, object]]] = {}
+    wanted = {(a.kind, a.value) for start in starting for a in addresses(data, start.vmid)}
+    used: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for vmid, raw in running_configs.items():
         if (data.guests.get(vmid) or {}).get("status") != "running":
             continue
         for a in addresses(data, vmid, raw):
-            used.setdefault((a.kind, a.value), []).append((vmid, a.segment))
+            if (a.kind, a.value) in wanted:
+                used.setdefault((a.kind, a.value), []).append((vmid, a.device))
     out: list[AddressClash] = []
     for start in starting:
+        own = data.configs.get(start.vmid) or {}
         for a in addresses(data, start.vmid):
-            for other, segment in used.get((a.kind, a.value), []):
-                if other != start.vmid and same_network(a.segment, segment):  # type: ignore[arg-type]
-                    node = (data.guests.get(other) or {}).get("node")
-                    out.append(
-                        AddressClash(
-                            kind=a.kind,
-                            address=a.value,
-                            vmid=start.vmid,
-                            other_vmid=other,
-                            other_node=str(node) if node else None,
-                        )
+            for other, device in used.get((a.kind, a.value), []):
+                if other == start.vmid or not same_network(
+                    segment(own, a.device), segment(running_configs[other], device)
+                ):
+                    continue
+                node = (data.guests.get(other) or {}).get("node")
+                out.append(
+                    AddressClash(
+                        kind="ip" if a.kind == "ip" else "mac",
+                        address=a.value,
+                        vmid=start.vmid,
+                        other_vmid=other,
+                        other_node=str(node) if node else None,
                     )
+                )
     return out
 
 
