@@ -35,8 +35,11 @@ def _committed(sim: SimServer, node: str) -> int:
     return sum(g.maxmem for g in sim.cluster.guests.values() if g.node == node and g.status == "running")
 
 
-async def test_ha_room_is_reserved_first_and_nothing_else_moves_into_it(start_sim: Any, server_for: Any) -> None:
-    sim = start_sim("maintenance", speed=2000)
+@pytest.mark.parametrize("version", ["8.4.1", "9.1.2"])  # PVE 8: the rule is a restricted group
+async def test_ha_room_is_reserved_first_and_nothing_else_moves_into_it(
+    start_sim: Any, server_for: Any, version: str
+) -> None:
+    sim = start_sim("maintenance", speed=2000, version=version)
     plan = await _plan(sim, server_for, allow_offline=True)
     ha = {h["vmid"]: h for h in plan["ha_guests"]}
     assert ha[200]["ha_targets"] == ["p2"] and ha[200]["ha_target_provable"] and ha[200]["problems"] == []

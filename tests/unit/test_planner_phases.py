@@ -293,15 +293,13 @@ def test_shutdown_policy_notes_follow_lrm_pm() -> None:
     from pve_steward.analysis.hastate import Disarm
     from pve_steward.analysis.planner.readiness import policy_note
 
-    assert "ignores the shutdown policy" in str(policy_note("conditional", "n", 2, 0, None))
-    assert "starts them there again" in str(policy_note("conditional", "n", 0, 1, None))
-    assert "recovers them on other nodes once" in str(policy_note("failover", "n", 0, 1, None))
-    assert "holds it up" in str(policy_note("migrate", "n", 0, 1, None))
-    assert "shut the HA guests on n down yourself" in str(
-        policy_note("freeze", "n", 1, 0, Disarm("disarmed", "freeze"))
-    )
-    assert "ordinary guests" in str(policy_note(None, "n", 0, 0, Disarm("disarming", "ignore")))
-    assert policy_note("conditional", "n", 0, 0, None) is None
+    assert "ignores the shutdown policy" in str(policy_note("conditional", 2, 0, None))
+    assert "starts them there again" in str(policy_note("conditional", 0, 1, None))
+    assert "recovers them on other nodes once" in str(policy_note("failover", 0, 1, None))
+    assert "holds it up" in str(policy_note("migrate", 0, 1, None))
+    assert "shut the node's HA guests down yourself" in str(policy_note("freeze", 1, 0, Disarm("disarmed", "freeze")))
+    assert "ordinary guests" in str(policy_note(None, 0, 0, Disarm("disarming", "ignore")))
+    assert policy_note("conditional", 0, 0, None) is None
 
 
 # ---------------------------------------------------------------- item 5: disarm, LRM in doubt
@@ -324,7 +322,7 @@ def test_ha_disarmed_in_freeze_mode_advises_no_maintenance() -> None:
     assert rec.startswith("HA is disarmed in freeze mode") and "arm-ha" in rec
     assert plan.phases[0].vmids == [] and "moves nothing" in str(plan.phases[0].note)
     assert "HA_DISARMED" in {f.code for f in plan.findings}
-    assert "shut the HA guests" in str(plan.readiness and plan.readiness.ha_policy_note)
+    assert "shut the node's HA guests" in str(plan.readiness and plan.readiness.ha_policy_note)
     from pve_steward.analysis.planner.guest_move import plan_guest_move
 
     assert any("never carried out" in n for n in plan_guest_move(d, 101).notes)

@@ -289,7 +289,7 @@ def _plan(
         findings=ledger.findings,
         complete=not gaps,
         parameters=params,
-        phases=_phases(node, moved, steps, window, sched, halted),
+        phases=_phases(moved, steps, window, sched, halted),
         reserved=[
             ReservedRoom(node=n, vmids=sorted(sched.reserved_vmids.get(n, [])), memory_bytes=b, why=_kept_why(sched, n))
             for n, b in sorted(sched.reserved.items())
@@ -357,7 +357,7 @@ def _kept_why(sched: HASchedule, node: str) -> str:
 
 
 def _phases(
-    node: str, moved: list[HAGuest], steps: list[Step], window: Window, sched: HASchedule, halted: Disarm | None
+    moved: list[HAGuest], steps: list[Step], window: Window, sched: HASchedule, halted: Disarm | None
 ) -> list[PlanPhase]:
     keep = [s for s in steps if s.phase == "keep_running"]
     rest = [s for s in steps if s.phase == "rest"]
@@ -365,11 +365,11 @@ def _phases(
         ha_note = f"HA is {halted.state} (freeze): it moves nothing; see ha_recommendation"
     elif moved:
         ha_note = (
-            f"{sched.how}. Enable HA maintenance on {node} first and let HA finish before the migrations below: HA's "
+            f"{sched.how}. Enable HA maintenance on the node first and let HA finish before the migrations below: HA's "
             "choice was computed on the cluster as it is now"
         )
     else:
-        ha_note = f"no HA guest for HA maintenance to move off {node}"
+        ha_note = "no HA guest for HA maintenance to move off the node"
     short = window.ha_short
     stop_note = (
         "room is not short: nothing to stop"
@@ -378,7 +378,7 @@ def _phases(
         + (
             "that leaves room for every guest that is not listed"
             if window.sufficient
-            else f"even then HA's moves lack room on {', '.join(sorted(short))}"
+            else f"even then HA's moves lack room on {len(short)} node(s) (see reserved and the HA guests' problems)"
         )
     )
     return [

@@ -171,7 +171,7 @@ class _Freer:
                     node=self.source,
                     memory_bytes=s.memory_bytes,
                     why=f"{cls.why}: stop it for the window instead of moving it, which frees "
-                    f"{s.memory_bytes / GiB:.1f} GiB on {node} {purpose}",
+                    f"{s.memory_bytes / GiB:.1f} GiB on the target that would have taken it {purpose}",
                     production=False,
                     signals=list(cls.signals) + _onboot(cls),
                 )
@@ -191,7 +191,7 @@ class _Freer:
                     name=str(row.get("name") or vmid),
                     node=node,
                     memory_bytes=gain,
-                    why=f"{cls.why}, running on {node}: stopping it for the window frees {gain / GiB:.1f} GiB there "
+                    why=f"{cls.why}, running on a target: stopping it for the window frees {gain / GiB:.1f} GiB there "
                     f"{purpose}",
                     production=False,
                     signals=list(cls.signals) + _onboot(cls),
@@ -254,10 +254,10 @@ def stop_for_window(
                 node=source,
                 memory_bytes=need,
                 why=(
-                    f"{cls.why}; no target has room for it: it stays stopped on {source} for the window"
+                    f"{cls.why}; no target has room for it: it stays stopped on the node for the window"
                     if not cls.production
                     else f"{cls.why}, but no target has room even after stopping every non-production guest: it "
-                    f"stays stopped on {source} for the window"
+                    "stays stopped on the node for the window"
                 ),
                 production=cls.production,
                 signals=list(cls.signals) + _onboot(cls),

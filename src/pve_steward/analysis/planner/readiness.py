@@ -82,7 +82,7 @@ def address_clashes(
     "maintenance does; with manual maintenance on, the policy is ignored. While disarmed, the LRM leaves at once.",
     pve="pve-ha-manager src/PVE/HA/LRM.pm shutdown_request, work (wait_for_agent_lock: 'return 0 if shutdown_request')",
 )
-def policy_note(policy: str | None, node: str, moved: int, left: int, disarm: Disarm | None) -> str | None:
+def policy_note(policy: str | None, moved: int, left: int, disarm: Disarm | None) -> str | None:
     """What the shutdown policy does with the node's HA guests at the reboot of the maintenance."""
     if disarm is not None and disarm.ignore:
         return (
@@ -92,24 +92,24 @@ def policy_note(policy: str | None, node: str, moved: int, left: int, disarm: Di
     if disarm is not None:
         return (
             "HA is disarmed (freeze): at the shutdown the LRM applies no policy and stops no HA guest, and nothing "
-            f"starts them again until HA is re-armed: shut the HA guests on {node} down yourself before the reboot"
+            "starts them again until HA is re-armed: shut the node's HA guests down yourself before the reboot"
         )
     if not moved and not left:
         return None
     shown = policy or "unknown (not readable)"
     if not left:
         return (
-            f"With {node} in HA maintenance the LRM ignores the shutdown policy ({shown}) at the reboot: HA has moved "
-            "its guests by then"
+            f"With the node in HA maintenance the LRM ignores the shutdown policy ({shown}) at the reboot: HA has "
+            "moved its guests by then"
         )
     effect = {
-        "conditional": f"a reboot stops and freezes them on {node} and starts them there again afterwards; a poweroff "
+        "conditional": "a reboot stops and freezes them on the node and starts them there again afterwards; a poweroff "
         "stops them and HA recovers them on other nodes",
-        "freeze": f"a reboot or poweroff stops and freezes them on {node}; they start again when it is back",
+        "freeze": "a reboot or poweroff stops and freezes them on the node; they start again when it is back",
         "failover": "a reboot or poweroff stops them and HA recovers them on other nodes once the node is offline",
         "migrate": "the shutdown waits while HA moves them, as maintenance does; one HA cannot move holds it up",
     }.get(policy or "", "what happens to them cannot be said")
-    return f"{left} HA guest(s) stay on {node} (see ha_guests); with the shutdown policy {shown}, {effect}"
+    return f"{left} HA guest(s) stay on the node (see ha_guests); with the shutdown policy {shown}, {effect}"
 
 
 def stale_backups(data: ClusterData, node: str, t: Thresholds) -> list[StaleBackup]:
@@ -174,7 +174,7 @@ def readiness(
         onboot_on_return=starting,
         address_clashes=clashes,
         ha_shutdown_policy=policy,
-        ha_policy_note=policy_note(policy, node, ha_moved, ha_left, disarm),
+        ha_policy_note=policy_note(policy, ha_moved, ha_left, disarm),
         stale_backups=backups,
         not_provable=gaps,
     )
