@@ -15,11 +15,12 @@ from __future__ import annotations
 from pve_steward.analysis.capacity import node_room
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData, Missing, Row, guest_subject
-from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding, rank_key
+from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
 from pve_steward.analysis.hastate import Disarm, disarm
 from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.migration.targets import eligible_targets, maintenance_nodes
 from pve_steward.analysis.migration.verdict import assess
+from pve_steward.analysis.planner.advice import disarm_finding, kept_why, phase_list, recommendation
 from pve_steward.analysis.planner.ceph_steps import NodeCeph, ceph_evacuation
 from pve_steward.analysis.planner.ha_schedule import HASchedule, schedule
 from pve_steward.analysis.planner.handoff import hand_off
@@ -27,7 +28,6 @@ from pve_steward.analysis.planner.models import (
     Blocker,
     EvacuationPlan,
     HAGuest,
-    PlanPhase,
     ReservedRoom,
     Step,
     TargetCapacity,
@@ -225,56 +225,20 @@ def _plan(
     ledger.findings += gaps
     stop = stop_reason(data, node)
     if stop:
-        for g in guests:
-            ledger.block(int(g["vmid"]), str(g.get("name") or g["vmid"]), "MIGRATE_NO_TARGET", stop)
-        return EvacuationPlan(
-            node=node,
-            verdict="EVACUATION_BLOCKED",
-            summary=stop,
-            steps=[],
-            blockers=ledger.blockers,
-            ha_guests=[],
-            targets=[],
-            findings=ledger.findings,
-            complete=not gaps,
-            parameters=params,
-        )
+        return _nothing_moves(data, node, guests, stop, ledger, params, complete=not gaps)
     targets_ok, excluded = eligible_targets(data, node, allowed, denied)
     placement = Placement(data, targets_ok, headroom_pct)
     halted = disarm(data)
     ha_guests, ha_verdicts, schedulable = _split(data, guests, ledger, allowed, denied, allow_offline, halted)
     sched = _phase_ha(data, node, ha_guests, ha_verdicts, placement, headroom_pct, inputs.options)
-    ov = inputs.overrides
-    movable = [m for m in schedulable if m.verdict != "blocked"]
-    for m in schedulable:
-        if m.verdict == "blocked":
-            ledger.block_verdict(m)
-    keep = [m for m in movable if m.status == "running" and classify(data, m.vmid, ov).production]
-    kept = {m.vmid for m in keep}
-    phase2 = place_phase(keep, placement, "keep_running")
-    phase3 = place_phase([m for m in movable if m.vmid not in kept], placement, "rest")
-    unplaced = phase2.unplaced + phase3.unplaced
-    short = {n: b - r for n, b in sched.reserved.items() if b > (r := sched.room.get(n, 0))}
-    window = stop_for_window(
-        data, node, placement, phase2.steps + phase3.steps, [u for u in unplaced if memory_of(u[0])], short, ov
-    )
-    steps = order_steps([s for s in phase2.steps + phase3.steps if s.vmid not in window.dropped] + window.steps)
-    for m, why in window.unplaced + [u for u in unplaced if not memory_of(u[0])]:
-        ledger.block(m.vmid, m.name, "MIGRATE_CAPACITY", why)
+    steps, window = _outside_ha(data, node, schedulable, placement, sched, inputs.overrides, ledger)
     _ha_problems(ha_guests, sched, window, ledger)
     if halted is not None:
-        ledger.findings.append(_disarm_finding(halted, node))
+        ledger.findings.append(disarm_finding(halted, node))
     moved = [h for h in ha_guests if h.moved_by_ha]
     blocked = len({b.vmid for b in ledger.blockers})
     verdict = _verdict(len(guests), blocked, len(steps), len(moved))
-    stopping = len([s for s in window.stops if s.vmid in window.dropped or s.node != node])
-    summary = (
-        f"{verdict}: {len(steps)} migration(s) planned, {len(moved)} HA-managed guest(s) left to HA "
-        f"maintenance, {len(ha_guests) - len(moved)} HA guest(s) HA leaves behind, {blocked} guest(s) blocked"
-        + (f", {len(window.stops)} guest(s) to stop for the window" if window.stops else "")
-        + (f" ({stopping} of them to make room)" if stopping else "")
-        + ("; some data could not be read" if gaps else "")
-    )
+    summary = _summary(verdict, len(steps), len(ha_guests), len(moved), blocked, window, node, bool(gaps))
     ledger.findings.sort(key=rank_key)
     return EvacuationPlan(
         node=node,
@@ -283,15 +247,15 @@ def _plan(
         steps=steps,
         blockers=ledger.blockers,
         ha_guests=ha_guests,
-        ha_recommendation=_recommendation(node, moved, halted),
+        ha_recommendation=recommendation(node, moved, halted),
         targets=[_capacity(placement, t) for t in targets_ok],
         excluded_targets=excluded,
         findings=ledger.findings,
         complete=not gaps,
         parameters=params,
-        phases=_phases(moved, steps, window, sched, halted),
+        phases=phase_list(moved, steps, window, sched, halted),
         reserved=[
-            ReservedRoom(node=n, vmids=sorted(sched.reserved_vmids.get(n, [])), memory_bytes=b, why=_kept_why(sched, n))
+            ReservedRoom(node=n, vmids=sorted(sched.reserved_vmids.get(n, [])), memory_bytes=b, why=kept_why(sched, n))
             for n, b in sorted(sched.reserved.items())
             if b
         ],
@@ -310,6 +274,71 @@ def _plan(
             backups_read=inputs.backups_read,
             t=inputs.thresholds,
         ),
+    )
+
+
+def _nothing_moves(
+    data: ClusterData,
+    node: str,
+    guests: list[Row],
+    stop: str,
+    ledger: Ledger,
+    params: dict[str, object],
+    complete: bool,
+) -> EvacuationPlan:
+    """Step 1 failed: every guest is blocked for the one reason."""
+    for g in guests:
+        ledger.block(int(g["vmid"]), str(g.get("name") or g["vmid"]), "MIGRATE_NO_TARGET", stop)
+    return EvacuationPlan(
+        node=node,
+        verdict="EVACUATION_BLOCKED",
+        summary=stop,
+        steps=[],
+        blockers=ledger.blockers,
+        ha_guests=[],
+        targets=[],
+        findings=ledger.findings,
+        complete=complete,
+        parameters=params,
+    )
+
+
+def _outside_ha(
+    data: ClusterData,
+    node: str,
+    schedulable: list[Migratability],
+    placement: Placement,
+    sched: HASchedule,
+    ov: Overrides,
+    ledger: Ledger,
+) -> tuple[list[Step], Window]:
+    """Phases 2 to 4: production guests, the rest, and what to stop when room is short; the ordered steps."""
+    movable = [m for m in schedulable if m.verdict != "blocked"]
+    for m in schedulable:
+        if m.verdict == "blocked":
+            ledger.block_verdict(m)
+    keep = [m for m in movable if m.status == "running" and classify(data, m.vmid, ov).production]
+    kept = {m.vmid for m in keep}
+    phase2 = place_phase(keep, placement, "keep_running")
+    phase3 = place_phase([m for m in movable if m.vmid not in kept], placement, "rest")
+    planned, unplaced = phase2.steps + phase3.steps, phase2.unplaced + phase3.unplaced
+    short = {n: b - r for n, b in sched.reserved.items() if b > (r := sched.room.get(n, 0))}
+    window = stop_for_window(data, node, placement, planned, [u for u in unplaced if memory_of(u[0])], short, ov)
+    for m, why in window.unplaced + [u for u in unplaced if not memory_of(u[0])]:
+        ledger.block(m.vmid, m.name, "MIGRATE_CAPACITY", why)
+    return order_steps([s for s in planned if s.vmid not in window.dropped] + window.steps), window
+
+
+def _summary(
+    verdict: Verdict, steps: int, ha: int, moved: int, blocked: int, window: Window, node: str, gaps: bool
+) -> str:
+    stopping = len([s for s in window.stops if s.vmid in window.dropped or s.node != node])
+    return (
+        f"{verdict}: {steps} migration(s) planned, {moved} HA-managed guest(s) left to HA "
+        f"maintenance, {ha - moved} HA guest(s) HA leaves behind, {blocked} guest(s) blocked"
+        + (f", {len(window.stops)} guest(s) to stop for the window" if window.stops else "")
+        + (f" ({stopping} of them to make room)" if stopping else "")
+        + ("; some data could not be read" if gaps else "")
     )
 
 
@@ -347,79 +376,6 @@ def _ha_problems(ha_guests: list[HAGuest], sched: HASchedule, window: Window, le
             continue
         h.problems.append(problem)
         ledger.block(h.vmid, h.name, code, problem)
-
-
-def _kept_why(sched: HASchedule, node: str) -> str:
-    sids = sorted(m.sid for m in sched.moves.values() if node in m.nodes)
-    sure = all(m.provable for m in sched.moves.values() if node in m.nodes)
-    verb = "moves" if sure else "may move"
-    return f"HA maintenance {verb} {', '.join(sids)} here ({sched.how}); no planned migration takes this room"
-
-
-def _phases(
-    moved: list[HAGuest], steps: list[Step], window: Window, sched: HASchedule, halted: Disarm | None
-) -> list[PlanPhase]:
-    keep = [s for s in steps if s.phase == "keep_running"]
-    rest = [s for s in steps if s.phase == "rest"]
-    if halted is not None and not halted.ignore:
-        ha_note = f"HA is {halted.state} (freeze): it moves nothing; see ha_recommendation"
-    elif moved:
-        ha_note = (
-            f"{sched.how}. Enable HA maintenance on the node first and let HA finish before the migrations below: HA's "
-            "choice was computed on the cluster as it is now"
-        )
-    else:
-        ha_note = "no HA guest for HA maintenance to move off the node"
-    short = window.ha_short
-    stop_note = (
-        "room is not short: nothing to stop"
-        if window.sufficient is None
-        else "stop these before the moves that use their room; "
-        + (
-            "that leaves room for every guest that is not listed"
-            if window.sufficient
-            else f"even then HA's moves lack room on {len(short)} node(s) (see reserved and the HA guests' problems)"
-        )
-    )
-    return [
-        PlanPhase(
-            name="ha",
-            title="HA maintenance moves the HA-managed guests",
-            vmids=sorted(h.vmid for h in moved),
-            memory_bytes=sum(h.memory_bytes for h in moved),
-            note=ha_note,
-        ),
-        PlanPhase(
-            name="keep_running",
-            title="Production guests outside HA, into the room HA's moves leave",
-            vmids=[s.vmid for s in keep],
-            memory_bytes=sum(s.memory_bytes for s in keep),
-            note="production: see the production rules (tags, pools, names, protection; the request's keep_running "
-            "and may_stop overrides); in doubt a guest counts as production",
-        ),
-        PlanPhase(
-            name="rest",
-            title="The rest: non-production and stopped guests",
-            vmids=[s.vmid for s in rest],
-            memory_bytes=sum(s.memory_bytes for s in rest),
-        ),
-        PlanPhase(
-            name="stop_for_window",
-            title="What to stop for the window (non-production first, HA never)",
-            vmids=[s.vmid for s in window.stops],
-            memory_bytes=sum(s.memory_bytes for s in window.stops),
-            note=stop_note,
-        ),
-    ]
-
-
-def _disarm_finding(halted: Disarm, node: str) -> Finding:
-    return finding(
-        "HA_DISARMED",
-        CLUSTER,
-        f"HA is {halted.state} (resource mode {halted.mode}): the CRM ignores node maintenance for {node}",
-        {"armed_state": halted.state, "resource_mode": halted.mode},
-    )
 
 
 register_codes(
@@ -486,30 +442,6 @@ def _movable_for_ha(m: Migratability) -> set[str]:
         if t.mode or (t.reasons and all(r.code == "MIGRATE_HA_AFFINITY" for r in t.reasons if r.blocking))
         for n in t.nodes
     }
-
-
-def _recommendation(node: str, moved: list[HAGuest], halted: Disarm | None) -> str | None:
-    if halted is not None and halted.ignore:
-        return (
-            f"HA is {halted.state} in ignore mode: the CRM ignores node maintenance, and its resources are managed "
-            "directly, so they are planned above as plain migrations. Do not enable HA maintenance now; when HA is "
-            "re-armed (ha-manager crm-command arm-ha) it takes each resource's new node"
-        )
-    if halted is not None:
-        return (
-            f"HA is {halted.state} in freeze mode: the CRM would ignore node-maintenance enable {node} and carries out "
-            "no migrate request, so the node's HA guests stay where they are. Re-arm HA (ha-manager crm-command "
-            "arm-ha, or POST /cluster/ha/status/arm-ha), wait until the HA status shows it armed, then run ha-manager "
-            f"crm-command node-maintenance enable {node}; or disarm in ignore mode instead and plan again to migrate "
-            "them directly"
-        )
-    if not moved:
-        return None
-    return (
-        f"First put {node} into HA maintenance mode so the HA manager moves its {len(moved)} HA-managed guest(s): "
-        f"ha-manager crm-command node-maintenance enable {node} (disable it after the maintenance: HA then moves "
-        f"them back to {node}). The PVE API has no endpoint for this. Then run the planned migrations."
-    )
 
 
 def _capacity(placement: Placement, node: str) -> TargetCapacity:
