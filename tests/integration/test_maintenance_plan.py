@@ -199,3 +199,19 @@ async def test_unapplied_subnets_are_pending_sdn_changes(start_sim: Any, server_
         (f["subject"]["id"], f["evidence"]["state"]) for f in report["findings"] if f["code"] == "SDN_CONFIG_PENDING"
     ]
     assert pending == [("zone1-10.9.1.0-24", "new")] and report["complete"] is True
+
+
+async def test_options_a_token_sees_only_in_part_are_not_taken_for_defaults(start_sim: Any, server_for: Any) -> None:
+    """Without Sys.Audit on / PVE answers /cluster/options with console and tag-style only (pve-manager
+    API2/Cluster.pm get_options): that must not read as 'basic scheduler, conditional policy'."""
+    import pvesim
+    from pvesim.scenario import DEFAULT_TOKENS
+
+    data = pvesim.load_scenario("maintenance")
+    scoped = [{"path": p, "role": "PVEAuditor"} for p in ("/nodes", "/vms", "/storage")]
+    data["tokens"] = [*DEFAULT_TOKENS, {"id": "scoped@pve!mcp", "user_acl": scoped, "acl": scoped}]
+    sim = start_sim(data, speed=2000)
+    plan = await _call(server_for(sim, "scoped@pve!mcp"), "plan_node_evacuation", node="p1", allow_offline=True)
+    ready = plan["readiness"]
+    assert ready["ha_shutdown_policy"] is None
+    assert any("HA shutdown policy" in g for g in ready["not_provable"])

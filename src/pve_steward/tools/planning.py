@@ -64,7 +64,7 @@ async def plan_node_evacuation(
     if unknown:
         raise Refused(f"unknown target node(s) {', '.join(unknown)} (nodes: {', '.join(sorted(data.nodes))})")
     ceph = await read_node_ceph(t.client, node) if data.nodes[node].get("online") else None
-    options = await _options(t.client)
+    options = await _options(t.client, data)
     await t.progress(1, 3, "planning")
     plan = await anyio.to_thread.run_sync(
         functools.partial(
@@ -89,9 +89,13 @@ async def plan_node_evacuation(
     return page(plan, offset, limit)
 
 
-async def _options(client: ProxmoxClient) -> Row | None:
-    """/cluster/options (HA's scheduler, its shutdown policy); None when it cannot be read (the plan says what
-    that leaves unproven)."""
+async def _options(client: ProxmoxClient, data: ClusterData) -> Row | None:
+    """/cluster/options (HA's scheduler, its shutdown policy); None when it cannot be read whole (the plan says
+    what that leaves unproven). Without Sys.Audit on / PVE answers only console and tag-style (pve-manager
+    API2/Cluster.pm get_options), which reads like a cluster with defaults: the HA status needs the same
+    privilege, so an HA status this token could not read makes the options not provable either."""
+    if any(m.status == 403 and "ha/status" in m.path for m in data.missing):
+        return None
     try:
         opts = await client.get(api_path("cluster", "options"))
     except PveError:
