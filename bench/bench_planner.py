@@ -44,7 +44,7 @@ from pve_steward.config import Settings
 from pve_steward.pveio.client import ProxmoxerClient, api_path
 from pve_steward.server import build_server
 from pve_steward.serving.listen import settle_heap
-from pve_steward.tools.collect import collect
+from pve_steward.tools.collect import BACKUP_AGE, collect
 from pvesim.generator import generate
 
 NODE = "pve01"
@@ -115,7 +115,7 @@ def read_phase(sim: SimProcess, client: ProxmoxerClient) -> tuple[float, int, An
         # its executor's shutdown) are not part of the read phase
         sim_cpu, own_cpu = cpu_seconds(sim.proc.pid), time.process_time()
         t0 = time.perf_counter()
-        data = await collect(client, time.time(), ["migration", "ha"], node=NODE, preconditions=True)
+        data = await collect(client, time.time(), ["migration", "ha", BACKUP_AGE], node=NODE, preconditions=True)
         wall = time.perf_counter() - t0
         return wall, data, time.process_time() - own_cpu, cpu_seconds(sim.proc.pid) - sim_cpu
 
@@ -159,7 +159,7 @@ def main() -> int:
             wall, calls, data, own_cpu, sim_cpu, spans = min(runs, key=lambda r: r[0])
             inside, between = split(spans)
             t0 = time.perf_counter()
-            plan = plan_evacuation(data, NODE, allow_offline=True)
+            plan = plan_evacuation(data, NODE, allow_offline=True, backups_read=True)
             planning = time.perf_counter() - t0
             bound = math.ceil(calls / args.concurrency) * args.latency
             ratio = wall / bound

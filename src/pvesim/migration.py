@@ -313,6 +313,36 @@ def _scan_volume(c: Cluster, g: Guest, disk: LocalDisk, running: bool, replicate
     return None
 
 
+def _image_path(c: Cluster, g: Guest, disk: LocalDisk) -> str | None:
+    """pve-storage ``path``: where a local volume's image lies (directory, zvol, logical volume)."""
+    storage = c.storages.get(disk.storage or "")
+    if storage is None or disk.cdrom:
+        return None
+    name = disk.volid.partition(":")[2].rsplit("/", 1)[-1]
+    opts = storage.options
+    if storage.type in ("dir", "btrfs") and opts.get("path"):
+        return f"{str(opts['path']).rstrip('/')}/images/{g.vmid}/{name}"
+    if storage.type == "zfspool" and opts.get("pool"):
+        return f"/dev/zvol/{opts['pool']}/{name}"
+    if storage.type in ("lvm", "lvmthin") and opts.get("vgname"):
+        return f"/dev/{opts['vgname']}/{name}"
+    return None
+
+
+def aliased(c: Cluster, g: Guest) -> str | None:
+    """QemuMigrate ``scan_local_volumes`` / LXC ``Migrate::phase1``: two volids resolving to one path die with
+    'detected not supported aliased volumes'."""
+    paths: dict[str, set[str]] = {}
+    for disk in local_disks(c, g):
+        path = _image_path(c, g, disk)
+        if path is not None:
+            paths.setdefault(path, set()).add(disk.volid)
+    for volids in paths.values():
+        if len(volids) > 1:
+            return "detected not supported aliased volumes: '" + "', '".join(sorted(volids)) + "'"
+    return None
+
+
 def task_blocker(
     c: Cluster, g: Guest, target: str, online: bool, with_local_disks: bool, force_local: bool = False
 ) -> str | None:
@@ -346,6 +376,9 @@ def task_blocker(
     # QemuMigrate: the job to the target (disabled or not) marks its replicatable volumes (QemuConfig.pm
     # get_replicatable_volumes: on a storage with the replicate feature, zfspool, and not replicate=0)
     job = any(j.guest == g.vmid and j.target == target for j in c.replication.values())
+    alias = aliased(c, g)  # dies after the volume walk, before the per-volume errors are acted on
+    if alias:
+        return f"Problem found while scanning volumes - {alias}"
     for disk in local_disks(c, g):
         zfs = disk.storage is not None and c.storages[disk.storage].type == "zfspool"
         err = _scan_volume(c, g, disk, running, job and zfs and disk.replicate and not disk.cdrom)
@@ -404,7 +437,7 @@ def ct_task_blocker(c: Cluster, g: Guest, target: str, restart: bool, online: bo
         m = _BASE_CLONE.match(disk.volid.partition(":")[2])
         if m:
             return f"can't migrate local volume '{disk.volid}': clone of '{m.group(1)}'"
-    return None
+    return aliased(c, g)
 
 
 def migration_seconds(c: Cluster, g: Guest, with_local_disks: bool) -> float:

@@ -171,6 +171,11 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         )
     ha = data.get("ha") or {}
     c.ha_master = ha.get("master")
+    if ha.get("disarm"):
+        mode, state = str(ha["disarm"].get("mode", "freeze")), str(ha["disarm"].get("state", "disarmed"))
+        if mode not in ("freeze", "ignore") or state not in ("disarming", "disarmed"):
+            raise ValueError(f"ha.disarm: mode must be freeze|ignore, state disarming|disarmed (got {mode}, {state})")
+        c.ha_disarm = {"mode": mode, "state": state}
     for rd in ha.get("resources", []):
         res = HAResource(
             sid=rd["sid"],
@@ -280,12 +285,15 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
         "kernel",
         "level",
         "lrm_mode",
+        "lrm",
         "cpu_usage",
         "uptime",
         "subscription",
     ):
         if key in nd:
             setattr(n, key, nd[key])
+    if n.lrm not in ("ok", "dead", "unreadable", "time_drift"):
+        raise ValueError(f"node {name}: lrm must be ok, dead, unreadable or time_drift (got {n.lrm!r})")
     if "memory" in nd:
         n.memory_total = size(nd["memory"])
     if "memory_used" in nd:

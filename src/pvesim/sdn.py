@@ -57,6 +57,17 @@ class Vnet:
 
 
 @dataclass
+class Subnet:
+    """A vnet's subnet (sdn/subnets.cfg): ``id`` is ``<zone>-<network>-<mask>`` as pve-network names it."""
+
+    id: str
+    vnet: str
+    options: dict[str, Any] = field(default_factory=dict)  # gateway, snat, dhcp-range ...
+    pending: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
+
+
+@dataclass
 class Controller:
     """An SDN controller (evpn, bgp, isis, faucet): config only here; its running/pending state as zones'."""
 
@@ -83,6 +94,7 @@ class Sdn:
     vnets: dict[str, Vnet] = field(default_factory=dict)
     controllers: dict[str, Controller] = field(default_factory=dict)
     fabrics: dict[str, Fabric] = field(default_factory=dict)
+    subnets: dict[str, Subnet] = field(default_factory=dict)
     reload_pending: list[str] = field(default_factory=list)  # nodes not reloaded since the last apply
 
     def zone_status(self, node: str) -> dict[str, dict[str, str]]:
@@ -156,7 +168,8 @@ def _config(kind: str, ident: str, d: dict[str, Any], *skip: str) -> dict[str, A
 def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn | None:
     """The scenario's ``sdn:`` mapping, or None for a cluster without SDN objects.
 
-    Knobs: a zone's, vnet's or controller's ``pending`` (unapplied edits) and ``state`` (``new``: created, not applied),
+    Knobs: a zone's, vnet's, subnet's (a vnet's ``subnets``, each with its ``cidr``) or controller's ``pending``
+    (unapplied edits) and ``state`` (``new``: created, not applied),
     a vnet's ``errors`` (node -> status message), ``reload_pending`` (nodes whose local SDN config is
     older than the running config) and ``fabrics`` with ``not_ok`` nodes and ``neighbors`` (dropped on
     PVE 8, which has no fabrics).
@@ -172,8 +185,12 @@ def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn |
         vid = str(vd["id"])
         if str(vd["zone"]) not in sdn.zones:
             raise ValueError(f"sdn vnet '{vid}' is in unknown zone '{vd['zone']}'")
-        cfg = _config("vnet", vid, vd, "zone", "errors")
+        cfg = _config("vnet", vid, vd, "zone", "errors", "subnets")
         sdn.vnets[vid] = Vnet(id=vid, zone=str(vd["zone"]), errors=dict(vd.get("errors") or {}), **cfg)
+        for sd in vd.get("subnets") or []:  # cidr: "10.0.0.0/24" -> the id pve-network gives it
+            network, _, mask = str(sd["cidr"]).partition("/")
+            sid = f"{vd['zone']}-{network}-{mask}"
+            sdn.subnets[sid] = Subnet(id=sid, vnet=vid, **_config("subnet", sid, sd, "cidr"))
     for cd in data.get("controllers", []):
         cid = str(cd["id"])
         sdn.controllers[cid] = Controller(

@@ -61,6 +61,9 @@ class Node:
     level: str = ""
     subscription: dict[str, Any] = field(default_factory=lambda: {"status": "notfound"})
     lrm_mode: str = "active"  # active | maintenance
+    # an online node's LRM as the HA status shows it: ok | dead (stale status) | unreadable (no status file) |
+    # time_drift (status stamped ahead of the answering node's clock)
+    lrm: str = "ok"
     certificates: list[dict[str, Any]] = field(default_factory=list)
     apt_updates: list[dict[str, Any]] = field(default_factory=list)
     repositories: dict[str, Any] = field(default_factory=dict)
@@ -341,6 +344,8 @@ class Cluster:
     ha_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     ha_rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     ha_master: str | None = None
+    # HA disarmed (pve-ha-manager 5.1.3+ disarm-ha): {"mode": freeze|ignore, "state": disarming|disarmed}
+    ha_disarm: dict[str, str] | None = None
     backup_jobs: list[dict[str, Any]] = field(default_factory=list)
     replication: dict[str, ReplicationJob] = field(default_factory=dict)
     tasks: list[Task] = field(default_factory=list)

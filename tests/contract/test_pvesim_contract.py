@@ -55,6 +55,7 @@ PARAMS: dict[str, dict[str, str]] = {
     "/nodes/{node}/sdn/zones/{zone}/content": {"node": "pve2", "zone": "lab"},
     "/nodes/{node}/sdn/fabrics/{fabric}/neighbors": {"node": "pve1", "fabric": "fab1"},
     "/nodes/{node}/lxc/{vmid}/interfaces": {"node": "pve1", "vmid": "120"},
+    "/cluster/sdn/vnets/{vnet}/subnets": {"vnet": "tenant1"},
 }
 # Required query parameters of a GET, per template.
 QUERY: dict[str, dict[str, str]] = {

@@ -167,8 +167,8 @@ def test_memory_pressure_swap_vcpu() -> None:
 
 
 def test_memory_pressure_leaves_the_zfs_arc_out_where_pve_9_records_it() -> None:
-    """pvestatd's pve-node-9.0 RRD has arcsize; PVE's node summary shows used memory without it (Summary.js). A node
-    90 % used of which 30 % is ARC is 60 % used; PVE 8's RRD has no arcsize, so used stands."""
+    """pvestatd's pve-node-9.0 RRD has arcsize; we judge pressure without it (ZFS gives it back). A node 90 % used
+    of which 30 % is ARC is 60 % used; PVE 8's RRD has no arcsize, so used stands."""
     status = {"a": {"memory": {"total": 100 * GiB, "used": 90 * GiB}}}
 
     def pressure(rrd: list[dict[str, object]] | None) -> list[object]:
@@ -187,6 +187,21 @@ def test_memory_pressure_leaves_the_zfs_arc_out_where_pve_9_records_it() -> None
         "total_bytes": 100 * GiB,
         "pct": 87.0,
     }
+
+
+def test_zfs_arc_wording_says_what_pves_node_summary_does() -> None:
+    """Issue 41 item 5: PVE's node summary counts the ARC as used in its memory bar (StatusView.js, 'TODO: split out
+    ARC usage'; the status API's memory.used includes it) and leaves it out only in the memory chart's Used tooltip
+    ('Without ZFS ARC', Summary.js): the finding must not claim PVE shows the use without it."""
+    from pve_steward.analysis.codes import CODES
+
+    status = {"a": {"memory": {"total": 100 * GiB, "used": 90 * GiB}}}
+    reads = {"node_rrd_day": {"a": [{"time": 1, "arcsize": 3 * GiB}]}}
+    d = data(resources=[node_row("a")], cluster_status=cluster_status({"a": True}), node_status=status, reads=reads)
+    message = next(f.message for f in analyze_nodes(d, T) if f.code == "NODE_MEMORY_PRESSURE")
+    assert "as PVE shows it" not in message and "memory bar counts it as used" in message
+    rule = CODES["NODE_MEMORY_PRESSURE"].rule
+    assert "as PVE's node summary does" not in rule and "'Without ZFS ARC' in the Used tooltip" in rule
 
 
 def test_n_plus_1() -> None:

@@ -211,7 +211,11 @@ def test_ha_disarmed_in_ignore_mode_leaves_guests_to_plain_migrations() -> None:
     fencing = {"type": "fencing", "id": "fencing", "node": "src", "armed-state": "disarmed", "resource_mode": "ignore"}
     d = _ha([vm(100, 4)], {"src": (128, 20, AMD), "a": (64, 0, AMD), "b": (64, 0, AMD)}, ha_status=[fencing])
     plan = plan_evacuation(d, "src", headroom_pct=0)
-    assert [s.vmid for s in plan.steps] == [100] and plan.ha_guests == [] and plan.ha_recommendation is None
+    assert [s.vmid for s in plan.steps] == [100] and plan.ha_guests == []
+    # issue 41 item 5: never advise HA maintenance while disarmed, say what to do instead
+    assert "Do not enable HA maintenance" in (plan.ha_recommendation or "")
+    assert "node-maintenance enable" not in (plan.ha_recommendation or "")
+    assert "HA_DISARMED" in {f.code for f in plan.findings}
     assert "MIGRATE_HA_MANAGED" not in {r.code for r in assess(d, 100).reasons}
     assert not_ha_managed(d, T) == []  # HA_DISARMED reports the state once
     armed = _ha(

@@ -353,6 +353,7 @@ def _no_backup(data: ClusterData, vmid: int, g: Row, policy: _Policy) -> Finding
         {
             "covering_jobs": [j["id"] for j in policy.jobs],
             "storages_read": sorted(data.backup_storages_read),
+            "threshold_hours": _hours(policy.threshold),
         },
     )
 

@@ -182,10 +182,13 @@ class _Running:
 @pve_rule(
     "capacity.zfs-arc",
     rule="A node's used memory (MemTotal - MemAvailable) includes the ZFS ARC, which the kernel does not count as "
-    "available though ZFS gives it back under pressure; PVE 9 records the ARC size in the node RRD and its "
-    "summary shows the use without it (above 1 MiB).",
-    pve="pve-manager PVE/Service/pvestatd.pm update_node_status (arcsize, pve-node-9.0), "
-    "www/manager6/node/Summary.js ('Without ZFS ARC')",
+    "available though ZFS gives it back under pressure. PVE 9 records the ARC size in the node RRD (arcsize); its "
+    "node summary still counts the ARC as used (the status API's memory.used and the summary's memory bar include "
+    "it) and shows the use without it only in the memory chart: the ARC as its own series, and 'Without ZFS ARC' in "
+    "the Used tooltip when the ARC is above 1 MiB. Our pressure check judges the use without it.",
+    pve="pve-manager PVE/Service/pvestatd.pm update_node_status (arcsize, pve-node-9.0), PVE/API2/Nodes.pm status "
+    "(memory.used: read_meminfo memused), www/manager6/node/StatusView.js (memory bar: 'TODO: split out ARC "
+    "usage'), www/manager6/node/Summary.js (memory chart, 'Without ZFS ARC')",
     codes=("NODE_MEMORY_PRESSURE",),
 )
 def zfs_arc(rrd: Any) -> int:
@@ -251,6 +254,20 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
     return NodeRoom(node, total, max(used, configured), int(total * headroom_pct / 100))
 
 
+def room_freed(data: ClusterData, node: str, vmids: list[int]) -> int:
+    """How much a node's room grows when these running guests of it stop: its committed memory (the larger of
+    used and configured) drops by their configured memory on one side and their current use on the other."""
+    st = (data.node_status.get(node) or {}).get("memory") or {}
+    row = data.nodes.get(node, {})
+    used = int(st.get("used") or row.get("mem") or 0)
+    configured = (_running_on(data).get(node) or _Running()).memory
+    guests = [data.guests.get(v) or {} for v in vmids]
+    after = max(
+        used - sum(int(g.get("mem") or 0) for g in guests), configured - sum(int(g.get("maxmem") or 0) for g in guests)
+    )
+    return max(max(used, configured) - after, 0)
+
+
 @check(
     "capacity",
     codes=[
@@ -267,8 +284,9 @@ def node_room(data: ClusterData, node: str, headroom_pct: float) -> NodeRoom:
             "warning",
             "Node memory nearly exhausted",
             "used/total at or above memory_pressure_warning_pct (85 %); critical at memory_pressure_critical_pct "
-            "(95 %). On PVE 9 the ZFS ARC is left out of used, as PVE's node summary does (rrddata arcsize): ZFS "
-            "gives it back under pressure.",
+            "(95 %). On PVE 9 the ZFS ARC (the node RRD's arcsize, above 1 MiB) is left out of used, since ZFS "
+            "gives it back under pressure; PVE's node summary still counts it as used in its memory bar and shows "
+            "the use without it only in the memory chart ('Without ZFS ARC' in the Used tooltip).",
             "Move guests away; on ZFS check the ARC's limit (zfs_arc_max) if the ARC is what fills memory.",
         ),
         Code(
@@ -382,7 +400,13 @@ def analyze_nodes(data: ClusterData, t: Thresholds) -> list[Finding]:
                     finding(
                         "NODE_MEMORY_PRESSURE",
                         subject,
-                        f"{node}: memory {used_pct} % used" + (" without the ZFS ARC, as PVE shows it" if arc else ""),
+                        f"{node}: memory {used_pct} % used"
+                        + (
+                            f" without the ZFS ARC ({arc / GiB:.1f} GiB; PVE's memory bar counts it as used, its "
+                            "memory chart's 'Without ZFS ARC' leaves it out)"
+                            if arc
+                            else ""
+                        ),
                         {"used_bytes": used, "zfs_arc_bytes": arc, "total_bytes": total, "pct": used_pct},
                         severity=sev,
                     )

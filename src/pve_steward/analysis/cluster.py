@@ -8,6 +8,7 @@ import re
 from pve_steward.analysis.catalog import Code, check
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import CLUSTER, Finding, Severity, Subject, finding
+from pve_steward.analysis.hastate import status_state
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -124,29 +125,26 @@ def _rule_nodes(spec: str | None) -> list[str]:
     return [re.sub(r":\d+$", "", part) for part in _split(spec)]
 
 
-_STATUS_STATE = re.compile(r"^\S+ \(([^,)]+)")
-
-
-def status_state(text: str) -> str:
-    """The state in an HA status row's text, ``<node> (<state>, ...)``: matched apart from the node's name, which
-    may contain 'dead' or 'active' itself (pve-ha-manager src/PVE/API2/HA/Status.pm status)."""
-    m = _STATUS_STATE.match(text)
-    return m.group(1).strip() if m else text
-
-
 @pve_rule(
     "ha.status-texts",
-    rule="The HA status API marks an LRM or CRM whose status is older than 30 s 'old timestamp - dead?', an LRM "
-    "that never wrote one 'unable to read lrm status', an LRM in maintenance '<mode> mode'; the master row says "
-    "'active' only while the CRM works.",
+    rule="The HA status API marks an LRM or CRM whose status is older than 30 s 'old timestamp - dead?', one stamped "
+    "more than 2 s ahead 'detected time drift!', an LRM that never wrote one 'unable to read lrm status', an LRM in "
+    "maintenance '<mode> mode'; the master row says 'active' only while the CRM works.",
     pve="pve-ha-manager src/PVE/API2/HA/Status.pm status ($timestamp_to_status)",
-    codes=("HA_LRM_DEAD", "HA_NODE_MAINTENANCE"),
+    codes=("HA_LRM_DEAD", "HA_LRM_TIME_DRIFT", "HA_NODE_MAINTENANCE"),
 )
 def _lrm_finding(node: str, status: str, online: set[str]) -> Finding | None:
     state = status_state(status)
-    if state in ("old timestamp - dead?", "unable to read lrm status"):
+    if state in ("old timestamp - dead?", "unable to read lrm status", "detected time drift!"):
         if node not in online:
             return None  # an offline node's LRM is expected to be silent: NODE_OFFLINE says it
+        if state == "detected time drift!":
+            return finding(
+                "HA_LRM_TIME_DRIFT",
+                Subject(kind="node", id=node),
+                f"HA LRM status of {node} is stamped ahead of the cluster's clock (time drift)",
+                {"status": status},
+            )
         return finding(
             "HA_LRM_DEAD", Subject(kind="node", id=node), f"HA LRM on {node} is not answering", {"status": status}
         )
@@ -210,8 +208,18 @@ def _service_finding(row: dict[str, object], node: str) -> Finding | None:
             "HA_LRM_DEAD",
             "critical",
             "HA local resource manager not answering",
-            "An LRM status has an old timestamp ('old timestamp - dead?') on a node that should be online.",
+            "An LRM status has an old timestamp ('old timestamp - dead?') or cannot be read ('unable to read lrm "
+            "status') on a node that is online. The evacuation planner sends no guest there.",
             "Check pve-ha-lrm on the node; a node whose LRM is gone cannot run or receive HA services.",
+        ),
+        Code(
+            "HA_LRM_TIME_DRIFT",
+            "warning",
+            "HA local resource manager's clock ahead",
+            "The HA status shows 'detected time drift!' for an LRM: its status is stamped more than 2 s ahead of the "
+            "answering node's clock, so one of the two clocks is wrong (HA's timeouts and fencing rest on them). The "
+            "evacuation planner sends no guest there.",
+            "Check time synchronisation (chronyc tracking) on both nodes and fix the clock that is off.",
         ),
         Code(
             "HA_RESOURCE_ERROR",

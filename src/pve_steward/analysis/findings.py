@@ -60,6 +60,7 @@ SubjectKind = Literal[
     "sdn_vnet",
     "sdn_fabric",
     "sdn_controller",
+    "sdn_subnet",
 ]
 
 

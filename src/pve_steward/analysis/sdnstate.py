@@ -1,6 +1,7 @@
 """SDN as the API shows it: zones and vnets (running config plus unapplied edits) and their status per node.
 
-Three reads feed it. ``GET /cluster/sdn/zones?pending=1`` and ``/cluster/sdn/vnets?pending=1`` answer
+Three reads feed it (and, per vnet, its subnets: ``/cluster/sdn/vnets/{vnet}/subnets?pending=1``, the same
+pending view). ``GET /cluster/sdn/zones?pending=1`` and ``/cluster/sdn/vnets?pending=1`` answer
 ``PVE::Network::SDN::pending_config`` (pve-network src/PVE/Network/SDN.pm): each object with its running
 values, and ``state`` (new / changed / deleted) plus ``pending`` (the edits) where the config differs from
 what was last applied. ``/cluster/resources`` (already read for everything else) carries each node's zone
@@ -23,6 +24,7 @@ VNETS = "sdn_vnets"
 CONTROLLERS = "sdn_controllers"
 FABRIC_NEIGHBORS = "sdn_fabric_neighbors"  # node -> fabric -> FRR neighbour rows (tools/sdnread.py)
 ZONE_CONTENT = "sdn_zone_content"  # node -> zone -> vnet status rows, zones in 'error' only (tools/sdnread.py)
+SUBNETS = "sdn_subnets"  # "" -> vnet -> /cluster/sdn/vnets/{vnet}/subnets?pending=1 rows (tools/sdnread.py)
 _NET_KEY = re.compile(r"^net\d+$")
 
 
@@ -168,6 +170,14 @@ def _vnets_where(data: ClusterData, key: str, keep: Callable[[Row], bool]) -> fr
         listed = rows if isinstance(rows, list) else []
         memo[key] = frozenset(str(r["vnet"]) for r in listed if isinstance(r, dict) and r.get("vnet") and keep(r))
     return memo[key]  # type: ignore[no-any-return]
+
+
+def vnet_subnets(data: ClusterData) -> dict[str, list[Row]]:
+    """Each vnet's subnets as the pending view shows them (only the vnets whose subnets were read)."""
+    per_vnet = data.read(SUBNETS)
+    if not isinstance(per_vnet, dict):
+        return {}
+    return {str(v): [r for r in rows if isinstance(r, dict)] for v, rows in per_vnet.items() if isinstance(rows, list)}
 
 
 def pending_objects(rows: list[Row]) -> list[Row]:

@@ -163,6 +163,7 @@ API_WORDS = frozenset(
         "sdn",
         "zones",
         "vnets",
+        "subnets",
         "controllers",
         "interfaces",
         "network-get-interfaces",
@@ -259,6 +260,13 @@ _SDN_ZONE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,6}[A-Za-z0-9]$")  # pve-network 
 def sdn_zone(value: str, param: str = "zone") -> Segment:
     if not _SDN_ZONE.match(value):
         raise ids.InvalidIdentifier(param, value, "SDN zone ids are 2-8 letters and digits, starting with a letter")
+    return Segment(value)
+
+
+def sdn_vnet(value: str, param: str = "vnet") -> Segment:
+    """pve-network VnetPlugin.pm pve-sdn-vnet-id: the zone ids' grammar."""
+    if not _SDN_ZONE.match(value):
+        raise ids.InvalidIdentifier(param, value, "SDN vnet ids are 2-8 letters and digits, starting with a letter")
     return Segment(value)
 
 

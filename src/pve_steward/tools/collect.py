@@ -38,7 +38,7 @@ from pve_steward.pveio.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
-from pve_steward.tools.sdnread import read_fabric_neighbors, read_zone_content
+from pve_steward.tools.sdnread import read_fabric_neighbors, read_vnet_subnets, read_zone_content
 
 # the storage PVE names when it refuses a node's vzdump default (VZDump.pm storage_info, Storage.pm storage_config)
 _REFUSED_STORAGE = re.compile(r"(?:can't use storage '([^']+)' for backups|storage '([^']+)' does not exist)")
@@ -47,6 +47,10 @@ ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
+# not a check area: what the age of each guest's newest backup stands on (the backup jobs and the backup storages'
+# contents, gaps recorded for "backups"), without the task history the backups checks read (the evacuation plan's
+# readiness, analysis/planner/readiness.py)
+BACKUP_AGE = "backup_age"
 
 Read = tuple[str, ApiPath, dict[str, Any]]
 
@@ -161,9 +165,9 @@ class Collector:
         if self._want("ha", "migration", "guests"):  # guests: start-all skips HA resources (GUEST_NO_ONBOOT)
             wave1.append(("ha_resources", api_path("cluster", "ha", "resources"), {}))
         # pbs: vzdump's prune of PBS storages (PBS_PRUNE_DROPS_LAST_VERIFIED); storage: where jobs without storage write
-        if self._want("backups", "pbs", "storage"):
+        if self._want("backups", "pbs", "storage", BACKUP_AGE):
             wave1.append(("backup_jobs", api_path("cluster", "backup"), {}))
-        if self._want("backups"):
+        if self._want("backups", BACKUP_AGE):
             wave1 += [
                 ("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}),
                 # whether the storages' content lists show every backup to this token (pve/volumeaccess.py)
@@ -260,8 +264,9 @@ class Collector:
 
     async def _declared_branch(self) -> None:
         await self._declared_reads()
-        if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read
+        if self._want("sdn"):  # PVE 9 fabric neighbours: per fabric, so not a declared read; subnets: per vnet
             self._gaps.extend(await read_fabric_neighbors(self.client, self.data))
+            self._gaps.extend(await read_vnet_subnets(self.client, self.data))
         if self._want("migration"):  # the vnets' own status where a zone is in 'error': per zone and node
             self._gaps.extend(await read_zone_content(self.client, self.data))
 
@@ -492,7 +497,7 @@ class Collector:
         # in order, so a lone one asked last was the whole last round trip of a check (issue 17)
         if self._want("ha", "migration"):  # migration: a migrate of an HA guest meets its HA rules
             reads += self._ha_constraint_reads()
-        if self._want("backups"):
+        if self._want("backups", BACKUP_AGE):
             reads += self._backup_content_reads(online)
         if self._want("backups", "pbs", "storage"):
             reads += self._vzdump_defaults_reads(online)

@@ -18,8 +18,11 @@ PREFIX = {"qemu": "qm", "lxc": "vz"}
 
 
 def _ha_managed(c: Cluster, g: Guest) -> bool:
+    """pve-ha-manager src/PVE/HA/Config.pm $service_check_ha_state: an ignored resource, and every resource while
+    HA is disarmed (or disarming) in ignore mode, is managed directly."""
     res = c.ha_resource_for(g)
-    return res is not None and res.state != "ignored"
+    disarmed_ignore = c.ha_disarm is not None and c.ha_disarm["mode"] == "ignore"
+    return res is not None and res.state != "ignored" and not disarmed_ignore
 
 
 def _check_lock(g: Guest) -> None:
@@ -766,8 +769,12 @@ def _ha_request(call: Call, g: Guest, target: str, kind: str) -> str:
 
 
 def request_ha_move(c: Cluster, g: Guest, target: str, kind: str) -> None:
-    """What the CRM does with an HA migrate/relocate request: it runs the real migration itself."""
+    """What the CRM does with an HA migrate/relocate request: it runs the real migration itself; while HA is
+    disarmed it runs no state machine at all, so the request is never carried out (Manager.pm manage,
+    handle_disarm)."""
     res = c.ha_resource_for(g)
+    if c.ha_disarm is not None:
+        return
     if g.type == "qemu" and kind == "migrate":
         # the LRM migrates with force and with-local-disks (pve-ha-manager src/PVE/HA/Resources/PVEVM.pm migrate)
         schedule_migration(c, g, target, "root@pam", g.status == "running", True, ha_res=res, force=True)

@@ -10,7 +10,7 @@ from pvesim.api import render
 from pvesim.api.guests import KIND, PREFIX, request_ha_move, set_running, set_stopped
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.scenario import group_as_rule, major
-from pvesim.state import Cluster, HAResource
+from pvesim.state import Cluster, HAResource, Node
 from pvesim.tasks import start_task
 
 
@@ -29,11 +29,56 @@ def _service_node(c: Cluster, res: HAResource) -> str:
 
 def _crm_state(c: Cluster, res: HAResource) -> str:
     if res.crm_state:
-        return res.crm_state
-    g = c.guests.get(res.vmid)
-    if g is not None and not c.nodes[g.node].online and res.state == "started":
-        return "fence"
-    return {"started": "started", "stopped": "stopped", "disabled": "stopped", "ignored": "ignored"}[res.state]
+        state = res.crm_state
+    else:
+        g = c.guests.get(res.vmid)
+        if g is not None and not c.nodes[g.node].online and res.state == "started":
+            return "fence"
+        state = {"started": "started", "stopped": "stopped", "disabled": "stopped", "ignored": "ignored"}[res.state]
+    # Manager.pm handle_disarm: once disarmed in freeze mode, every service at rest is frozen in place
+    if _disarmed(c, "freeze") and state in ("started", "stopped", "request_stop", "request_start"):
+        return "freeze"
+    return state
+
+
+def _disarmed(c: Cluster, mode: str | None = None) -> bool:
+    """HA fully disarmed (all online LRMs in disarm mode), in ``mode`` if given."""
+    d = c.ha_disarm
+    return d is not None and d["state"] == "disarmed" and (mode is None or d["mode"] == mode)
+
+
+def _with_watchdog(c: Cluster) -> bool:
+    """pve-ha-manager 5.1.3+ (the 9.1 schema's fencing row): LRM rows name their watchdog state."""
+    return c.schema_version >= "9.1"
+
+
+def _lrm_row(c: Cluster, n: Node, now: int) -> dict[str, Any]:
+    """One LRM row of the HA status, as API2/HA/Status.pm renders the node's lrm_status file."""
+    row: dict[str, Any] = {"id": f"lrm:{n.name}", "type": "lrm", "node": n.name}
+    if n.online and n.lrm == "unreadable":  # Config.pm read_lrm_status: no file, so no timestamp
+        return {**row, "status": f"{n.name} (unable to read lrm status)"}
+    mode = "disarm" if _disarmed(c) else n.lrm_mode
+    if not n.online or n.lrm == "dead":
+        stamp, state = now - (3600 if not n.online else 120), "old timestamp - dead?"
+    elif n.lrm == "time_drift":  # stamped more than 2 s ahead of the answering node's clock
+        stamp, state = now + 90, "detected time drift!"
+    else:
+        stamp, state = now, "active"
+    lrm_state = "active" if any(_service_node(c, r) == n.name for r in c.ha_resources.values()) else "idle"
+    if mode == "maintenance":
+        lrm_state = "maintenance"
+    if state == "active" and lrm_state in ("active", "maintenance"):
+        watchdog = "watchdog active"
+    elif mode == "disarm":
+        watchdog = "watchdog released"
+    else:
+        watchdog = "watchdog standby"
+    if state == "active":
+        state = f"{mode} mode" if mode != "active" else lrm_state
+    elif mode in ("maintenance", "disarm"):
+        state = f"{mode} mode"
+    parts = [state, watchdog] if _with_watchdog(c) else [state]
+    return {**row, "status": f"{n.name} ({', '.join(parts)}, {_fmt_time(stamp)})", "timestamp": stamp}
 
 
 @route("GET", "/cluster/ha/status/current")
@@ -45,6 +90,8 @@ def ha_status(call: Call) -> list[dict[str, Any]]:
         ]
     master = c.ha_master or next(iter(c.nodes))
     now = _stamp(c)
+    disarm = c.ha_disarm
+    extra = f" - {disarm['state']}, resource mode: {disarm['mode']}" if disarm else ""
     rows: list[dict[str, Any]] = [
         {
             "id": "quorum",
@@ -57,49 +104,26 @@ def ha_status(call: Call) -> list[dict[str, Any]]:
             "id": "master",
             "type": "master",
             "node": master,
-            "status": f"{master} (active, {_fmt_time(now)})",
+            "status": f"{master} (active, {_fmt_time(now)}){extra}",
             "timestamp": now,
         },
     ]
-    for n in c.nodes.values():
-        if not n.online:
-            stale = now - 3600
-            rows.append(
-                {
-                    "id": f"lrm:{n.name}",
-                    "type": "lrm",
-                    "node": n.name,
-                    "timestamp": stale,
-                    "status": f"{n.name} (old timestamp - dead?, {_fmt_time(stale)})",
-                }
-            )
-            continue
-        mode = "maintenance mode" if n.lrm_mode == "maintenance" else "active"
-        has_services = any(_service_node(c, r) == n.name for r in c.ha_resources.values())
-        text = mode if has_services or n.lrm_mode == "maintenance" else "idle"
-        rows.append(
-            {
-                "id": f"lrm:{n.name}",
-                "type": "lrm",
-                "node": n.name,
-                "timestamp": now,
-                "status": f"{n.name} ({text}, {_fmt_time(now)})",
-            }
-        )
     if c.schema_version >= "9.1":
-        rows.append(
-            {
-                "id": "fencing",
-                "type": "fencing",
-                "node": master,
-                "status": "armed",
-                "armed-state": "armed",
-                "resource_mode": "freeze",
+        if disarm:
+            released = "CRM watchdog released" if disarm["state"] == "disarmed" else "CRM watchdog active"
+            fencing = {
+                "status": f"{disarm['state']}, resource mode: {disarm['mode']} ({released})",
+                "armed-state": disarm["state"],
+                "resource_mode": disarm["mode"],
             }
-        )
+        else:
+            fencing = {"status": "armed (CRM watchdog active)", "armed-state": "armed"}
+        rows.append({"id": "fencing", "type": "fencing", "node": master, **fencing})
+    rows += [_lrm_row(c, n, now) for n in sorted(c.nodes.values(), key=lambda n: n.name)]
     for res in sorted(c.ha_resources.values(), key=lambda r: r.sid):
         node = _service_node(c, res)
         state = _crm_state(c, res)
+        verbose = "ignore" if disarm and disarm["mode"] == "ignore" else state
         rows.append(
             {
                 "id": f"service:{res.sid}",
@@ -107,9 +131,9 @@ def ha_status(call: Call) -> list[dict[str, Any]]:
                 "sid": res.sid,
                 "node": node,
                 "crm_state": state,
-                "state": state,
+                "state": verbose,
                 "request_state": res.state,
-                "status": f"{res.sid} ({node}, {state})",
+                "status": f"{res.sid} ({node}, {verbose})",
                 "max_restart": res.max_restart,
                 "max_relocate": res.max_relocate,
                 "failback": b(res.failback),
@@ -131,21 +155,28 @@ def manager_status(call: Call) -> dict[str, Any]:
         r.sid: {"node": _service_node(c, r), "state": _crm_state(c, r), "uid": r.sid.replace(":", "")}
         for r in c.ha_resources.values()
     }
-    lrm = {
-        n.name: {
-            "mode": n.lrm_mode,
-            "state": "active" if n.online else "lost_agent_lock",
-            "timestamp": now if n.online else now - 3600,
+    lrm: dict[str, Any] = {}
+    for n in c.nodes.values():
+        if n.online and n.lrm == "unreadable":
+            lrm[n.name] = {"mode": "unknown"}  # Config.pm read_lrm_status without the file
+            continue
+        stamp = {"dead": now - 120, "time_drift": now + 90}.get(n.lrm, now) if n.online else now - 3600
+        lrm[n.name] = {
+            "mode": "disarm" if _disarmed(c) else n.lrm_mode,
+            "state": ("wait_for_agent_lock" if _disarmed(c) else "active") if n.online else "lost_agent_lock",
+            "results": {},
+            "timestamp": stamp,
         }
-        for n in c.nodes.values()
+    status: dict[str, Any] = {
+        "master_node": master,
+        "node_status": node_status,
+        "service_status": services,
+        "timestamp": now,
     }
+    if c.ha_disarm:
+        status["disarm"] = dict(c.ha_disarm)
     return {
-        "manager_status": {
-            "master_node": master,
-            "node_status": node_status,
-            "service_status": services,
-            "timestamp": now,
-        },
+        "manager_status": status,
         "quorum": {"node": master, "quorate": str(b(c.quorate))},
         "lrm_status": lrm,
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pvesim.api.registry import ApiError, Call, route
-from pvesim.sdn import Controller, Fabric, Sdn, Vnet, Zone
+from pvesim.sdn import Controller, Fabric, Sdn, Subnet, Vnet, Zone
 from pvesim.state import Cluster
 
 _AUDIT = ("SDN.Audit", "SDN.Allocate")
@@ -80,6 +80,44 @@ def vnets(call: Call) -> list[dict[str, Any]]:
             row["type"] = "vnet"
             out.append(row)
     return out
+
+
+def _subnet_row(sub: Subnet, zone: str, mode: str) -> dict[str, Any] | None:
+    """Subnets.pm index: the subnet as pending_config (``pending``), the running or the edited config shows it,
+    completed by sdn_subnets_config (id, cidr, zone, network, mask) and api_sdn_subnets_config (subnet)."""
+    _zone, network, mask = sub.id.split("-", 2)
+    derived = {"subnet": sub.id, "id": sub.id, "cidr": f"{network}/{mask}", "zone": zone, "network": network}
+    derived["mask"] = mask
+    head = {"type": "subnet", "vnet": sub.vnet}
+    if mode == "running":
+        return None if sub.state == "new" else {**head, **sub.options, **derived}
+    if mode == "pending":
+        if sub.state == "new":
+            return {**head, "state": "new", "pending": dict(sub.pending or sub.options), **derived}
+        row = {**head, **sub.options, **derived}
+        if sub.state:
+            row.update(state=sub.state, pending=dict(sub.pending))
+        return row
+    if sub.state == "deleted":
+        return None
+    return {**head, **{k: v for k, v in {**sub.options, **sub.pending}.items() if v != "deleted"}, **derived}
+
+
+@route("GET", "/cluster/sdn/vnets/{vnet}/subnets")
+def subnets(call: Call) -> list[dict[str, Any]]:
+    """pve-network API2/Network/SDN/Subnets.pm index: the vnet must be in the edited config (500 otherwise), and the
+    caller needs SDN.Audit or SDN.Allocate on its zone path (check_any: 403)."""
+    sdn = _sdn(call)
+    name = str(call.params["vnet"])
+    vnet = sdn.vnets.get(name)
+    if vnet is None or vnet.state == "deleted":
+        raise ApiError(500, f"sdn vnet '{name}' does not exist\n")
+    path = f"/sdn/zones/{vnet.zone}/{name}"
+    if not _can(call, path):
+        raise ApiError(403, f"Permission check failed ({path}, SDN.Audit|SDN.Allocate)")
+    mode = _mode(call)
+    rows = [_subnet_row(s, vnet.zone, mode) for s in sorted(sdn.subnets.values(), key=lambda s: s.id)]
+    return [r for r in rows if r is not None and r["vnet"] == name]
 
 
 @route("GET", "/cluster/sdn/controllers")

@@ -1,4 +1,4 @@
-"""Guest checks that hold for VMs and containers alike: pending changes, unused volumes, protection, MACs.
+"""Guest checks that hold for VMs and containers alike: pending changes, unused volumes, protection, MACs and IPs.
 
 Every check here reads the guest configs the collector already holds (``data.configs`` as
 ``GET .../config`` answers them, pending values applied) except pending changes, which PVE only
@@ -12,7 +12,9 @@ from collections import Counter
 
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
-from pve_steward.analysis.findings import CLUSTER, Finding, finding
+from pve_steward.analysis.findings import CLUSTER, Finding, Severity, finding
+from pve_steward.analysis.guestaddr import Address, Segment, same_network, segment, static_ips
+from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import SERIALS, GuestConfig, in_pve_order
 
@@ -285,6 +287,117 @@ def duplicate_macs(data: ClusterData, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+# ---------------------------------------------------------------- duplicate IP addresses
+
+
+@pve_rule(
+    "guests.onboot-start",
+    rule="When a node boots, PVE starts every guest on it with onboot=1 that is not a template and not managed by HA "
+    "(HA starts those itself; an ignored resource, or any while HA is disarmed in ignore mode, counts as unmanaged).",
+    pve="pve-manager PVE/API2/Nodes.pm startall, get_start_stop_list, get_filtered_vmlist (vm_is_ha_managed); "
+    "pve-ha-manager src/PVE/HA/Config.pm $service_check_ha_state",
+    codes=("GUEST_ONBOOT_ADDRESS_CLASH",),
+)
+def starts_at_boot(data: ClusterData, vmid: int) -> bool:
+    cfg = data.parsed.get(vmid)
+    return cfg is not None and cfg.onboot and not cfg.template and data.ha_managed(vmid) is None
+
+
+@check(
+    "guests",
+    codes=[
+        Code(
+            "GUEST_IP_DUPLICATE",
+            "warning",
+            "IP address configured on two guests",
+            "Two or more non-template guests configure the same static IP address (a VM's cloud-init ipconfigN "
+            "ip=/ip6=, a container's netN ip=/ip6=) on the same network (the device's bridge and VLAN tag; an "
+            "address on two different VLANs is no clash): whichever runs second fights the first for the address. "
+            "Critical when two of them run. dhcp, auto and manual, loopback and link-local addresses are left out; "
+            "addresses the guest agent reports are not read by the health check.",
+            "Give one of them another address (qm set <vmid> --ipconfigN ip=<address>/<prefix>,gw=<gateway> and "
+            "regenerate its cloud-init drive; pct set <vmid> --netN ...,ip=<address>/<prefix>), then restart it.",
+        ),
+        Code(
+            "GUEST_ONBOOT_ADDRESS_CLASH",
+            "warning",
+            "Stopped guest will clash at the next boot",
+            "A stopped guest with onboot=1 (not a template, not HA-managed) configures an IP address or MAC address "
+            "that a running guest uses on the same network: its node starts it at the next boot (pve-manager "
+            "startall), and from then on both fight for the address.",
+            "Change the stopped guest's address (or the running one's), or set onboot=0 on the stopped guest "
+            "(qm set <vmid> --onboot 0 / pct set <vmid> --onboot 0) if it should stay off.",
+        ),
+    ],
+    pve="qemu-server src/PVE/QemuServer/Cloudinit.pm (ipconfigN), src/PVE/QemuServer/Network.pm parse_net; "
+    "pve-container src/PVE/LXC/Config.pm parse_lxc_network; pve-manager PVE/API2/Nodes.pm startall",
+)
+def duplicate_addresses(data: ClusterData, t: Thresholds) -> list[Finding]:
+    """One GUEST_IP_DUPLICATE per guest sharing a static IP (naming the others); one GUEST_ONBOOT_ADDRESS_CLASH per
+    stopped onboot guest whose IP or MAC a running guest uses."""
+    every = guests_with_config(data)
+    # MACs counted in C first, as duplicate_macs does; the IPs of the few guests that configure one
+    counted = Counter([mac for _v, _g, _raw, cfg in every for _key, _model, mac in cfg.nets if mac])
+    repeated = {mac for mac, n in counted.items() if n > 1}
+    holders: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for vmid, _g, raw, cfg in every:
+        for kind, value, device in static_ips(raw, cfg.type == "lxc"):
+            holders.setdefault((kind, value), []).append((vmid, device))
+        if repeated:
+            for key, _model, mac in cfg.nets:
+                if mac in repeated:
+                    holders.setdefault(("mac", mac), []).append((vmid, key))
+    out: list[Finding] = []
+    shared = [(key, users) for key, users in holders.items() if len(users) > 1]  # nearly none
+    for (kind, value), users in sorted(shared):
+        if len({v for v, _ in users}) < 2:
+            continue
+        nets = {(v, d): segment(data.configs[v], d) for v, d in users}
+        for vmid, device in users:
+            here = nets[(vmid, device)]
+            peers = sorted({v for v, d in users if v != vmid and same_network(here, nets[(v, d)])})
+            if not peers:
+                continue
+            g = data.guests[vmid]
+            if kind == "ip":
+                out.append(_ip_duplicate(data, vmid, g, Address(kind, value, device), here, peers))
+            if g.get("status") != "running" and starts_at_boot(data, vmid):
+                running = [v for v in peers if data.guests[v].get("status") == "running"]
+                if running:
+                    out.append(_onboot_clash(data, vmid, g, Address(kind, value, device), running))
+    return out
+
+
+def _ip_duplicate(data: ClusterData, vmid: int, g: Row, a: Address, net: Segment, peers: list[int]) -> Finding:
+    running = [v for v in [vmid, *peers] if data.guests[v].get("status") == "running"]
+    return finding(
+        "GUEST_IP_DUPLICATE",
+        guest_subject(data, vmid),
+        f"{label(vmid, g)} configures IP {a.value} on {a.device}, as do guest(s) "
+        + ", ".join(f"{v} ({data.guests[v].get('name')})" for v in peers),
+        {
+            "ip": a.value,
+            "device": a.device,
+            "network": list(net) if net else None,
+            "also_used_by": peers,
+            "running": running,
+        },
+        severity=Severity.CRITICAL if len(running) > 1 else None,
+    )
+
+
+def _onboot_clash(data: ClusterData, vmid: int, g: Row, a: Address, running: list[int]) -> Finding:
+    what = "IP" if a.kind == "ip" else "MAC"
+    return finding(
+        "GUEST_ONBOOT_ADDRESS_CLASH",
+        guest_subject(data, vmid),
+        f"{label(vmid, g)} is stopped with onboot=1 and configures {what} {a.value} on {a.device}, which running "
+        "guest(s) " + ", ".join(f"{v} ({data.guests[v].get('name')})" for v in running) + " use: it starts at "
+        f"{g.get('node')}'s next boot and clashes then",
+        {"kind": a.kind, "address": a.value, "device": a.device, "running": running, "node": g.get("node")},
+    )
 
 
 # ---------------------------------------------------------------- snapshots

@@ -19,6 +19,7 @@ from pve_steward.analysis.sdnstate import (
     neighbor_down,
     network_status,
     pending_objects,
+    vnet_subnets,
 )
 from pve_steward.analysis.thresholds import Thresholds
 
@@ -86,7 +87,8 @@ def zone_status(data: ClusterData, t: Thresholds) -> list[Finding]:
             "SDN_CONFIG_PENDING",
             "warning",
             "SDN changes not applied",
-            "SDN zones, vnets or controllers were created, changed or deleted but not applied: the running config "
+            "SDN zones, vnets, subnets or controllers were created, changed or deleted but not applied: the running "
+            "config "
             "(what nodes build their networks from) still differs, and the change takes effect at the next apply, "
             "possibly unreviewed.",
             "Review the pending changes (Datacenter > SDN, or GET /cluster/sdn/dry-run on PVE 9) and apply them "
@@ -95,14 +97,15 @@ def zone_status(data: ClusterData, t: Thresholds) -> list[Finding]:
     ],
     needs=[SDN_ZONES, SDN_VNETS, SDN_CONTROLLERS],
     pve="pve-network src/PVE/Network/SDN.pm pending_config, has_pending_changes (zones, vnets, subnets, "
-    "controllers); src/PVE/API2/Network/SDN/Zones.pm, Vnets.pm, Controllers.pm index (pending)",
+    "controllers); src/PVE/API2/Network/SDN/Zones.pm, Vnets.pm, Subnets.pm, Controllers.pm index (pending)",
 )
 def pending_config(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """Zones, vnets and controllers whose configuration is not applied yet (subnets, per vnet, are not read)."""
+    """Zones, vnets, their subnets and controllers whose configuration is not applied yet."""
     out = []
     kinds = ((ZONES, "zone", "sdn_zone"), (VNETS, "vnet", "sdn_vnet"), (CONTROLLERS, "controller", "sdn_controller"))
-    for key, kind, subject in kinds:
-        rows = data.read(key)
+    subnets = [r for _vnet, rows in sorted(vnet_subnets(data).items()) for r in rows]
+    for key, kind, subject in (*kinds, ("", "subnet", "sdn_subnet")):
+        rows = data.read(key) if key else subnets
         for r in pending_objects(rows or []):
             ident = str(r.get(kind))
             changes = sorted((r.get("pending") or {}).keys()) if isinstance(r.get("pending"), dict) else []

@@ -236,6 +236,16 @@ def _restarts_by_node(restarting: Restarting) -> list[Finding]:
             "Move the disk to shared storage or remove the snapshot.",
         ),
         Code(
+            "MIGRATE_ALIASED_VOLUME",
+            "warning",
+            "Two volumes of the guest are one image (aliased storages)",
+            "Two local storages point at the same directory, ZFS pool or volume group, and the guest's config "
+            "(with its snapshots and unused disks) references one image through both: PVE refuses to migrate it "
+            "('detected not supported aliased volumes'), offline as well as live.",
+            "Remove the duplicate reference (usually an unusedN that qm rescan / pct rescan added through the alias "
+            "storage: qm set <vmid> --delete unusedN), and give the two storages different paths or drop one.",
+        ),
+        Code(
             "MIGRATE_STORAGE_UNAVAILABLE",
             "warning",
             "Storage not available on target",

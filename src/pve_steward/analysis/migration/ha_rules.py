@@ -94,6 +94,16 @@ def ha_blocked_nodes(data: ClusterData, sid: str, scheduler: bool = False) -> di
     return out
 
 
+def negative_peers(data: ClusterData, sid: str) -> set[str]:
+    """The HA resources an active negative resource-affinity rule keeps apart from ``sid``."""
+    return {other for members in _negative(data) if sid in members for other in members if other != sid}
+
+
+def holds_node(state: str) -> bool:
+    """Whether a service in this CRM state holds its node for the scheduler (Usage.pm get_used_service_nodes)."""
+    return state in _HOLDS_NODE
+
+
 def holding_node(data: ClusterData, sid: str) -> str | None:
     """The HA-online node a service holds for the scheduler, if any (Usage.pm get_used_service_nodes)."""
     row = service_row(data, sid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.hastate import LRM_TROUBLE, lrm_trouble
 from pve_steward.analysis.pverules import pve_rule
 
 
@@ -31,10 +32,11 @@ def replication_jobs_of(data: ClusterData, vmid: int) -> list[Row]:
 @pve_rule(
     "migrate.target-node",
     rule="A migration target must be a cluster node other than the source and online; the migrate API does not "
-    "check HA maintenance, so a careful planner excludes nodes the HA manager is emptying.",
+    "check HA maintenance, so a careful planner excludes nodes the HA manager is emptying, and (our policy) nodes "
+    "whose HA LRM is dead, unreadable or time-drifted: a node whose health is in doubt takes no guests.",
     pve="qemu-server src/PVE/API2/Qemu.pm migrate_vm (check_node_exists, 'target is local node'); "
-    "pve-ha-manager src/PVE/HA/Manager.pm next_state_started (maintenance)",
-    codes=("MIGRATE_NO_TARGET",),
+    "pve-ha-manager src/PVE/HA/Manager.pm next_state_started (maintenance), src/PVE/API2/HA/Status.pm status",
+    codes=("MIGRATE_NO_TARGET", "HA_LRM_DEAD", "HA_LRM_TIME_DRIFT"),
 )
 def eligible_targets(
     data: ClusterData, source: str, allowed: list[str] | None = None, denied: list[str] | None = None
@@ -46,6 +48,7 @@ def eligible_targets(
         return memo[key]  # type: ignore[no-any-return]  # shared, read-only
     excluded: dict[str, str] = {}
     in_maintenance = maintenance_nodes(data)
+    troubled = lrm_trouble(data)
     ok = []
     for node in sorted(data.nodes):
         if node == source:
@@ -58,6 +61,11 @@ def eligible_targets(
             excluded[node] = "offline"
         elif node in in_maintenance:
             excluded[node] = "in HA maintenance mode"
+        elif node in troubled:
+            excluded[node] = (
+                f"{LRM_TROUBLE[troubled[node]]} ('{troubled[node]}' in the HA status): a node whose health is in doubt "
+                "takes no guests (our policy; HA_LRM_DEAD / HA_LRM_TIME_DRIFT)"
+            )
         else:
             ok.append(node)
     memo[key] = (ok, excluded)

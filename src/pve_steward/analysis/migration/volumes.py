@@ -36,6 +36,7 @@ class Scan:
     reasons: list[Reason] = field(default_factory=list)
     copy_bytes: int = 0
     copied: list[str] = field(default_factory=list)
+    images: dict[tuple[str, str], list[Volume]] = field(default_factory=dict)  # where each local image lies
 
     def block(self, code: str, vol: Volume, detail: str, live_only: bool = False, rule: str = "") -> None:
         self.reasons.append(reason(code, True, f"{vol.key}: {detail}", [vol.key], live_only, rule))
@@ -253,7 +254,45 @@ def scan_volumes(data: ClusterData, cfg: GuestConfig, running: bool) -> Scan:
         _scan_one(data, scan, cfg, vol, running, True, source, names)
         for r in scan.reasons[before:]:  # what only a snapshot holds cannot be ejected: the snapshot must go
             r.detail = r.detail.replace(" (eject it first)", "") + f" (referenced in snapshot - {', '.join(names)})"
+    check_aliases(scan)
     return scan
+
+
+@pve_rule(
+    "migrate.aliased-volumes",
+    rule="Two volume ids of one guest whose storages resolve them to the same image (local storages on one directory, "
+    "ZFS pool or volume group) stop a migration, offline as well as live: 'detected not supported aliased volumes'.",
+    pve="qemu-server src/PVE/QemuMigrate.pm scan_local_volumes ($path_to_volid); pve-container src/PVE/LXC/Migrate.pm "
+    "phase1; pve-storage src/PVE/Storage.pm path (DirPlugin filesystem_path, ZFSPoolPlugin path, LVMPlugin path)",
+    codes=("MIGRATE_ALIASED_VOLUME",),
+)
+def check_aliases(scan: Scan) -> None:
+    for vols in scan.images.values():
+        volids = sorted({v.volid for v in vols})
+        if len(volids) > 1:
+            scan.reasons.append(
+                reason(
+                    "MIGRATE_ALIASED_VOLUME",
+                    True,
+                    f"{', '.join(sorted({v.key for v in vols}))}: {' and '.join(volids)} are one image through two "
+                    "storages; PVE refuses the migration ('detected not supported aliased volumes')",
+                    sorted({v.key for v in vols}),
+                )
+            )
+
+
+def image_path(data: ClusterData, vol: Volume, stype: str | None, vmid: int) -> tuple[str, str] | None:
+    """Where a local volume's image lies, as pve-storage's path() resolves it: a directory storage's
+    <path>/images/<vmid>/<name>, a zvol of the pool, a volume of the VG (None where the config does not say)."""
+    scfg = data.storage_defs.get(vol.storage or "") or {}
+    name = vol.volid.split(":", 1)[1].rsplit("/", 1)[-1]
+    if stype in ("dir", "btrfs") and scfg.get("path"):
+        return ("file", f"{str(scfg['path']).rstrip('/')}/images/{vmid}/{name}")
+    if stype == "zfspool" and scfg.get("pool"):
+        return ("zfs", f"{str(scfg['pool']).strip('/')}/{name}")
+    if stype in ("lvm", "lvmthin") and scfg.get("vgname"):
+        return ("lvm", f"{scfg['vgname']}/{name}")
+    return None
 
 
 def _scan_one(
@@ -283,6 +322,9 @@ def _scan_one(
         return
     if not check_local_volume(data, scan, cfg, vol, stype):
         return
+    image = None if vol.cdrom else image_path(data, vol, stype, cfg.vmid)  # QemuMigrate: a CD-ROM returns first
+    if image is not None:
+        scan.images.setdefault(image, []).append(vol)
     if snapshots and not vol.cdrom and vol.key != "vmstate":  # QemuMigrate: 'return if is_vmstate' comes first
         check_snapshots(data, scan, cfg, vol, stype, running)
     scan.copy_bytes += vol.size_bytes or 0

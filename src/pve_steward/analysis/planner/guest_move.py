@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData
+from pve_steward.analysis.hastate import disarm
 from pve_steward.analysis.migration.ha_rules import ha_allowed_nodes, ha_blocked_nodes
 from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.migration.verdict import assess
-from pve_steward.analysis.planner.evacuation import Ledger, downtime_of, gaps_for
+from pve_steward.analysis.planner.evacuation import Ledger, gaps_for
 from pve_steward.analysis.planner.ha_placement import together
 from pve_steward.analysis.planner.models import GuestMove
+from pve_steward.analysis.planner.phases import downtime_of
 from pve_steward.analysis.planner.placement import Placement
 
 
@@ -79,7 +81,13 @@ def plan_guest_move(
         "complete": complete,
         "unread": unread,
     }
-    if m.ha_managed:
+    halted = disarm(data)
+    if m.ha_managed and halted is not None:  # freeze: ignore mode makes the guest unmanaged (not ha_managed)
+        notes.append(
+            f"HA is {halted.state} (freeze): an HA migrate request is never carried out and node maintenance is "
+            "ignored until HA is re-armed (ha-manager crm-command arm-ha)"
+        )
+    elif m.ha_managed:
         notes.append("use the HA migrate operation or node maintenance mode")
     if target is not None and target == node:
         ledger.block(vmid, m.name, "MIGRATE_NO_TARGET", f"{vmid} already runs on {node}")

@@ -4,6 +4,7 @@ and which it leaves behind (error state, or requested stopped/disabled), with wh
 from __future__ import annotations
 
 from pve_steward.analysis.data import ClusterData, Row
+from pve_steward.analysis.hastate import Disarm
 from pve_steward.analysis.migration.findings import ha_problems
 from pve_steward.analysis.migration.ha_rules import (
     rule_active,
@@ -37,13 +38,22 @@ def ha_constraints(data: ClusterData, sid: str) -> list[str]:
     "ha.maintenance-leaves",
     rule="In node maintenance the CRM moves services it runs (started); a service in error state is left alone, "
     "one requested stopped or disabled stays stopped on its node, and a frozen one stays until its LRM is active "
-    "again (maintenance is not).",
+    "again (maintenance is not). While HA is disarmed in freeze mode nothing moves: maintenance requests are ignored "
+    "and migrate requests never carried out.",
     pve="pve-ha-manager src/PVE/HA/Manager.pm next_state_started, next_state_stopped, next_state_error, "
-    "manage (freeze: 'unfreeze if active again')",
+    "manage (freeze: 'unfreeze if active again'), update_crm_commands and handle_disarm (disarmed: no maintenance, "
+    "no command applied)",
     codes=("HA_GUEST_LEFT_BEHIND",),
 )
-def left_behind(sid: str, node: str, requested: str, crm: str) -> str | None:
+def left_behind(sid: str, node: str, requested: str, crm: str, disarm: Disarm | None = None) -> str | None:
     """What to do about an HA guest maintenance will not move; None when HA moves it."""
+    if disarm is not None and not disarm.ignore:
+        return (
+            f"HA is {disarm.state} (resource mode freeze): the CRM ignores node maintenance and carries out no migrate "
+            f"request, so {sid} stays on {node}. Re-arm HA first (ha-manager crm-command arm-ha, or POST "
+            "/cluster/ha/status/arm-ha), then enable maintenance; or disarm in ignore mode to migrate it directly; "
+            "or shut it down for the window (while disarmed, HA neither recovers nor restarts it)"
+        )
     if crm == "error":
         return (
             f"{sid} is in HA error state: the CRM no longer touches it and it stays on {node}. Recover it: "
@@ -64,14 +74,14 @@ def left_behind(sid: str, node: str, requested: str, crm: str) -> str | None:
     return None
 
 
-def hand_off(data: ClusterData, m: Migratability, res: Row, running: bool) -> HAGuest:
+def hand_off(data: ClusterData, m: Migratability, res: Row, running: bool, disarm: Disarm | None = None) -> HAGuest:
     """The HA guest as the plan lists it: moved by HA maintenance (checked) or left behind (with an action)."""
     sid = str(res["sid"])
     row = service_row(data, sid)
     requested = str(row.get("request_state") or res.get("state") or "started")
     requested = "started" if requested == "enabled" else requested
     crm = str(row.get("crm_state") or row.get("state") or "")
-    action = left_behind(sid, m.node, requested, crm)
+    action = left_behind(sid, m.node, requested, crm, disarm)
     return HAGuest(
         vmid=m.vmid,
         name=m.name,

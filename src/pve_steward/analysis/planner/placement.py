@@ -31,6 +31,33 @@ class Placement:
         self.free = {t: r.free for t, r in self.rooms.items()}
         self.planned = dict.fromkeys(targets, 0)
         self.added = dict.fromkeys(targets, 0)
+        self.reserved = dict.fromkeys(targets, 0)  # kept for HA's moves (phase 1)
+        self.freed = dict.fromkeys(targets, 0)  # by guests stopped there for the window (phase 4)
+
+    def copy(self) -> Placement:
+        other = object.__new__(Placement)
+        other.rooms = self.rooms
+        other.free, other.planned, other.added = dict(self.free), dict(self.planned), dict(self.added)
+        other.reserved, other.freed = dict(self.reserved), dict(self.freed)
+        return other
+
+    def reserve(self, node: str, memory: int) -> None:
+        """Keep room for HA's moves: no planned migration takes it."""
+        if node in self.free:
+            self.free[node] -= memory
+            self.reserved[node] += memory
+
+    def release(self, node: str, memory: int) -> None:
+        """Room a guest stopped there for the window gives back."""
+        if node in self.free:
+            self.free[node] += memory
+            self.freed[node] += memory
+
+    def unplace(self, node: str, memory: int) -> None:
+        """Undo a planned move (the guest is stopped instead)."""
+        self.free[node] += memory
+        self.planned[node] -= memory
+        self.added[node] -= 1
 
     @pve_rule(
         "capacity.offline-needs-no-memory",
@@ -40,18 +67,23 @@ class Placement:
         "pve-container src/PVE/LXC/Migrate.pm final_cleanup (restart only if it was running)",
         codes=("MIGRATE_CAPACITY",),
     )
-    def choose(self, candidates: list[str], reserve: int) -> tuple[str | None, str]:
-        """The target for a guest reserving ``reserve`` bytes, or None and why not."""
+    def choose(self, candidates: list[str], reserve: int, best_fit: bool = False) -> tuple[str | None, str]:
+        """The target for a guest reserving ``reserve`` bytes, or None and why not: the one with the most room
+        (spreads the load), or with ``best_fit`` the one with the least room that still holds it (packs tightly,
+        so large guests still find room when it is short)."""
         options = [n for n in candidates if n in self.free]
         if not options:
             return None, "no eligible target"
         fitting = options if reserve == 0 else [n for n in options if self.free[n] >= reserve]
         if fitting:
+            if best_fit and reserve:
+                return min(fitting, key=lambda n: (self.free[n], n)), ""
             return min(fitting, key=lambda n: (-self.free[n], n)), ""
         biggest = max(options, key=lambda n: (self.free[n], n))
+        kept = f" ({self.reserved[biggest] / GiB:.1f} GiB there kept for HA's moves)" if self.reserved[biggest] else ""
         return None, (
             f"needs {reserve / GiB:.1f} GiB; the most free on an eligible target is "
-            f"{max(self.free[biggest], 0) / GiB:.1f} GiB on {biggest}"
+            f"{max(self.free[biggest], 0) / GiB:.1f} GiB on {biggest}{kept}"
         )
 
     def take(self, node: str, reserve: int) -> int:
