@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.untrusted import plain
+from tests.untrusted import is_marked, plain
 
 WRITE_WORDS = ("migrate", "start", "stop", "backup_now", "set_", "delete", "create", "update")
 
@@ -30,8 +30,8 @@ def test_health_view_shows_findings_by_area_and_node_bars(show: Any, granular_de
     # each node has its memory bar with the figures list_nodes gave
     for node in granular_demo["reads"]["list_nodes"]["result"]["structuredContent"]["items"]:
         share = round(node["mem_used_bytes"] / node["mem_total_bytes"] * 100)
-        assert node["name"]["untrusted"] is True  # list_nodes marks cluster text; the view reads its text
-        label = f"{node['name']['text']} memory {share} %"
+        assert is_marked(node, "name")  # list_nodes marks cluster text; the view reads its text
+        label = f"{plain(node)['name']} memory {share} %"
         assert view.locator(f"[data-chart=nodes] svg[aria-label='{label}']").count() == 1
     # marked cluster text carries a quiet cue: each node's three rows, named with a tooltip
     cued = view.locator("[data-chart=nodes] .cluster-text[title='text from the cluster']")

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.codes import CODES
-from pve_steward.models import UNTRUSTED_NOTE, Model, Untrusted, UntrustedValues
+from pve_steward.models import Model, Untrusted, UntrustedValues
 
 
 class Severity(StrEnum):
@@ -63,12 +63,12 @@ SubjectKind = Literal[
 ]
 
 
-# Cluster text in a finding is marked (design record 261203-3): the subject's id, name and node
+# Cluster text in a finding is marked (design records 261203-3, 261206-57): the subject's id, name and node
 # are names the cluster chose; the message is our sentence with such names in it, so the whole
 # sentence is marked; every string in the evidence is a value read from the cluster.
 class Subject(Model):
     kind: SubjectKind
-    id: Untrusted = Field(description=f"vmid, node name, storage id, job id, UPID... {UNTRUSTED_NOTE}")
+    id: Untrusted = Field(description="vmid, node name, storage id, job id, UPID...")
     name: Untrusted | None = Field(None, description="guest name or another label")
     node: Untrusted | None = None
 
@@ -80,10 +80,9 @@ class Finding(Model):
     code: str = Field(description="stable UPPER_SNAKE code; see docs/tools.md")
     severity: Severity
     subject: Subject
-    message: Untrusted  # our sentence quoting cluster names: marked whole (the schema keeps the note)
+    message: Untrusted  # our sentence quoting cluster names: marked whole
     evidence: UntrustedValues = Field(
-        default_factory=dict,
-        description="the values the rule decided on; every string in it is marked {untrusted, text}. " + UNTRUSTED_NOTE,
+        default_factory=dict, description="the values the rule decided on (its strings are cluster text)"
     )
     remediation: str = ""
 
