@@ -48,6 +48,26 @@ def _cut(value: Any) -> Any:
     return value
 
 
+def _long(value: Any) -> bool:
+    """Whether any string in a JSON value is longer than UNTRUSTED_LIMIT: looked for, not rebuilt (most never
+    are). Strings and scalars are judged in the loop, only containers recurse: a report has thousands."""
+    kind = type(value)
+    if kind is str:
+        return len(value) > UNTRUSTED_LIMIT
+    if kind is dict:
+        value = value.values()
+    elif kind is not list:
+        return False
+    for v in value:
+        inner = type(v)
+        if inner is str:
+            if len(v) > UNTRUSTED_LIMIT:
+                return True
+        elif (inner is dict or inner is list) and _long(v):
+            return True
+    return False
+
+
 def _carries(annotation: Any) -> bool:
     """Whether a type is, or holds (in a list, dict value, union...), cluster text."""
     if typing.get_origin(annotation) is Annotated:
@@ -59,15 +79,18 @@ def _carries(annotation: Any) -> bool:
 
 def marked_fields(cls: type, by_alias: bool = True) -> tuple[str, ...]:
     """The names (aliases with ``by_alias``) of a model's or dataclass's fields whose values are cluster text."""
-    cached = _MARKED.get(cls)
-    if cached is None:
-        names = [
-            (name, info.serialization_alias or info.alias or name)
-            for name, info in _fields(cls)
-            if info.exclude is not True and (any(m is CLUSTER_TEXT for m in info.metadata) or _carries(info.annotation))
-        ]
-        cached = _MARKED[cls] = (tuple(n for n, _ in names), tuple(a for _, a in names))
-    return cached[1] if by_alias else cached[0]
+    return (_MARKED.get(cls) or _marked(cls))[by_alias]
+
+
+def _marked(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(names, aliases) of ``cls``'s cluster-text fields, found once per class."""
+    names = [
+        (name, info.serialization_alias or info.alias or name)
+        for name, info in _fields(cls)
+        if info.exclude is not True and (any(m is CLUSTER_TEXT for m in info.metadata) or _carries(info.annotation))
+    ]
+    found = _MARKED[cls] = (tuple(n for n, _ in names), tuple(a for _, a in names))
+    return found
 
 
 _MARKED: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -80,14 +103,19 @@ def _fields(cls: type) -> list[tuple[str, FieldInfo]]:
     return [(f.name, FieldInfo.from_annotation(hints[f.name])) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
 
 
-def _with_marks(value: Any, data: Any, by_alias: bool | None) -> Any:
-    """The JSON form of ``value`` (its fields' ``data``) with its cluster-text fields named first and cut."""
-    names = marked_fields(type(value), by_alias is not False)
-    if not names or not isinstance(data, dict):
+def _with_marks(obj: Any, data: Any, by_alias: bool | None) -> Any:
+    """The JSON form of ``obj`` (its fields' ``data``) with its cluster-text fields named first and cut.
+
+    Called for every object an answer holds: a report has thousands, so the class's names are one dict
+    lookup and a plain string is judged without a call.
+    """
+    names = (_MARKED.get(type(obj)) or _marked(type(obj)))[by_alias is not False]
+    if not names or type(data) is not dict:
         return data
     for name in names:
-        if name in data:
-            data[name] = _cut(data[name])
+        value = data.get(name)
+        if (len(value) > UNTRUSTED_LIMIT) if type(value) is str else (value is not None and _long(value)):
+            data[name] = _cut(value)
     return {MARK: list(names), **data}
 
 
