@@ -72,6 +72,8 @@ RENAMED = {
     "vm-pool": "zqm-pool",
     "backup-nightly": "zqm-nightly",
     "tenant1": "zqmvnet",
+    "tank": "zqm-tank",
+    "lab": "zqmlab",
 }
 FIELD_NAMED_GUESTS = {109: "columns", 121: "text", 114: "untrusted-fields"}
 PAUSED, STOPPED, RUNNING, HA_GUEST, LOCKED, AGENT = 108, 113, 100, 101, 111, 104
@@ -135,8 +137,14 @@ def hostile_scenario() -> dict[str, Any]:
     access["groups"]["zqmgroup"] = hostile("group comment")
     access["realms"][0]["comment"] = hostile("realm comment")
     access["pools"]["zqm-pool"] = {"comment": hostile("pool comment")}
+    access["acl"].append({"path": "/vms/100", "user": "zqm@pve", "role": "PVEAuditor"})
+    data["firewall"]["rules"].append(
+        {"type": "in", "action": "ACCEPT", "proto": "tcp", "dport": "22", "source": "+zqmset", "enable": 1}
+    )
     for rule in data["firewall"]["rules"]:
         rule["comment"] = hostile("firewall rule")
+    for fs in guest[AGENT]["agent_data"]["fsinfo"]:
+        fs["mountpoint"] = "/zqm" + fs["mountpoint"]
     data["sdn"]["vnets"][0]["alias"] = hostile("vnet alias")[:200]
     data["sdn"]["vnets"][1]["errors"] = {"pve2": hostile("vnet error")}
     data["ceph"]["flags"] = ["noscrub"]
@@ -299,11 +307,15 @@ def hostile_data() -> dict[str, Any]:
     return hostile_scenario()
 
 
-@pytest.mark.parametrize("granular", [True, False], ids=["granular", "meta"])
+@pytest.mark.parametrize(
+    ("granular", "version"),
+    [(True, None), (False, None), (True, "8.4.14")],
+    ids=["granular", "meta", "granular-pve8"],  # PVE 8: HA groups, and the upgrade checks' findings
+)
 async def test_every_operation_marks_every_planted_string(
-    start_sim: Any, server_for: Any, hostile_data: dict[str, Any], granular: bool
+    start_sim: Any, server_for: Any, hostile_data: dict[str, Any], granular: bool, version: str | None
 ) -> None:
-    sim = start_sim(hostile_data, speed=0.01)  # slow tasks: the backup started below is still running
+    sim = start_sim(hostile_data, version=version, speed=0.01)  # slow tasks: the backup below is still running
     running_upid = api(sim).nodes("pve2").vzdump.post(vmid=107, storage="local", mode="snapshot")
     server = server_for(sim, "root@pam!pvesim", tier="admin", granular_tools=granular)
     tool_of: dict[str, str] = server.naming.tool_of
@@ -365,7 +377,8 @@ async def test_every_operation_marks_every_planted_string(
         "untrusted_fields", "zqm-allowed", "ZQM datacenter description", "ZQM subscription",
         "ZQM-DISK", "ZQM description of 113", "ZQM snapshot", "ZQM os name", "zqm-eth0", "ZQM HA resource",
         "ZQM HA rule", "ZQM backup job", "ZQM backup notes", "ZQM replication error", "zqm@pve",
-        "ZQM task log line", "ZQM task exit status", "ZQM firewall rule", "zqm-json", "zqmvnet",
+        "ZQM task log line", "ZQM task exit status", "ZQM firewall rule", "zqm-json", "zqmvnet", "zqm-tank",
+        "zqmlab", "/zqm/var",
     ]  # fmt: skip
     missing = [k for k in kinds if not any(k in s for s in seen)]
     assert not missing, f"planted text never seen in a marked field (the walk would prove nothing): {missing}"
