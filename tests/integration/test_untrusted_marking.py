@@ -13,10 +13,11 @@ same way.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from mcp.types import CallToolResult
 
 import pvesim
 from pve_steward.models import UNTRUSTED_NOTE
+from pvesim.pbs import PbsServer, attach, start_pbs
 from tests.integration.pve import api
 from tests.untrusted import MARK, cluster_strings, is_marked, plain, text_strings
 
@@ -148,6 +150,27 @@ def hostile_scenario() -> dict[str, Any]:
     data["sdn"]["vnets"][0]["alias"] = hostile("vnet alias")[:200]
     data["sdn"]["vnets"][1]["errors"] = {"pve2": hostile("vnet error")}
     data["ceph"]["flags"] = ["noscrub"]
+    return data
+
+
+def hostile_pbs() -> dict[str, Any]:
+    """The PBS behind storage zqm-pbs, its own names and texts planted too."""
+    from pvesim.pbs.state import load
+
+    data = _renamed(load("demo"), {"offsite": "zqm-offsite", "archive": "zqm-archive", "site-b": "zqm-remote"})
+    for store in data["datastores"]:
+        store["comment"] = hostile("datastore comment")
+        if "error" in store:
+            store["error"] = hostile("datastore error")[:200]
+        if "maintenance" in store:
+            store["maintenance"] = "type=read-only,message=ZQM maintenance"
+    for task in data["tasks"]:
+        if task["status"] != "OK":
+            task["status"] = hostile("PBS task status")[:200]
+    for job in data["verify_jobs"]:
+        if "state" in job:
+            job["state"] = hostile("verify job state")[:200]
+    data["subscription"]["message"] = hostile("PBS subscription")
     return data
 
 
@@ -302,6 +325,14 @@ def _error_text(result: CallToolResult) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
+@contextlib.asynccontextmanager
+async def _stopping(pbs: PbsServer) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        pbs.stop()
+
+
 @pytest.fixture(scope="module")
 def hostile_data() -> dict[str, Any]:
     return hostile_scenario()
@@ -317,10 +348,16 @@ async def test_every_operation_marks_every_planted_string(
 ) -> None:
     sim = start_sim(hostile_data, version=version, speed=0.01)  # slow tasks: the backup below is still running
     running_upid = api(sim).nodes("pve2").vzdump.post(vmid=107, storage="local", mode="snapshot")
-    server = server_for(sim, "root@pam!pvesim", tier="admin", granular_tools=granular)
+    pbs = start_pbs(hostile_pbs())
+    assert attach(sim.cluster, pbs) == [RENAMED["pbs-main"]]
+    pbs_token, pbs_secret = pbs.token("steward@pbs!monitor")
+    linked = {"pbs_url": pbs.address, "pbs_token_id": pbs_token, "pbs_token_secret": pbs_secret}
+    server = server_for(
+        sim, "root@pam!pvesim", tier="admin", granular_tools=granular, pbs_fingerprint=pbs.fingerprint, **linked
+    )
     tool_of: dict[str, str] = server.naming.tool_of
     answers: list[tuple[str, dict[str, Any], CallToolResult]] = []
-    async with Client(server) as c:
+    async with Client(server) as c, _stopping(pbs):
         schemas = {t.name: t.output_schema for t in (await c.list_tools()).tools}
         listed = await c.call_tool(
             tool_of["list_tasks"], {"limit": 100} | ({} if granular else {"action": "list_tasks"})
@@ -370,7 +407,8 @@ async def test_every_operation_marks_every_planted_string(
 
     # the walk saw the planted text (else it proves nothing): every kind an answer carries, somewhere, marked
     # (the rest is planted all the same: cluster log lines, user, token, group, realm and pool comments, the
-    # backup notes template, vnet aliases and errors reach no answer today; the walk checks them if one does)
+    # backup notes template, vnet aliases and errors, PBS datastore comments and sync remotes reach no answer
+    # today; the walk checks them if one does)
     kinds = [
         "zqm-cluster", "zqm-n3", "zqm-pbs", "zqm-nfs-iso", "zqm-zfs", "zqm-rule", "zqm-pool", "zqm-nightly",
         "zqm100-web01", "zqm120-dns01", "untrusted-fields", "zqm-tag", "untrusted_columns", "zqm_snap",
@@ -378,7 +416,8 @@ async def test_every_operation_marks_every_planted_string(
         "ZQM-DISK", "ZQM description of 113", "ZQM snapshot", "ZQM os name", "zqm-eth0", "ZQM HA resource",
         "ZQM HA rule", "ZQM backup job", "ZQM backup notes", "ZQM replication error", "zqm@pve",
         "ZQM task log line", "ZQM task exit status", "ZQM firewall rule", "zqm-json", "zqmvnet", "zqm-tank",
-        "zqmlab", "/zqm/var",
+        "zqmlab", "/zqm/var", "zqm-offsite", "zqm-archive", "ZQM datastore error", "ZQM PBS task status",
+        "ZQM verify job state", "ZQM PBS subscription", "ZQM maintenance",
     ]  # fmt: skip
     missing = [k for k in kinds if not any(k in s for s in seen)]
     assert not missing, f"planted text never seen in a marked field (the walk would prove nothing): {missing}"
