@@ -125,6 +125,7 @@ def untabulate(node: Any) -> Any:
             if "." in m:
                 column, field = m.split(".", 1)
                 inner.setdefault(column, []).append(field)
+        own = [] if MARK in node["columns"] else own  # the rows keep their own lists in a column
         rows = []
         for row in node["rows"]:
             obj = {c: _cell(untabulate(v), inner.get(c)) for c, v in zip(node["columns"], row, strict=True)}

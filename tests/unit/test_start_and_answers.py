@@ -112,8 +112,12 @@ def test_tables_keep_nulls_nesting_and_unlike_lists() -> None:
         "rows": [[1, "web", {"columns": ["x"], "rows": [[1], [2]]}], [2, None, []]],
     }
     assert table["mixed"] == data["mixed"] and table["one"] == data["one"]
-    # rows that mark differently keep their own marks, in a column of their own
-    assert table["unlike_marks"] == {"columns": [MARK, "n"], "rows": [[["n"], "x"], [["m"], "y"]]}
+    # rows that mark differently keep their own marks, in a column of their own; the table marks what any marks
+    assert table["unlike_marks"] == {
+        "columns": [MARK, "n"],
+        "untrusted_columns": ["n"],
+        "rows": [[["n"], "x"], [["m"], "y"]],
+    }
     assert untabulate(table) == data
 
 

@@ -9,7 +9,8 @@ it is made small and stays lossless and parseable (issue 17, design record 26120
 - cluster text stays marked once per table (design record 261206-57): the rows' common
   ``untrusted_fields`` become the table's ``"untrusted_columns"``, and a column of objects that all
   name the same ``untrusted_fields`` is marked there as ``column.field`` (``subject.name``), the
-  cells then without their own list.
+  cells then without their own list. Rows that mark differently (never in our models) keep their
+  lists in an ``untrusted_fields`` column, and the table marks every column any of them marks.
 
 ``structuredContent`` stays the full typed object, unchanged.
 
@@ -73,9 +74,13 @@ def tabulate(node: Any) -> Any:
 
 def _table(node: list[dict[str, Any]], columns: list[str]) -> dict[str, Any]:
     marked: list[str] = []
-    if MARK in columns and (own := _same_marks(node)) is not None:
-        columns = [c for c in columns if c != MARK]
-        marked = list(own)
+    if MARK in columns:
+        own = _same_marks(node)
+        if own is not None:
+            columns = [c for c in columns if c != MARK]
+            marked = list(own)
+        else:  # rows that mark differently keep their lists; the table marks every column any row marks
+            marked = list(dict.fromkeys(f for x in node for f in (_marks(x) or ()) if f in columns))
     hoisted = {
         c: fields
         for c in columns
