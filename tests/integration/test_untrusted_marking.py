@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 import pvesim
-from pve_steward.models import UNTRUSTED_NOTE
+from pve_steward.models import MARK_NOTE
 from pvesim.pbs import PbsServer, attach, start_pbs
 from tests.integration.pve import api
 from tests.untrusted import MARK, cluster_strings, is_marked, plain, text_strings
@@ -226,7 +226,7 @@ def schema_marks(schema: Any) -> Iterator[list[str]]:
     if isinstance(schema, dict):
         mark = (schema.get("properties") or {}).get(MARK)
         if isinstance(mark, dict):
-            assert UNTRUSTED_NOTE in mark.get("description", ""), mark
+            assert mark.get("description") == MARK_NOTE, mark
             yield mark["const"]
         for v in schema.values():
             yield from schema_marks(v)
