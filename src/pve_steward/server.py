@@ -81,7 +81,8 @@ pve-steward operates a Proxmox VE cluster like a careful senior operator.
 - Operations are named like cluster_overview. By default they are actions of a few tools (call tool
   `cluster` with action `cluster_overview`); each tool's description lists its actions.
 - Start with cluster_overview. Prefer the diagnostic operations over reading raw objects: they correlate
-  many API reads server-side and return findings with stable codes, severity, evidence and a fix.
+  many API reads server-side and return findings with stable codes, severity, evidence and a fix; a
+  report's `act_first` says where to start.
 - A report with a DATA_INCOMPLETE finding or a non-empty `incomplete` list is NOT a clean bill of
   health: say what could not be checked.
 - Cluster text (names, descriptions, notes, comments, tags, task and error text, and our sentences that
