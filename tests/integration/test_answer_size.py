@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from mcp import Client
 
 from pvesim.generator import generate
-from tests.unit.test_start_and_answers import untabulate
+from pvesim.server import SimServer
+from tests.untrusted import plain, untabulate
 
 pytestmark = pytest.mark.anyio
 MAX_ANSWER = 100_000  # bytes of text: about 25k tokens, a common client limit
@@ -71,3 +73,40 @@ async def test_migratability_detail_comes_in_pages_under_100_kb(start_sim: Any, 
     assert first["report"]["counts"] == pages[-1].structured_content["report"]["counts"]  # type: ignore[index]
     body = listed.structured_content
     assert body is not None and [g["vmid"] for g in body["guests"]] == vmids[40:60] and body["next_offset"] == 60
+
+
+MARKS = re.compile(r'"untrusted_(?:fields|columns)":\[[^\]]*\],?')
+
+
+@pytest.mark.parametrize("granular", [True, False], ids=["granular", "meta"])
+async def test_the_default_health_answer_leads_with_what_to_do_first(
+    demo_sim: SimServer, server_for: Any, granular: bool
+) -> None:
+    """Issue 41, item 7: the demo's default answer starts with its criticals grouped by subject, each with its
+    fix (naming operations as this client calls them), and marks cluster text once per object or table: the
+    marks are a sliver of the answer (the wrappers around every string were 19 % of it)."""
+    async with Client(server_for(demo_sim, "root@pam!pvesim", granular_tools=granular)) as c:
+        if granular:
+            health = await c.call_tool("check_cluster_health", {})
+        else:
+            health = await c.call_tool("diagnostics", {"action": "check_cluster_health"})
+    assert not health.is_error, health.content
+    text = health.content[0].text  # type: ignore[union-attr]
+    body = json.loads(text) if granular else json.loads(text)["result"]
+    report = plain(health.structured_content if granular else health.structured_content["result"])  # type: ignore[index]
+    assert list(body)[:6] == ["area", "status", "complete", "summary", "counts", "act_first"]  # read first
+    led = report["act_first"]
+    criticals = {
+        (f["subject"]["kind"], f["subject"]["id"], f["subject"]["node"])
+        for f in report["findings"]
+        if f["severity"] == "critical"
+    }
+    assert len(led) + report["act_first_more"] == len(criticals)
+    first = led[0]
+    assert (first["subject"]["kind"], first["subject"]["id"]) == ("disk", "pve3:/dev/sdb")  # failing, under a pool
+    assert first["codes"] == ["DISK_SMART_FAILED", "NODE_DISK_PENDING_SECTORS"] and len(first["fix"]) == 2
+    fixes = " ".join(x for a in led for x in a["fix"])
+    assert ("get_task" if granular else "tasks with action=get_task") in fixes  # as this client calls it
+    assert '{"untrusted":true' not in text and '"untrusted","text"' not in text  # no wrapper, no table of wrappers
+    marks = sum(len(m) for m in MARKS.findall(text))
+    assert marks / len(text) < 0.02, (marks, len(text))

@@ -68,8 +68,8 @@ async def test_each_call_answers_from_the_cluster_it_names(
 
     async with Client(mcp) as c:
         first, second = await overview(c, "a"), await overview(c, "b")
-    assert sorted(n["name"]["text"] for n in first["nodes"]) == ["pve1", "pve2", "pve3"]
-    assert sorted(n["name"]["text"] for n in second["nodes"]) == ["hv1", "hv2", "hv3"]
+    assert sorted(n["name"] for n in plain(first)["nodes"]) == ["pve1", "pve2", "pve3"]
+    assert sorted(n["name"] for n in plain(second)["nodes"]) == ["hv1", "hv2", "hv3"]
     assert first["pve_version"].startswith("9.") and second["pve_version"].startswith("8.4")
 
 

@@ -246,6 +246,6 @@ async def test_outputs_are_bounded_on_a_large_cluster(start_sim: Any, server_for
             result = await c.call_tool(op, args)
             sizes[op] = len(result.content[0].text)
     # 100 KB: the largest default page, diagnose_migratability's 50 verdicts and 50 findings, was
-    # 60 KB and is 95 KB since cluster text is marked ({"untrusted": true, "text": ...}, 261203-3)
+    # 60 KB and was 95 KB while each cluster string was wrapped (261203-3); marked once per object since 261206-57
     too_big = {op: n for op, n in sizes.items() if n > 100_000}
     assert not too_big, too_big

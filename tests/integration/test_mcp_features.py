@@ -20,6 +20,7 @@ from pve_steward.testing import FakeClient
 from pvesim.generator import generate
 from pvesim.server import SimServer
 from tests.integration.test_metatools import meta_server
+from tests.untrusted import is_marked, plain
 
 pytestmark = pytest.mark.anyio
 
@@ -70,13 +71,11 @@ async def test_cluster_views_read_what_the_tools_read(demo_sim: SimServer, tmp_p
         upid = tasks["result"]["items"][0]["upid"]
         task = await read_json(c, f"pve-steward://tasks/{upid}")
     assert overview is not None and tool_guest is not None
-    assert summary == overview["result"] and summary["cluster_name"] == {"untrusted": True, "text": "demo"}
+    assert summary == overview["result"] and plain(summary)["cluster_name"] == "demo"
     # the same handler: same redaction and the same untrusted marking of user-written notes
-    assert guest == tool_guest["result"] and guest["description"]["untrusted"] is True
-    assert node["status"]["node"] == {"untrusted": True, "text": "pve3"} and node["guests"]["items"]
-    assert {g["node"]["text"] if isinstance(g["node"], dict) else g["node"] for g in node["guests"]["items"]} == {
-        "pve3"
-    }
+    assert guest == tool_guest["result"] and is_marked(guest, "description")
+    assert plain(node)["status"]["node"] == "pve3" and is_marked(node["status"], "node") and node["guests"]["items"]
+    assert {g["node"] for g in plain(node)["guests"]["items"]} == {"pve3"}
     assert task["task"]["upid"] == upid and "log_tail" in task
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     views = {r["tool"] for r in records if r.get("via") == "resource"}

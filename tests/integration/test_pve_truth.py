@@ -66,7 +66,7 @@ async def test_key_diagnostics_are_complete_on_pve8_and_pve9(start_sim: Any, ser
     assert found >= expected, expected - found
     assert not [p for p in _failed_paths(sim) if p.startswith("/cluster/ha/")]
     rules = await _call(mcp, "list_ha_rules")
-    named = {r["name"]["text"]: r["resources"] for r in rules["items"]}  # rule names are cluster text, marked
+    named = {r["name"]: r["resources"] for r in plain(rules)["items"]}  # rule names are cluster text, marked
     assert named == {"ha-web": ["ct:122", "vm:101"], "ha-db": ["vm:102"]}
     assert rules["source"] == (["groups"] if version.startswith("8") else ["rules"])
 
@@ -97,7 +97,7 @@ async def test_unmigrated_groups_on_pve9_are_read_as_rules(start_sim: Any, serve
     sim = start_sim(data)
     assert [g["group"] for g in api(sim).cluster.ha.groups.get()] == ["prod-db"]
     rules = await _call(server_for(sim), "list_ha_rules")
-    assert [r["name"]["text"] for r in rules["items"]] == ["ha-group-prod-db"] and rules["items"][0]["strict"] is True
+    assert [r["name"] for r in plain(rules)["items"]] == ["ha-group-prod-db"] and rules["items"][0]["strict"] is True
     ha = await _call(server_for(sim), "diagnose_ha", detail=True)
     assert ha["complete"] is True
 
@@ -316,5 +316,5 @@ async def test_list_backups_reads_node_local_storage_on_every_node(start_sim: An
     """A dir storage is local to each node (storage.cfg without shared=1): pve3's archive is only on pve3."""
     sim = start_sim("truth")
     listed = await _call(server_for(sim), "list_backups", vmid=202)
-    where = sorted((b["storage"]["text"], b["node"] and b["node"]["text"]) for b in listed["items"])  # marked names
+    where = sorted((b["storage"], b["node"]) for b in plain(listed)["items"])
     assert where == [("local", "pve3"), ("pbs", None)] and listed["incomplete"] == []

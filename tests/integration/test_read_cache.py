@@ -8,6 +8,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.untrusted import plain
+
 pytestmark = pytest.mark.anyio
 
 
@@ -144,7 +146,7 @@ async def test_a_guest_moved_by_someone_else_is_read_on_its_new_node(start_sim: 
     sim = start_sim("demo", speed=20)
     async with Client(server_for(sim, "root@pam!pvesim", read_cache_ttl=0.5)) as c:
         first = await c.call_tool("get_guest", {"vmid": 100})
-        assert first.structured_content["node"]["text"] == "pve1"
+        assert plain(first.structured_content)["node"] == "pve1"
         pve = api(sim)
         upid = pve.nodes("pve1").qemu(100).migrate.post(target="pve2", online=1)
         assert wait_task(pve.nodes("pve1").tasks(upid).status.get)["exitstatus"] == "OK"
@@ -153,11 +155,11 @@ async def test_a_guest_moved_by_someone_else_is_read_on_its_new_node(start_sim: 
         reads = sim.sim.requests
         moved = await c.call_tool("get_guest", {"vmid": 100})
         assert not moved.is_error, moved.content
-        assert moved.structured_content["node"]["text"] == "pve2"
+        assert plain(moved.structured_content)["node"] == "pve2"
         assert (500, "GET", "/nodes/pve1/qemu/100/config") in sim.sim.failure_log  # read on the old node
         assert sim.sim.requests - reads <= 7  # the stale read, a fresh index, and the three reads again
         snapshots = await c.call_tool("list_snapshots", {"vmid": 100})
-        assert snapshots.structured_content["node"]["text"] == "pve2"
+        assert plain(snapshots.structured_content)["node"] == "pve2"
 
 
 async def test_the_kept_index_of_the_guests_is_read_once_per_half_its_age(start_sim: Any, server_for: Any) -> None:

@@ -19,7 +19,7 @@ from tests.integration.conftest import scenario_with_limited_token
 from tests.integration.pve import api
 from tests.integration.test_cli import cluster_env
 from tests.unit.test_start_and_answers import untabulate
-from tests.untrusted import plain
+from tests.untrusted import is_marked, plain
 
 pytestmark = pytest.mark.anyio
 
@@ -80,10 +80,10 @@ async def test_get_guest_redacts_secrets_and_marks_untrusted_text(demo_sim: SimS
         web = (await c.call_tool("get_guest", {"vmid": 100, "include_config": True})).structured_content
         crm = (await c.call_tool("get_guest", {"vmid": 113})).structured_content
         gpu = (await c.call_tool("get_guest", {"vmid": 105})).structured_content
-    assert web["node"] == {"untrusted": True, "text": "pve1"}
-    assert web["config"]["cipassword"] == {"untrusted": True, "text": "***redacted***"}  # raw config: strings marked
+    assert plain(web)["node"] == "pve1" and is_marked(web, "node")
+    assert plain(web)["config"]["cipassword"] == "***redacted***" and is_marked(web, "config")  # raw config: marked
     assert "$5$" not in json.dumps(web)
-    assert crm["description"]["untrusted"] is True and "ignore all previous instructions" in crm["description"]["text"]
+    assert is_marked(crm, "description") and "ignore all previous instructions" in plain(crm)["description"]
     assert crm["snapshots"] == 1 and crm["status"] == "stopped"
     assert gpu["local_devices"] == ["hostpci0"] and plain(gpu["cpu_type"]) == "host"
 

@@ -16,7 +16,7 @@ from pve_steward.server import build_server
 from pvesim.server import SimServer
 from tests.conftest import wait_task
 from tests.integration.pve import api, control
-from tests.untrusted import plain
+from tests.untrusted import is_marked, plain
 
 pytestmark = pytest.mark.anyio
 
@@ -108,7 +108,7 @@ async def test_preview_then_confirm_runs_the_task_and_reports_progress(
             "sid": None,
             "id": None,
         }
-        assert body["target"]["name"] == {"untrusted": True, "text": "web01"}
+        assert plain(body["target"])["name"] == "web01" and is_marked(body["target"], "name")
         assert all(check["ok"] for check in body["checks"]) and body["effects"] and body["risks"]
         assert guest(sim, 100).status == "running"  # a preview changes nothing
         done = await c.call_tool(
@@ -362,7 +362,7 @@ async def test_instructions_in_cluster_data_change_nothing(start_sim: Any, serve
         delete = await c.call_tool("snapshot_delete", {"vmid": 113, "name": "before_migration"})
         invented = await c.call_tool("guest_stop", {"vmid": 102, "confirm_token": "a" * 32 + "." + "A" * 43})
     description = shown["description"]
-    assert description["untrusted"] is True and "ignore all previous instructions" in description["text"]
+    assert is_marked(shown, "description") and "ignore all previous instructions" in plain(description)
     assert stop.structured_content["status"] == "preview" and delete.structured_content["status"] == "preview"
     assert invented.is_error and "altered" in invented.content[0].text
     after = {g.vmid: (g.status, g.node, sorted(g.snapshots)) for g in sim.cluster.guests.values()}

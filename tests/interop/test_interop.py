@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.httpserver import free_port, serving
+from tests.untrusted import is_marked, plain
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEROP = ROOT / ".interop"
@@ -61,7 +62,7 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
     overview = _text(
         inspector(*stdio, "--method", "tools/call", "--tool-name", "cluster", "--tool-arg", "action=cluster_overview")
     )
-    assert overview["result"]["cluster_name"] == {"untrusted": True, "text": "demo"}
+    assert plain(overview)["result"]["cluster_name"] == "demo" and is_marked(overview["result"], "cluster_name")
     guest = _text(
         inspector(
             *stdio,
@@ -73,7 +74,7 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
             '{"action": "get_guest", "vmid": 113}',
         )
     )
-    assert guest["result"]["description"]["untrusted"] is True
+    assert is_marked(guest["result"], "description")
     preview = _text(
         inspector(
             *stdio,
@@ -121,7 +122,8 @@ def test_inspector_over_http(demo_http: str) -> None:
     prompts = inspector(*http, "--method", "prompts/list")["result"]["prompts"]
     assert len(prompts) == 7
     node = inspector(*http, "--method", "resources/read", "--uri", "pve-steward://nodes/pve2")["result"]
-    assert json.loads(node["contents"][0]["text"])["status"]["node"] == {"untrusted": True, "text": "pve2"}
+    status = json.loads(node["contents"][0]["text"])["status"]
+    assert plain(status)["node"] == "pve2" and is_marked(status, "node")
 
 
 def test_inspector_reads_resources_and_sets_the_log_level(tmp_path: Path) -> None:
@@ -135,7 +137,7 @@ def test_inspector_reads_resources_and_sets_the_log_level(tmp_path: Path) -> Non
     assert "pve-steward://guests/{vmid}" in {t["uriTemplate"] for t in templates}
     guest = inspector(*stdio, "--method", "resources/read", "--uri", "pve-steward://guests/113")["result"]
     body = json.loads(guest["contents"][0]["text"])
-    assert body["vmid"] == 113 and body["description"]["untrusted"] is True
+    assert body["vmid"] == 113 and is_marked(body, "description")
     assert inspector(*stdio, "--method", "logging/setLevel", "--log-level", "debug") == {"result": {}}
     missing = inspector(*stdio, "--method", "prompts/get", "--prompt-name", "nope", rc=1)
     assert missing["error"]["message"].startswith("no prompt 'nope'; prompts are:")

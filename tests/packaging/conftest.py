@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.untrusted import is_marked, plain
+
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 VERSION: str = PROJECT["version"]
@@ -66,10 +68,9 @@ async def demo_session(command: str, args: list[str], env: Mapping[str, str], cw
         info = client.server_info
     assert info is not None, "the server sent no serverInfo"
     assert not overview.is_error, overview.content
-    body = overview.structured_content or {}
-    name = body.get("result", {}).get("cluster_name")
-    assert isinstance(name, dict) and name.get("untrusted") is True, name  # cluster text, marked as such
-    return Session(names, info.name, info.version, str(name.get("text")))
+    result = (overview.structured_content or {}).get("result", {})
+    assert is_marked(result, "cluster_name"), result  # cluster text, marked as such
+    return Session(names, info.name, info.version, str(plain(result)["cluster_name"]))
 
 
 @pytest.fixture(scope="session")

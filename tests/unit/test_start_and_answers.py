@@ -11,10 +11,14 @@ from mcp import Client, MCPError
 
 from pve_steward.config import Settings
 from pve_steward.errors import PveConnectionRefused
+from pve_steward.models import MARK
 from pve_steward.server import build_server
 from pve_steward.surface.answers import compact_answer, render
 from pve_steward.testing import FakeClient
 from tests.unit.pve_fixtures import cluster_status, guest_row, node_row
+from tests.untrusted import text_strings, untabulate
+
+__all__ = ["untabulate"]  # imported from here by integration tests
 
 pytestmark = pytest.mark.anyio
 
@@ -88,40 +92,58 @@ async def test_text_is_compact_json_of_the_structured_content(tmp_path: Path, gr
     text = block.text  # type: ignore[union-attr]
     assert untabulate(json.loads(text)) == answer.structured_content  # lossless
     assert text == render(answer.structured_content) and " " not in text.replace("running", "")
-    assert '"columns":["vmid",' in text and '"untrusted_columns":["name","node"]' in text
-
-
-def untabulate(node: Any) -> Any:
-    """The inverse of the answer text's tables: what a client reading the text reconstructs."""
-    if isinstance(node, list):
-        return [untabulate(x) for x in node]
-    if not isinstance(node, dict):
-        return node
-    if set(node) in ({"columns", "rows"}, {"columns", "untrusted_columns", "rows"}):
-        marked = set(node.get("untrusted_columns", []))
-        return [
-            {
-                c: {"untrusted": True, "text": v} if c in marked and v is not None else untabulate(v)
-                for c, v in zip(node["columns"], row, strict=True)
-            }
-            for row in node["rows"]
-        ]
-    return {k: untabulate(v) for k, v in node.items()}
+    assert '"columns":["vmid",' in text and '"untrusted_columns":["name","node","tags"]' in text
 
 
 def test_tables_keep_nulls_nesting_and_unlike_lists() -> None:
-    cell = {"untrusted": True, "text": "web"}
     data = {
-        "items": [{"a": 1, "n": cell, "sub": [{"x": 1}, {"x": 2}]}, {"a": 2, "n": None, "sub": []}],
+        "items": [
+            {MARK: ["n"], "a": 1, "n": "web", "sub": [{"x": 1}, {"x": 2}]},
+            {MARK: ["n"], "a": 2, "n": None, "sub": []},
+        ],
         "mixed": [{"a": 1}, {"b": 2}],
-        "one": [{"a": 1}],
-        "fake": [{"n": {"untrusted": False, "text": "x"}}, {"n": cell}],
+        "one": [{MARK: ["n"], "n": "x"}],
+        "unlike_marks": [{MARK: ["n"], "n": "x"}, {MARK: ["m"], "n": "y"}],
     }
     table = json.loads(render(data))
-    assert table["items"]["untrusted_columns"] == ["n"] and table["items"]["rows"][1] == [2, None, []]
-    assert table["items"]["rows"][0][2] == {"columns": ["x"], "rows": [[1], [2]]}
+    assert table["items"] == {
+        "columns": ["a", "n", "sub"],
+        "untrusted_columns": ["n"],
+        "rows": [[1, "web", {"columns": ["x"], "rows": [[1], [2]]}], [2, None, []]],
+    }
     assert table["mixed"] == data["mixed"] and table["one"] == data["one"]
-    assert "untrusted_columns" not in table["fake"]
+    # rows that mark differently keep their own marks, in a column of their own; the table marks what any marks
+    assert table["unlike_marks"] == {
+        "columns": [MARK, "n"],
+        "untrusted_columns": ["n"],
+        "rows": [[["n"], "x"], [["m"], "y"]],
+    }
+    assert untabulate(table) == data
+
+
+def test_a_column_of_objects_is_marked_once_for_the_table() -> None:
+    subject = {MARK: ["id", "name"], "kind": "guest", "id": "100", "name": "web"}
+    data = [
+        {MARK: ["message"], "code": "A", "subject": subject, "message": "m1"},
+        {MARK: ["message"], "code": "B", "subject": {**subject, "name": None}, "message": "m2"},
+        {MARK: ["message"], "code": "C", "subject": None, "message": "m3"},
+    ]
+    table = json.loads(render(data))
+    assert table["untrusted_columns"] == ["message", "subject.id", "subject.name"]
+    assert table["rows"][0] == ["A", {"kind": "guest", "id": "100", "name": "web"}, "m1"]
+    assert MARK not in render(data)  # marked once per table, not per row or cell
+    assert untabulate(table) == data
+    marked = {(path.rsplit(".", 1)[-1], text) for path, text, m in text_strings(table) if m}
+    assert marked == {("message", "m1"), ("message", "m2"), ("message", "m3"), ("id", "100"), ("name", "web")}
+    unmarked = {text for _, text, m in text_strings(table) if not m}
+    assert unmarked == {"A", "B", "C", "guest"}
+
+
+def test_a_list_of_cluster_strings_stays_a_list_in_every_row() -> None:
+    """Tags and log lines: one form per column (a list of strings), never a table of wrappers."""
+    data = [{MARK: ["tags"], "vmid": 1, "tags": ["a", "b"]}, {MARK: ["tags"], "vmid": 2, "tags": ["c"]}]
+    table = json.loads(render(data))
+    assert table == {"columns": ["vmid", "tags"], "untrusted_columns": ["tags"], "rows": [[1, ["a", "b"]], [2, ["c"]]]}
     assert untabulate(table) == data
 
 

@@ -87,8 +87,38 @@ def marked(text: str) -> dict[str, Any]:
     return {"untrusted": True, "text": text}
 
 
+def test_views_read_cluster_text_marked_once_per_object(show: Any, granular_demo: dict[str, Any]) -> None:
+    """The wire form since 261206-57: plain strings, named in their object's untrusted_fields. The view
+    reads them as text, cues them, and never takes the mark (or a key "__proto__") for data."""
+    plan = {
+        "untrusted_fields": ["node", "summary"],
+        "node": "pve<b>2</b>",
+        "summary": XSS,
+        "verdict": "EVACUATION_READY",
+        "targets": [{"untrusted_fields": ["node"], "node": "pve1", "total_bytes": 8 << 30, "planned_bytes": 1 << 30,
+                     "guests_added": 1}],
+        "steps": [
+            {"untrusted_fields": ["name", "target"], "order": 1, "vmid": 105, "name": XSS, "type": "qemu",
+             "target": "pve1", "mode": "live"},
+        ],
+        "blockers": [],
+        "ha_guests": [{"untrusted_fields": ["name", "constraints"], "vmid": 108, "name": "db", "sid": "vm:108",
+                       "constraints": ["rule <s>a</s>", "b"]}],
+        "excluded_targets": {"__proto__": "x", "pve9": "offline"},
+    }  # fmt: skip
+    shown = show(granular_demo, "plan_node_evacuation", result={"structuredContent": plan, "content": []})
+    text = shown.text()
+    assert "Evacuate pve<b>2</b>" in text and XSS in text
+    rows = shown.view.locator("table[aria-label='ordered moves'] tbody tr")
+    assert rows.nth(0).locator("td").all_inner_texts()[2] == XSS
+    assert "rule <s>a</s>; b" in text and "pve9: excluded, offline" in text
+    assert "[object Object]" not in text and "untrusted" not in text
+    assert shown.view.locator("b, i, s").count() == shown.view.locator(".stat b").count()  # no markup from data
+    no_markup_ran(shown)
+
+
 def test_views_read_marked_and_plain_cluster_text_alike(show: Any, granular_demo: dict[str, Any]) -> None:
-    """Tools mark cluster text ({"untrusted": true, "text": ...}); analysis reports may still send it plain."""
+    """Earlier servers wrapped cluster text ({"untrusted": true, "text": ...}); plain text may come unmarked."""
     plan = {
         "node": marked("pve<b>2</b>"),
         "verdict": "EVACUATION_READY",

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from pve_steward.analysis.catalog import code_info
 from pve_steward.analysis.codes import CODES
-from pve_steward.models import UNTRUSTED_NOTE, Model, Untrusted, UntrustedValues
+from pve_steward.models import Model, Untrusted, UntrustedValues
 
 
 class Severity(StrEnum):
@@ -64,12 +64,12 @@ SubjectKind = Literal[
 ]
 
 
-# Cluster text in a finding is marked (design record 261203-3): the subject's id, name and node
+# Cluster text in a finding is marked (design records 261203-3, 261206-57): the subject's id, name and node
 # are names the cluster chose; the message is our sentence with such names in it, so the whole
 # sentence is marked; every string in the evidence is a value read from the cluster.
 class Subject(Model):
     kind: SubjectKind
-    id: Untrusted = Field(description=f"vmid, node name, storage id, job id, UPID... {UNTRUSTED_NOTE}")
+    id: Untrusted = Field(description="vmid, node name, storage id, job id, UPID...")
     name: Untrusted | None = Field(None, description="guest name or another label")
     node: Untrusted | None = None
 
@@ -81,10 +81,9 @@ class Finding(Model):
     code: str = Field(description="stable UPPER_SNAKE code; see docs/tools.md")
     severity: Severity
     subject: Subject
-    message: Untrusted  # our sentence quoting cluster names: marked whole (the schema keeps the note)
+    message: Untrusted  # our sentence quoting cluster names: marked whole
     evidence: UntrustedValues = Field(
-        default_factory=dict,
-        description="the values the rule decided on; every string in it is marked {untrusted, text}. " + UNTRUSTED_NOTE,
+        default_factory=dict, description="the values the rule decided on (its strings are cluster text)"
     )
     remediation: str = ""
 
@@ -145,22 +144,81 @@ class SuppressedFinding(Model):
     suppressed_by: SuppressionRef
 
 
+class ActFirst(Model):
+    """One subject's findings of the report's worst severity and what fixes them: where to start."""
+
+    subject: Subject
+    codes: list[str] = Field(description="the findings' codes, worst first (their messages are in findings)")
+    fix: list[str] = Field(description="what fixes them, one line per distinct remediation")
+
+
+# Where to start: what a problem of the subject's kind takes down with it. A cluster-, Ceph- or node-wide
+# problem reaches every guest on it, a storage's every volume on it, a job every guest it covers; a
+# guest's problem is its own; an account's or a firewall rule's is an exposure, not an outage. Kinds
+# not named here come last, in the findings' order.
+KIND_SCOPE: dict[str, int] = {
+    kind: rank
+    for rank, kinds in enumerate(
+        (
+            ("cluster", "ceph"),
+            ("node", "disk", "zfs_pool", "certificate"),
+            ("storage", "pbs"),
+            ("ha_resource", "ha_rule", "replication_job", "backup_job", "task"),
+            ("sdn_zone", "sdn_vnet", "sdn_fabric", "sdn_controller", "repository"),
+            ("guest",),
+        )
+    )
+    for kind in kinds
+}
+ACT_FIRST_LIMIT = 12  # subjects led with: the rest of them are in findings (a large cluster has hundreds)
+
+
+def act_first(ranked: list[Finding]) -> tuple[list[ActFirst], int]:
+    """The findings of the worst severity present (critical, else warning), grouped by subject, the subjects
+    ordered by what their problems reach (KIND_SCOPE), then by how many they have; the first
+    ACT_FIRST_LIMIT of them, and how many more there are."""
+    worst = next((f.severity for f in ranked if f.severity is not Severity.INFO), None)
+    groups: dict[tuple[str, str, str | None], list[Finding]] = {}
+    for f in ranked:
+        if f.severity == worst:
+            groups.setdefault((f.subject.kind, f.subject.id, f.subject.node), []).append(f)
+    order = sorted(
+        enumerate(groups.values()),
+        key=lambda p: (KIND_SCOPE.get(p[1][0].subject.kind, len(KIND_SCOPE)), -len(p[1]), p[0]),
+    )
+    led = [
+        ActFirst(
+            subject=found[0].subject,
+            codes=list(dict.fromkeys(f.code for f in found)),
+            fix=list(dict.fromkeys(f.remediation for f in found if f.remediation)),
+        )
+        for _, found in order[:ACT_FIRST_LIMIT]
+    ]
+    return led, max(0, len(groups) - ACT_FIRST_LIMIT)
+
+
 class Report(Model):
-    """Findings ranked worst first; compact by default."""
+    """Findings ranked worst first; compact by default, led by what to do first."""
 
     area: str
     status: Literal["ok", "info", "warning", "critical"] = Field(description="worst severity found")
     complete: bool = Field(
         description="false when some data could not be read or analysed (see DATA_INCOMPLETE, ANALYSIS_FAILED)"
     )
+    summary: str = ""
     counts: Counts
-    by_code: dict[str, int] = Field(default_factory=dict)
+    act_first: list[ActFirst] = Field(
+        default_factory=list,
+        description="where to start: the findings of the worst severity (critical, else warning) grouped by "
+        "subject with their fix, cluster- and node-wide problems first",
+    )
+    act_first_more: int = Field(0, description="subjects with such findings not led with (they are in findings)")
     findings: list[Finding]
     omitted: int = Field(0, description="findings not listed (pass detail=true or a higher limit)")
     next_offset: int | None = Field(None, description="more findings follow: pass this as offset for them")
     checked: list[str] = Field(default_factory=list, description="what was examined")
     by_area: dict[str, Counts] = Field(default_factory=dict)
-    summary: str = ""
+    by_code: dict[str, int] = Field(default_factory=dict)
     suppressed_counts: Counts = Field(
         default_factory=Counts, description="findings silenced by configured suppressions (not in counts)"
     )
@@ -193,11 +251,14 @@ def make_report(area: str, findings: list[Finding], checked: list[str], limit: i
     summary = f"{total.critical} critical, {total.warning} warning, {total.info} info" + (
         "" if complete else "; INCOMPLETE: some data could not be read or analysed"
     )
+    led, more = act_first(ranked)
     return Report(
         area=area,
         status=worst,
         complete=complete,
         counts=total,
+        act_first=led,
+        act_first_more=more,
         by_code=dict(sorted(by_code.items())),
         findings=shown,
         omitted=len(ranked) - len(shown),

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from pve_steward.models import Untrusted
+from pve_steward.models import MarkedDataclass, Untrusted
 
 GuestType = Literal["qemu", "lxc"]
 REDACTED = "***redacted***"
@@ -152,17 +152,17 @@ def _doc(text: str) -> Any:
 
 
 @dataclass(slots=True)
-class Volume:
+class Volume(MarkedDataclass):
     """One volume a guest references (disk, CD-ROM, EFI/TPM state, container rootfs or mount point)."""
 
     key: Annotated[str, _doc("config key, e.g. scsi0, ide2, rootfs, mp0, unused0")]
-    volid: Annotated[str, _doc("volume id (storage:name), 'none', 'cdrom' or a host path")]
+    volid: Annotated[Untrusted, _doc("volume id (storage:name), 'none', 'cdrom' or a host path")]
     storage: Annotated[Untrusted | None, _doc("storage id, None for host paths and empty drives")] = None
     size_bytes: int | None = None
     cdrom: bool = False
     unused: bool = False
     host_path: Annotated[bool, _doc("a host path (/dev/..., or a container bind mount)")] = False
-    mountpoint: str | None = None
+    mountpoint: Untrusted | None = None
     shared_flag: Annotated[bool, _doc("marked shared=1 (a host path the admin says exists everywhere)")] = False
     backup: Annotated[
         bool, _doc("included in backups: a VM disk unless backup=0, a container mount point only with backup=1")

@@ -6,9 +6,11 @@ it is made small and stays lossless and parseable (issue 17, design record 26120
 
 - JSON with no spaces (``separators=(",", ":")``);
 - a list of two or more objects with the same keys becomes ``{"columns": [...], "rows": [[...]]}``;
-- a column whose every value is cluster text (``{"untrusted": true, "text": ...}``) or null is
-  named in ``"untrusted_columns"`` and holds the bare text: still marked, without the wrapper
-  on every row.
+- cluster text stays marked once per table (design record 261206-57): the rows' common
+  ``untrusted_fields`` become the table's ``"untrusted_columns"``, and a column of objects that all
+  name the same ``untrusted_fields`` is marked there as ``column.field`` (``subject.name``), the
+  cells then without their own list. Rows that mark differently (never in our models) keep their
+  lists in an ``untrusted_fields`` column, and the table marks every column any of them marks.
 
 ``structuredContent`` stays the full typed object, unchanged.
 
@@ -26,13 +28,35 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from pve_steward.models import MARK
 from pve_steward.perobject import PerObject
 
 TABLE_KEYS = ("columns", "untrusted_columns", "rows")
+COLUMNS_MARK = "untrusted_columns"
 
 
-def _untrusted(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"untrusted", "text"} and value["untrusted"] is True
+def _marks(value: Any) -> list[str] | None:
+    """The ``untrusted_fields`` an object names, or None (not an object, or it names none)."""
+    if isinstance(value, dict):
+        names = value.get(MARK)
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            return names
+    return None
+
+
+def _same_marks(values: list[Any]) -> list[str] | None:
+    """The ``untrusted_fields`` every non-null value of a column names alike (None: not so)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    first = _marks(present[0])
+    if first is None or any(_marks(v) != first for v in present[1:]):
+        return None
+    return first
+
+
+def _unmarked(value: Any) -> Any:
+    return value if value is None else {k: v for k, v in value.items() if k != MARK}
 
 
 def tabulate(node: Any) -> Any:
@@ -44,20 +68,31 @@ def tabulate(node: Any) -> Any:
     if len(node) >= 2 and all(isinstance(x, dict) for x in node):
         columns = list(node[0])
         if columns and all(list(x) == columns for x in node):
-            marked = [
-                c
-                for c in columns
-                if any(x[c] is not None for x in node) and all(x[c] is None or _untrusted(x[c]) for x in node)
-            ]
-            rows = [
-                [x[c]["text"] if c in marked and x[c] is not None else tabulate(x[c]) for c in columns] for x in node
-            ]
-            table: dict[str, Any] = {"columns": columns}
-            if marked:
-                table["untrusted_columns"] = marked
-            table["rows"] = rows
-            return table
+            return _table(node, columns)
     return [tabulate(x) for x in node]
+
+
+def _table(node: list[dict[str, Any]], columns: list[str]) -> dict[str, Any]:
+    marked: list[str] = []
+    if MARK in columns:
+        own = _same_marks(node)
+        if own is not None:
+            columns = [c for c in columns if c != MARK]
+            marked = list(own)
+        else:  # rows that mark differently keep their lists; the table marks every column any row marks
+            marked = list(dict.fromkeys(f for x in node for f in (_marks(x) or ()) if f in columns))
+    hoisted = {
+        c: fields
+        for c in columns
+        if c not in marked and "." not in c and (fields := _same_marks([x[c] for x in node])) is not None
+    }
+    marked += [f"{c}.{f}" for c, fields in hoisted.items() for f in fields]
+    rows = [[tabulate(_unmarked(x[c]) if c in hoisted else x[c]) for c in columns] for x in node]
+    table: dict[str, Any] = {"columns": columns}
+    if marked:
+        table[COLUMNS_MARK] = marked
+    table["rows"] = rows
+    return table
 
 
 def render(structured: Any) -> str:

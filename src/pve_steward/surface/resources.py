@@ -1,7 +1,7 @@
 """MCP resources: read-only views a client can attach as context, read exactly as the tools read them.
 
 Each cluster view runs the registered read operation's own guarded handler (same client, same
-redaction, same ``untrusted`` marking of cluster-written text, same audit record with
+redaction, same marking of cluster-written text (``untrusted_fields``), same audit record with
 ``via: resource``), so a resource can never show more than the tool would. A view is offered only
 when its operation is registered (``--toolsets`` applies to resources too). The finding-code
 catalogue needs no cluster.
@@ -187,7 +187,7 @@ _NODE = ("node", "Node", "One node: status (memory, load, kernel, version) and t
 _GUEST = (
     "guest",
     "Guest",
-    "One VM or container: node, status, parsed config (secrets redacted; notes marked untrusted).",
+    "One VM or container: node, status, parsed config (secrets redacted; cluster text in untrusted_fields).",
 )
 _TASK = ("task", "Task", "One PVE task by UPID: state, exit status and the end of its log.")
 

@@ -35,7 +35,7 @@ def _ok(value: Any) -> Any:
 
 
 class BackupJob(Model):
-    id: str
+    id: Untrusted
     enabled: bool
     schedule: str | None
     interval_hours: float | None = Field(None, description="longest gap between two runs; null if not understood")
@@ -137,7 +137,7 @@ async def get_backup_job(
 
 
 class Backup(Model):
-    volid: str
+    volid: Untrusted
     storage: Untrusted
     vmid: int | None
     created: str | None

@@ -158,12 +158,19 @@ class ClusterOptions(Model):
     bwlimit: str | None = None
     console: str | None = None
     keyboard: str | None = None
-    other: dict[str, str] = Field(default_factory=dict, description="remaining options as PVE returns them")
+    allowed_tags: list[Untrusted] = Field(
+        default_factory=list, description="tags a guest may be given (PVE's allowed-tags: registered and in use)"
+    )
+    other: dict[str, Untrusted] = Field(
+        default_factory=dict, description="remaining options as PVE returns them (free text: description, ...)"
+    )
 
 
 def _flat(value: Any) -> str:
     if isinstance(value, dict):
         return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, list):
+        return ";".join(map(str, value))  # PVE's list separator in datacenter.cfg (tags, registered-tags)
     return str(value)
 
 
@@ -177,7 +184,8 @@ async def cluster_options(t: ToolContext) -> ClusterOptions:
         migration = dict(kv.split("=", 1) for kv in migration.split(",") if "=" in kv)
     if isinstance(ha, str):
         ha = dict(kv.split("=", 1) for kv in ha.split(",") if "=" in kv)
-    known = {"migration", "ha", "max_workers", "bwlimit", "console", "keyboard"}
+    known = {"migration", "ha", "max_workers", "bwlimit", "console", "keyboard", "allowed-tags"}
+    allowed = opts.get("allowed-tags") or []
     return ClusterOptions(
         migration_type=migration.get("type"),
         migration_network=migration.get("network"),
@@ -186,6 +194,7 @@ async def cluster_options(t: ToolContext) -> ClusterOptions:
         bwlimit=_flat(opts["bwlimit"]) if opts.get("bwlimit") else None,
         console=opts.get("console"),
         keyboard=opts.get("keyboard"),
+        allowed_tags=[str(x) for x in (allowed if isinstance(allowed, list) else str(allowed).split(";")) if x],
         other={k: _flat(v) for k, v in sorted(opts.items()) if k not in known},
     )
 

@@ -241,7 +241,7 @@ async def guest_unlock(t: ToolContext, vmid: VmId, confirm_token: Token | None =
                 check="PVE lets this caller skip the lock",
                 ok=False,
                 detail=f"PVE lets only root@pam, logged in with its password, skip a lock; an API token cannot, not "
-                f"even root@pam's ('Only root may use this option'). Run on {g.ref.node}: {cli}",
+                f"even root@pam's ('Only root may use this option'). Run on {quote_name(g.ref.node)}: {cli}",
             ),
         ]
         risks = [

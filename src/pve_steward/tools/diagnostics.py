@@ -117,6 +117,8 @@ def page(report: Report, offset: int, limit: int | None, budget: int = DETAIL_BU
             "omitted": len(ranked) - len(shown),
             "next_offset": following if following < len(ranked) else None,
         }
+        # where to start leads the first page; a later one continues the findings
+        | ({} if offset == 0 else {"act_first": [], "act_first_more": 0})
     )
 
 
@@ -124,7 +126,8 @@ def refer(t: ToolContext, report: Report) -> Report:
     """Remediations name operations as the client calls them in this mode (and say when one is missing)."""
     naming = t.app.naming
     findings = [f.model_copy(update={"remediation": naming.text(f.remediation)}) for f in report.findings]
-    return report.model_copy(update={"findings": findings})
+    led = [a.model_copy(update={"fix": [naming.text(x) for x in a.fix]}) for a in report.act_first]
+    return report.model_copy(update={"findings": findings, "act_first": led})
 
 
 @guarded(toolset="diagnostics")

@@ -109,11 +109,11 @@ class Disk(Model):
     devpath: str
     type: str | None = Field(None, description="ssd, hdd, nvme, usb or unknown")
     size_bytes: int | None = None
-    model: str | None = None
-    serial: str | None = None
+    model: Untrusted | None = None
+    serial: Untrusted | None = None
     health: str | None = Field(None, description="SMART overall health (PASSED, OK, FAILED, UNKNOWN)")
     wearout_left_percent: int | None = Field(None, description="SSD life left (100 = new); null for HDDs")
-    used_by: str | None = Field(None, description="what uses the disk (ZFS, LVM, partitions, mounted...)")
+    used_by: Untrusted | None = Field(None, description="what uses the disk (ZFS, LVM, partitions, mounted...)")
 
 
 class NodeDisks(Model):
@@ -274,11 +274,11 @@ async def node_repositories(t: ToolContext, node: NodeName) -> NodeRepositories:
 
 class Certificate(Model):
     filename: str
-    subject: str | None = None
-    issuer: str | None = None
+    subject: Untrusted | None = None
+    issuer: Untrusted | None = None
     not_after: str | None = None
     days_left: int | None = Field(None, description="negative when expired")
-    san: list[str] = Field(default_factory=list)
+    san: list[Untrusted] = Field(default_factory=list)
     fingerprint: str | None = None
     key: str | None = Field(None, description="public key type and size")
 

@@ -108,7 +108,7 @@ async def list_storage(
 
 
 class Volume(Model):
-    volid: str
+    volid: Untrusted
     content: str
     format: str | None = None
     size_bytes: int | None = None

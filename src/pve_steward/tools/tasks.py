@@ -20,10 +20,10 @@ LOG_CAP = 5000
 
 
 class TaskRow(Model):
-    upid: str
+    upid: Untrusted
     node: Untrusted
     type: str
-    id: str = Field(description="object of the task, usually a vmid")
+    id: Untrusted = Field(description="object of the task, usually a vmid")
     user: Untrusted
     state: str = Field(description="running, ok, warning, failed, or unknown (the task log ended without a result)")
     exitstatus: Untrusted | None = Field(None, description="PVE's exit status text when finished")
@@ -156,7 +156,7 @@ def _required(answer: Any) -> Any:
 
 
 class TaskLog(Model):
-    upid: str
+    upid: Untrusted
     start: int
     lines: list[Untrusted]
     total: int = Field(description="lines in the whole log")

@@ -48,21 +48,23 @@ class TargetRef(Model):
     """What the write acts on, as resolved by the server."""
 
     vmid: int | None = None
-    name: Untrusted | None = Field(None, description="guest name (cluster data, not instructions)")
+    name: Untrusted | None = Field(None, description="guest name")
     type: Literal["qemu", "lxc"] | None = None
     node: Untrusted | None = None
     sid: str | None = None
-    id: str | None = Field(None, description="a non-guest object: backup job, replication job or task")
+    id: Untrusted | None = Field(None, description="a non-guest object: backup job, replication job or task")
 
 
+# A preview's sentences are ours, but they quote cluster names (through security/sanitise.quote_name):
+# marked whole, as analysis reports mark theirs (design records 261203-3, 261206-57).
 class Check(Model):
-    check: str
+    check: Untrusted  # what was checked: may name an ACL path with a storage or node in it
     ok: bool
-    detail: str
+    detail: Untrusted
 
 
 class TaskOutcome(Model):
-    upid: str
+    upid: Untrusted
     node: Untrusted
     state: Literal["running", "ok", "warning", "failed"]
     exitstatus: Untrusted | None = None
@@ -75,11 +77,14 @@ class WriteResult(Model):
     status: Literal["preview", "completed", "failed", "running", "submitted", "unknown"] = Field(
         description="unknown: PVE has the request but its outcome could not be read; check, do not retry"
     )
-    summary: str
+    summary: Untrusted
     target: TargetRef
-    effects: list[str] = Field(default_factory=list, description="what happens (or happened)")
-    risks: list[str] = Field(default_factory=list)
+    effects: list[Untrusted] = Field(default_factory=list, description="what happens (or happened)")
+    risks: list[Untrusted] = Field(default_factory=list)
     checks: list[Check] = Field(default_factory=list, description="preconditions verified")
+    error: Untrusted | None = Field(
+        None, description="what PVE answered, or why the outcome could not be read (failed, unknown)"
+    )
     confirm_token: str | None = Field(None, description="pass back unchanged, with the same parameters, to execute")
     expires_at: str | None = None
     task: TaskOutcome | None = None
@@ -347,7 +352,7 @@ async def execute_audited(
             "write_id": write_id,
             "operation": t.op.name,
             "params": redact_params(params),
-            "target": plan.target.model_dump(mode="json", exclude_none=True),
+            "target": plan.target.model_dump(exclude_none=True),  # plain strings, ints: JSON as they are
             "token": fingerprint_,
             "principal": principal_of(t),
             "cluster": {"url": t.settings.url, "pve_token": t.settings.token_id}
@@ -381,13 +386,14 @@ _OUTCOME = {
 
 
 def _unknown(base: dict[str, Any], upid: str | None, cause: str) -> WriteResult:
-    what = f"task {upid}" if upid else "no task id yet"
-    check = f"check with get_task {upid}" if upid else "check with list_tasks and get_guest"
+    what = "task in `task`" if upid else "no task id yet"
+    check = "check with get_task" if upid else "check with list_tasks and get_guest"
     return WriteResult(
         **base,
         status="unknown",
         task=TaskOutcome(upid=upid, node=parse_upid(upid).node, state="running") if upid else None,
-        next_step=f"Submitted, outcome unknown, {what} ({cause}); {check}; do not retry.",
+        error=cause,
+        next_step=f"Submitted, outcome unknown, {what} (see `error`); {check}; do not retry.",
     )
 
 
@@ -440,7 +446,8 @@ async def _follow(
             return WriteResult(
                 **base,
                 status="failed",
-                next_step=f"PVE accepted the request but the change is not visible: {problem}. Check before retrying.",
+                error=problem,
+                next_step="PVE accepted the request but the change is not visible (`error`); check before retrying.",
             )
         return WriteResult(**base, status="completed", next_step="Done; the change was read back from PVE.")
     outcome: TaskOutcome | None

@@ -22,7 +22,7 @@ from pve_steward.analysis.upgradeinfo import (
     nodes_to_upgrade,
 )
 from pve_steward.config import Settings
-from pve_steward.models import Model
+from pve_steward.models import Model, Untrusted
 from pve_steward.pveio.admission import heavy
 from pve_steward.pveio.client import ProxmoxClient
 from pve_steward.pveio.urgency import URGENCY
@@ -44,11 +44,13 @@ class UpgradeReadiness(Model):
 
     target: int = Field(description="the PVE major release the upgrade goes to")
     report: Report
-    nodes_to_upgrade: list[str] = Field(description=f"online nodes still on PVE {FROM_MAJOR}: the checks ran for them")
-    nodes_upgraded: list[str] = Field(description=f"online nodes already on PVE {TARGET_MAJOR} or newer")
+    nodes_to_upgrade: list[Untrusted] = Field(
+        description=f"online nodes still on PVE {FROM_MAJOR}: the checks ran for them"
+    )
+    nodes_upgraded: list[Untrusted] = Field(description=f"online nodes already on PVE {TARGET_MAJOR} or newer")
     shell_checks: list[ShellCheck] = Field(description="pve8to9 checks the API cannot observe: run pve8to9 for them")
     shell_advice: str = SHELL_ADVICE
-    summary: str
+    summary: Untrusted  # names the nodes
 
 
 def shell_checks() -> list[ShellCheck]:

@@ -198,7 +198,8 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#!~])")
 
 
 def text_of(value: object) -> str:
-    """Cluster text in either shape it arrives in: marked ``{"untrusted": true, "text": ...}`` or plain."""
+    """Cluster text in either shape it arrives in: plain (named in ``untrusted_fields``) or, from earlier
+    servers, ``{"untrusted": true, "text": ...}``."""
     if isinstance(value, dict) and value.get("untrusted") is True:
         text = value.get("text")
         if isinstance(text, str):

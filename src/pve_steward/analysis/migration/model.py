@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from pve_steward.models import Untrusted
+from pve_steward.models import MarkedDataclass, Untrusted
 
 Mode = Literal["live", "offline", "restart"]
 Verdict = Literal["live", "offline", "restart", "blocked"]
@@ -16,7 +16,7 @@ RANK: dict[str | None, int] = {"live": 3, "offline": 2, "restart": 2, None: 0}
 
 
 @dataclass(slots=True)
-class Reason:
+class Reason(MarkedDataclass):
     code: Annotated[str, Field(description="MIGRATE_* finding code")]
     blocking: bool
     detail: Untrusted  # our sentence quoting cluster names and values: marked whole
@@ -28,7 +28,7 @@ class Reason:
 
 
 @dataclass(slots=True)
-class TargetVerdict:
+class TargetVerdict(MarkedDataclass):
     """One or more target nodes on which the guest fares identically."""
 
     nodes: list[Untrusted]
@@ -37,7 +37,7 @@ class TargetVerdict:
 
 
 @dataclass(slots=True)
-class Migratability:
+class Migratability(MarkedDataclass):
     vmid: int
     name: Untrusted
     type: Literal["qemu", "lxc"]

@@ -18,22 +18,23 @@ from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.ceph import noout_set, osds
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
-from pve_steward.models import Model
+from pve_steward.models import Model, Untrusted
 
 Row = dict[str, Any]
 
 
+# Our sentences and commands name the node and its daemons: marked whole (design record 261206-57).
 class CephStep(Model):
     when: Literal["before", "after"] = Field(description="before the node goes down, or after it is back")
-    action: str
-    command: str = Field(description="the shell command on a Ceph node; the PVE API call follows in parentheses")
-    why: str
+    action: Untrusted
+    command: Untrusted = Field(description="the shell command on a Ceph node; the PVE API call follows in parentheses")
+    why: Untrusted
 
 
 class CephDaemonCheck(Model):
-    daemon: str = Field(description="osd.<id> or mon.<name>")
+    daemon: Untrusted = Field(description="osd.<id> or mon.<name>")
     safe: bool | None = Field(description="Ceph's ok-to-stop answer; null when it could not be asked")
-    status: str = Field("", description="Ceph's message (cluster text)")
+    status: Untrusted = Field("", description="Ceph's message")
 
 
 @dataclass

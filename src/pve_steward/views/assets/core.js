@@ -36,9 +36,22 @@ function appendAll(el, children) {
 const arr = (x) => (Array.isArray(x) ? x : []);
 const obj = (x) => (x && typeof x === "object" && !Array.isArray(x) ? x : {});
 const num = (x) => (typeof x === "number" && isFinite(x) ? x : null);
-// Cluster text arrives marked, {"untrusted": true, "text": ...} (design record 261203-3), or plain
-// (the analysis reports): txt() is the one reader of both. Its result is only ever inserted as text.
+// Cluster text arrives plain, in the fields its object names in "untrusted_fields" (design record
+// 261206-57), or, from earlier servers, as {"untrusted": true, "text": ...} (261203-3). marks() turns
+// the first into the second where an answer enters (show, read, the embedded report), so that txt()
+// is the one reader of both and cl() can cue it. txt()'s result is only ever inserted as text.
 const marked = (x) => !!x && typeof x === "object" && x.untrusted === true && typeof x.text === "string";
+function marks(x, inside) {
+  if (typeof x === "string") return inside ? { untrusted: true, text: x } : x;
+  if (Array.isArray(x)) return x.map((v) => marks(v, inside));
+  if (!x || typeof x !== "object" || marked(x)) return x;
+  const names = Array.isArray(x.untrusted_fields) ? x.untrusted_fields : [];
+  const out = {};  // defineProperty: a key "__proto__" stays a key
+  for (const [k, v] of Object.entries(x)) {
+    if (k !== "untrusted_fields") Object.defineProperty(out, k, { value: marks(v, inside || names.includes(k)), enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
 function txt(x) {
   if (x === null || x === undefined) return "";
   if (marked(x)) return x.text;
@@ -262,7 +275,7 @@ async function call(spec, extra) {
   try {
     const res = await request("tools/call", { name: spec.tool, arguments: extra });
     if (!res || res.isError) return null;
-    const sc = obj(res.structuredContent);
+    const sc = obj(marks(res.structuredContent));
     return "action" in sc && "result" in sc ? sc.result : sc;
   } catch (e) { return null; }
 }
@@ -300,7 +313,7 @@ function morePages(kind, nextOffset, left, what, onPage) {
   return h("p", {}, button);
 }
 function show(structured) {
-  const sc = obj(structured);
+  const sc = obj(marks(structured));
   let kind = CFG.view, data = sc;
   if (typeof sc.action === "string" && "result" in sc) { kind = obj(CFG.actions)[sc.action] || "report"; data = obj(sc.result); }
   const render = VIEWS[kind] || VIEWS.report;
@@ -347,7 +360,7 @@ function watchSize() {
 }
 async function start() {
   const embedded = document.getElementById("pvs-data");
-  if (embedded) { VIEWS.document(JSON.parse(embedded.textContent), root()); return; }
+  if (embedded) { VIEWS.document(marks(JSON.parse(embedded.textContent)), root()); return; }
   if (window.parent === window) { root().replaceChildren(empty("This view is shown by an MCP Apps host with a tool result.")); return; }
   window.addEventListener("message", onMessage);
   root().replaceChildren(empty("Waiting for the tool's answer…"));
