@@ -11,6 +11,7 @@ from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
 from pve_steward.serving.checkcmd import FACTS, Header, json_body, level, outline, print_report, render, terminal_safe
 from pve_steward.views.report import markdown
+from tests.untrusted import plain
 
 ESC = "\x1b[2J\x1b[31mPASS: all fine\x1b[0m"  # clears the screen and forges a PASS line
 CSI = "\x9b31m"  # the one-byte CSI some terminals take
@@ -153,7 +154,7 @@ def test_terminal_escapes_in_cluster_text_reach_no_terminal() -> None:
     stream = io.StringIO()
     print_report(r, True, "never", out=stream)
     assert "\x1b" not in stream.getvalue() and "\x9b" not in stream.getvalue()
-    assert json.loads(stream.getvalue())["findings"][0]["message"]["text"].startswith("guest 114 (\x1b[2J")
+    assert plain(json.loads(stream.getvalue()))["findings"][0]["message"].startswith("guest 114 (\x1b[2J")
 
 
 def test_terminal_safe_escapes_controls_and_bidi_but_keeps_text() -> None:
