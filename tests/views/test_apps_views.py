@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.untrusted import plain
+from tests.untrusted import is_marked, plain
 
 WRITE_WORDS = ("migrate", "start", "stop", "backup_now", "set_", "delete", "create", "update")
 
@@ -65,7 +65,8 @@ def test_health_areas_are_sorted_by_severity_and_clean_areas_pass(show: Any, gra
         view.locator("button.more", has_text="show the next page").click()
         view.wait_for_function("() => !document.querySelector('button.more[disabled]')")
     results = dict(view.locator(".area").evaluate_all("els => els.map(e => [e.dataset.area, e.dataset.result])"))
-    assert results["ha"] == "ok" and results["ceph"] == "ok"  # every finding read: clean areas pass
+    assert results["ha"] == "ok"  # every finding read: clean areas pass
+    assert results["ceph"] == "warning"  # the demo's planted slow OSD (osd.5 on pve3)
     assert results["pbs"] == "skipped"  # PBS is not configured: skipped, never passed and never info
     assert "passed: no findings" in view.locator(".area[data-area='ha']").inner_text()
     assert view.locator(".strip [data-tile='PBS'] b").inner_text() == "not checked"
@@ -95,7 +96,7 @@ def test_health_node_and_storage_bars_agree_with_the_findings(show: Any, granula
         share = round(node["mem_used_bytes"] / node["mem_total_bytes"] * 100)
         assert view.locator(f"[data-chart=nodes] svg[aria-label='{node['name']} memory {share} %']").count() == 1
     cued = view.locator("[data-chart=nodes] .cluster-text[title='text from the cluster']")
-    assert cued.count() == 3 * sum(1 for n in marked if n["name"] != plain(n["name"]))  # a cue where marked
+    assert cued.count() == 3 * sum(1 for n in marked if is_marked(n, "name")) > 0  # a cue where marked
     nodes_text = view.locator("[data-chart=nodes]").inner_text()
     assert "now 12.0 GiB" in nodes_text  # each figure says its time base
     # pve3's CPU finding is a day average: its bar says so and takes the finding's colour
