@@ -83,6 +83,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "oidc_jwks_url",
         "oidc_principal_claim",
         "oidc_groups_claim",
+        "oidc_jwks_refresh",
         "principals_file",
     ),
     "tools registered": (
@@ -101,6 +102,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "confirm_ttl",
         "confirm_key_file",
         "token_store",
+        "token_store_timeout",
+        "replicas",
         "audit_syslog",
         "audit_syslog_ca_file",
         "audit_required",

@@ -193,6 +193,13 @@ class Settings(BaseSettings):
     oidc_jwks_url: str | None = Field(None, description="the issuer's JWKS URL (default: from its discovery document)")
     oidc_principal_claim: str = Field("sub", description="the claim that names the caller (sub, email, ...)")
     oidc_groups_claim: str = Field("groups", description="the claim listing the caller's groups")
+    oidc_jwks_refresh: float = Field(
+        300.0,
+        ge=1,
+        le=86_400,
+        description="seconds the issuer's signing keys (JWKS) are trusted after they were read: a key the issuer "
+        "withdrew stops working within this time; while the JWKS cannot be read past it, tokens are refused",
+    )
     principals_file: Path | None = Field(
         None,
         description="TOML: named static tokens (sha256 + tier) and OIDC group -> tier/cluster rules (docs/deploy.md)",
@@ -280,6 +287,20 @@ class Settings(BaseSettings):
         description="where used confirmation tokens are kept so each confirms one execution: default a SQLite "
         "file in the state dir (shared by restarts and processes on this host); a path; redis://host:port/db for "
         "replicas on several hosts; memory (this process only). Writes are refused while it is unreachable",
+    )
+    token_store_timeout: float = Field(
+        3.0,
+        gt=0,
+        le=60,
+        description="seconds a used-token store call may take; a store that does not answer in time refuses the "
+        "write (fail closed) and holds up nothing else",
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="how many servers share this one's confirm_key_file; above 1 the start refuses a token store "
+        "they cannot share (sqlite, memory) and a Redis that loses used tokens on a restart (no appendonly)",
     )
     audit_syslog: str | None = Field(
         None,
