@@ -254,7 +254,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.pveio.clusters import cluster_targets
     from pve_steward.pveio.pbslink import pbs_link
     from pve_steward.server import build_server
+    from pve_steward.serving import logsetup
 
+    logsetup.configure()  # before anything is opened: start-up alarms must reach the operator
     settings = settings_from(args)
     if settings.transport == "http":
         from pve_steward.serving.http import check_bind
@@ -309,7 +311,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     import pvesim  # the only place the server side touches the simulator
     from pve_steward.server import build_server
+    from pve_steward.serving import logsetup
     from pvesim.pbs import attach, start_pbs
+
+    logsetup.configure()  # before anything is opened: start-up alarms must reach the operator
 
     out = sys.stderr if args.stdio else sys.stdout
     ignored = _ignored_demo_env()
