@@ -344,7 +344,15 @@ class Settings(BaseSettings):
     @field_validator("http_bearer_token")
     @classmethod
     def _bearer(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and len(v.get_secret_value()) < MIN_BEARER_LENGTH:
+        """At least MIN_BEARER_LENGTH characters, none of them blank: 40 spaces are 40 characters and no secret,
+        and a space or control character cannot travel in an Authorization header anyway (RFC 6750 b64token)."""
+        token = v.get_secret_value() if v is not None else ""
+        if v is not None and any(c.isspace() or not c.isprintable() for c in token):
+            raise ValueError(
+                "http_bearer_token must not contain spaces, tabs, line breaks or control characters "
+                "(for example the output of `openssl rand -hex 32`)"
+            )
+        if v is not None and len(token) < MIN_BEARER_LENGTH:
             raise ValueError(
                 f"http_bearer_token must be at least {MIN_BEARER_LENGTH} characters (for example the output of "
                 "`openssl rand -hex 32`); a short token can be guessed"
