@@ -202,7 +202,8 @@ class Settings(BaseSettings):
     )
     principals_file: Path | None = Field(
         None,
-        description="TOML: named static tokens (sha256 + tier) and OIDC group -> tier/cluster rules (docs/deploy.md)",
+        description="TOML: named static tokens, OIDC users and OIDC groups, each with its limits: a tier ceiling, "
+        "the clusters it may use, allowed and denied actions (docs/deploy.md)",
     )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -39,7 +39,7 @@ from pve_steward.pveio.urgency import URGENCY
 from pve_steward.security import authority
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.guard import refusal as guard_refusal
-from pve_steward.security.handlers import spec_of
+from pve_steward.security.handlers import SEVERAL_CLUSTERS, spec_of
 from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
 from pve_steward.security.narrowing import header_refusal, narrowing, selection
 from pve_steward.security.syslog import open_audit
@@ -64,7 +64,6 @@ from pve_steward.surface.naming import Naming
 from pve_steward.surface.nodecheck import node_parameters, unknown_node
 from pve_steward.surface.prompts import prompt_problem, register_prompts
 from pve_steward.surface.registry import (
-    SEVERAL_CLUSTERS,
     Operation,
     Registry,
     handler_hints,

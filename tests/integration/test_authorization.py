@@ -7,7 +7,8 @@ each surface (granular tool, meta-tool, resource, resource template, completion,
 confirmation) x each principal kind (static token, OIDC user entry, OIDC group rule) x each limit (tier
 ceiling, clusters, allow_actions, deny_actions). Where the limit applies the call is refused with a sentence
 naming it, an audit record names the principal (``denied``), and neither cluster receives a request; where
-it does not (a tier ceiling on a read) the call answers.
+it does not (a tier ceiling on a read) the call answers. tools/list, list_clusters and the completion of a
+cluster name offer only what the principal may use; an elicitation-capable client's human is never asked.
 
 Confirmation tokens are previewed first on a server whose principals file gives the same principals no
 limits, then confirmed on the limited server (same confirmation key and used-token store): a limit set after
@@ -30,7 +31,7 @@ import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import PromptReference
+from mcp.types import ElicitResult, PromptReference
 
 from pve_steward.surface.registry import load_registry
 from pve_steward.views.apps import read_calls
@@ -146,11 +147,22 @@ def server(cfg: Path, audit: Path, *, granular: bool) -> Iterator[str]:
         yield base
 
 
+class Human:
+    """An elicitation-capable client's human: records every question (a limited caller must be asked none)."""
+
+    def __init__(self) -> None:
+        self.questions: list[str] = []
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        self.questions.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+
 @asynccontextmanager
-async def session(base: str, bearer: str) -> AsyncIterator[Client]:
+async def session(base: str, bearer: str, human: Human | None = None) -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60) as http,
-        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), elicitation_callback=human) as c,
     ):
         yield c
 
@@ -261,6 +273,30 @@ class Walk:
         if not any(all(r.get(k) == v for k, v in expected.items()) for r in new):
             self.failures.append(f"{where}: no denied audit record {expected}; new records: {new}")
 
+    async def offered(self, c: Client, who: Who) -> None:
+        """What the principal is offered follows its grants: tools/list, and with a cluster limit the clusters
+        list_clusters reports and completion offers (prod is not asked for its version)."""
+        listed = {t.name for t in (await c.list_tools()).tools}
+        wrong = {
+            "tier": "guest_reboot" in listed,
+            "clusters": "guest_reboot" not in listed,
+            "allow": not listed or not listed <= {"list_tasks", "get_task"},
+            "deny": bool(listed & set(DENIED)) or "list_storage" not in listed,
+        }[who.limit]
+        if wrong:
+            self.failures.append(f"tools/list x {who.kind} x {who.limit}: {sorted(listed)}")
+        if who.limit != "clusters":
+            return
+        before = self.requests()
+        clusters = await c.call_tool("list_clusters", {})
+        names = [row["name"] for row in (clusters.structured_content or {}).get("clusters", [])]
+        ref = PromptReference(type="ref/prompt", name="guest_review")
+        offered = (await c.complete(ref, {"name": "cluster", "value": ""})).completion.values
+        if clusters.is_error:
+            self.failures.append(f"list_clusters x {who.kind}: {clusters.content[0].text}")
+        if names != ["lab"] or offered != ["lab"] or self.requests()["prod"] != before["prod"]:
+            self.failures.append(f"clusters x {who.kind}: list_clusters {names}, completion {offered}")
+
 
 async def test_every_surface_refuses_every_limit_of_every_kind_of_principal(
     start_sim: Callable[..., SimServer], tmp_path: Path
@@ -280,9 +316,11 @@ async def test_every_surface_refuses_every_limit_of_every_kind_of_principal(
                 tokens[who] = preview.structured_content["confirm_token"]
         limited = config(tmp_path, sims, issuer, limited=True)
         walk = Walk(sims, issuer, tmp_path / "audit-granular.jsonl", failures)
+        human = Human()
         with server(limited, walk.audit, granular=True) as base:
             for who in EVERYONE:
-                async with session(base, who.bearer(issuer)) as c:
+                async with session(base, who.bearer(issuer), human) as c:
+                    await walk.offered(c, who)
                     for surface, spec in GRANULAR.items():
                         await walk.cell(c, who, surface, spec)
 
@@ -302,3 +340,4 @@ async def test_every_surface_refuses_every_limit_of_every_kind_of_principal(
     reboots = [t for sim in sims.values() for t in list(sim.cluster.tasks) if t.type == "qmreboot"]
     assert not failures, "\n".join(failures)
     assert reboots == []  # no confirmation ran
+    assert human.questions == []  # and nobody was asked to confirm what the caller may not do

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pve_steward.tools.context import AppContext
 
 CLAIM = "pve_steward_principal"  # the AccessToken claim that carries the principal
+EVERY_CLUSTER = "*"  # an operation about every cluster (list_clusters): it shows only those the caller may use
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Grant:
         ``op`` None asks about the cluster alone (a prompt that names one and reads nothing from it)."""
         if tier is not Tier.READ_ONLY and not self.tier.allows(tier):
             return f"{op} needs tier {tier.value}; {name} may use tier {self.tier.value} ({self.label})"
-        if self.clusters is not None and cluster not in self.clusters:
+        if self.clusters is not None and cluster != EVERY_CLUSTER and cluster not in self.clusters:
             where = f"cluster '{cluster}'" if cluster is not None else "this server's cluster (it has no name)"
             allowed = ", ".join(self.clusters) or "none"
             return f"{name} may not use {where} ({self.label} allows clusters: {allowed})"

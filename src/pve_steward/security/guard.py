@@ -25,7 +25,7 @@ from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.pveio.admission import Busy
 from pve_steward.security import authority
 from pve_steward.security.audit import redact_params
-from pve_steward.security.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
+from pve_steward.security.handlers import HANDLERS, SEVERAL_CLUSTERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.security.narrowing import header_refusal, request_headers
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenRefused
@@ -62,9 +62,10 @@ def refusal(t: ToolContext, op: HandlerSpec) -> str | None:
     """Everything that refuses a call before it runs: the server's policy, the caller's grants
     (``authority.refusal``, on the call's cluster) and this request's narrowing headers. The tool layer asks
     it before any cluster I/O of its own (version check, node names); the guard asks it again and audits."""
+    cluster = authority.EVERY_CLUSTER if op.name in SEVERAL_CLUSTERS else t.app.cluster
     return (
         policy_refusal(t, op)
-        or authority.refusal(op.name, op.tier, t.app.cluster)
+        or authority.refusal(op.name, op.tier, cluster)
         or header_refusal(request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write)
     )
 
