@@ -89,3 +89,51 @@ def test_start_up_alarms_are_on_stderr(demo_sim: SimServer, tmp_path: Path, tran
     for alarm in ALARMS:
         assert alarm in seen, seen
     assert "Traceback" not in seen
+
+
+def test_a_shared_confirm_key_on_a_local_store_warns_and_replicas_refuse_it(
+    demo_sim: SimServer, tmp_path: Path
+) -> None:
+    """Issue 42: replicas sharing --confirm-key-file, each on its own local token store, accepted each other's used
+    tokens with no warning. One server warns loudly; --replicas 2 refuses to start."""
+    key = tmp_path / "confirm.key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    base = server_env(
+        demo_sim,
+        tmp_path,
+        "operator@pve!mcp",
+        PVE_STEWARD_TRANSPORT="stdio",
+        PVE_STEWARD_TIER="operator",
+        PVE_STEWARD_CONFIRM_KEY_FILE=str(key),
+        PVE_STEWARD_TOKEN_STORE=str(tmp_path / "used.sqlite3"),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pve_steward", "serve"],
+        env=base,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        warned = stderr_until(proc, ("SINGLE USE AT RISK",))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for stream in (proc.stdin, proc.stderr):
+            if stream is not None:
+                stream.close()
+    refused = subprocess.run(
+        [sys.executable, "-m", "pve_steward", "serve"],
+        env={**base, "PVE_STEWARD_REPLICAS": "2"},
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "accepts tokens this one already used" in warned, warned
+    assert refused.returncode == 64 and "replicas = 2" in refused.stderr and "only this host sees" in refused.stderr
+    assert "Traceback" not in refused.stderr
