@@ -36,6 +36,7 @@ class Issuer:
         self.keys: dict[str, PrivateKey] = {}
         self.published: list[str] = []
         self.fetches = 0
+        self.failing = False  # True: /jwks answers 503
         self.hanging = threading.Event()  # set: /jwks answers only once `released` is set (or after 60 s)
         self.released = threading.Event()
         self.add_key("k1")
@@ -88,7 +89,8 @@ class Issuer:
             def do_GET(self) -> None:
                 found = issuer.document(self.path)
                 body = json.dumps(found or {}).encode()
-                self.send_response(200 if found is not None else 404)
+                failing = issuer.failing and self.path == "/jwks"
+                self.send_response(503 if failing else 200 if found is not None else 404)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -214,8 +214,8 @@ async def test_a_key_withdrawn_from_the_jwks_stops_working_within_the_refresh_in
     with issuer.serving(), identified_server(sim, tmp_path, issuer, PVE_STEWARD_OIDC_JWKS_REFRESH="2") as base:
         old = issuer.token("alice", kid="k1")
         assert initialize(base, old) == 200
+        withdrawn_at = issuer.fetches  # read first: a fetch between the two lines still lists k1
         issuer.withdraw("k1")
-        withdrawn_at = issuer.fetches
         deadline = time.monotonic() + 60  # generous: the point is that it happens, on the next refresh
         while initialize(base, old) == 200 and time.monotonic() < deadline:
             time.sleep(0.2)
