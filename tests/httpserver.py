@@ -51,7 +51,7 @@ def serving_process(
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a loaded 2-CPU machine starts a server in seconds, not a minute
         while True:
             try:
                 if httpx2.get(f"{base}/health", timeout=1).status_code == 200:
@@ -59,6 +59,9 @@ def serving_process(
             except httpx2.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
+                if proc.poll() is None:  # still starting: stop it, or reading its stderr waits for ever
+                    proc.kill()
+                    proc.wait(timeout=10)
                 err = proc.stderr.read().decode() if proc.stderr else ""
                 raise AssertionError(f"server did not start: {err}")
             time.sleep(0.1)

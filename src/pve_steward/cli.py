@@ -87,6 +87,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "oidc_jwks_url",
         "oidc_principal_claim",
         "oidc_groups_claim",
+        "oidc_jwks_refresh",
         "principals_file",
     ),
     "tools registered": (
@@ -105,6 +106,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "confirm_ttl",
         "confirm_key_file",
         "token_store",
+        "token_store_timeout",
+        "replicas",
         "audit_syslog",
         "audit_syslog_ca_file",
         "audit_required",
@@ -257,7 +260,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pve_steward.pveio.clusters import cluster_targets
     from pve_steward.pveio.pbslink import pbs_link
     from pve_steward.server import build_server
+    from pve_steward.serving import logsetup
 
+    logsetup.configure()  # before anything is opened: start-up alarms must reach the operator
     settings = settings_from(args)
     if settings.transport == "http":
         from pve_steward.serving.http import check_bind
@@ -312,8 +317,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     import pvesim  # the only place the server side touches the simulator
     from pve_steward.server import build_server
+    from pve_steward.serving import logsetup
     from pvesim.cli import token_roles
     from pvesim.pbs import attach, start_pbs
+
+    logsetup.configure()  # before anything is opened: start-up alarms must reach the operator
 
     out = sys.stderr if args.stdio else sys.stdout
     ignored = _ignored_demo_env()

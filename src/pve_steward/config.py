@@ -198,9 +198,17 @@ class Settings(BaseSettings):
     oidc_jwks_url: str | None = Field(None, description="the issuer's JWKS URL (default: from its discovery document)")
     oidc_principal_claim: str = Field("sub", description="the claim that names the caller (sub, email, ...)")
     oidc_groups_claim: str = Field("groups", description="the claim listing the caller's groups")
+    oidc_jwks_refresh: float = Field(
+        300.0,
+        ge=1,
+        le=86_400,
+        description="seconds the issuer's signing keys (JWKS) are trusted after they were read: a key the issuer "
+        "withdrew stops working within this time; while the JWKS cannot be read past it, tokens are refused",
+    )
     principals_file: Path | None = Field(
         None,
-        description="TOML: named static tokens (sha256 + tier) and OIDC group -> tier/cluster rules (docs/deploy.md)",
+        description="TOML: named static tokens, OIDC users and OIDC groups, each with its limits: a tier ceiling, "
+        "the clusters it may use, allowed and denied actions (docs/deploy.md)",
     )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -286,6 +294,20 @@ class Settings(BaseSettings):
         "file in the state dir (shared by restarts and processes on this host); a path; redis://host:port/db for "
         "replicas on several hosts; memory (this process only). Writes are refused while it is unreachable",
     )
+    token_store_timeout: float = Field(
+        3.0,
+        gt=0,
+        le=60,
+        description="seconds a used-token store call may take; a store that does not answer in time refuses the "
+        "write (fail closed) and holds up nothing else",
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="how many servers share this one's confirm_key_file; above 1 the start refuses a token store "
+        "they cannot share (sqlite, memory) and a Redis that loses used tokens on a restart (no appendonly)",
+    )
     audit_syslog: str | None = Field(
         None,
         description="also send every audit record to this syslog receiver: tcp://host:port or tls://host:port "
@@ -328,7 +350,15 @@ class Settings(BaseSettings):
     @field_validator("http_bearer_token")
     @classmethod
     def _bearer(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and len(v.get_secret_value()) < MIN_BEARER_LENGTH:
+        """At least MIN_BEARER_LENGTH characters, none of them blank: 40 spaces are 40 characters and no secret,
+        and a space or control character cannot travel in an Authorization header anyway (RFC 6750 b64token)."""
+        token = v.get_secret_value() if v is not None else ""
+        if v is not None and any(c.isspace() or not c.isprintable() for c in token):
+            raise ValueError(
+                "http_bearer_token must not contain spaces, tabs, line breaks or control characters "
+                "(for example the output of `openssl rand -hex 32`)"
+            )
+        if v is not None and len(token) < MIN_BEARER_LENGTH:
             raise ValueError(
                 f"http_bearer_token must be at least {MIN_BEARER_LENGTH} characters (for example the output of "
                 "`openssl rand -hex 32`); a short token can be guessed"

@@ -36,13 +36,16 @@ from pve_steward.pveio.client import ProxmoxClient, api_path
 from pve_steward.pveio.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
 from pve_steward.pveio.compat import UnsupportedVersion, check_version
 from pve_steward.pveio.urgency import URGENCY
+from pve_steward.security import authority
 from pve_steward.security.confirm import Confirm, make_resolver
+from pve_steward.security.guard import refusal as guard_refusal
+from pve_steward.security.handlers import SEVERAL_CLUSTERS, spec_of
 from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
 from pve_steward.security.narrowing import header_refusal, narrowing, selection
 from pve_steward.security.syslog import open_audit
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenSigner
-from pve_steward.security.usedtokens import open_store
+from pve_steward.security.usedtokens import open_store, sharing_problems
 from pve_steward.serving.lifespan import Lifespan
 from pve_steward.serving.readiness import Readiness
 from pve_steward.surface.answers import answer, compact_answer
@@ -58,15 +61,15 @@ from pve_steward.surface.metatools import (
     parameters_of,
 )
 from pve_steward.surface.naming import Naming
-from pve_steward.surface.nodecheck import node_parameters, unknown_guest, unknown_node
-from pve_steward.surface.prompts import register_prompts
+from pve_steward.surface.nodecheck import node_parameters, unknown_node
+from pve_steward.surface.prompts import prompt_problem, register_prompts
 from pve_steward.surface.registry import (
-    SEVERAL_CLUSTERS,
     Operation,
     Registry,
     handler_hints,
     handler_parameters,
     load_registry,
+    read_tools_file,
 )
 from pve_steward.surface.resources import bound_app, register_resources
 from pve_steward.surface.toolcache import Surface, fingerprint, forget_surface, read_surface, write_surface
@@ -240,9 +243,7 @@ class OpsServer(MCPServer[AppContext]):
                         INVALID_PARAMS, f"prompt '{name}': no cluster {args['cluster']!r}; clusters are: {listed}"
                     )
                 app = app.clusters.get(args["cluster"])
-            vmid = str(args.get("vmid", ""))
-            problem = await unknown_node(app, [("node", args["node"])]) if "node" in args else None
-            problem = problem or (await unknown_guest(app, int(vmid)) if vmid.isdigit() else None)
+            problem = await prompt_problem(app, name, args)
             if problem:
                 raise MCPError(INVALID_PARAMS, problem)
         try:
@@ -259,7 +260,10 @@ class OpsServer(MCPServer[AppContext]):
         """tools/list as this request's narrowing headers leave it (security/narrowing.py): a tool is listed
         when at least one of its operations may run, so a read-only client is not offered writes."""
         headers = getattr(getattr(ctx, "request", None), "headers", None)
-        narrowed = headers is not None and any(h.lower().startswith("x-pve-steward-") for h in headers)
+        principal = authority.current()  # an identified caller sees what its grants let it run somewhere
+        narrowed = principal is not None or (
+            headers is not None and any(h.lower().startswith("x-pve-steward-") for h in headers)
+        )
         if narrowed:
             self.furnished()  # narrowing reads the operations
         result = await super()._handle_list_tools(ctx, params)
@@ -271,6 +275,7 @@ class OpsServer(MCPServer[AppContext]):
         for name, tool in tool_of.items():
             op = ops[name]
             ok = header_refusal(headers, op.name, op.toolset, op.tier, op.is_write) is None
+            ok = ok and (principal is None or principal.offers(op.name, op.tier))
             allowed[tool] = allowed.get(tool, False) or ok
         return result.model_copy(update={"tools": [t for t in result.tools if allowed.get(t.name, True)]})
 
@@ -414,6 +419,17 @@ def human_parameter(arg_names: list[str], op_of: Callable[[dict[str, Any]], str 
     return Annotated[ElicitationResult[Confirm], Resolve(make_resolver(arg_names, op_of))]
 
 
+async def _prepare(t: ToolContext, handler: Callable[..., Any], nodes: list[str], arguments: dict[str, Any]) -> None:
+    """What a call needs before its handler: the cluster's version checked and its node arguments known. A call
+    the guard will refuse (policy, the caller's grants, headers) skips both: nothing reaches that cluster."""
+    spec = spec_of(handler)
+    if spec is not None and guard_refusal(t, spec) is not None:
+        return  # the guarded handler refuses it and audits the refusal
+    if t.op.name not in SEVERAL_CLUSTERS:
+        await cluster_ready(t.app)
+    await check_nodes(t.app, nodes, arguments)
+
+
 async def check_nodes(app: AppContext, params: list[str], arguments: dict[str, Any]) -> None:
     """The one node resolver, for every node-typed parameter of every tool, after argument validation:
     a node the cluster does not have is named with the nodes it has (never PVE's hostname error)."""
@@ -434,7 +450,7 @@ def make_granular_tool(
             p.name,
             inspect.Parameter.KEYWORD_ONLY,
             default=p.default,
-            annotation=_describe(hints[p.name], op.parameters.get(p.name)),
+            annotation=_describe(ids.integer_input(hints[p.name], p.name), op.parameters.get(p.name)),
         )
         for p in handler_parameters(handler).values()
     ]
@@ -450,10 +466,9 @@ def make_granular_tool(
         ctx = kwargs.pop("ctx")
         human = kwargs.pop("human", None)
         app = app_of(ctx, kwargs.pop("cluster", None))
-        if op.name not in SEVERAL_CLUSTERS:
-            await cluster_ready(app)
-        await check_nodes(app, nodes, kwargs)
-        result = await handler(_tool_context(ctx, app, op, human), **kwargs)
+        t = _tool_context(ctx, app, op, human)
+        await _prepare(t, handler, nodes, kwargs)
+        result = await handler(t, **kwargs)
         return answer(result) if whole and isinstance(result, BaseModel) else result
 
     tool.__name__ = op.name
@@ -473,8 +488,11 @@ def annotations_for(op: Operation) -> ToolAnnotations:
     )
 
 
-def identity_of(settings: Settings) -> tuple[IdentityVerifier | None, AuthSettings | None]:
-    """The SDK resource-server pair when callers are identified (OIDC issuer or principals file), else none."""
+def identity_of(
+    settings: Settings, targets: list[ClusterTarget], registry: Registry | None
+) -> tuple[IdentityVerifier | None, AuthSettings | None]:
+    """The SDK resource-server pair when callers are identified (OIDC issuer or principals file), else none.
+    The principals file is checked against the configured clusters and the operations (a typo refuses the start)."""
     if settings.oidc_issuer is None and settings.principals_file is None:
         return None, None
     oidc = None
@@ -485,8 +503,16 @@ def identity_of(settings: Settings) -> tuple[IdentityVerifier | None, AuthSettin
             jwks_url=settings.oidc_jwks_url,
             principal_claim=settings.oidc_principal_claim,
             groups_claim=settings.oidc_groups_claim,
+            jwks_refresh=settings.oidc_jwks_refresh,
         )
-    verifier = IdentityVerifier(load_principals(settings.principals_file), oidc)
+    principals = load_principals(settings.principals_file)
+    names = (
+        registry.operations
+        if registry is not None
+        else [o.name for o in read_tools_file(settings.tools_file).operations]
+    )
+    principals.check([t.name for t in targets], list(names), f"principals_file {settings.principals_file}")
+    verifier = IdentityVerifier(principals, oidc)
     public = (settings.public_url or f"http://{settings.http_host}:{settings.http_port}").rstrip("/")
     # as strings: AuthSettings keeps a path-less issuer exactly as given (RFC 8414 compares issuers verbatim)
     auth = AuthSettings.model_validate(
@@ -531,8 +557,14 @@ def build_server(
     audit = open_audit(
         settings.audit_log, settings.audit_syslog, settings.audit_syslog_ca_file, settings.audit_required
     )
-    store = open_store(settings.token_store, default_state_dir()) if writes else None  # fails closed at start
-    signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store)
+    # fails closed at start; the store is called off the event loop, within token_store_timeout
+    store = open_store(settings.token_store, default_state_dir(), settings.token_store_timeout) if writes else None
+    if store is not None:
+        for problem in sharing_problems(
+            store, key_file=settings.confirm_key_file is not None, replicas=settings.replicas
+        ):
+            log.warning("SINGLE USE AT RISK: %s", problem)
+    signer = TokenSigner.from_file(settings.confirm_key_file, settings.confirm_ttl, store, settings.token_store_timeout)
     readiness = Readiness()
     if store is not None:
         readiness.add_store(store)
@@ -541,7 +573,7 @@ def build_server(
     state_security = (
         RequestStateSecurity(keys=[signer.derived_key("request-state")]) if settings.confirm_key_file else None
     )
-    verifier, auth = identity_of(settings)
+    verifier, auth = identity_of(settings, targets, registry)
     mcp = OpsServer(
         "pve-steward",
         token_verifier=verifier,
@@ -683,11 +715,9 @@ def register_tools(
             _nodes: dict[str, list[str]] = node_params,
         ) -> Any:
             app = app_of(ctx, cluster)
-            if action.op.name not in SEVERAL_CLUSTERS:
-                await cluster_ready(app)
-            await check_nodes(app, _nodes[action.op.name], args)
             t = _tool_context(ctx, app, action.op, human)
             t.audit_fields["via"] = _m
+            await _prepare(t, action.handler, _nodes[action.op.name], args)
             return await action.handler(t, **args)
 
         cluster = None

@@ -58,7 +58,7 @@ async def test_meta_mode_names_the_action_it_needs(demo_sim: SimServer, tmp_path
 @pytest.mark.parametrize(
     ("tool", "args", "expected"),
     [
-        ("get_guest", {"vmid": "x"}, "parameter 'vmid': Input should be a valid integer"),
+        ("get_guest", {"vmid": "x"}, "parameter 'vmid': invalid vmid 'x': expected a whole number"),
         ("get_guest", {}, "parameter 'vmid' is required. Parameters of get_guest: required vmid"),
         ("list_guests", {"limit": 0}, "parameter 'limit': Input should be greater than or equal to 1"),
         ("list_guests", {"type": "vm"}, "parameter 'type': Input should be 'qemu' or 'lxc'"),

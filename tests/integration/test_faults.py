@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from pve_steward.security.handlers import SEVERAL_CLUSTERS
 from pve_steward.surface.nodecheck import node_parameters
-from pve_steward.surface.registry import SEVERAL_CLUSTERS, load_registry
+from pve_steward.surface.registry import load_registry
 from pvesim.pbs import start_pbs
 from pvesim.server import SimServer
 from tests.integration.pve import control

@@ -11,11 +11,11 @@ from mcp import Client
 from pydantic import TypeAdapter
 
 from pve_steward.config import load_settings
-from pve_steward.security.handlers import HANDLERS
+from pve_steward.security.handlers import HANDLERS, SEVERAL_CLUSTERS
 from pve_steward.security.tiers import Tier
 from pve_steward.server import build_server
 from pve_steward.surface.metatools import PAGING, WRITE_COMMON
-from pve_steward.surface.registry import SEVERAL_CLUSTERS, handler_hints, handler_parameters, load_registry
+from pve_steward.surface.registry import handler_hints, handler_parameters, load_registry
 from pve_steward.testing import FakeClient
 from pvesim.server import SimServer
 

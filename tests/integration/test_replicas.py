@@ -3,7 +3,8 @@
 The client alternates between two server processes: any replica answers any request (the 2026-07-28
 protocol has no sessions), a confirmation token previewed on one runs once on the other and is
 refused afterwards on both, killing one replica loses no write, and ``/ready`` says when a replica
-cannot serve (PVE or the used-token store unreachable) while ``/health`` still answers.
+cannot serve (PVE or the used-token store unreachable) while ``/health`` still answers, also while
+Redis hangs.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -25,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
 from tests.httpserver import free_port, server_env, serving
-from tests.redisserver import redis_server
+from tests.redisserver import redis_server, running_redis
 
 pytestmark = pytest.mark.anyio
 TOKEN = "replica-bearer-token-for-tests-0123456789"
@@ -67,6 +69,16 @@ def shared_key(tmp_path: Path) -> Path:
     return key
 
 
+def shared_budget(store: str, sim: SimServer) -> bool:
+    import redis
+
+    shared = redis.Redis.from_url(store)
+    try:
+        return bool(shared.exists(f"pve-steward:budget:{sim.address}"))
+    finally:
+        shared.close()
+
+
 def reboots(sim: SimServer) -> list[Any]:
     return [t for t in list(sim.cluster.tasks) if t.type == "qmreboot" and t.user == "operator@pve!mcp"]
 
@@ -74,29 +86,27 @@ def reboots(sim: SimServer) -> list[Any]:
 async def test_two_replicas_share_tokens_and_either_answers(start_sim: Any, tmp_path: Path) -> None:
     sim = start_sim("demo", speed=50)
     key = shared_key(tmp_path)
-    with redis_server(tmp_path) as store:
-        with (
-            replica(replica_env(sim, tmp_path, "a", store, key)) as a,
-            replica(replica_env(sim, tmp_path, "b", store, key)) as b,
-        ):
-            for base in (a, b):
-                ready = httpx2.get(f"{base}/ready")
-                assert ready.status_code == 200, ready.text
-                assert ready.json()["checks"] == {"cluster:default": "ok", "token_store": "ok"}
-            async with client(a) as ca:
-                preview = await ca.call_tool("guest_reboot", {"vmid": 100})
-                health_a = await ca.call_tool("check_cluster_health", {"areas": ["cluster"]})
-            token = preview.structured_content["confirm_token"]  # type: ignore[index]
-            async with client(b) as cb:
-                done = await cb.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
-                health_b = await cb.call_tool("check_cluster_health", {"areas": ["cluster"]})
-            async with client(a) as ca:
-                again = await ca.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
-        import redis
-
-        shared = redis.Redis.from_url(store)
-        assert shared.exists(f"pve-steward:budget:{sim.address}")  # both replicas drew from one budget
-        shared.close()
+    with (
+        redis_server(tmp_path) as store,
+        replica(replica_env(sim, tmp_path, "a", store, key)) as a,
+        replica(replica_env(sim, tmp_path, "b", store, key)) as b,
+    ):
+        for base in (a, b):
+            ready = httpx2.get(f"{base}/ready")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["checks"] == {"cluster:default": "ok", "token_store": "ok"}
+        async with client(a) as ca:
+            preview = await ca.call_tool("guest_reboot", {"vmid": 100})
+            health_a = await ca.call_tool("check_cluster_health", {"areas": ["cluster"]})
+        token = preview.structured_content["confirm_token"]  # type: ignore[index]
+        async with client(b) as cb:
+            done = await cb.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
+            health_b = await cb.call_tool("check_cluster_health", {"areas": ["cluster"]})
+            # both replicas drew from one budget (its key lives about a second past the last request)
+            budget_kept = shared_budget(store, sim)
+        async with client(a) as ca:
+            again = await ca.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token})
+    assert budget_kept
     assert not done.is_error and done.structured_content["status"] == "completed"  # type: ignore[index]
     assert again.is_error and "already used" in again.content[0].text
     assert len(reboots(sim)) == 1
@@ -141,8 +151,6 @@ async def test_killing_a_replica_loses_nothing(start_sim: Any, tmp_path: Path) -
 
 
 async def _wait_ready(base: str) -> None:
-    import anyio
-
     with anyio.fail_after(30):
         while True:
             try:
@@ -169,3 +177,43 @@ async def test_ready_says_what_a_replica_lacks(start_sim: Any, tmp_path: Path) -
     with replica(env) as b:
         unreachable = httpx2.get(f"{b}/ready")
     assert unreachable.status_code == 503 and unreachable.json()["checks"]["cluster:default"].startswith("cannot reach")
+
+
+async def test_a_hung_redis_leaves_the_server_answering_and_runs_a_token_once(start_sim: Any, tmp_path: Path) -> None:
+    """Issue 42: the used-token store was queried on the event loop, so an unresponsive Redis stalled the whole
+    server (/health 9.9 s during five confirms). Here Redis is stopped (SIGSTOP: connections are accepted,
+    nothing answers) while five confirmations of one token wait on it: /health answers while they all still
+    wait; once Redis answers again, exactly one of them runs."""
+    sim = start_sim("demo", speed=50)
+    key = shared_key(tmp_path)
+    with running_redis(tmp_path) as redis:
+        env = {**replica_env(sim, tmp_path, "a", redis.url, key), "PVE_STEWARD_TOKEN_STORE_TIMEOUT": "60"}
+        del env["PVE_STEWARD_REQUEST_BUDGET"]  # the budget's Redis calls are the API workers' own affair
+        with replica(env) as a:
+            async with client(a) as ca:
+                preview = await ca.call_tool("guest_reboot", {"vmid": 100})
+            token = preview.structured_content["confirm_token"]  # type: ignore[index]
+            results: list[Any] = []
+            async with AsyncExitStack() as stack:
+                sessions = [await stack.enter_async_context(client(a)) for _ in range(5)]
+
+                async def confirm(c: Client) -> None:
+                    results.append(await c.call_tool("guest_reboot", {"vmid": 100, "confirm_token": token}))
+
+                redis.pause()
+                try:
+                    async with anyio.create_task_group() as tg:
+                        for c in sessions:
+                            tg.start_soon(confirm, c)
+                        await anyio.sleep(0.5)  # let them reach the store (they cannot get past it)
+                        async with httpx2.AsyncClient(timeout=60) as http:
+                            health = await http.get(f"{a}/health")
+                        waiting = 5 - len(results)
+                        redis.resume()
+                finally:
+                    redis.resume()
+    assert health.status_code == 200 and waiting == 5, "/health answered while every confirmation waited on Redis"
+    ran = [r for r in results if not r.is_error]
+    assert len(ran) == 1 and ran[0].structured_content["status"] == "completed"  # type: ignore[index]
+    assert all("already used" in r.content[0].text for r in results if r.is_error)
+    assert len(reboots(sim)) == 1

@@ -110,7 +110,7 @@ async def test_errors_are_clear(start_sim: Any, server_for: Any) -> None:
         hostile = await c.call_tool("node_status", {"node": "pve1/../../access"})
     assert unknown.is_error and "no guest 999 is visible" in unknown.content[0].text, unknown.content
     assert invalid.is_error and "vmid" in invalid.content[0].text, invalid.content
-    assert "greater than or equal to 100" in invalid.content[0].text
+    assert "guest ids are integers from 100 to 999999999" in invalid.content[0].text
     assert hostile.is_error and "invalid node 'pve1/../../access'" in hostile.content[0].text, hostile.content
     requests_before = sim.sim.requests
     async with Client(server_for(sim, "limited@pve!mcp")) as c:

@@ -2,10 +2,10 @@
 
 Two server processes read one TOML config naming two pvesim clusters, identify callers by named
 static tokens (alice and bob, operators), share used tokens, the confirmation key and the request
-budget through Redis. The client alternates between the replicas; every promise is checked on the
-same deployment: each cluster answers for itself, a token runs once whichever replica confirms it, a
-token is bound to its principal and its cluster, both replicas are ready for both clusters, and every
-audit record names who did what where.
+budget through Redis (with an append-only file: `replicas = 2` refuses one without). The client
+alternates between the replicas; every promise is checked on the same deployment: each cluster answers
+for itself, a token runs once whichever replica confirms it, a token is bound to its principal and its
+cluster, both replicas are ready for both clusters, and every audit record names who did what where.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
 from tests.httpserver import free_port, serving
-from tests.redisserver import redis_server
+from tests.redisserver import running_redis
 
 pytestmark = pytest.mark.anyio
 ALICE = "alice-static-token-for-the-team-test-0123456789"
@@ -56,6 +56,7 @@ def team_config(tmp_path: Path, sims: dict[str, SimServer], store: str) -> Path:
         "granular_tools = true",
         f'token_store = "{store}"',
         "request_budget = 500",
+        "replicas = 2",  # the start refuses a store the two cannot share, or a Redis that forgets on restart
         f'confirm_key_file = "{key}"',
         f'principals_file = "{principals}"',
     ]
@@ -108,8 +109,8 @@ def records(tmp_path: Path) -> list[dict[str, Any]]:
 
 async def test_two_clusters_two_users_two_replicas(start_sim: Any, tmp_path: Path) -> None:
     prod, lab = start_sim("demo", speed=50), start_sim("healthy", speed=50)
-    with redis_server(tmp_path) as store:
-        config = team_config(tmp_path, {"prod": prod, "lab": lab}, store)
+    with running_redis(tmp_path, appendonly=True) as redis:
+        config = team_config(tmp_path, {"prod": prod, "lab": lab}, redis.url)
         with replica(config, tmp_path, "one") as one, replica(config, tmp_path, "two") as two:
             ready = [httpx2.get(f"{base}/ready", timeout=30).json() for base in (one, two)]
             async with as_user(one, ALICE) as alice:
@@ -140,8 +141,8 @@ async def test_two_clusters_two_users_two_replicas(start_sim: Any, tmp_path: Pat
     assert anonymous.status_code == 401
     writes = [r for r in records(tmp_path) if r.get("tool") == "guest_reboot"]
     assert {(r["principal"], r["cluster"], r["outcome"]) for r in writes} >= {
-        ("alice", "prod", "ok"),
-        ("bob", "prod", "refused"),
-        ("alice", "lab", "refused"),
+        ("static:alice", "prod", "ok"),
+        ("static:bob", "prod", "refused"),
+        ("static:alice", "lab", "refused"),
     }
     assert ALICE not in json.dumps(records(tmp_path)) and BOB not in json.dumps(records(tmp_path))

@@ -149,3 +149,25 @@ def test_service_monitor_scrapes_metrics_with_the_bearer_token() -> None:
     endpoint = monitor["spec"]["endpoints"][0]
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and endpoint["path"] == "/metrics"
     assert endpoint["bearerTokenSecret"] == {"name": "pve-steward-http", "key": "bearer-token"}
+
+
+def test_the_built_in_redis_keeps_used_tokens_across_its_restart() -> None:
+    """Issue 42: the chart's Redis ran without persistence, so a token confirmed before a Redis restart ran again
+    after it. It now keeps an append-only file, fsync'd on every write, on a persistent volume; the replicas are
+    told how many they are, so a Redis without one (an external URL) refuses their start."""
+    docs = manifests()
+    redis = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "steward-pve-steward-redis")
+    pod = redis["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--appendonly") + 1] == "yes" and args[args.index("--appendfsync") + 1] == "always"
+    claim = next(d for d in by_kind(docs, "PersistentVolumeClaim") if d["metadata"]["name"].endswith("-redis"))
+    data = next(v for v in pod["volumes"] if v["name"] == "data")
+    assert data["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert redis["spec"]["strategy"]["type"] == "Recreate"
+    env = {e["name"]: e.get("value") for e in steward(docs)["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PVE_STEWARD_REPLICAS"] == "6"  # autoscaling's maximum
+    fixed = manifests({"autoscaling.enabled": "false", "replicaCount": "3", "redis.persistence.enabled": "false"})
+    env = {e["name"]: e.get("value") for e in steward(fixed)["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PVE_STEWARD_REPLICAS"] == "3" and not by_kind(fixed, "PersistentVolumeClaim")
+    for doc in docs + fixed:
+        kubernetes_validate.validate(doc, K8S, strict=True)

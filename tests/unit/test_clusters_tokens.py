@@ -30,24 +30,24 @@ def _issue(binding: dict[str, str | None]) -> tuple[TokenSigner, str]:
 def test_a_token_names_its_cluster_and_is_refused_on_another() -> None:
     signer, token = _issue(binding_of(SAME, None, "prod"))
     assert _payload(token)["cn"] == "prod"
-    signer.check(token, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None, "prod"))
+    signer.verify(token, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None, "prod"))
     with pytest.raises(
         TokenRefused, match="issued for cluster 'prod', not cluster 'lab'; preview again on cluster 'lab'"
     ):
-        signer.check(token, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None, "lab"))
+        signer.verify(token, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None, "lab"))
 
 
 def test_without_cluster_tables_the_token_format_is_unchanged() -> None:
     assert binding_of(SAME, None) == {"cl": binding_of(SAME, None, "prod")["cl"], "pr": None}
     signer, token = _issue(binding_of(SAME, None))
     assert "cn" not in _payload(token)
-    signer.check(token, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None))
+    signer.verify(token, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None))
 
 
 def test_tokens_do_not_cross_between_named_and_unnamed_clusters() -> None:
     signer, plain = _issue(binding_of(SAME, None))
     with pytest.raises(TokenRefused, match="issued for a server without named clusters, not cluster 'prod'"):
-        signer.check(plain, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None, "prod"))
+        signer.verify(plain, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None, "prod"))
     signer, named = _issue(binding_of(SAME, None, "prod"))
     with pytest.raises(TokenRefused, match="issued for cluster 'prod', not this server"):
-        signer.check(named, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None))
+        signer.verify(named, "guest_start", PARAMS, NOW, binding=binding_of(SAME, None))

@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from pydantic_core import to_json
 
 from pve_steward.config import load_settings
+from pve_steward.security.handlers import SEVERAL_CLUSTERS
 from pve_steward.server import build_server
 from pve_steward.surface.metatools import build_meta_tools
-from pve_steward.surface.registry import SEVERAL_CLUSTERS, load_registry
+from pve_steward.surface.registry import load_registry
 from pve_steward.testing import FakeClient
 
 REGISTRY = load_registry()

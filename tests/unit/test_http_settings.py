@@ -21,6 +21,13 @@ def test_a_bearer_token_shorter_than_32_characters_is_refused() -> None:
     assert Settings(http_bearer_token=SecretStr("x" * 32)).http_bearer_token is not None
 
 
+@pytest.mark.parametrize("blank", [" " * 40, "\t" * 40, "x" * 31 + " " * 9, " " + "x" * 39, "x" * 39 + "\n"])
+def test_a_bearer_token_with_blank_characters_is_refused(blank: str) -> None:
+    """Issue 42: a 40-space bearer token passed the length check."""
+    with pytest.raises(ValidationError, match="must not contain spaces, tabs, line breaks or control characters"):
+        Settings(http_bearer_token=SecretStr(blank))
+
+
 def test_serve_with_a_short_bearer_token_exits_with_the_reason() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pve_steward", "serve", "--transport", "http", "--http-bearer-token", "short-token"],

@@ -46,22 +46,23 @@ async def test_a_busy_answer_is_counted_as_busy(tmp_path: Path) -> None:
     assert value("pve_steward_tool_calls_in_flight") == 0
 
 
-def test_tokens_count_issued_confirmed_and_refusals_by_reason() -> None:
+@pytest.mark.anyio
+async def test_tokens_count_issued_confirmed_and_refusals_by_reason() -> None:
     signer = TokenSigner(ttl=10)
     issued = value("pve_steward_confirmation_tokens_total", event="issued", reason="")
     confirmed = value("pve_steward_confirmation_tokens_total", event="confirmed", reason="")
     token = signer.issue("guest_start", {"vmid": 1}, {"vmid": 1}, "s", now=1000.0)
     assert value("pve_steward_confirmation_tokens_total", event="issued", reason="") == issued + 1
     with pytest.raises(TokenRefused) as expired:
-        signer.check(token, "guest_start", {"vmid": 1}, now=2000.0)
+        await signer.check(token, "guest_start", {"vmid": 1}, now=2000.0)
     assert expired.value.kind == "expired"
-    signer.consume(signer.check(token, "guest_start", {"vmid": 1}, now=1001.0))
+    await signer.consume(await signer.check(token, "guest_start", {"vmid": 1}, now=1001.0))
     assert value("pve_steward_confirmation_tokens_total", event="confirmed", reason="") == confirmed + 1
     with pytest.raises(TokenRefused) as replayed:
-        signer.check(token, "guest_start", {"vmid": 1}, now=1002.0)
+        await signer.check(token, "guest_start", {"vmid": 1}, now=1002.0)
     assert replayed.value.kind == "replayed"
     with pytest.raises(TokenRefused) as forged:
-        signer.check(token[:-4] + "AAAA", "guest_start", {"vmid": 1}, now=1002.0)
+        await signer.check(token[:-4] + "AAAA", "guest_start", {"vmid": 1}, now=1002.0)
     assert forged.value.kind == "invalid"
 
 

@@ -37,15 +37,16 @@ def _with_payload(token: str, payload: dict[str, Any]) -> str:
     return f"{_b64(body)}.{token.split('.')[1]}"
 
 
-def test_a_valid_token_is_accepted_once() -> None:
+@pytest.mark.anyio
+async def test_a_valid_token_is_accepted_once() -> None:
     signer, token = _issue()
-    payload = signer.check(token, "guest_shutdown", PARAMS, NOW + 10)
+    payload = await signer.check(token, "guest_shutdown", PARAMS, NOW + 10)
     signer.check_target(payload, TARGET, "state-1")
-    signer.consume(payload)
+    await signer.consume(payload)
     with pytest.raises(TokenRefused, match="already used"):
-        signer.check(token, "guest_shutdown", PARAMS, NOW + 11)
+        await signer.check(token, "guest_shutdown", PARAMS, NOW + 11)
     with pytest.raises(TokenRefused, match="already used"):
-        signer.consume(payload)
+        await signer.consume(payload)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_tampering_with_any_field_is_detected(field: str, value: Any) -> None:
     signer, token = _issue()
     forged = _with_payload(token, {**_payload(token), field: value})
     with pytest.raises(TokenRefused, match="altered or was issued by another server key"):
-        signer.check(forged, "guest_shutdown", PARAMS, NOW + 1)
+        signer.verify(forged, "guest_shutdown", PARAMS, NOW + 1)
     assert signer.peek(forged) is None
 
 
@@ -75,35 +76,35 @@ def test_tampered_signature_and_garbage_are_refused() -> None:
     body, mac = token.split(".")
     flipped = mac[:-2] + ("A" if mac[-2] != "A" else "B") + mac[-1]
     with pytest.raises(TokenRefused, match="altered"):
-        signer.check(f"{body}.{flipped}", "guest_shutdown", PARAMS, NOW)
+        signer.verify(f"{body}.{flipped}", "guest_shutdown", PARAMS, NOW)
     for junk in ("", "abc", "a.b.c", "!!!.???"):
         with pytest.raises(TokenRefused):
-            signer.check(junk, "guest_shutdown", PARAMS, NOW)
+            signer.verify(junk, "guest_shutdown", PARAMS, NOW)
 
 
 def test_token_from_another_key_is_refused() -> None:
     _, token = _issue(TokenSigner(b"o" * 32))
     with pytest.raises(TokenRefused, match="another server key"):
-        TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
+        TokenSigner(KEY).verify(token, "guest_shutdown", PARAMS, NOW)
 
 
 def test_replicas_sharing_the_key_accept_each_others_tokens() -> None:
     _, token = _issue(TokenSigner(KEY))
-    payload = TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
+    payload = TokenSigner(KEY).verify(token, "guest_shutdown", PARAMS, NOW)
     TokenSigner.check_target(payload, TARGET, "state-1")
 
 
 def test_expiry_uses_the_injected_clock() -> None:
     signer, token = _issue()
-    signer.check(token, "guest_shutdown", PARAMS, NOW + 300)
+    signer.verify(token, "guest_shutdown", PARAMS, NOW + 300)
     with pytest.raises(TokenRefused, match=r"expired \(300s lifetime\)"):
-        signer.check(token, "guest_shutdown", PARAMS, NOW + 301)
+        signer.verify(token, "guest_shutdown", PARAMS, NOW + 301)
 
 
 def test_other_operation_is_refused() -> None:
     signer, token = _issue()
     with pytest.raises(TokenRefused, match="issued for 'guest_shutdown', not 'guest_stop'"):
-        signer.check(token, "guest_stop", PARAMS, NOW)
+        signer.verify(token, "guest_stop", PARAMS, NOW)
 
 
 @pytest.mark.parametrize(
@@ -118,19 +119,19 @@ def test_other_operation_is_refused() -> None:
 def test_swapped_or_added_parameter_is_refused_and_named(params: dict[str, Any], named: str) -> None:
     signer, token = _issue()
     with pytest.raises(TokenRefused, match=rf"parameters differ from the preview \({named}\)"):
-        signer.check(token, "guest_shutdown", params, NOW)
+        signer.verify(token, "guest_shutdown", params, NOW)
 
 
 def test_target_moved_since_preview_is_refused() -> None:
     signer, token = _issue()
-    payload = signer.check(token, "guest_shutdown", PARAMS, NOW)
+    payload = signer.verify(token, "guest_shutdown", PARAMS, NOW)
     with pytest.raises(TokenRefused, match="target changed since the preview"):
         signer.check_target(payload, {**TARGET, "node": "pve3"}, "state-1")
 
 
 def test_state_fingerprint_change_is_refused() -> None:
     signer, token = _issue()
-    payload = signer.check(token, "guest_shutdown", PARAMS, NOW)
+    payload = signer.verify(token, "guest_shutdown", PARAMS, NOW)
     with pytest.raises(TokenRefused, match="state changed since the preview"):
         signer.check_target(payload, TARGET, "state-2")
 
@@ -142,7 +143,7 @@ def test_short_keys_and_unreadable_key_files_are_rejected(tmp_path: Any) -> None
         TokenSigner.from_file(tmp_path / "missing", 60)
     (tmp_path / "key").write_bytes(KEY + b"\n")
     _, token = _issue(TokenSigner.from_file(tmp_path / "key", 300))
-    TokenSigner(KEY).check(token, "guest_shutdown", PARAMS, NOW)
+    TokenSigner(KEY).verify(token, "guest_shutdown", PARAMS, NOW)
 
 
 def test_derived_keys_are_shared_by_replicas_and_separate_from_the_token_key() -> None:
@@ -172,8 +173,8 @@ def test_non_canonical_base64_spellings_are_refused() -> None:
     for variant in variants:
         assert base64.urlsafe_b64decode(variant.split(".")[0] + "==") == base64.urlsafe_b64decode(body + "==")
         with pytest.raises(TokenRefused, match="malformed"):
-            signer.check(variant, "guest_shutdown", PARAMS, NOW)
-    signer.check(token, "guest_shutdown", PARAMS, NOW)  # the canonical one still works
+            signer.verify(variant, "guest_shutdown", PARAMS, NOW)
+    signer.verify(token, "guest_shutdown", PARAMS, NOW)  # the canonical one still works
 
 
 def test_token_is_bound_to_the_cluster_and_the_principal() -> None:
@@ -182,7 +183,7 @@ def test_token_is_bound_to_the_cluster_and_the_principal() -> None:
     here = binding_of("pve1:8006|ops@pve!mcp", "alice")
     signer = TokenSigner(KEY)
     token = signer.issue("guest_shutdown", PARAMS, TARGET, "state-1", NOW, binding=here)
-    signer.check(token, "guest_shutdown", PARAMS, NOW, binding=here)
+    signer.verify(token, "guest_shutdown", PARAMS, NOW, binding=here)
     for other, what in (
         (binding_of("pve9:8006|ops@pve!mcp", "alice"), "another cluster"),
         (binding_of("pve1:8006|root@pam!all", "alice"), "another cluster or PVE API token"),
@@ -190,7 +191,7 @@ def test_token_is_bound_to_the_cluster_and_the_principal() -> None:
         (binding_of("pve1:8006|ops@pve!mcp", None), "another authenticated principal"),
     ):
         with pytest.raises(TokenRefused, match=what):
-            signer.check(token, "guest_shutdown", PARAMS, NOW, binding=other)
+            signer.verify(token, "guest_shutdown", PARAMS, NOW, binding=other)
 
 
 def test_a_binary_key_file_keeps_every_byte(tmp_path: Path) -> None:

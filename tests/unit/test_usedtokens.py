@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 
 from pve_steward.security.tokens import TokenRefused, TokenSigner
 from pve_steward.security.usedtokens import (
+    MAX_WAITING,
+    SKEW_MARGIN,
     MemoryStore,
     RedisStore,
     SqliteStore,
     StoreUnavailable,
     open_store,
+    sharing_problems,
 )
 from tests.httpserver import free_port
-from tests.redisserver import redis_server
+from tests.redisserver import redis_server, running_redis
 
 KEY = b"k" * 32
 PARAMS = {"vmid": 100}
@@ -32,22 +38,23 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def _confirm(signer: TokenSigner, token: str, now: float) -> None:
-    payload = signer.check(token, "guest_reset", PARAMS, now)
+async def _confirm(signer: TokenSigner, token: str, now: float) -> None:
+    payload = await signer.check(token, "guest_reset", PARAMS, now)
     signer.check_target(payload, TARGET, "s1")
-    signer.consume(payload)
+    await signer.consume(payload)
 
 
-def test_sqlite_store_refuses_a_token_after_a_restart(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_sqlite_store_refuses_a_token_after_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "used.sqlite3"
     now = time.time()
     first = TokenSigner(KEY, store=SqliteStore(path))
     token = first.issue("guest_reset", PARAMS, TARGET, "s1", now)
-    _confirm(first, token, now)
+    await _confirm(first, token, now)
     first.store.close()
     restarted = TokenSigner(KEY, store=SqliteStore(path))  # a new process would open the same file
     with pytest.raises(TokenRefused, match="already used"):
-        _confirm(restarted, token, now + 1)
+        await _confirm(restarted, token, now + 1)
 
 
 CLAIM = """
@@ -74,35 +81,134 @@ def test_sqlite_store_is_shared_by_processes_on_the_host(tmp_path: Path) -> None
     assert SqliteStore(path).claim("n-2", expires) is True
 
 
-def test_two_redis_stores_share_single_use(redis_url: str) -> None:
+@pytest.mark.anyio
+async def test_two_redis_stores_share_single_use(redis_url: str) -> None:
     now = time.time()
     replica_a = TokenSigner(KEY, store=RedisStore(redis_url))
     replica_b = TokenSigner(KEY, store=RedisStore(redis_url))
     token = replica_a.issue("guest_reset", PARAMS, TARGET, "s1", now)
-    _confirm(replica_a, token, now)
+    await _confirm(replica_a, token, now)
     with pytest.raises(TokenRefused, match="already used"):
-        _confirm(replica_b, token, now + 1)
+        await _confirm(replica_b, token, now + 1)
 
 
-def test_redis_key_expires_with_the_token(redis_url: str) -> None:
+def test_a_redis_key_outlives_the_token_by_the_skew_margin_by_redis_clock(redis_url: str) -> None:
     import redis
 
     store = RedisStore(redis_url)
     assert store.claim("ttl-check", time.time() + 60)
     ttl_ms = redis.Redis.from_url(redis_url).pttl("pve-steward:used-token:ttl-check")
-    assert 50_000 < ttl_ms <= 60_000
+    assert (60 + SKEW_MARGIN - 10) * 1000 < ttl_ms <= (60 + SKEW_MARGIN) * 1000
 
 
-def test_unreachable_redis_fails_closed() -> None:
+@pytest.mark.anyio
+async def test_a_replica_whose_clock_is_behind_does_not_accept_a_used_token_again(redis_url: str) -> None:
+    """Issue 42: the claiming replica's clock set the key's life, so once it ended, a replica 60 s behind (which
+    still sees the token valid) accepted it again. The key now lives until expiry + margin by Redis' clock."""
+    replica_a = TokenSigner(KEY, ttl=1, store=RedisStore(redis_url))
+    lagging = TokenSigner(KEY, ttl=1, store=RedisStore(redis_url))
+    now = time.time()
+    token = replica_a.issue("guest_reset", PARAMS, TARGET, "s1", now)
+    await _confirm(replica_a, token, now)
+    await anyio.sleep(1.5)  # the token's whole life and more: a key timed by it would be gone now
+    with pytest.raises(TokenRefused, match="already used"):
+        await _confirm(lagging, token, time.time() - 60)
+
+
+@pytest.mark.anyio
+async def test_a_token_expired_by_redis_clock_is_refused_on_a_lagging_replica(redis_url: str) -> None:
+    issuer = TokenSigner(KEY, ttl=10, store=RedisStore(redis_url))
+    lagging = TokenSigner(KEY, ttl=10, store=RedisStore(redis_url))
+    token = issuer.issue("guest_reset", PARAMS, TARGET, "s1", time.time() - 30)  # expired 20 s ago
+    payload = await lagging.check(token, "guest_reset", PARAMS, time.time() - 60)  # its clock: still valid
+    with pytest.raises(TokenRefused, match=r"expired .* by the clock the replicas share"):
+        await lagging.consume(payload)
+
+
+@pytest.mark.anyio
+async def test_unreachable_redis_fails_closed() -> None:
     signer = TokenSigner(KEY, store=RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5))
     now = time.time()
     token = signer.issue("guest_reset", PARAMS, TARGET, "s1", now)
     with pytest.raises(TokenRefused, match=r"cannot be reached.*fail closed"):
-        signer.check(token, "guest_reset", PARAMS, now)
+        await signer.check(token, "guest_reset", PARAMS, now)
     payload = signer.peek(token)
     assert payload is not None
     with pytest.raises(TokenRefused, match="fail closed"):
-        signer.consume(payload)
+        await signer.consume(payload)
+
+
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections (the kernel's backlog) and never answers: a hung Redis."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield int(listener.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_a_hung_store_is_called_off_the_event_loop_and_refused_at_its_deadline() -> None:
+    """Issue 42: store calls ran on the event loop, so a hung Redis stopped every request. Now the loop keeps
+    running while a call waits, the call is refused at its deadline (fail closed), and calls beyond
+    MAX_WAITING are refused at once."""
+    with silent_server() as port:
+        store = RedisStore(f"redis://127.0.0.1:{port}/0", timeout=30)
+        signer = TokenSigner(KEY, store=store, store_timeout=1.0)
+        token = signer.issue("guest_reset", PARAMS, TARGET, "s1", time.time())
+        payload = signer.peek(token)
+        assert payload is not None
+        ticks: list[int] = []
+        outcomes: list[str] = []
+
+        async def consume() -> None:
+            try:
+                await signer.consume(payload)
+            except TokenRefused as exc:
+                outcomes.append(f"{len(ticks)} {exc}")
+
+        async def tick() -> None:
+            while len(outcomes) < MAX_WAITING + 1:
+                ticks.append(1)
+                await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            for _ in range(MAX_WAITING + 1):
+                tg.start_soon(consume)
+    refused_at_once = [o for o in outcomes if "calls wait" in o]
+    at_deadline = [o for o in outcomes if "did not answer within 1 s" in o]
+    assert len(refused_at_once) == 1 and len(at_deadline) == MAX_WAITING, outcomes
+    assert all("fail closed" in o for o in outcomes)
+    assert all(int(o.split()[0]) > 0 for o in at_deadline), "the event loop ran while the store hung"
+
+
+def test_a_restarted_redis_with_an_append_only_file_remembers_used_tokens(tmp_path: Path) -> None:
+    with running_redis(tmp_path, appendonly=True) as server:
+        assert RedisStore(server.url).claim("before-restart", time.time() + 300)
+        server.restart()
+        store = RedisStore(server.url)
+        assert store.persistence() is True
+        assert store.claim("before-restart", time.time() + 300) is False
+
+
+def test_replicas_refuse_a_store_they_cannot_share(tmp_path: Path) -> None:
+    local = SqliteStore(tmp_path / "used.sqlite3")
+    with pytest.raises(ValueError, match="needs confirm_key_file"):
+        sharing_problems(local, key_file=False, replicas=2)
+    with pytest.raises(ValueError, match="only this host sees"):
+        sharing_problems(local, key_file=True, replicas=2)
+    warned = sharing_problems(local, key_file=True, replicas=1)
+    assert len(warned) == 1 and "accepts tokens this one already used" in warned[0]
+    assert sharing_problems(local, key_file=False, replicas=1) == []
+    with running_redis(tmp_path) as forgetful:
+        store = RedisStore(forgetful.url)
+        with pytest.raises(ValueError, match="appendonly no"):
+            sharing_problems(store, key_file=True, replicas=2)
+        assert "appendonly no" in sharing_problems(store, key_file=True, replicas=1)[0]
+    (tmp_path / "aof").mkdir()
+    with running_redis(tmp_path / "aof", appendonly=True) as kept:
+        assert sharing_problems(RedisStore(kept.url), key_file=True, replicas=3) == []
 
 
 def test_an_unreachable_redis_is_reported_at_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -9,11 +9,13 @@ anything that does not validate. The formats follow pve-common's JSONSchema regi
 from __future__ import annotations
 
 import re
+import types
+import typing
 import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 NODE_RE = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?$")
 STORAGE_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9\-_.]*[a-zA-Z0-9]$")
@@ -28,6 +30,8 @@ HA_SID_RE = re.compile(r"^(?P<type>vm|ct):(?P<vmid>[1-9][0-9]{2,8})$")
 REPLICATION_ID_RE = re.compile(r"^[1-9][0-9]{2,8}-\d{1,9}$")
 BACKUP_JOB_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]{1,63}$")
 VMID_MIN, VMID_MAX = 100, 999_999_999
+VMID_RULE = f"guest ids are integers from {VMID_MIN} to {VMID_MAX}"
+MAX_INT_DIGITS = 18
 MAX_ID_LEN = 128
 
 
@@ -68,8 +72,50 @@ def check_node(value: str, param: str = "node") -> str:
 
 def check_vmid(value: int, param: str = "vmid") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not VMID_MIN <= value <= VMID_MAX:
-        raise InvalidIdentifier(param, value, f"guest ids are integers from {VMID_MIN} to {VMID_MAX}")
+        raise InvalidIdentifier(param, value, VMID_RULE)
     return value
+
+
+def whole_number(value: Any, param: str = "value") -> Any:
+    """The one reading of an integer parameter, wherever it comes from (tool arguments, prompt arguments,
+    completion context, resource URIs): an int, an integral float, or a string of the digits 0-9 only
+    (no sign, no spaces, no other digit characters such as '²' or '١', at most 18 of them), as an int.
+    Anything else is an :class:`InvalidIdentifier` naming the parameter; None passes (an absent value)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, str) and 0 < len(value) <= MAX_INT_DIGITS and value.isascii() and value.isdigit():
+        return int(value)
+    raise InvalidIdentifier(param, value, "expected a whole number written with the digits 0-9 (no sign or spaces)")
+
+
+def parse_vmid(value: Any, param: str = "vmid") -> int:
+    """A guest id from any input (``whole_number``), in PVE's range."""
+    if value is None:
+        raise InvalidIdentifier(param, value, VMID_RULE)
+    number = whole_number(value, param) if not isinstance(value, str) or len(value) <= 9 else None
+    if number is None:
+        raise InvalidIdentifier(param, value, VMID_RULE)
+    return check_vmid(number, param)
+
+
+def integer_input(annotation: Any, param: str) -> Any:
+    """A tool parameter's type with :func:`whole_number` in front when it takes an integer (so every integer
+    argument is read by the one rule, and its error names the parameter); other types are returned as given."""
+    if not _takes_int(annotation):
+        return annotation
+    return Annotated[annotation, BeforeValidator(lambda value: whole_number(value, param))]
+
+
+def _takes_int(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) is Annotated:
+        return _takes_int(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_takes_int(arg) for arg in typing.get_args(annotation))
+    return False
 
 
 def check_storage(value: str, param: str = "storage") -> str:
@@ -122,7 +168,7 @@ def _schema(pattern: str, min_length: int | None = None, max_length: int | None 
 
 
 NodeName = Annotated[str, _schema(NODE_RE.pattern, min_length=1, max_length=63), AfterValidator(check_node)]
-VmId = Annotated[int, Field(ge=VMID_MIN, le=VMID_MAX), AfterValidator(check_vmid)]
+VmId = Annotated[int, Field(ge=VMID_MIN, le=VMID_MAX), AfterValidator(check_vmid), BeforeValidator(parse_vmid)]
 StorageId = Annotated[
     str, _schema(STORAGE_RE.pattern, min_length=2, max_length=MAX_ID_LEN), AfterValidator(check_storage)
 ]

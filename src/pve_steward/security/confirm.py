@@ -7,6 +7,7 @@ this call (signature, cluster, operation, a digest of these arguments, expiry, n
 only then asks the human, with a question that describes this call. A token that does not fit
 asks nothing (the write is then refused by the same checks in the runner). A declined or
 cancelled question refuses the write. Without elicitation the token round trip is the confirmation.
+A caller whose grants do not allow the write on that cluster (``authority``) is not asked either.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcp.server.mcpserver import Context, Elicit
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from pve_steward.security import authority
 from pve_steward.security.sanitise import one_line
 from pve_steward.security.tokens import TokenRefused, TokenSigner
 
@@ -59,7 +61,9 @@ def describe_call(op: str, args: dict[str, Any], summary: str) -> str:
     return f"Confirm on Proxmox VE: {one_line(summary)} [{op}({shown})]"  # the summary carries cluster names
 
 
-def token_problem(signer: TokenSigner, token: str, op: str, call: str, now: float) -> tuple[dict[str, Any] | None, str]:
+async def token_problem(
+    signer: TokenSigner, token: str, op: str, call: str, now: float
+) -> tuple[dict[str, Any] | None, str]:
     """(payload, "") when the token is valid for exactly this call, else (None, why not)."""
     payload = signer.peek(token)
     if payload is None:
@@ -71,7 +75,7 @@ def token_problem(signer: TokenSigner, token: str, op: str, call: str, now: floa
     if now > float(payload.get("exp", 0)):
         return None, "the token expired"
     try:
-        if signer.is_used(payload):
+        if await signer.is_used(payload):
             return None, "the token was already used"
     except TokenRefused as exc:
         return None, str(exc)
@@ -98,7 +102,11 @@ def make_resolver(arg_names: list[str], op_of: Callable[[dict[str, Any]], str | 
                 reason="the client does not support elicitation; the confirmation token is the confirmation", call=call
             )
         app = ctx.request_context.lifespan_context
-        payload, problem = token_problem(app.signer, str(token), op or "", call, app.clock())
+        cluster = kwargs.get("cluster") or app.cluster
+        refused = authority.refusal(op, authority.tier_of(op), cluster)
+        if refused:  # the guard refuses the call; the human is not asked about what this caller may not do
+            return NotAsked(reason=f"not asked: {refused}", call=call, valid=False)
+        payload, problem = await token_problem(app.signer, str(token), op or "", call, app.clock())
         if payload is None:
             return NotAsked(reason=f"not asked: {problem}", call=call, valid=False)
         return Elicit(describe_call(op or "", kwargs, str(payload.get("sum") or op)), Confirm)

@@ -17,16 +17,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pve_steward.errors import MALFORMED_VALUE_ERRORS, PveError, advice
 from pve_steward.observe import metrics
 from pve_steward.pve.ids import InvalidIdentifier
 from pve_steward.pveio.admission import Busy
+from pve_steward.security import authority
 from pve_steward.security.audit import redact_params
-from pve_steward.security.handlers import HANDLERS, SPEC_ATTRIBUTE, HandlerSpec
-from pve_steward.security.identity import principal_tier
+from pve_steward.security.handlers import HANDLERS, SEVERAL_CLUSTERS, SPEC_ATTRIBUTE, HandlerSpec
 from pve_steward.security.narrowing import header_refusal, request_headers
 from pve_steward.security.tiers import Tier
 from pve_steward.security.tokens import TokenRefused
@@ -34,20 +33,11 @@ from pve_steward.tools.context import ToolContext
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-__all__ = ["HANDLERS", "Refused", "guarded", "policy_refusal"]
+__all__ = ["HANDLERS", "Refused", "guarded", "policy_refusal", "refusal"]
 
 
 class Refused(ToolError):
     """A deliberate refusal (not an error in PVE): precondition failed, policy, invalid input."""
-
-
-def principal_refusal(op: HandlerSpec) -> str | None:
-    """A write above the identified caller's tier ceiling (security/identity.py); None without identity."""
-    access = get_access_token()
-    ceiling = principal_tier(access)
-    if access is None or ceiling is None or not op.is_write or ceiling.allows(op.tier):
-        return None
-    return f"{op.name} needs tier {op.tier.value}; {access.client_id} may use tier {ceiling.value} on this server"
 
 
 def policy_refusal(t: ToolContext, op: HandlerSpec) -> str | None:
@@ -66,6 +56,18 @@ def policy_refusal(t: ToolContext, op: HandlerSpec) -> str | None:
             f"(max_tier of [clusters.{cluster}]); nothing was sent to it"
         )
     return None
+
+
+def refusal(t: ToolContext, op: HandlerSpec) -> str | None:
+    """Everything that refuses a call before it runs: the server's policy, the caller's grants
+    (``authority.refusal``, on the call's cluster) and this request's narrowing headers. The tool layer asks
+    it before any cluster I/O of its own (version check, node names); the guard asks it again and audits."""
+    cluster = authority.EVERY_CLUSTER if op.name in SEVERAL_CLUSTERS else t.app.cluster
+    return (
+        policy_refusal(t, op)
+        or authority.refusal(op.name, op.tier, cluster)
+        or header_refusal(request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write)
+    )
 
 
 def guarded(
@@ -112,9 +114,9 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
         }
         if t.client_identity:
             base["client"] = t.client_identity
-        access = get_access_token()
-        if access is not None:  # the identified caller (HTTP with identity on): in every record
-            base["principal"] = access.client_id
+        principal = authority.current()
+        if principal is not None:  # the identified caller (HTTP with identity on): in every record
+            base["principal"] = principal.id
         if t.app.cluster is not None:
             base["cluster"] = t.app.cluster
 
@@ -130,14 +132,10 @@ def _wrap(fn: Callable[..., Awaitable[R]], op: HandlerSpec) -> Callable[..., Awa
                 }
                 await t.app.audit.record(record)
 
-        refusal = (
-            policy_refusal(t, op)
-            or principal_refusal(op)
-            or header_refusal(request_headers(t.mcp_context), op.name, op.toolset, op.tier, op.is_write)
-        )
-        if refusal:
-            await audit("denied", reason=refusal)
-            raise Refused(refusal)
+        refused = refusal(t, op)
+        if refused:
+            await audit("denied", reason=refused)
+            raise Refused(refused)
         if op.is_write and t.app.audit.required:  # before any request: the write's records must leave the box
             undelivered = await anyio.to_thread.run_sync(t.app.audit.delivery_problem)
             if undelivered:

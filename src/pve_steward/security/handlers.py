@@ -18,6 +18,9 @@ from pve_steward.security.tiers import Tier
 Handler = Callable[..., Awaitable[Any]]
 HANDLERS: dict[str, Handler] = {}
 SPEC_ATTRIBUTE = "__operation__"
+# Operations that only exist on a server configured for several clusters: they are about the choice of
+# cluster, answer for every cluster the caller may use, and take no cluster argument.
+SEVERAL_CLUSTERS = frozenset({"list_clusters"})
 
 
 @dataclass(frozen=True)

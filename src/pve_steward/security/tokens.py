@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from pve_steward.observe import metrics
-from pve_steward.security.usedtokens import MemoryStore, StoreUnavailable, UsedTokenStore
+from pve_steward.security.usedtokens import (
+    DEFAULT_TIMEOUT,
+    ClaimExpired,
+    MemoryStore,
+    StoreUnavailable,
+    UsedTokenStore,
+    call,
+)
 
 VERSION = 1
 
@@ -80,22 +87,31 @@ def _canonical(obj: Any) -> bytes:
 class TokenSigner:
     """Issues and checks tokens; the key is shared by replicas through ``confirm_key_file``."""
 
-    def __init__(self, key: bytes | None = None, ttl: int = 300, store: UsedTokenStore | None = None) -> None:
+    def __init__(
+        self,
+        key: bytes | None = None,
+        ttl: int = 300,
+        store: UsedTokenStore | None = None,
+        store_timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self._key = key or secrets.token_bytes(32)
         if len(self._key) < 32:
             raise ValueError("the confirmation key must be at least 32 bytes")
         self.ttl = ttl
         self.store: UsedTokenStore = store if store is not None else MemoryStore()
+        self.store_timeout = store_timeout
 
     @classmethod
-    def from_file(cls, path: Path | None, ttl: int, store: UsedTokenStore | None = None) -> TokenSigner:
+    def from_file(
+        cls, path: Path | None, ttl: int, store: UsedTokenStore | None = None, store_timeout: float = DEFAULT_TIMEOUT
+    ) -> TokenSigner:
         if path is None:
-            return cls(ttl=ttl, store=store)
+            return cls(ttl=ttl, store=store, store_timeout=store_timeout)
         try:
             raw = path.read_bytes()
         except OSError as exc:
             raise ValueError(f"cannot read confirm_key_file {path}: {exc.strerror}") from exc
-        return cls(_key_bytes(raw), ttl, store)
+        return cls(_key_bytes(raw), ttl, store, store_timeout)
 
     def derived_key(self, purpose: str) -> bytes:
         """A separate key for another purpose (e.g. sealing MCP request state), same secret source."""
@@ -161,7 +177,7 @@ class TokenSigner:
         except TokenRefused:
             return None
 
-    def check(
+    def verify(
         self,
         token: str,
         op: str,
@@ -169,11 +185,7 @@ class TokenSigner:
         now: float,
         binding: dict[str, str | None] | None = None,
     ) -> dict[str, Any]:
-        """Validate signature, binding, operation, parameters, expiry and single use; return the payload.
-
-        Runs before the target is re-resolved, so a replayed or stale token is named as such rather
-        than as a failed precondition. The target and its state are checked by :meth:`check_target`.
-        """
+        """Validate signature, binding, operation, parameters and expiry (not single use); return the payload."""
         payload = self._decode(token)
         if binding is not None and payload.get("cn") != binding.get("cn"):
             issued = f"cluster '{payload['cn']}'" if payload.get("cn") else "a server without named clusters"
@@ -192,14 +204,31 @@ class TokenSigner:
             )
         if now > payload["exp"]:
             raise TokenRefused(f"the confirmation token expired ({self.ttl}s lifetime); preview again", "expired")
-        if self.is_used(payload):
+        return payload
+
+    async def check(
+        self,
+        token: str,
+        op: str,
+        params: dict[str, Any],
+        now: float,
+        binding: dict[str, str | None] | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`verify`, then single use; return the payload.
+
+        Runs before the target is re-resolved, so a replayed or stale token is named as such rather
+        than as a failed precondition. The target and its state are checked by :meth:`check_target`.
+        """
+        payload = self.verify(token, op, params, now, binding)
+        if await self.is_used(payload):
             raise TokenRefused("this confirmation token was already used; a token confirms one execution", "replayed")
         return payload
 
-    def is_used(self, payload: dict[str, Any]) -> bool:
+    async def is_used(self, payload: dict[str, Any]) -> bool:
         """Whether the token's nonce was claimed (fails closed: an unreachable store refuses)."""
+        store, nonce = self.store, str(payload["n"])
         try:
-            return self.store.is_used(str(payload["n"]))
+            return await call(store, lambda: store.is_used(nonce), self.store_timeout)
         except StoreUnavailable as exc:
             raise TokenRefused(
                 f"{exc}; writes are refused until it answers (fail closed)", "store_unavailable"
@@ -217,17 +246,24 @@ class TokenSigner:
                 "the target's state changed since the preview (config digest, status or lock differ); preview again"
             )
 
-    def consume(self, payload: dict[str, Any]) -> None:
+    async def consume(self, payload: dict[str, Any]) -> None:
         """Claim a checked token's nonce, atomically (call right before executing).
 
         The claim is the single decision: of two calls, processes or replicas racing with one token,
-        exactly one gets past this line.
+        exactly one gets past this line. A store whose own clock (Redis) sees the token expired refuses it.
         """
+        store, nonce, expires = self.store, str(payload["n"]), float(payload["exp"])
         try:
-            claimed = self.store.claim(str(payload["n"]), float(payload["exp"]))
+            claimed = await call(store, lambda: store.claim(nonce, expires), self.store_timeout)
         except StoreUnavailable as exc:
             raise TokenRefused(
                 f"{exc}; writes are refused until it answers (fail closed)", "store_unavailable"
+            ) from None
+        except ClaimExpired:
+            raise TokenRefused(
+                f"the confirmation token expired ({self.ttl}s lifetime, by the clock the replicas share); "
+                "preview again",
+                "expired",
             ) from None
         if not claimed:
             raise TokenRefused("this confirmation token was already used; a token confirms one execution", "replayed")

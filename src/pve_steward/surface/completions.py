@@ -6,6 +6,11 @@ are several; the other names then come from the cluster already chosen), from th
 by the typed prefix and capped at :data:`MAX_VALUES`. A reference or argument we do not offer gets
 an empty answer, not an error: completion is a typing aid, and clients ask for it speculatively.
 A read that fails also answers empty (and is logged); the call that uses the value will say why.
+
+Completion shows the cluster's names, so it asks the caller's grants first (``authority.admit``, as the
+operation that lists those names: ``list_guests`` for a vmid...), on the cluster it would read: a refusal
+is a JSON-RPC error naming why, audited, and nothing is read. A ``vmid`` given as context is read by the
+one integer rule (``ids.parse_vmid``); a malformed one is an invalid-params error, never a crash.
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp import MCPError
 from mcp.server import MCPServer
-from mcp.types import CompleteRequestParams, CompleteResult, Completion, PromptReference
+from mcp.types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 
 from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
+from pve_steward.pve.ids import InvalidIdentifier, parse_vmid
+from pve_steward.security import authority
 from pve_steward.tools.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -46,8 +54,8 @@ async def _backup_jobs(app: AppContext, _: dict[str, str]) -> list[str]:
 
 async def _snapshots(app: AppContext, known: dict[str, str]) -> list[str]:
     """Snapshots of the guest already chosen in the same prompt or URI (none before a vmid is given)."""
-    vmid = known.get("vmid", "")
-    return await app.inventory.snapshots(app.client, int(vmid)) if vmid.isdigit() else []
+    vmid = known.get("vmid")
+    return await app.inventory.snapshots(app.client, parse_vmid(vmid)) if vmid else []
 
 
 async def _codes(app: AppContext, _: dict[str, str]) -> list[str]:
@@ -56,7 +64,9 @@ async def _codes(app: AppContext, _: dict[str, str]) -> list[str]:
 
 
 async def _clusters(app: AppContext, _: dict[str, str]) -> list[str]:
-    return list(app.clusters.names) if app.clusters is not None else []
+    names = list(app.clusters.names) if app.clusters is not None else []
+    principal = authority.current()
+    return names if principal is None else principal.clusters(names)
 
 
 def chosen_cluster(app: AppContext, known: dict[str, str]) -> AppContext:
@@ -66,6 +76,17 @@ def chosen_cluster(app: AppContext, known: dict[str, str]) -> AppContext:
         return app
     return app.clusters.get(name)
 
+
+# The operation whose answer shows the names a source offers (None: no cluster is read).
+READS: dict[str, str | None] = {
+    "node": "list_nodes",
+    "vmid": "list_guests",
+    "storage": "list_storage",
+    "snapshot": "list_snapshots",
+    "job": "list_backup_jobs",
+    "code": None,
+    "cluster": None,
+}
 
 SOURCES: dict[str, Source] = {
     "node": _nodes,
@@ -96,8 +117,15 @@ def register_completions(mcp: MCPServer[Any], offered: dict[tuple[str, str], fro
         if source is None or name not in offered.get(key, frozenset()):
             return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
         known = dict(params.context.arguments or {}) if params.context else {}
+        app = chosen_cluster(ctx.lifespan_context, known)
+        op = READS[name]
+        refused = await authority.admit(app, "completion", op, {"argument": name}) if op is not None else None
+        if refused:
+            raise MCPError(INVALID_PARAMS, f"completion of '{name}': {refused}; nothing was read from the cluster")
         try:
-            candidates = await source(chosen_cluster(ctx.lifespan_context, known), known)
+            candidates = await source(app, known)
+        except InvalidIdentifier as exc:
+            raise MCPError(INVALID_PARAMS, f"completion of '{name}': {exc}") from None
         except PveError as exc:
             log.info("completion of %s could not read the cluster: %s", name, exc.message)
             candidates = []

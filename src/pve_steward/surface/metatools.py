@@ -21,6 +21,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema, create_model
 
 from pve_steward.models import Model
+from pve_steward.pve.ids import integer_input
 from pve_steward.surface.answers import answer
 from pve_steward.surface.registry import Operation, Registry, handler_hints, handler_parameters
 
@@ -113,7 +114,7 @@ def _action(op: Operation, handler: Callable[..., Any]) -> Action:
     optional: list[str] = []
     for p in handler_parameters(handler).values():
         types[p.name] = hints[p.name]
-        annotation = _described(hints[p.name], op.parameters.get(p.name))
+        annotation = _described(integer_input(hints[p.name], p.name), op.parameters.get(p.name))
         if p.default is inspect.Parameter.empty:
             fields[p.name] = (annotation, ...)
             required.append(p.name)

@@ -14,15 +14,35 @@ from typing import Any
 
 from mcp.server import MCPServer
 
-from pve_steward.pve.ids import check_backup_job, check_node, check_snapshot, check_storage, check_vmid
+from pve_steward.pve.ids import InvalidIdentifier, check_backup_job, check_node, check_snapshot, check_storage
+from pve_steward.pve.ids import parse_vmid as _vmid
+from pve_steward.security import authority
 from pve_steward.surface.naming import Naming
+from pve_steward.surface.nodecheck import unknown_guest, unknown_node
+from pve_steward.tools.context import AppContext
+
+# What a prompt's argument checks read from the cluster, as the operation that shows it: a prompt whose
+# caller may not list a cluster's guests cannot learn from it which guest ids exist there.
+READS = {"vmid": "list_guests", "node": "list_nodes"}
 
 
-def _vmid(text: str) -> int:
+async def prompt_problem(app: AppContext, name: str, args: dict[str, Any]) -> str | None:
+    """Before a prompt renders, on the cluster it works on: the caller's grants (authority), then the guest and
+    node it names exist there. A sentence for the first problem (JSON-RPC invalid params), else None."""
     try:
-        return check_vmid(int(text))
-    except ValueError:
-        return check_vmid(text)  # type: ignore[arg-type]  # raises InvalidIdentifier naming vmid
+        vmid = _vmid(args["vmid"]) if "vmid" in args else None
+    except InvalidIdentifier as exc:
+        return f"prompt '{name}': {exc}"
+    reads: list[str | None] = [op for arg, op in READS.items() if arg in args] or [None]
+    for op in reads:
+        refused = await authority.admit(app, "prompt", op, {"prompt": name})
+        if refused:
+            return f"prompt '{name}': {refused}; nothing was read from the cluster"
+    if "node" in args:
+        problem = await unknown_node(app, [("node", args["node"])])
+        if problem:
+            return problem
+    return await unknown_guest(app, vmid) if vmid is not None else None
 
 
 def for_cluster(fn: Callable[..., str]) -> Callable[..., str]:

@@ -26,15 +26,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pve_steward.security.handlers import HANDLERS, spec_of
+from pve_steward.security.handlers import HANDLERS, SEVERAL_CLUSTERS, spec_of
 from pve_steward.security.narrowing import narrowed_out
 from pve_steward.security.tiers import Tier
 
 SCHEMA_VERSION = 1
 DEFINITIONS_VERSION = "2026.12.1"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{2,47}$")
-# Operations that only exist on a server configured for several clusters (they are about the choice of cluster).
-SEVERAL_CLUSTERS = frozenset({"list_clusters"})
 # The meta-tool holding the writes of each tier; its name is a binding, so it is code, not text.
 WRITE_TOOL_NAMES = {Tier.OPERATOR: "operate", Tier.ADMIN: "administer"}
 # What a tools file may set, per section; anything in CODE_KEYS is named as code-owned when tried.

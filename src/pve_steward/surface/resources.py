@@ -8,6 +8,10 @@ catalogue needs no cluster.
 
 Resource functions get no per-request context from the SDK for static URIs, so the server binds
 the request's :class:`AppContext` while a read runs (:func:`bound_app`).
+
+Before a view reads anything (the version check, the node or guest lookup), the caller's grants are
+asked for each operation it runs on the cluster it names (``authority.admit``): a refusal is an error
+naming why, audited, and nothing reaches that cluster.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pve_steward.analysis.catalog import load_checks
 from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
 from pve_steward.pve import ids
+from pve_steward.security import authority
 from pve_steward.surface.nodecheck import unknown_guest
 from pve_steward.surface.registry import Operation, Registry
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
@@ -69,6 +74,13 @@ class Views:
 
     def offers(self, *ops: str) -> bool:
         return all(op in self.selected for op in ops)
+
+    async def admit(self, app: AppContext, uri: str, *ops: str) -> None:
+        """The caller may run every one of ``ops`` on ``app``'s cluster, else ResourceError naming why."""
+        for op in ops:
+            refused = await authority.admit(app, "resource", op, {"uri": uri})
+            if refused:
+                raise ResourceError(f"{refused}; nothing was read from the cluster")
 
     async def run(self, app: AppContext, op: str, **kwargs: Any) -> Any:
         await _version_checked(app)
@@ -120,11 +132,9 @@ async def known_node(app: AppContext, node: str) -> str:
 
 def _vmid(text: str) -> int:
     try:
-        return ids.check_vmid(int(text))
-    except (ValueError, ids.InvalidIdentifier):
-        raise ResourceNotFoundError(
-            f"invalid vmid {text!r}: guest ids are integers from {ids.VMID_MIN} to {ids.VMID_MAX}"
-        ) from None
+        return ids.parse_vmid(text)
+    except ids.InvalidIdentifier as exc:
+        raise ResourceNotFoundError(str(exc)) from None
 
 
 def register_resources(
@@ -145,6 +155,9 @@ def register_resources(
 
     async def node_view(node: str, cluster: str | None = None) -> str:
         app = _cluster_app(cluster)
+        await views.admit(
+            app, f"nodes/{node}", "node_status", *(["list_guests"] if views.offers("list_guests") else [])
+        )
         await _version_checked(app)
         name = await known_node(app, node)
         view: dict[str, Any] = {"status": (await views.run(app, "node_status", node=name)).model_dump(mode="json")}
@@ -156,6 +169,7 @@ def register_resources(
     async def guest_view(vmid: str, cluster: str | None = None) -> str:
         number = _vmid(vmid)
         app = _cluster_app(cluster)
+        await views.admit(app, f"guests/{number}", "get_guest")
         await _version_checked(app)
         problem = await unknown_guest(app, number)
         if problem:
@@ -168,6 +182,7 @@ def register_resources(
         except ids.InvalidIdentifier as exc:
             raise ResourceNotFoundError(str(exc)) from None
         app = _cluster_app(cluster)
+        await views.admit(app, "tasks", "get_task")
         return views.dump(app, await views.run(app, "get_task", upid=upid))
 
     for op, uri, fn, (name, title, description) in (
@@ -215,6 +230,7 @@ def _register_summary(mcp: MCPServer[Any], views: Views) -> None:
     def summary(cluster: str | None) -> Callable[[], Awaitable[str]]:
         async def read() -> str:
             app = _cluster_app(cluster)
+            await views.admit(app, "cluster", "cluster_overview")
             return views.dump(app, await views.run(app, "cluster_overview"))
 
         return read

@@ -12,6 +12,7 @@ from pve_steward.models import Model
 from pve_steward.pveio.client import api_path
 from pve_steward.pveio.clusters import lower
 from pve_steward.pveio.compat import UnsupportedVersion, check_version
+from pve_steward.security import authority
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import AppContext, ToolContext
 
@@ -55,12 +56,17 @@ async def list_clusters(t: ToolContext) -> ClusterList:
     """Ask every configured cluster for its version, a few at a time; a failure is reported, never hidden."""
     clusters = t.app.clusters
     apps = list(clusters.apps.values()) if clusters is not None else [t.app]
+    principal = authority.current()  # a caller limited to some clusters is told about those, and asks no other
+    if principal is not None:
+        allowed = set(principal.clusters([str(app.cluster) for app in apps]))
+        apps = [app for app in apps if app.cluster in allowed]
+    default = clusters.default if clusters is not None else t.app
     found: dict[int, ClusterStatus] = {}
     slots = anyio.Semaphore(CONCURRENCY)
 
     async def ask(i: int, app: AppContext) -> None:
         async with slots:
-            found[i] = await _status(app, i == 0)
+            found[i] = await _status(app, app is default)
 
     async with anyio.create_task_group() as tg:
         for i, app in enumerate(apps):

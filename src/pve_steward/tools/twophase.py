@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation
 from pydantic import Field
 
@@ -35,6 +34,7 @@ from pve_steward.pve.ids import parse_upid
 from pve_steward.pveio.client import api_path
 from pve_steward.pveio.client import node as node_seg
 from pve_steward.pveio.client import upid as upid_seg
+from pve_steward.security import authority
 from pve_steward.security.audit import redact_params
 from pve_steward.security.confirm import Confirm, NotAsked
 from pve_steward.security.guard import Refused
@@ -256,9 +256,10 @@ def cluster_of(t: ToolContext) -> str:
 
 
 def principal_of(t: ToolContext) -> str | None:
-    """Who is calling, when the transport authenticated someone (SDK auth); None otherwise."""
-    token = get_access_token()
-    return None if token is None else str(token.client_id)
+    """Who is calling, when the transport identified someone: the namespaced principal id (``static:NAME`` or
+    ``oidc:ISSUER#SUBJECT``), so an OIDC subject never confirms a static token's preview; None otherwise."""
+    principal = authority.current()
+    return None if principal is None else principal.id
 
 
 def _asked(t: ToolContext) -> NotAsked | None:
@@ -297,7 +298,7 @@ async def two_phase(
     now = t.now()
     binding = binding_of(cluster_of(t), principal_of(t), t.app.cluster)
     t.audit_fields["phase"] = "preview" if confirm_token is None else "execute"
-    payload = None if confirm_token is None else signer.check(confirm_token, op, params, now, binding)
+    payload = None if confirm_token is None else await signer.check(confirm_token, op, params, now, binding)
     plan = await resolve()
     target = plan.target.model_dump(exclude_none=True)  # plain strings: the audit and the token bind the values
     t.audit_fields["target"] = target
@@ -329,7 +330,7 @@ async def two_phase(
             ),
         )
     _check_human(t)
-    signer.consume(payload)
+    await signer.consume(payload)
     t.audit_fields["token_nonce"] = payload["n"]
     return await execute_audited(t, plan, base, params, confirm_token, wait, wait_timeout)
 
