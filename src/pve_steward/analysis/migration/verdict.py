@@ -11,7 +11,7 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.migration.devices import Devices, clipboard_vnc, local_resources, mapped_live
 from pve_steward.analysis.migration.ha_rules import ha_allowed_nodes, ha_blocked_nodes
-from pve_steward.analysis.migration.model import RANK, Migratability, Reason, TargetVerdict, reason
+from pve_steward.analysis.migration.model import NOT_VISIBLE, RANK, Migratability, Reason, TargetVerdict, reason
 from pve_steward.analysis.migration.pvecheck import compare
 from pve_steward.analysis.migration.sdn import guest_vnets
 from pve_steward.analysis.migration.storage import parse_volname, shared_flags, storage_type
@@ -184,6 +184,24 @@ def ha_error_reason(data: ClusterData, vmid: int) -> Reason | None:
     )
 
 
+@pve_rule(
+    "migrate.ha-unseen",
+    rule="Whether a guest is HA-managed decides how it moves (an HA request, placed by its HA rules); PVE lists HA "
+    "resources only with Sys.Audit on /, so without that list no guest's move is provable.",
+    pve="pve-ha-manager src/PVE/API2/HA/Resources.pm index (check perm / Sys.Audit); qemu-server "
+    "src/PVE/API2/Qemu.pm migrate_vm (vm_is_ha_managed)",
+    codes=("MIGRATE_NOT_PROVABLE",),
+)
+def ha_unseen_reason() -> Reason:
+    return reason(
+        "MIGRATE_NOT_PROVABLE",
+        True,
+        "whether it is HA-managed (and where its HA rules let it go) is not visible to this token: PVE lists HA "
+        "resources only with Sys.Audit on / (/cluster/ha/resources)",
+        rule=NOT_VISIBLE,
+    )
+
+
 def assess(
     data: ClusterData,
     vmid: int,
@@ -298,6 +316,8 @@ def _decide(
     reasons, local_bytes, dev = guest_reasons(data, cfg, raw, running)
     targets_ok, excluded = eligible_targets(data, source, allowed, denied)
     res = data.ha_managed(cfg.vmid)
+    if res is None and "ha_resources" in data.unread:
+        reasons.append(ha_unseen_reason())
     rules = ha_rule_nodes(data, str(res.get("sid"))) if res is not None else None
     targets = target_groups(
         data,

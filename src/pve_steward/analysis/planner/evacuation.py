@@ -14,6 +14,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData, Missing, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
+from pve_steward.analysis.migration.findings import not_visible
 from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.migration.targets import eligible_targets
 from pve_steward.analysis.migration.verdict import assess
@@ -59,16 +60,22 @@ def gaps_for(data: ClusterData, *, ha: bool) -> list[Missing]:
     part of it (their targets come from HA rules or groups). Optional gaps show in the verdicts they leave
     not provable, not here."""
     areas = ("migration", "ha") if ha else ("migration",)
-    return [m for m in data.missing if not m.optional and (not m.affects or any(a in m.affects for a in areas))]
+    return [
+        m
+        for m in data.missing
+        if (not m.optional or m.hidden) and (not m.affects or any(a in m.affects for a in areas))
+    ]
 
 
 def data_gaps(data: ClusterData, *, ha: bool) -> list[Finding]:
+    """What this plan could not read, and what PVE hides from the token (a guest, a storage, HA's lists): either
+    leaves the plan incomplete, the latter said as a skipped check naming the privilege (pve/visibility.py)."""
     gaps = gaps_for(data, ha=ha)
     return [
         finding(
-            "DATA_INCOMPLETE",
+            "CHECK_SKIPPED" if gap.hidden else "DATA_INCOMPLETE",
             Subject(kind="data", id=gap.path, node=gap.node),
-            f"could not read {gap.what}: {gap.error}",
+            f"{'skipped' if gap.hidden else 'could not read'} {gap.what}: {gap.error}",
             {"path": gap.path, "status": gap.status},
         )
         for gap in gaps
@@ -102,7 +109,8 @@ def place(m: Migratability, placement: Placement, ledger: Ledger) -> Step | None
     reserve = m.memory_bytes if running else 0
     target, why = placement.choose(m.movable_to(), reserve)
     if target is None:
-        ledger.block(m.vmid, m.name, "MIGRATE_CAPACITY", why)
+        unseen = placement.unseen_room(m.movable_to())  # room the token cannot see: not provable, not short
+        ledger.block(m.vmid, m.name, "MIGRATE_NOT_PROVABLE" if unseen else "MIGRATE_CAPACITY", unseen or why)
         return None
     tv = m.target(target)
     assert tv is not None and tv.mode is not None
@@ -215,7 +223,10 @@ def _plan(
     everywhere, _out = eligible_targets(data, node)
     room = Placement(data, [t for t in everywhere if t not in placement.free], headroom_pct).free | placement.free
     movable = {m.vmid: _movable_for_ha(m) for m in ha_verdicts}
-    for vmid, (code, problem) in ha_capacity(data, ha_guests, room, movable).items():
+    unseen = Placement(data, everywhere, headroom_pct).unseen_room(everywhere)
+    for vmid, (found, why) in ha_capacity(data, ha_guests, room, movable).items():
+        short = found == "MIGRATE_CAPACITY" and unseen  # a node HA may choose has room the token cannot see
+        code, problem = ("MIGRATE_NOT_PROVABLE", f"{why}; but {unseen}") if short else (found, why)
         h = next(h for h in ha_guests if h.vmid == vmid)
         h.problems.append(problem)
         ledger.block(h.vmid, h.name, code, problem)
@@ -295,12 +306,17 @@ def _split(
             ledger.block(vmid, m.name, "HA_GUEST_LEFT_BEHIND", h.action)
         for p in h.problems:
             ledger.block(vmid, m.name, "HA_GUEST_NOT_MIGRATABLE", p)
+        for p in not_visible(m):  # what the token cannot see: not provable, not "cannot move"
+            ledger.block(vmid, m.name, "MIGRATE_NOT_PROVABLE", p)
     return ha_guests, ha_verdicts, schedulable
 
 
 def _movable_for_ha(m: Migratability) -> set[str]:
     """Where the guest can go as HA's scheduler sees it: a node PVE's precondition blocks only for resource
-    affinity counts (the precondition is the migrate command's view; ha_capacity applies the scheduler's)."""
+    affinity counts (the precondition is the migrate command's view; ha_capacity applies the scheduler's). A
+    verdict that stands on what the token cannot see says nothing of where: every target stays a candidate."""
+    if not_visible(m):
+        return {n for t in m.targets for n in t.nodes}
     return {
         n
         for t in m.targets

@@ -6,6 +6,7 @@ from pve_steward.analysis.capacity import NodeRoom, node_room
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.pve.visibility import NODE_FIGURES
 
 GiB = 1024**3
 
@@ -31,6 +32,18 @@ class Placement:
         self.free = {t: r.free for t, r in self.rooms.items()}
         self.planned = dict.fromkeys(targets, 0)
         self.added = dict.fromkeys(targets, 0)
+        # targets whose memory PVE does not show this token (pve/visibility.py): their room is not provable
+        self.unseen = sorted(t for t in targets if data.sees(NODE_FIGURES, t) is not True)
+
+    def unseen_room(self, candidates: list[str]) -> str | None:
+        """Why room on some of ``candidates`` cannot be judged (no guest is called short of room then)."""
+        nodes = [n for n in candidates if n in self.unseen]
+        if not nodes:
+            return None
+        return (
+            f"the memory of {', '.join(nodes)} is not visible to this token: PVE shows a node's figures only with "
+            f"{NODE_FIGURES.needs('<node>')}"
+        )
 
     @pve_rule(
         "capacity.offline-needs-no-memory",
