@@ -8,6 +8,7 @@ concurrent reads and records every read that failed in ``missing``, which become
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -40,6 +41,28 @@ class Missing:
         """Per-guest reads a token may not make, said once for all of them: a check limited by privilege
         (CHECK_SKIPPED), never a failure or a clean bill."""
         return cls(what=what, path=path, error=error, status=403, affects=affects, optional=True)
+
+    @classmethod
+    def not_visible(
+        cls,
+        f: Filter,
+        path: str,
+        affects: Iterable[str],
+        ident: object = None,
+        what: str = "",
+        status: int | None = None,
+    ) -> Missing:
+        """What PVE's privilege filtering hides from this token (pve/visibility.py): named with the privilege that
+        would show it, a check limited by the token's scope (CHECK_SKIPPED), never read as absent."""
+        return cls(
+            what=what or f.subject(ident),
+            path=path,
+            error=f.reason(ident),
+            status=status,
+            affects=tuple(affects),
+            optional=True,
+            hidden=True,
+        )
 
     @classmethod
     def capped(cls, what: str, setting: str, affects: tuple[str, ...]) -> Missing:

@@ -34,12 +34,14 @@ class Filter:
 
     ``path`` is the ACL path of a row's object with ``{id}`` for the row's id (``/storage/{id}``); without
     ``{id}`` it gates the whole list (PVE answers 403, or only the caller's own rows). Any one of
-    ``privileges`` there shows the row. ``rows`` names a row ("storage"), ``listing`` the API list.
+    ``privileges`` there shows the row. ``one`` names one object ("storage"), ``rows`` the list's rows
+    ("storages"), ``listing`` the API list.
     """
 
     listing: str
     path: str
     privileges: tuple[str, ...]
+    one: str
     rows: str
     pve: str
 
@@ -60,35 +62,52 @@ class Filter:
         where = self.path.replace("{id}", "<id>") if ident is None else self.at(ident)
         return f"{' or '.join(self.privileges)} on {where}"
 
+    def subject(self, ident: object = None) -> str:
+        """What is hidden: ``storage ceph-vm``, or the list's rows."""
+        return f"{self.one} {ident}" if ident is not None and not self.gate else self.rows
+
+    def reason(self, ident: object = None) -> str:
+        """Why: the words every "not visible to this token" statement carries, with the privilege that shows it."""
+        if ident is not None or self.gate:
+            it = "it" if ident is not None and not self.gate else "them"
+            return f"not visible to this token: PVE lists {it} only with {self.needs(ident)} ({self.listing})"
+        return f"not all visible to this token: PVE lists each only with {self.needs()} ({self.listing})"
+
     def hidden(self, ident: object = None) -> str:
-        """Why a row is not shown: the sentence every "not visible to this token" finding carries."""
-        what = f"{self.rows} {ident}" if ident is not None else f"some {self.rows} rows"
-        return f"{what} not visible to this token: PVE lists it only with {self.needs(ident)} ({self.listing})"
+        """The whole sentence: ``storage ceph-vm is not visible to this token: PVE lists it only with ...``."""
+        verb = "is" if ident is not None and not self.gate else "are"
+        return f"{self.subject(ident)} {verb} {self.reason(ident)}"
 
 
 _STORAGE_PRIVS = ("Datastore.Audit", "Datastore.AllocateSpace")
 _SDN_PRIVS = ("SDN.Audit", "SDN.Allocate")
 _MAPPING_PRIVS = ("Mapping.Audit", "Mapping.Use", "Mapping.Modify")
+_STORAGE_INDEX = "pve-storage src/PVE/API2/Storage/Config.pm index"
 
 # Every filtered list a check, the collector or the planner reads; each cites the function that filters.
-STORAGE = Filter(
-    "/storage", "/storage/{id}", _STORAGE_PRIVS, "storage", "pve-storage src/PVE/API2/Storage/Config.pm index"
-)
+STORAGE = Filter("/storage", "/storage/{id}", _STORAGE_PRIVS, "storage", "storages", _STORAGE_INDEX)
 NODE_STORAGE = Filter(
     "/nodes/{node}/storage",
     "/storage/{id}",
     _STORAGE_PRIVS,
     "storage",
+    "storages",
     "pve-storage src/PVE/API2/Storage/Status.pm index",
 )
 GUESTS = Filter(
-    "/cluster/resources", "/vms/{id}", ("VM.Audit",), "guest", "pve-manager PVE/API2/Cluster.pm resources (type vm)"
+    "/cluster/resources",
+    "/vms/{id}",
+    ("VM.Audit",),
+    "guest",
+    "guests",
+    "pve-manager PVE/API2/Cluster.pm resources (type vm)",
 )
 STORAGE_ROWS = Filter(
     "/cluster/resources",
     "/storage/{id}",
     ("Datastore.Audit",),
-    "storage row of",
+    "status of storage",
+    "storage status rows",
     "pve-manager PVE/API2/Cluster.pm resources (type storage: Datastore.Audit alone)",
 )
 NODE_FIGURES = Filter(
@@ -96,24 +115,32 @@ NODE_FIGURES = Filter(
     "/nodes/{id}",
     ("Sys.Audit",),
     "memory, CPU and disk figures of node",
+    "node figures (memory, CPU, disk)",
     "pve-manager PVE/API2/Cluster.pm resources, PVE/API2Tools.pm extract_node_stats (the row stays, its figures go)",
 )
-POOLS = Filter("/pools", "/pool/{id}", ("Pool.Audit",), "pool", "pve-manager PVE/API2/Pool.pm index")
+POOLS = Filter("/pools", "/pool/{id}", ("Pool.Audit",), "pool", "pools", "pve-manager PVE/API2/Pool.pm index")
 GUEST_POOL = Filter(
     "/cluster/resources",
     "/pool/{id}",
     ("Pool.Audit",),
-    "pool membership of guests in pool",
+    "membership of guests in pool",
+    "guests' pool memberships",
     "pve-manager PVE/API2/Cluster.pm resources (a guest's pool field, and the pool rows)",
 )
 CLUSTER_STATUS = Filter(
-    "/cluster/status", "/", ("Sys.Audit",), "cluster status", "pve-manager PVE/API2/Cluster.pm get_status"
+    "/cluster/status",
+    "/",
+    ("Sys.Audit",),
+    "cluster status",
+    "cluster membership and quorum rows",
+    "pve-manager PVE/API2/Cluster.pm get_status",
 )
 CLUSTER_TASKS = Filter(
     "/cluster/tasks",
     "/",
     ("Sys.Audit",),
     "cluster task",
+    "cluster tasks",
     "pve-manager PVE/API2/Cluster.pm tasks (without it only the caller's own, and none of a token's)",
 )
 NODE_TASKS = Filter(
@@ -121,56 +148,77 @@ NODE_TASKS = Filter(
     "/nodes/{id}",
     ("Sys.Audit",),
     "other users' tasks on node",
+    "other users' tasks",
     "pve-manager PVE/API2/Tasks.pm node_tasks (without it only the caller's own)",
 )
-BACKUP_JOBS = Filter("/cluster/backup", "/", ("Sys.Audit",), "backup job", "pve-manager PVE/API2/Backup.pm index")
+BACKUP_JOBS = Filter(
+    "/cluster/backup", "/", ("Sys.Audit",), "backup job", "backup jobs", "pve-manager PVE/API2/Backup.pm index"
+)
 NOT_BACKED_UP = Filter(
     "/cluster/backup-info/not-backed-up",
     "/",
     ("Sys.Audit",),
-    "not-backed-up list",
+    "guest without backup job",
+    "guests without a backup job",
     "pve-manager PVE/API2/Cluster/BackupInfo.pm get_guests_not_in_backup",
 )
 HA = Filter(
     "/cluster/ha",
     "/",
     ("Sys.Audit",),
-    "HA resource, group, rule or status",
+    "HA resource",
+    "HA resources, groups, rules and status",
     "pve-ha-manager src/PVE/API2/HA/Resources.pm, Groups.pm, Rules.pm, Status.pm",
 )
 REPLICATION = Filter(
     "/cluster/replication",
     "/vms/{id}",
     ("VM.Audit",),
-    "replication job of guest",
+    "replication jobs of guest",
+    "replication jobs",
     "pve-manager PVE/API2/ReplicationConfig.pm index, PVE/API2/Replication.pm status",
 )
-SDN_ZONES = Filter("/cluster/sdn/zones", "/sdn/zones/{id}", _SDN_PRIVS, "SDN zone", "pve-network SDN/Zones.pm index")
+SDN_ZONES = Filter(
+    "/cluster/sdn/zones", "/sdn/zones/{id}", _SDN_PRIVS, "SDN zone", "SDN zones", "pve-network SDN/Zones.pm index"
+)
 SDN_VNETS = Filter(
-    "/cluster/sdn/vnets", "/sdn/zones/{id}", _SDN_PRIVS, "SDN vnet (zone/vnet)", "pve-network SDN/Vnets.pm index"
+    "/cluster/sdn/vnets",
+    "/sdn/zones/{id}",
+    _SDN_PRIVS,
+    "SDN vnet (zone/vnet)",
+    "SDN vnets",
+    "pve-network SDN/Vnets.pm index",
 )
 SDN_CONTROLLERS = Filter(
     "/cluster/sdn/controllers",
     "/sdn/controllers/{id}",
     _SDN_PRIVS,
     "SDN controller",
+    "SDN controllers",
     "pve-network SDN/Controllers.pm index",
 )
 CLUSTER_LOG = Filter(
-    "/cluster/log", "/", ("Sys.Syslog",), "cluster log entry", "pve-manager PVE/API2/Cluster.pm log (else own entries)"
+    "/cluster/log",
+    "/",
+    ("Sys.Syslog",),
+    "cluster log entry",
+    "other users' cluster log entries",
+    "pve-manager PVE/API2/Cluster.pm log (else own entries)",
 )
 ACL = Filter(
     "/access/acl",
     "/access",
     ("Sys.Audit",),
     "ACL entry",
+    "ACL entries",
     "pve-access-control API2/ACL.pm read_acl (else entries where the caller has Permissions.Modify)",
 )
 USERS = Filter(
     "/access/users",
     "/access/groups/{id}",
     ("Sys.Audit", "User.Modify"),
-    "user of group",
+    "users of group",
+    "users",
     "pve-access-control API2/User.pm index, RPCEnvironment.pm filter_groups",
 )
 GROUPS = Filter(
@@ -178,6 +226,7 @@ GROUPS = Filter(
     "/access/groups/{id}",
     ("Sys.Audit", "User.Modify", "Group.Allocate"),
     "group",
+    "groups",
     "pve-access-control API2/Group.pm index",
 )
 
@@ -189,6 +238,7 @@ def mapping_filter(kind: str) -> Filter:
         f"/mapping/{kind}/{{id}}",
         _MAPPING_PRIVS,
         f"{kind} mapping",
+        f"{kind} mappings",
         f"pve-manager PVE/API2/Cluster/Mapping/{kind.upper() if kind != 'dir' else 'Dir'}.pm index",
     )
 

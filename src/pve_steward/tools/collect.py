@@ -241,7 +241,8 @@ class Collector:
                 d.unread[key] = value.message
                 affects = ALL_AREAS if key in ("resources", "status") else self._affects(key)
                 if isinstance(value, PvePermissionError) and key in _FILTERS:
-                    self._hidden(_FILTERS[key], affects, value.path or key)
+                    f = _FILTERS[key]
+                    self._hidden(f, affects, f.listing if f is HA else value.path or key)
                 else:
                     self._miss(f"cluster data ({key})", key, value, None, affects)
             else:
@@ -268,52 +269,34 @@ class Collector:
         return d
 
     def _hidden(self, f: Filter, affects: Iterable[str], path: str, ident: object = None) -> None:
-        """A list (or a list's rows) PVE does not show this token: a check limited by privilege, said with what
-        is hidden and which privilege would show it (CHECK_SKIPPED), never read as an empty cluster."""
-        self._gaps.append(
-            Missing(
-                what=f.hidden(ident),
-                path=path,
-                error=f"needs {f.needs(ident)}",
-                status=403,
-                affects=tuple(affects),
-                optional=True,
-                hidden=True,
-            )
-        )
+        """A list (or one object) PVE does not show this token: a check limited by its scope, said with what is
+        hidden and which privilege would show it (CHECK_SKIPPED), never read as an empty cluster."""
+        self._gaps.append(Missing.not_visible(f, path, affects, ident, status=403))
+
+    def _short(self, f: Filter, path: str, affects: Iterable[str], what: str = "") -> None:
+        """A list that shows this token only some of its rows, or may (it cannot be told): said once. With the
+        token's own privileges unread it is a failed read (DATA_INCOMPLETE), not a limit of its scope."""
+        gap = Missing.not_visible(f, path, affects, what=what)
+        if self.data.visibility.whole(f) is None:
+            gap = dataclasses.replace(gap, error=f"{gap.error}; cannot tell: {self._unsettled()}")
+        if self.data.visibility.unread_reason is not None:
+            gap = dataclasses.replace(gap, optional=False)
+        self._gaps.append(gap)
 
     def _partial_lists(self) -> None:
         """The first wave's lists that PVE shortened for this token (or may have: own privileges unread): one
         skipped-check note each, so no report passes the hidden rows for a clean bill."""
         d = self.data
         for f, path, affects in _PARTIAL:
-            if "storage" in d.unread and f is STORAGE:
-                continue
-            whole = d.visibility.whole(f)
-            if whole is not True:
-                why = "" if whole is False else " (cannot tell: " + self._unsettled() + ")"
-                self._gaps.append(
-                    Missing(
-                        what=f.hidden() + why,
-                        path=path,
-                        error=f"needs {f.needs()}",
-                        affects=affects,
-                        optional=d.visibility.unread_reason is None,
-                        hidden=True,
-                    )
-                )
+            if d.visibility.whole(f) is not True and not (f is STORAGE and "storage" in d.unread):
+                self._short(f, path, affects)
         blind = [n for n in d.nodes if d.visibility.sees(NODE_FIGURES, n) is not True]
         if blind:
-            self._gaps.append(
-                Missing(
-                    what=f"memory, CPU and disk figures of node(s) {', '.join(sorted(blind))} not visible to this "
-                    f"token: PVE shows them only with {NODE_FIGURES.needs('<node>')} ({NODE_FIGURES.listing})",
-                    path="/cluster/resources#nodes",
-                    error=f"needs {NODE_FIGURES.needs()}",
-                    affects=("capacity", "cluster", "migration", "node"),
-                    optional=d.visibility.unread_reason is None,
-                    hidden=True,
-                )
+            self._short(
+                NODE_FIGURES,
+                "/cluster/resources#nodes",
+                ("capacity", "cluster", "migration", "node"),
+                what=f"memory, CPU and disk figures of node(s) {', '.join(sorted(blind))}",
             )
 
     def _unsettled(self) -> str:
@@ -478,19 +461,8 @@ class Collector:
             if not short:
                 keep[key] = (need, areas)
                 continue
-            f = short[0]
-            why = "" if self.data.visibility.whole(f) is False else f" (cannot tell: {self._unsettled()})"
-            self._gaps.append(
-                Missing(
-                    what=f"{key.replace('_', ' ')} (skipped: {f.hidden()}){why}",
-                    path=need.path,
-                    error=f"needs {f.needs()}",
-                    affects=areas,
-                    status=403,
-                    optional=self.data.visibility.unread_reason is None,  # unread privileges: a failed read
-                    hidden=True,
-                )
-            )
+            f, what = short[0], key.replace("_", " ")
+            self._short(f, need.path, areas, what=what if f.listing == need.path else f"{what} (counted over {f.rows})")
         return keep
 
     def _miss_declared(
@@ -668,6 +640,12 @@ class Collector:
             if kind == "vzdump" and ident.endswith("@"):
                 self._take_vzdump_default(ident[:-1], value)
                 continue
+            if (
+                kind == "vzdump"
+                and isinstance(value, PvePermissionError)
+                and ident.split("@", 1)[1] not in d.storage_defs
+            ):
+                continue  # a job's storage PVE hides from this token: said once, as not visible (tools/privileges.py)
             if isinstance(value, PveError):
                 if kind in ("tasks", "node_storage", "node_status"):
                     d.unread[key] = value.message
@@ -757,6 +735,10 @@ class Collector:
                 continue  # PVE 8: no rules endpoint
             elif key == "ha_groups" and "migrated to rules" in value.message:
                 continue  # PVE 9 after the migration: the rules hold them
+            elif isinstance(value, PvePermissionError):
+                self.data.unread[key] = value.message
+                if not any(g.path == "/cluster/ha" for g in (*self.data.missing, *self._gaps)):  # once for all HA lists
+                    self._hidden(HA, ("ha", "migration"), "/cluster/ha")
             else:
                 self._miss(f"cluster data ({name})", key, value, None, ("ha",))
 

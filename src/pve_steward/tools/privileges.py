@@ -59,18 +59,8 @@ def hidden_references(data: ClusterData) -> list[Missing]:
     out: list[Missing] = []
     for f, idents, areas in absent_references(data):
         for ident in sorted(idents):
-            why = data.hidden(f, ident)
-            if why is not None:
-                out.append(
-                    Missing(
-                        what=why,
-                        path=f.at(ident),
-                        error=f"needs {f.needs(ident)}",
-                        affects=areas,
-                        optional=True,
-                        hidden=True,
-                    )
-                )
+            if data.hidden(f, ident) is not None:
+                out.append(Missing.not_visible(f, f.at(ident), areas, ident))
     return out
 
 

@@ -30,10 +30,6 @@ LOG = Need(
 )
 
 
-def _read_failed(data: ClusterData, path_part: str) -> bool:
-    return any(path_part in m.path for m in data.missing)
-
-
 def _job_subject(job: Row) -> Subject:
     return Subject(kind="backup_job", id=str(job.get("id")), node=job.get("node"))
 
@@ -146,7 +142,7 @@ def backup_job_settings(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def ha_used(data: ClusterData, t: Thresholds) -> list[Finding]:
     """A multi-node cluster with guests and no HA resource at all."""
-    if len(data.nodes) < 2 or not data.guests or data.ha_resources or _read_failed(data, "ha/resources"):
+    if len(data.nodes) < 2 or not data.guests or data.ha_resources or "ha_resources" in data.unread:
         return []
     return [finding("HA_NONE", CLUSTER, "no guest is managed by HA", {"ha_resources": 0, "guests": len(data.guests)})]
 
@@ -170,7 +166,7 @@ def ha_used(data: ClusterData, t: Thresholds) -> list[Finding]:
 def replication_used(data: ClusterData, t: Thresholds) -> list[Finding]:
     """A multi-node cluster with guests and no replication job (the list shows jobs of visible guests only: not
     judged while PVE hides some guest from the token)."""
-    if len(data.nodes) < 2 or not data.guests or data.replication_jobs or _read_failed(data, "replication"):
+    if len(data.nodes) < 2 or not data.guests or data.replication_jobs:
         return []
     if not data.whole(REPLICATION, "replication_jobs"):
         return []
