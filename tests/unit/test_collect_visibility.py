@@ -87,7 +87,7 @@ def _guests_cluster(permissions: Any) -> FakeClient:
 
 
 MONITOR = {
-    p: {"Sys.Audit": 1, "VM.Audit": 1, "Datastore.Audit": 1, "Pool.Audit": 1}
+    p: {"Sys.Audit": 1, "VM.Audit": 1, "Datastore.Audit": 1, "Pool.Audit": 1, "SDN.Audit": 1}
     for p in ("/", "/access", "/access/groups", "/nodes", "/pool", "/sdn", "/storage", "/vms")
 }
 

@@ -34,7 +34,10 @@ from tests.unit.pve_fixtures import (
 
 T = Thresholds()
 NODES = {"pve1": True, "pve2": True, "pve3": True}
-AUDITOR = {p: {"Sys.Audit": 1, "VM.Audit": 1, "Datastore.Audit": 1, "Pool.Audit": 1} for p in ("/", "/access")}
+AUDITOR = {
+    p: {"Sys.Audit": 1, "VM.Audit": 1, "Datastore.Audit": 1, "Pool.Audit": 1, "SDN.Audit": 1}
+    for p in ("/", "/access", "/sdn")
+}
 # PVEAuditor on /, with /storage out of sight but for one storage (NoAccess on /storage: an ACL-tree path
 # the map leaves out), as pve-access-control get_effective_permissions answers it
 SOME_STORAGE = Visibility(
@@ -203,3 +206,16 @@ def test_upgrade_volume_check_skips_a_storage_the_token_cannot_see() -> None:
     kw: dict[str, Any] = {"reads": {"apt_versions": versions}}
     assert volume_content(_cluster(SOME_STORAGE, **kw), T) == []
     assert "storage does not exist" in volume_content(_cluster(SEES_ALL, **kw), T)[0].message
+
+
+def test_a_nic_is_not_proven_off_sdn_where_the_token_cannot_see_the_vnets() -> None:
+    """A vnet decides the targets (migrate.sdn-vnet-on-target); PVE lists vnets, and a node's bridges, only with
+    SDN.Audit on their zone: without it on /sdn, a NIC's bridge may be a vnet."""
+    storages = [storage_cfg("ceph-vm", "rbd")]
+    seen = {p: v for p, v in AUDITOR.items() if p != "/sdn"}  # a NoAccess entry on /sdn: left out of the map
+    no_sdn = Visibility({**seen, "/vms": {"VM.Audit": 1}, "/nodes": {"Sys.Audit": 1}}, acl_paths=["/", "/sdn"])
+    (why,) = assess(_cluster(no_sdn, storage_config=storages), 100).blocking
+    assert why.code == "MIGRATE_NOT_PROVABLE" and "SDN.Audit or SDN.Allocate on /sdn/zones/<id>" in why.detail
+    assert assess(_cluster(SEES_ALL, storage_config=storages), 100).verdict == "live"
+    no_nic = {100: qemu_config("web", net0=None)}
+    assert assess(_cluster(no_sdn, storage_config=storages, configs=no_nic), 100).verdict == "live"
