@@ -27,7 +27,7 @@ async def test_get_guests_answers_as_get_guest_does_for_each(demo_sim: SimServer
     assert bulk.is_error is False, bulk.content
     got = plain(bulk.structured_content)
     assert [g["vmid"] for g in got["items"]] == [105, 100, 120]  # as asked, each once
-    assert got["not_found"] == [9999] and got["unreadable"] == {} and got["not_listed"] == []
+    assert got["not_found"] == [9999] and got["unread"] == {} and got["not_listed"] == []
     for item in got["items"]:
         single = plain(one[item["vmid"]].structured_content)
         assert {k: v for k, v in item.items() if k != "uptime_s"} == {

@@ -62,7 +62,7 @@ async def test_a_guest_gone_from_its_node_is_looked_up_again_and_a_refused_one_s
     fake.on("GET", "/nodes/pve2/qemu/101/config", PvePermissionError("Permission check failed (/vms/101, VM.Audit)"))
     got = await _call(fake, tmp_path, "get_guests", {"vmids": [100, 101]})
     assert [(g["vmid"], g["node"]) for g in got["items"]] == [(100, "pve2")]
-    assert "Permission check failed" in got["unreadable"]["101"]
+    assert "Permission check failed" in got["unread"]["101"]
 
 
 async def test_list_guests_reads_the_configs_of_its_page_only_and_redacts_them(tmp_path: Path) -> None:

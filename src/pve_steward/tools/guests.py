@@ -223,7 +223,7 @@ class GuestDetails(Model):
         description="vmids no guest visible to this token has (it does not exist, or the token lacks VM.Audit on "
         "/vms/<vmid>: PVE lists a guest only with it)"
     )
-    unreadable: dict[str, str] = Field(
+    unread: dict[str, str] = Field(
         default_factory=dict, description="vmid -> why its config could not be read (the guest is not in items)"
     )
     not_listed: list[int] = Field(
@@ -252,18 +252,18 @@ async def get_guests(
                 refs[v] = guest_ref(fresh[v])
                 got.update(await gather(t.client, _detail_reads(refs[v])))
     details: list[GuestDetail] = []
-    unreadable: dict[str, str] = {}
+    unread: dict[str, str] = {}
     for v, ref in refs.items():
         config = got[f"config:{v}"]
         if isinstance(config, PveError):
-            unreadable[str(v)] = config.message
+            unread[str(v)] = config.message
         else:
             details.append(_detail(ref, got, include_config))
     kept = _within_limit(details)
     return GuestDetails(
         items=details[:kept],
         not_found=[v for v in wanted if v not in refs],
-        unreadable=unreadable,
+        unread=unread,
         not_listed=[d.vmid for d in details[kept:]],
     )
 
