@@ -56,3 +56,13 @@ def test_the_privilege_map_lists_every_acl_path_and_pool_member(sim: SimServer) 
     assert {p for p in acl_paths if p not in perms} == {"/vms/101"}
     assert pve.access.permissions.get(path="/vms/101") == {"/vms/101": {}}
     assert 101 not in {r["vmid"] for r in pve.cluster.resources.get(type="vm")}
+
+
+def test_pools_are_filtered_in_the_index_but_not_by_id(sim: SimServer) -> None:
+    """pve-manager Pool.pm index: the list holds pools with Pool.Audit on /pool/<id>; asked by ``poolid`` it
+    answers whatever the caller holds (``check(..., 1)``, its result unused)."""
+    assert [p["poolid"] for p in api(sim, "vmonly@pve!mcp").pools.get()] == []
+    assert [p["poolid"] for p in api(sim, "vmonly@pve!mcp").pools.get(poolid="archive")] == ["archive"]
+    root = api(sim, "root@pam!pvesim")
+    listed = {r["pool"] for r in root.cluster.resources.get() if r["type"] == "pool"}
+    assert listed == {p["poolid"] for p in root.pools.get()}  # every pool of user.cfg, with guests or not

@@ -178,18 +178,27 @@ def _tfa_type(value: object) -> str | None:
     return None
 
 
+def pool_names(c: Any) -> list[str]:
+    """Every pool of user.cfg: the scenario's, the guests', and a nested pool's parents (AccessControl.pm
+    parse_user_config creates them)."""
+    names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
+    names |= {"/".join(n.split("/")[:i]) for n in list(names) for i in range(1, n.count("/") + 1)}
+    return sorted(names)
+
+
 @route("GET", "/pools")
 def pools(call: Call) -> list[dict[str, Any]]:
-    """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id> (members only with ``poolid``)."""
+    """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id>; with ``poolid`` that one pool, whatever the
+    caller holds (the index calls ``check(..., 1)`` there and ignores its answer) (members only with ``poolid``)."""
     c = call.cluster
-    names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
-    # a nested pool's parents exist too (AccessControl.pm parse_user_config creates them)
-    names |= {"/".join(n.split("/")[:i]) for n in list(names) for i in range(1, n.count("/") + 1)}
+    names = pool_names(c)
+    if "poolid" in call.params and call.params["poolid"] not in names:
+        raise ApiError(500, f"pool '{call.params['poolid']}' does not exist")
     out = []
-    for pool in sorted(names):
+    for pool in names:
         if "poolid" in call.params and call.params["poolid"] != pool:
             continue
-        if not call.can(f"/pool/{pool}", "Pool.Audit"):
+        if "poolid" not in call.params and not call.can(f"/pool/{pool}", "Pool.Audit"):
             continue
         row: dict[str, Any] = {"poolid": pool}
         comment = c.access.pools.get(pool, {}).get("comment")

@@ -9,6 +9,7 @@ from typing import Any
 
 from pvesim import tags
 from pvesim.api import render, sdn
+from pvesim.api.access import pool_names
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Cluster, Guest
 
@@ -59,10 +60,10 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
         rows += [
             render.node_resource(c, n, mem_used, call.can(f"/nodes/{n.name}", "Sys.Audit")) for n in c.nodes.values()
         ]
-    if want is None:  # pool rows carry no type filter of their own in the schema
+    if want is None:  # pool rows carry no type filter of their own in the schema; every pool of user.cfg
         rows += [
             {"id": f"/pool/{p}", "type": "pool", "pool": p, "status": "online"}
-            for p in sorted({g.pool for g in c.guests.values() if g.pool})
+            for p in pool_names(c)
             if call.can(f"/pool/{p}", "Pool.Audit")
         ]
     if want in (None, "vm"):
