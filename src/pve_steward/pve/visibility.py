@@ -262,6 +262,7 @@ class Visibility:
         self._read = perms is not None
         self._acl = frozenset(p.rstrip("/") or "/" for p in acl_paths) if acl_paths is not None else None
         self._exact: dict[str, frozenset[str]] = {}
+        self._whole: dict[Filter, bool | None] = {}  # asked per guest by some checks: one pass over the map each
         self.unread_reason = unread
         self.everything_seen = everything
 
@@ -276,6 +277,7 @@ class Visibility:
     def learn(self, path: str, privileges: Mapping[str, Any]) -> None:
         """An exact answer for one path (``GET /access/permissions?path=...``)."""
         self._exact[path] = frozenset(k for k, v in privileges.items() if v)
+        self._whole.clear()
 
     @property
     def tree_known(self) -> bool:
@@ -312,6 +314,11 @@ class Visibility:
     def whole(self, f: Filter) -> bool | None:
         """Whether ``f``'s list shows this caller every row: False when some row is hidden, None when it
         cannot be told (own privileges unread, or a hidden row would show only in the unread ACL tree)."""
+        if f not in self._whole:
+            self._whole[f] = self._whole_list(f)
+        return self._whole[f]
+
+    def _whole_list(self, f: Filter) -> bool | None:
         if f.gate or self.everything_seen:
             return self.holds(f.path, f.privileges)
         root = self.holds(f.root, f.privileges)
