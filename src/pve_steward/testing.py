@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pve_steward.errors import PveNotFound
+from pve_steward.pve.visibility import DEFAULT_PATHS
 from pve_steward.pveio.client import ApiPath, WriteMethod
 
 
@@ -35,6 +36,8 @@ class FakeClient:
                 if re.match(rx, key):
                     answer = value
                     break
+        if answer is _MISSING and key in _AS_ROOT:
+            answer = _AS_ROOT[key]
         if answer is _MISSING:
             raise PveNotFound(f"{key}: no fake answer", status=501, path=str(path))
         if isinstance(answer, BaseException):
@@ -54,3 +57,18 @@ class FakeClient:
 
 
 _MISSING: Callable[[], None] = object  # type: ignore[assignment]
+
+# Unless a test says otherwise, the fake token sees what root@pam sees: every privilege on every path the
+# privilege map always answers for, and an ACL tree without entries (pve/visibility.py).
+_EVERY = dict.fromkeys(
+    (
+        "Sys.Audit", "Sys.Syslog", "Sys.Modify", "Sys.Console", "VM.Audit", "VM.Backup", "VM.Migrate",
+        "Datastore.Audit", "Datastore.AllocateSpace", "Datastore.Allocate", "Pool.Audit", "SDN.Audit",
+        "Mapping.Audit", "User.Modify", "Group.Allocate", "Permissions.Modify",
+    ),
+    1,
+)  # fmt: skip
+_AS_ROOT: dict[str, Any] = {
+    "GET /access/permissions": {p: dict(_EVERY) for p in DEFAULT_PATHS},
+    "GET /access/acl": [],
+}

@@ -163,9 +163,6 @@ class Token:
     def has(self, path: str, priv: str) -> bool:
         return priv in self.privileges(path)
 
-    def acl_paths(self) -> list[str]:
-        return sorted({e.path for e in self.acl} | {e.path for e in self.user.acl} | set(DEFAULT_PERMISSION_PATHS))
-
 
 # ---------------------------------------------------------------- user.cfg, tfa.cfg and domains.cfg
 
@@ -201,9 +198,24 @@ class User:
     tfa: list[dict[str, object]] = field(default_factory=list)  # tfa.cfg entries: id, type, description, created
 
 
+def token_acl(tokens: list[Token]) -> list[AclRow]:
+    """user.cfg's ACL lines of the API tokens and their users, from their live ACLs (the control API changes them):
+    each user's once, each privilege-separated token's own."""
+    rows: list[AclRow] = []
+    seen: set[str] = set()
+    for token in tokens:
+        if token.user.userid not in seen:
+            seen.add(token.user.userid)
+            rows += [AclRow(e.path, "user", token.user.userid, e.role, e.propagate) for e in token.user.acl]
+        if token.privsep:
+            rows += [AclRow(e.path, "token", token.full_id, e.role, e.propagate) for e in token.acl]
+    return rows
+
+
 @dataclass
 class AccessDb:
-    """What /access/users, /tfa, /acl, /roles, /groups, /domains and /pools answer from."""
+    """What /access/users, /tfa, /acl, /roles, /groups, /domains and /pools answer from. ``acl``: the lines the
+    scenario adds besides its tokens' (token_acl), which user.cfg holds as well."""
 
     users: dict[str, User] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)  # groupid -> comment
@@ -253,7 +265,6 @@ def access_from(
         email="root@localhost",
         tfa=[{"id": "totp-root", "type": "totp", "description": "phone", "created": int(now) - 86400 * 400}],
     )
-    seen_user_acl: set[str] = set()
     for token, td in zip(tokens, scenario_tokens, strict=True):
         userid = token.user.userid
         user = db.users.setdefault(userid, User(userid))
@@ -262,11 +273,6 @@ def access_from(
             "expire": _when(td, now),
             "comment": td.get("comment", ""),
         }
-        if userid not in seen_user_acl:
-            seen_user_acl.add(userid)
-            db.acl += [AclRow(e.path, "user", userid, e.role, e.propagate) for e in token.user.acl]
-        if token.privsep:
-            db.acl += [AclRow(e.path, "token", token.full_id, e.role, e.propagate) for e in token.acl]
     spec = data.get("access") or {}
     for ud in spec.get("users", []):
         user = db.users.setdefault(ud["userid"], User(ud["userid"]))

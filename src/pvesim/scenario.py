@@ -7,7 +7,8 @@ own: ``root@pam!pvesim`` (full), ``auditor@pve!mcp`` (PVEAuditor on /), ``monito
 (auditor plus the custom role ``BackupLister`` = Datastore.AllocateSpace and VM.Backup on /, without
 which PVE lists no backup) and ``operator@pve!mcp`` (auditor plus PVEVMAdmin on /vms,
 PVEDatastoreUser on /storage and the custom role ``HAOperator`` = Sys.Console on /, which PVE
-requires for HA migrate/relocate).
+requires for HA migrate/relocate). ``scoped_tokens: true`` adds :data:`SCOPED_TOKENS`: tokens PVE shows only part
+of the cluster, as careful admins scope them (design record 261206-55).
 """
 
 from __future__ import annotations
@@ -75,6 +76,45 @@ DEFAULT_TOKENS: list[dict[str, Any]] = [
             {"path": "/", "role": "HAOperator"},
         ],
     },
+]
+
+
+def _scoped(tokenid: str, comment: str, *acl: tuple[str, str]) -> dict[str, Any]:
+    entries = [{"path": path, "role": role} for path, role in acl]
+    return {"id": tokenid, "user_acl": entries, "acl": entries, "comment": comment}
+
+
+# Tokens PVE's filtered lists show only part of the cluster to (the token and its user hold the same ACL).
+SCOPED_TOKENS: list[dict[str, Any]] = [
+    _scoped("vmonly@pve!mcp", "guests only", ("/vms", "PVEAuditor")),
+    _scoped(
+        "somestorage@pve!mcp",
+        "every storage hidden but local",
+        ("/", "PVEAuditor"),
+        ("/", "BackupLister"),
+        ("/storage", "NoAccess"),
+        ("/storage/local", "PVEAuditor"),
+    ),
+    _scoped(
+        "noroot@pve!mcp",
+        "auditor everywhere but on / itself",
+        *((path, "PVEAuditor") for path in ("/vms", "/storage", "/nodes", "/pool", "/sdn", "/access", "/mapping")),
+    ),
+    _scoped(
+        "hiddenguest@pve!mcp",
+        "monitor without guest 101",
+        ("/", "PVEAuditor"),
+        ("/", "BackupLister"),
+        ("/vms/101", "NoAccess"),
+    ),
+    _scoped(
+        "hiddennode@pve!mcp",
+        "monitor without the second node",
+        ("/", "PVEAuditor"),
+        ("/", "BackupLister"),
+        ("/nodes/pve2", "NoAccess"),
+        ("/nodes/m2", "NoAccess"),
+    ),
 ]
 
 
@@ -202,10 +242,11 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         c.tasks.append(_task(td, now))
     c.roles = dict(roles)
     c.corosync = dict(data.get("corosync") or {})
-    for td in data.get("tokens") or DEFAULT_TOKENS:
+    declared = [*(data.get("tokens") or DEFAULT_TOKENS), *(SCOPED_TOKENS if data.get("scoped_tokens") else [])]
+    for td in declared:
         token = _token(td, roles)
         c.tokens[token.full_id] = token
-    c.access = access_from(data, list(c.tokens.values()), data.get("tokens") or DEFAULT_TOKENS, roles, builtin, now)
+    c.access = access_from(data, list(c.tokens.values()), declared, roles, builtin, now)
     c.firewall = firewall_from(data.get("firewall"), list(c.nodes))
     c.metric_servers = [dict(m) for m in data.get("metric_servers", [])]
     c.cluster_log = cluster_log_from(data.get("cluster_log", []), c.tasks, now)

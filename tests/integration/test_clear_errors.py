@@ -42,7 +42,8 @@ async def test_meta_mode_names_the_action_it_needs(demo_sim: SimServer, tmp_path
         no_tool = text_of(await c.call_tool("administer", {"action": "guest_unlock", "vmid": 111}))
         bad_value = text_of(await c.call_tool("guests", {"action": "list_guests", "type": "vm"}))
     assert missing == (
-        "guests needs the parameter 'action', one of: get_guest, guest_agent_info, list_guests, list_snapshots"
+        "guests needs the parameter 'action', one of: get_guest, get_guests, guest_agent_info, list_guests, "
+        "list_snapshots"
     )
     assert unknown.startswith("unknown action 'delete_everything' for guests; 'action' must be one of: get_guest")
     assert wrong_type.startswith("unknown action 5 for guests")
@@ -64,7 +65,7 @@ async def test_meta_mode_names_the_action_it_needs(demo_sim: SimServer, tmp_path
         ("list_guests", {"type": "vm"}, "parameter 'type': Input should be 'qemu' or 'lxc'"),
         ("node_status", {"node": "a/b"}, "parameter 'node': invalid node 'a/b': node names are 1-63"),
         ("get_task", {"upid": "nope"}, "parameter 'upid': invalid upid 'nope': expected a PVE task id"),
-        ("list_guests", {"colour": "red"}, "list_guests does not take 'colour'; it takes: limit, name, node"),
+        ("list_guests", {"colour": "red"}, "list_guests does not take 'colour'; it takes: fields, limit, name, node"),
         ("guest_unlock", {"vmid": 111}, "guest_unlock is not available: it needs tier admin and this server runs at"),
     ],
 )

@@ -37,6 +37,7 @@ ARGS: dict[str, dict[str, Any]] = {
     "node_certificates": {"node": "pve3"},
     "node_subscription": {"node": "pve3"},
     "get_guest": {"vmid": 112},
+    "get_guests": {"vmids": [112, 113]},
     "guest_agent_info": {"vmid": 104},
     "list_snapshots": {"vmid": 113},
     "storage_content": {"node": "pve3", "storage": "local-zfs"},

@@ -33,6 +33,7 @@ READ_ARGS: dict[str, dict[str, Any]] = {
     "node_certificates": {"node": "pve1"},
     "node_subscription": {"node": "pve1"},
     "get_guest": {"vmid": 100},
+    "get_guests": {"vmids": [100, 101]},
     "guest_agent_info": {"vmid": 104},
     "list_snapshots": {"vmid": 113},
     "get_task": None,  # filled from list_tasks

@@ -27,8 +27,10 @@ def test_every_read_endpoint_answers(demo_sim: SimServer) -> None:
     assert pve.version.get()["release"] == "9.1"
     status = pve.cluster.status.get()
     assert status[0]["type"] == "cluster" and status[0]["quorate"] == 1
-    # "network": PVE 9.1's SDN zone and fabric status rows (pve-manager 9.0.12+)
-    assert {r["type"] for r in pve.cluster.resources.get()} == {"node", "qemu", "lxc", "storage", "network"}
+    # "network": PVE 9.1's SDN zone and fabric status rows (pve-manager 9.0.12+); "pool": every pool of user.cfg
+    # (the demo's 'archive' holds no guest), Cluster.pm resources
+    types = {r["type"] for r in pve.cluster.resources.get()}
+    assert types == {"node", "qemu", "lxc", "storage", "network", "pool"}
     assert {r["type"] for r in pve.cluster.resources.get(type="node")} == {"node"}
     assert pve.cluster.tasks.get()
     assert {e["type"] for e in pve.cluster.ha.status.current.get()} >= {"quorum", "master", "lrm", "service"}

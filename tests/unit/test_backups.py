@@ -11,6 +11,7 @@ from pve_steward.analysis.data import Missing
 from pve_steward.analysis.findings import Severity
 from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve.visibility import Visibility
 from tests.unit.pve_fixtures import (
     DAY,
     HOUR,
@@ -301,13 +302,19 @@ def test_excluded_disks_and_orphans() -> None:
         [backup_row(100, "pbs", HOUR, "ok"), backup_row(555, "pbs", 9 * DAY, "ok")],
         configs={100: qemu_config("web", scsi1="ceph-vm:vm-100-disk-1,backup=0,size=1T")},
     )
-    d.guest_visible = {555: True}  # the token would see a guest 555: it is gone
+    # the token would see a guest 555 (VM.Audit on /vms, and the ACL tree has no entry hiding it): it is gone
+    d.visibility = Visibility({"/vms": {"VM.Audit": 1}, "/access": {"Sys.Audit": 1}}, acl_paths=["/vms/7"])
     found = {f.code: f for f in analyze_backups(d, T)}
     assert found["BACKUP_DISK_EXCLUDED"].evidence["disks"] == ["scsi1"]
     assert found["BACKUP_ORPHANED"].subject.id == "555"
-    # no VM.Audit on /vms/555 (a NoAccess ACL), or not asked: a hidden guest is not a deleted one
-    for visible in ({555: False}, {}):
-        d.guest_visible = visible
+    # a NoAccess ACL on /vms/555 (in the ACL tree, left out of the map), or no ACL tree to tell: a hidden guest is
+    # not a deleted one
+    for hidden in (
+        Visibility({"/vms": {"VM.Audit": 1}}, acl_paths=["/vms/555"]),
+        Visibility({"/vms": {"VM.Audit": 1}}),
+        Visibility.unreadable("timeout"),
+    ):
+        d.visibility = hidden
         assert "BACKUP_ORPHANED" not in {f.code for f in analyze_backups(d, T)}
 
 

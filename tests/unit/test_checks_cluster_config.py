@@ -94,8 +94,11 @@ def cluster(**kw: Any) -> ClusterData:
 def test_no_ha_resource_on_a_multi_node_cluster() -> None:
     assert [f.code for f in cc.ha_used(cluster(), T)] == ["HA_NONE"]
     assert cc.ha_used(cluster(ha_resources=[{"sid": "vm:100", "state": "started", "type": "vm"}]), T) == []
-    unread = cluster(missing=[Missing("HA", "/cluster/ha/resources", "timeout")])
+    unread = cluster(missing=[Missing("HA", "/cluster/ha/resources", "timeout")], unread={"ha_resources": "timeout"})
     assert cc.ha_used(unread, T) == []
+    # PVE lists HA resources only with Sys.Audit on /: refused is not "none"
+    hidden = cluster(unread={"ha_resources": "Permission check failed (/, Sys.Audit)"})
+    assert cc.ha_used(hidden, T) == []
     single = data(resources=[node_row("pve1"), guest_row(100, "pve1")])
     assert cc.ha_used(single, T) == []  # CLUSTER_STANDALONE says it
 

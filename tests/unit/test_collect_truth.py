@@ -199,27 +199,33 @@ async def test_a_health_check_reads_each_thing_once_and_each_area_gets_its_own_c
 
 
 async def test_each_vmid_without_a_guest_is_asked_whether_it_would_be_visible() -> None:
-    """A backup whose vmid is not in /cluster/resources: the token's own permissions on /vms/N say whether such a
-    guest would be listed (the full map leaves out NoAccess paths). At most ORPHAN_PROBE_LIMIT, then a gap."""
-    from pve_steward.tools.collect import ORPHAN_PROBE_LIMIT
+    """A backup whose vmid is not in /cluster/resources: where the privilege map cannot settle whether such a
+    guest would be listed (no ACL tree to show a NoAccess entry on /vms/N: no Sys.Audit on /access), the token's
+    own permissions on /vms/N are asked. At most PROBE_LIMIT, then a gap; the rest stay 'cannot tell'."""
+    from pve_steward.pve.visibility import GUESTS
+    from pve_steward.tools.privileges import PROBE_LIMIT
 
     fake = _cluster("9.1.2", [guest_row(100, "pve1")])
     rows = [
         {"volid": f"local:backup/vzdump-qemu-{v}-x.vma.zst", "vmid": v, "ctime": 1, "subtype": "qemu"}
-        for v in range(1000, 1000 + ORPHAN_PROBE_LIMIT + 2)
+        for v in range(1000, 1000 + PROBE_LIMIT + 2)
     ]
     fake.on("GET", "/cluster/backup", []).on("GET", "/cluster/backup-info/not-backed-up", [])
     fake.on("GET", "/nodes/{node}/storage/{storage}/content", rows)
     fake.on("GET", "/nodes/{node}/tasks", [])
+    every = {"Sys.Audit": 1, "Datastore.Allocate": 1, "VM.Audit": 1, "VM.Backup": 1, "Datastore.AllocateSpace": 1}
     fake.on(
         "GET",
         "/access/permissions",
         lambda p: (
             {p["path"]: {"VM.Audit": 1} if p["path"] != "/vms/1001" else {}}
             if "path" in p
-            else {"/": {"Datastore.Allocate": 1, "VM.Audit": 1, "VM.Backup": 1, "Datastore.AllocateSpace": 1}}
+            else {path: dict(every) for path in ("/", "/nodes", "/storage", "/vms")}
         ),
     )
     d = await collect(fake, NOW, ["backups"])
-    assert len(d.guest_visible) == ORPHAN_PROBE_LIMIT and d.guest_visible[1000] and not d.guest_visible[1001]
-    assert any("orphaned backups beyond" in m.what for m in d.missing)
+    asked = [c[2]["path"] for c in fake.calls if c[1] == "/access/permissions" and "/vms/" in c[2].get("path", "")]
+    assert len(asked) == PROBE_LIMIT and asked[0] == "/vms/1000"
+    assert d.sees(GUESTS, 1000) is True and d.sees(GUESTS, 1001) is False
+    assert d.sees(GUESTS, 1000 + PROBE_LIMIT + 1) is None  # not asked: cannot tell
+    assert any("not asked: too many" in m.error for m in d.missing)

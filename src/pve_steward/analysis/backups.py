@@ -23,6 +23,7 @@ from pve_steward.analysis.schedule import interval_seconds
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.vzdumptarget import job_defaults, job_enabled, job_nodes, job_storages
 from pve_steward.pve.tasks import task_running
+from pve_steward.pve.visibility import GUESTS, STORAGE
 
 _FAILED_VM = re.compile(r"Backup of VM (\d+) failed")
 
@@ -260,7 +261,7 @@ def _newest_backups(data: ClusterData) -> tuple[dict[int, Row], dict[int, list[R
         if g is None or (
             kind is not None and kind != g.get("type") and not (kind == "openvz" and g.get("type") == "lxc")
         ):
-            if g is not None or data.guest_visible.get(vmid):  # not visible, or not asked: not known to be deleted
+            if g is not None or data.sees(GUESTS, vmid) is True:  # hidden (or cannot tell): not known to be deleted
                 orphans[vmid].append(b)
             continue
         known = newest_ctime.get(vmid)
@@ -286,6 +287,16 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
     unreadable = {
         m.path.split("/storage/")[-1].split("/")[0] for m in data.missing_for("backups") if "/storage/" in m.path
     }
+    # a job's storage PVE does not list to this token is unread too; and while PVE hides any storage, the newest
+    # backup of a guest may be on one this token cannot see: no age verdict then (pve/visibility.py)
+    unreadable |= {
+        sid for job in data.backup_jobs for sid in job_storages(data, job) if data.hidden(STORAGE, sid) is not None
+    }
+    if not data.whole(STORAGE, "storage"):
+        unreadable.add(_SOME_HIDDEN)
+    # without the job list (PVE shows it only with Sys.Audit on /) coverage and the schedule a backup's age is judged
+    # by are unknown: neither is judged
+    jobs_unread = "backup_jobs" in data.unread
     pve_uncovered = {int(r["vmid"]) for r in data.not_backed_up or []}
     jobs = [(1 << i, job_enabled(job), selection(job), job) for i, job in enumerate(data.backup_jobs)]
     pools = visible_pools(data.resources)
@@ -313,7 +324,9 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
             chosen = [j for bit, _on, _sel, j in jobs if (on_mask or unknown) & bit]
             policy = policies[key] = _policy(chosen, t, unreadable, longest=not on_mask)
         uncovered = vmid in pve_uncovered
-        if (not on_mask and not (unknown and not uncovered)) or uncovered:
+        if jobs_unread:
+            pass
+        elif (not on_mask and not (unknown and not uncovered)) or uncovered:
             disabled = [str(j["id"]) for bit, _on, _sel, j in jobs if off_mask & bit]
             out.append(_not_scheduled(data, vmid, g, disabled, uncovered))
         if policy.unprovable:
@@ -323,7 +336,7 @@ def _guest_findings(data: ClusterData, t: Thresholds, newest: dict[int, Row]) ->
             out.append(_no_backup(data, vmid, g, policy))
             continue
         age = now - int(latest.get("ctime", 0))
-        if age > policy.threshold:  # older than its jobs' schedule allows (inline: this runs for every guest)
+        if age > policy.threshold and not jobs_unread:  # older than its jobs' schedule allows (inline: every guest)
             out.append(_stale(data, t, vmid, g, latest, age, policy))
         if storage_type.get(str(latest.get("storage"))) == "pbs" or str(latest.get("format", "")).startswith("pbs-"):
             verdict = _verification(data, vmid, g, latest)
@@ -404,6 +417,7 @@ def _orphan_findings(data: ClusterData, orphans: dict[int, list[Row]]) -> list[F
 
 
 _UNLISTED = -1  # a vmid no job can name (job vmid lists hold non-negative numbers only)
+_SOME_HIDDEN = "\0some storage PVE hides from this token"  # no storage id has a NUL in it
 
 
 @pve_rule(
@@ -466,7 +480,7 @@ def _policy(enabled: list[Row], t: Thresholds, unreadable: set[str], longest: bo
     ``longest``: the jobs only may cover the guest (pool membership not visible); take the longest schedule.
     """
     storages = {j.get("storage") for j in enabled}
-    unprovable = bool(unreadable & storages) or (not enabled and bool(unreadable))
+    unprovable = _SOME_HIDDEN in unreadable or bool(unreadable & storages) or (not enabled and bool(unreadable))
     intervals = [i for i in (interval_seconds(j.get("schedule")) for j in enabled) if i]
     if not intervals:
         return _Policy(enabled, t.get("backup_stale_default_hours") * 3600, "default", unprovable)

@@ -6,7 +6,8 @@ needs, the anchor checks it covers and the PVE source it follows, declared besid
 collected from the registrations (design record 261203-14), so adding a check touches one module in
 ``analysis/checks/`` and its fixture test.
 
-This module imports nothing else of ours: findings, codes and the collector import it.
+This module imports nothing else of ours but the vocabulary of PVE's filtered lists (pve/visibility.py):
+findings, codes and the collector import it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from pve_steward.pve.visibility import Filter
 
 Severity = Literal["info", "warning", "critical"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,6 +59,12 @@ class Need:
     after it: ``{item}`` in the path or a parameter value is that row's ``field`` (a path item must be a
     PVE storage-id-like name), at most ``limit`` per node (the rest is CHECK_SKIPPED); the answers are
     ``data.read(key, node)`` as a dict item -> answer.
+
+    ``filters``: the lists PVE filters by the caller's privileges that the check stands on, this read's own
+    and any other it counts rows of (e.g. the pools check counts guests of /cluster/resources). Unless each
+    shows this token every row (pve/visibility.py ``Visibility.whole``), the read is not made and the check
+    is CHECK_SKIPPED naming what is hidden and which privilege would show it: a partial list never passes
+    for a clean one. A list that refuses the whole read (a 403) needs no filter: ``privilege`` names it.
     """
 
     key: str
@@ -64,13 +73,7 @@ class Need:
     params: tuple[tuple[str, Any], ...] = ()
     privilege: str = "Sys.Audit on /nodes/{node}"
     absent_ok: bool = False
-    # A list PVE filters by the caller's privileges instead of refusing (e.g. /access/users): the
-    # (path, privilege) pairs any one of which shows the whole list. Without one, the read is not made
-    # and the check is CHECK_SKIPPED naming ``privilege``: a partial list never passes for a clean one.
-    visible_with: tuple[tuple[str, str], ...] = ()
-    # and, besides one of those, every one of these (path, privilege) pairs: a check that also counts rows of
-    # another filtered list (e.g. pools' guests, which /cluster/resources hides without VM.Audit)
-    visible_also: tuple[tuple[str, str], ...] = ()
+    filters: tuple[Filter, ...] = ()
     each: tuple[str, str] | None = None
     limit: int = 32
 

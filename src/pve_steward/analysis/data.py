@@ -8,6 +8,7 @@ concurrent reads and records every read that failed in ``missing``, which become
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -17,6 +18,7 @@ from pve_steward.analysis.ceph import CephData
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.pbsdata import PbsData
 from pve_steward.pve.guestconfig import GuestConfig, parse_guest_config
+from pve_steward.pve.visibility import Filter, Visibility
 
 Row = dict[str, Any]
 
@@ -30,12 +32,37 @@ class Missing:
     status: int | None = None
     affects: tuple[str, ...] = ()  # areas whose checks are incomplete
     optional: bool = False  # a check limited on purpose (privileges, caps): CHECK_SKIPPED, not DATA_INCOMPLETE
+    # what PVE's privilege filtering hides from this token (pve/visibility.py): limited on purpose too, yet an
+    # answer that stands on it (a plan) is not complete
+    hidden: bool = False
 
     @classmethod
     def denied(cls, what: str, path: str, error: str, affects: tuple[str, ...]) -> Missing:
         """Per-guest reads a token may not make, said once for all of them: a check limited by privilege
         (CHECK_SKIPPED), never a failure or a clean bill."""
         return cls(what=what, path=path, error=error, status=403, affects=affects, optional=True)
+
+    @classmethod
+    def not_visible(
+        cls,
+        f: Filter,
+        path: str,
+        affects: Iterable[str],
+        ident: object = None,
+        what: str = "",
+        status: int | None = None,
+    ) -> Missing:
+        """What PVE's privilege filtering hides from this token (pve/visibility.py): named with the privilege that
+        would show it, a check limited by the token's scope (CHECK_SKIPPED), never read as absent."""
+        return cls(
+            what=what or f.subject(ident),
+            path=path,
+            error=f.reason(ident),
+            status=status,
+            affects=tuple(affects),
+            optional=True,
+            hidden=True,
+        )
 
     @classmethod
     def capped(cls, what: str, setting: str, affects: tuple[str, ...]) -> Missing:
@@ -58,9 +85,6 @@ class ClusterData:
     not_backed_up: list[Row] | None = None
     backups: list[Row] = field(default_factory=list)  # storage content rows, each with "storage" added
     backup_storages_read: list[str] = field(default_factory=list)
-    # vmid -> whether this token would see a guest with it (VM.Audit on /vms/N): a backup whose vmid is missing
-    # from /cluster/resources belongs to a deleted guest only then (a NoAccess ACL hides a living one)
-    guest_visible: dict[int, bool] = field(default_factory=dict)
     # "node@storage" -> /nodes/{n}/vzdump/defaults?storage=...; "node@": without storage (the node's own default)
     vzdump_defaults: dict[str, Row] = field(default_factory=dict)
     # node -> the storage its vzdump default is (vzdump.conf's, else 'local'), for jobs that name none; absent where
@@ -92,6 +116,12 @@ class ClusterData:
     # A read that failed is absent here and recorded in ``missing``.
     reads: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: list[Missing] = field(default_factory=list)
+    # what PVE's privilege-filtered lists show this token (pve/visibility.py); the collector reads it once.
+    # Fixtures that do not say see everything, as root@pam does.
+    visibility: Visibility = field(default_factory=Visibility.everything)
+    # the collector's reads PVE refused or that failed, by key ("backup_jobs", "ha_resources", "tasks:pve1", ...):
+    # an empty list there is not an empty cluster (key -> why)
+    unread: dict[str, str] = field(default_factory=dict)
     # derived lookup tables, built on first use; a missing table is an empty dict (no throwaway {} per lookup)
     memo: defaultdict[str, Any] = field(default_factory=lambda: defaultdict(dict), repr=False)
 
@@ -206,6 +236,19 @@ class ClusterData:
 
     def ha_managed(self, vmid: int) -> Row | None:
         return self.ha_by_vmid.get(vmid)
+
+    def sees(self, f: Filter, ident: object = None) -> bool | None:
+        """Whether this token sees ``ident``'s row in ``f``'s list (None: cannot tell); see pve/visibility.py."""
+        return self.visibility.sees(f, ident)
+
+    def hidden(self, f: Filter, ident: object = None) -> str | None:
+        """Why ``ident`` (absent from ``f``'s list) may merely be hidden from this token; None when the token
+        provably sees such a row, so that its absence is real."""
+        return None if self.visibility.sees(f, ident) is True else f.hidden(ident)
+
+    def whole(self, f: Filter, key: str | None = None) -> bool:
+        """Whether ``f``'s list (the read ``key``, when one) was read and shows this token every row."""
+        return (key is None or key not in self.unread) and self.visibility.whole(f) is True
 
     def read(self, key: str, node: str = "") -> Any:
         """A check's declared read (``node`` for per-node reads); None when it failed or was not made."""

@@ -68,6 +68,8 @@ def _related(tasks: list[Row], vmid: int, node: str | None, lock: str) -> list[R
 def _no_onboot(data: ClusterData, vmid: int, g: Row, cfg: GuestConfig | None) -> Finding | None:
     if cfg is None or g.get("status") != "running" or cfg.template or cfg.onboot:
         return None
+    if "ha_resources" in data.unread:  # whether start-all skips it (an HA resource) is not known
+        return None
     if f"vm:{vmid}" in data.ha_by_sid or f"ct:{vmid}" in data.ha_by_sid:  # HA::Config vm_is_ha_managed
         return None
     return finding(
@@ -186,7 +188,7 @@ def analyze_guests(data: ClusterData, t: Thresholds) -> list[Finding]:
                         {"lock": lock, "upid": active[0].get("upid")},
                     )
                 )
-            else:
+            elif f"tasks:{g.get('node')}" not in data.unread:  # unread, or others' hidden: stuck is not provable
                 ended = [int(r["endtime"]) for r in related if r.get("endtime")]
                 age = data.now - max(ended) if ended else None
                 if age is None or age > t.get("lock_stuck_minutes") * 60:

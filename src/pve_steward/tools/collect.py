@@ -28,6 +28,19 @@ from pve_steward.errors import PveError, PveNotFound, PvePermissionError
 from pve_steward.pve.guestconfig import parse_property_string
 from pve_steward.pve.storagecfg import allowed_nodes, is_shared
 from pve_steward.pve.tasks import task_running
+from pve_steward.pve.visibility import (
+    BACKUP_JOBS,
+    CLUSTER_STATUS,
+    GUESTS,
+    HA,
+    NODE_FIGURES,
+    NODE_TASKS,
+    NOT_BACKED_UP,
+    REPLICATION,
+    STORAGE,
+    Filter,
+    mapping_filter,
+)
 from pve_steward.pve.volumeaccess import backups_hidden
 from pve_steward.pveio.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.pveio.client import node as node_seg
@@ -38,6 +51,7 @@ from pve_steward.pveio.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_filesystems
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
+from pve_steward.tools.privileges import hidden_references, learn, probe_paths, visibility_from
 from pve_steward.tools.sdnread import read_fabric_neighbors, read_vnet_subnets, read_zone_content
 
 # the storage PVE names when it refuses a node's vzdump default (VZDump.pm storage_info, Storage.pm storage_config)
@@ -69,7 +83,23 @@ def _laid_out(configs: dict[int, Any]) -> dict[int, Any]:
     return {vmid: dict(configs[vmid]) for vmid in sorted(configs)}
 
 
-ORPHAN_PROBE_LIMIT = 64  # vmids with backups but no visible guest whose visibility is asked (one read each)
+# the first wave's lists PVE shortens per object, and the areas that judge their rows (Collector._partial_lists)
+_PARTIAL = (
+    (GUESTS, "/cluster/resources", ("backups", "migration", "capacity", "guests", "ha", "replication", "upgrade")),
+    (STORAGE, "/storage", ("backups", "storage", "capacity", "migration", "upgrade", "pbs")),
+)
+# the filter of each first-wave list (pve/visibility.py): a 403 there is a list hidden from this token, said as such
+_FILTERS: dict[str, Filter] = {
+    "status": CLUSTER_STATUS,
+    "storage": STORAGE,
+    "ha_status": HA,
+    "ha_resources": HA,
+    "ha_groups": HA,
+    "ha_rules": HA,
+    "backup_jobs": BACKUP_JOBS,
+    "not_backed_up": NOT_BACKED_UP,
+    "replication_jobs": REPLICATION,
+}
 
 
 class Collector:
@@ -168,21 +198,25 @@ class Collector:
         if self._want("backups", "pbs", "storage", BACKUP_AGE):
             wave1.append(("backup_jobs", api_path("cluster", "backup"), {}))
         if self._want("backups", BACKUP_AGE):
-            wave1 += [
-                ("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}),
-                # whether the storages' content lists show every backup to this token (pve/volumeaccess.py)
-                ("permissions", api_path("access", "permissions"), {}),
-            ]
+            wave1.append(("not_backed_up", api_path("cluster", "backup-info", "not-backed-up"), {}))
+        # what PVE's filtered lists hide from this token (pve/visibility.py); the storages' content lists too
+        # (pve/volumeaccess.py). The ACL tree tells an object hidden by its own NoAccess entry.
+        wave1 += [("permissions", api_path("access", "permissions"), {}), ("acl", api_path("access", "acl"), {})]
         if self._want("replication", "migration"):
             wave1.append(("replication_jobs", api_path("cluster", "replication"), {}))
         if self._want("migration"):  # mapped devices: which nodes have each mapping (Mapping.Audit filters rows)
             wave1 += [(f"mapping:{kind}", api_path("cluster", "mapping", kind), {}) for kind in ("pci", "usb", "dir")]
         got = await self._read(wave1)
-        self._permissions = got.pop("permissions", None)
+        self._permissions = got.pop("permissions")
+        d.visibility, gaps = visibility_from(self._permissions, got.pop("acl"))
+        self._gaps.extend(dataclasses.replace(g, affects=tuple(sorted(self.areas))) for g in gaps)
         for key in [k for k in got if k.startswith("mapping:")]:
             value = got.pop(key)
             if not isinstance(value, PveError):
                 d.mappings[key.split(":", 1)[1]] = value
+            elif isinstance(value, PvePermissionError):
+                d.unread[key] = value.message
+                self._hidden(mapping_filter(key.split(":", 1)[1]), ("migration",), value.path or key)
             elif not isinstance(value, PveNotFound):  # a release without this mapping kind has nothing to read
                 # unreadable: guests with mapped devices stay "not provable"; said once, as a skipped check
                 self._gaps.append(
@@ -208,17 +242,18 @@ class Collector:
         }
         for key, value in got.items():
             if isinstance(value, PveError):
-                self._miss(
-                    f"cluster data ({key})",
-                    key,
-                    value,
-                    None,
-                    ALL_AREAS if key in ("resources", "status") else self._affects(key),
-                )
+                d.unread[key] = value.message
+                affects = ALL_AREAS if key in ("resources", "status") else self._affects(key)
+                if isinstance(value, PvePermissionError) and key in _FILTERS:
+                    f = _FILTERS[key]
+                    self._hidden(f, affects, f.listing if f is HA else value.path or key)
+                else:
+                    self._miss(f"cluster data ({key})", key, value, None, affects)
             else:
                 setattr(d, fields[key], value)
         if isinstance(got["resources"], PveError):
             raise got["resources"]
+        self._partial_lists()
         wanted: set[int] | None = set(vmids) if vmids is not None else None
         if node is not None:
             on_node = {v for v, g in d.guests.items() if g.get("node") == node}
@@ -234,7 +269,60 @@ class Collector:
         if self._want("pbs", "backups"):  # backups: retention on PBS storages consults PBS prune jobs
             steps.append(self._pbs)
         await self._branches(steps)
+        await self._settle_references()
         return d
+
+    def _hidden(self, f: Filter, affects: Iterable[str], path: str, ident: object = None) -> None:
+        """A list (or one object) PVE does not show this token: a check limited by its scope, said with what is
+        hidden and which privilege would show it (CHECK_SKIPPED), never read as an empty cluster."""
+        self._gaps.append(Missing.not_visible(f, path, affects, ident, status=403))
+
+    def _short(self, f: Filter, path: str, affects: Iterable[str], what: str = "") -> None:
+        """A list that shows this token only some of its rows, or may (it cannot be told): said once. With the
+        token's own privileges unread it is a failed read (DATA_INCOMPLETE), not a limit of its scope."""
+        gap = Missing.not_visible(f, path, affects, what=what)
+        if self.data.visibility.whole(f) is None:
+            gap = dataclasses.replace(gap, error=f"{gap.error}; cannot tell: {self._unsettled()}")
+        if self.data.visibility.unread_reason is not None:
+            gap = dataclasses.replace(gap, optional=False)
+        self._gaps.append(gap)
+
+    def _partial_lists(self) -> None:
+        """The first wave's lists that PVE shortened for this token (or may have: own privileges unread): one
+        skipped-check note each, so no report passes the hidden rows for a clean bill."""
+        d = self.data
+        for f, path, affects in _PARTIAL:
+            if d.visibility.whole(f) is not True and not (f is STORAGE and "storage" in d.unread):
+                self._short(f, path, affects)
+        blind = [n for n in d.nodes if d.visibility.sees(NODE_FIGURES, n) is not True]
+        if blind:
+            self._short(
+                NODE_FIGURES,
+                "/cluster/resources#nodes",
+                ("capacity", "cluster", "migration", "node"),
+                what=f"memory, CPU and disk figures of node(s) {', '.join(sorted(blind))}",
+            )
+
+    def _unsettled(self) -> str:
+        vis = self.data.visibility
+        if vis.unread_reason is not None:
+            return f"own privileges unread: {vis.unread_reason}"
+        return "a NoAccess ACL entry on one object shows only in /access/acl, which needs Sys.Audit on /access"
+
+    async def _settle_references(self) -> None:
+        """Ask, path by path, about the objects checks name that a filtered list left out and the privilege
+        map cannot settle (tools/privileges.py): each is then absent, or hidden from this token."""
+        paths, gaps = probe_paths(self.data)
+        self._gaps.extend(dataclasses.replace(g, affects=tuple(sorted(self.areas))) for g in gaps)
+        await self._settle(paths)
+        self._gaps.extend(hidden_references(self.data))
+
+    async def _settle(self, paths: list[str]) -> None:
+        if not paths:
+            return
+        got = await self._read([(p, api_path("access", "permissions"), {"path": p}) for p in paths])
+        for path, answer in got.items():
+            learn(self.data, path, answer)  # unanswered: it stays "cannot tell"
 
     async def _branches(self, steps: list[Callable[[], Awaitable[None]]]) -> None:
         """Run the steps concurrently; each records its gaps apart, appended in the steps' order so a
@@ -369,26 +457,17 @@ class Collector:
     async def _visible_needs(
         self, needs: dict[str, tuple[Need, tuple[str, ...]]]
     ) -> dict[str, tuple[Need, tuple[str, ...]]]:
-        """Drop the filtered lists (``Need.visible_with``) this token would only see part of, each recorded
-        as a skipped check; the caller's privileges come from one read of /access/permissions, whose
-        default paths include /, /access and /access/groups (RPCEnvironment.pm get_effective_permissions)."""
-        gated = {k: v for k, v in needs.items() if v[0].visible_with}
-        if not gated:
-            return needs
-        got = (await self._read([("permissions", api_path("access", "permissions"), {})]))["permissions"]
-        keep = {k: v for k, v in needs.items() if k not in gated}
-        for key, (need, areas) in gated.items():
-            if isinstance(got, PveError):
-                self._miss_declared(need, areas, got, None, what=f"{key.replace('_', ' ')} (own privileges unread)")
-            elif any(priv in (got.get(path) or {}) for path, priv in need.visible_with) and all(
-                priv in (got.get(path) or {}) for path, priv in need.visible_also
-            ):
+        """Drop the reads whose filtered lists (``Need.filters``) would show this token only part of their rows,
+        or may (it cannot be told), each recorded as a skipped check naming what is hidden and the privilege
+        that would show it: a partial list never passes for a clean one (pve/visibility.py)."""
+        keep: dict[str, tuple[Need, tuple[str, ...]]] = {}
+        for key, (need, areas) in needs.items():
+            short = [f for f in need.filters if self.data.visibility.whole(f) is not True]
+            if not short:
                 keep[key] = (need, areas)
-            else:
-                denied = PvePermissionError(
-                    f"the API lists only part of it without {need.privilege}", status=None, path=need.path
-                )
-                self._miss_declared(need, areas, denied, None)
+                continue
+            f, what = short[0], key.replace("_", " ")
+            self._short(f, need.path, areas, what=what if f.listing == need.path else f"{what} (counted over {f.rows})")
         return keep
 
     def _miss_declared(
@@ -457,8 +536,20 @@ class Collector:
             "version": (),
         }.get(key, ALL_AREAS)
 
+    def _tasks_visible(self, node: str) -> bool:
+        """A node's task list shows every task only with Sys.Audit on the node, else only this token's own
+        (pve-manager PVE/API2/Tasks.pm node_tasks): such a list is not read, and its node's tasks count as
+        unread (a lock is not 'stuck' for want of a task this token cannot see)."""
+        if self.data.sees(NODE_TASKS, node) is True:
+            return True
+        self.data.unread[f"tasks:{node}"] = "not visible to this token"
+        self._hidden(NODE_TASKS, tuple(NEEDS_TASKS), f"/nodes/{node}/tasks", node)
+        return False
+
     async def _wave2(self, wanted: set[int] | None, preconditions: bool) -> None:
         d = self.data
+        if self.areas & NEEDS_TASKS:
+            await self._settle(d.visibility.undecided(NODE_TASKS, d.online_nodes))
         online, offline = d.online_nodes, sorted(set(d.nodes) - set(d.online_nodes))
         for node in offline:
             self._gaps.append(
@@ -478,7 +569,7 @@ class Collector:
                 reads.append((f"node_status:{n}", api_path("nodes", seg, "status"), {}))
             if self._want("capacity"):
                 reads.append((f"node_storage:{n}", api_path("nodes", seg, "storage"), {}))
-            if self.areas & NEEDS_TASKS:
+            if self.areas & NEEDS_TASKS and self._tasks_visible(n):
                 reads.append(
                     (f"tasks:{n}", api_path("nodes", seg, "tasks"), {"since": since, "limit": 5000, "source": "all"})
                 )
@@ -554,7 +645,15 @@ class Collector:
             if kind == "vzdump" and ident.endswith("@"):
                 self._take_vzdump_default(ident[:-1], value)
                 continue
+            if (
+                kind == "vzdump"
+                and isinstance(value, PvePermissionError)
+                and ident.split("@", 1)[1] not in d.storage_defs
+            ):
+                continue  # a job's storage PVE hides from this token: said once, as not visible (tools/privileges.py)
             if isinstance(value, PveError):
+                if kind in ("tasks", "node_storage", "node_status"):
+                    d.unread[key] = value.message
                 where = ident if kind not in ("config", "content", "vzdump") else None
                 self._miss(
                     f"{kind.replace('_', ' ')} of {ident}", key, value, where, affects.get(kind, ("operations",))
@@ -641,6 +740,10 @@ class Collector:
                 continue  # PVE 8: no rules endpoint
             elif key == "ha_groups" and "migrated to rules" in value.message:
                 continue  # PVE 9 after the migration: the rules hold them
+            elif isinstance(value, PvePermissionError):
+                self.data.unread[key] = value.message
+                if not any(g.path == "/cluster/ha" for g in (*self.data.missing, *self._gaps)):  # once for all HA lists
+                    self._hidden(HA, ("ha", "migration"), "/cluster/ha")
             else:
                 self._miss(f"cluster data ({name})", key, value, None, ("ha",))
 
@@ -766,7 +869,6 @@ class Collector:
                     )
                 )
         if self._want("backups"):
-            reads += self._orphan_reads()
             for task in d.tasks:
                 status = task.get("status")
                 if (
@@ -792,30 +894,8 @@ class Collector:
                 continue
             if kind == "snapshots":
                 d.snapshots[int(ident)] = value
-            elif kind == "vms":
-                d.guest_visible[int(ident)] = "VM.Audit" in (value.get(f"/vms/{ident}") or {})
             elif kind == "log":
                 d.task_logs[ident] = [str(line.get("t", "")) for line in value]
-
-    def _orphan_reads(self) -> list[Read]:
-        """For each vmid with backups but no guest in /cluster/resources: whether this token would see such a
-        guest (its own permissions on /vms/N; the full map leaves out paths without any privilege, as a NoAccess
-        ACL gives: pve-access-control RPCEnvironment.pm get_effective_permissions). At most ORPHAN_PROBE_LIMIT."""
-        d = self.data
-        gone = sorted({int(b["vmid"]) for b in d.backups if b.get("vmid") is not None} - set(d.guests))
-        if len(gone) > ORPHAN_PROBE_LIMIT:
-            self._gaps.append(
-                Missing(
-                    what=f"orphaned backups beyond the first {ORPHAN_PROBE_LIMIT} of {len(gone)} vmids",
-                    path="/access/permissions",
-                    error="not checked: too many",
-                    affects=("backups",),
-                    optional=True,
-                )
-            )
-        return [
-            (f"vms:{v}", api_path("access", "permissions"), {"path": f"/vms/{v}"}) for v in gone[:ORPHAN_PROBE_LIMIT]
-        ]
 
     def _pending_reads(self, limit: int) -> list[Read]:
         """Pending changes of running guests (PVE applies a stopped guest's changes at once: qemu-server

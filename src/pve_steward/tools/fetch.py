@@ -54,6 +54,17 @@ def _guests_by_vmid(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return found
 
 
+async def guest_index(client: ProxmoxClient, *, max_age: float | None = None) -> dict[int, dict[str, Any]]:
+    """vmid -> its /cluster/resources row: one read for any number of guests, the cached answer's index shared
+    where the client keeps one (ReadCache.indexed)."""
+    path = api_path("cluster", "resources")
+    indexed = getattr(client, "indexed", None)
+    if indexed is not None:
+        found: dict[int, dict[str, Any]] = await indexed(path, _guests_by_vmid, max_age=max_age, type="vm")
+        return found
+    return _guests_by_vmid(await client.get(path, type="vm"))
+
+
 async def resolve_guest(client: ProxmoxClient, vmid: int, *, max_age: float | None = None) -> GuestRef:
     """Find where a guest lives now; refuses clearly when it is not visible.
 
@@ -61,18 +72,17 @@ async def resolve_guest(client: ProxmoxClient, vmid: int, *, max_age: float | No
     fresh client reads PVE's current answer. ``max_age`` is for :func:`located`, which checks the node.
     """
     ids.check_vmid(vmid)
-    path = api_path("cluster", "resources")
-    indexed = getattr(client, "indexed", None)
-    if indexed is not None:
-        guests: dict[int, dict[str, Any]] = await indexed(path, _guests_by_vmid, max_age=max_age, type="vm")
-    else:
-        guests = _guests_by_vmid(await client.get(path, type="vm"))
-    row = guests.get(vmid)
+    row = (await guest_index(client, max_age=max_age)).get(vmid)
     if row is not None:
         return guest_ref(row)
-    if max_age is not None and indexed is not None:
+    if max_age is not None and getattr(client, "indexed", None) is not None:
         return await resolve_guest(client, vmid)  # a guest newer than the kept index: look in a fresh one
-    raise Refused(
+    raise Refused(not_visible_guest(vmid))
+
+
+def not_visible_guest(vmid: int) -> str:
+    """Why a vmid has no guest to this token: PVE lists a guest only with VM.Audit on it (Cluster.pm resources)."""
+    return (
         f"no guest {vmid} is visible in this cluster (it does not exist, or the API token lacks "
         f"VM.Audit on /vms/{vmid})"
     )

@@ -1,4 +1,5 @@
-"""Guest read tools: a filtered, paginated list, and one guest in detail (config parsed, secrets redacted)."""
+"""Guest read tools: a filtered, paginated list (with config fields on request), one or several guests in
+detail (config parsed, secrets redacted)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from pve_steward.errors import PveError
+from pve_steward.errors import PveError, PveNotFound
 from pve_steward.models import Model, PageInfo, Untrusted, UntrustedValues, iso, untrusted
 from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
-from pve_steward.pveio.client import gather
+from pve_steward.pveio.client import ApiPath, gather
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
-from pve_steward.tools.fetch import GuestRef, guest_path, located, vm_resources
+from pve_steward.tools.fetch import LOCATOR_AGE, GuestRef, guest_index, guest_path, guest_ref, located, vm_resources
+from pve_steward.tools.guestfields import FIELD_PAGE, MAX_FIELDS, ConfigKey, config_fields, within_budget
 
 MAX_PAGE = 500
 
@@ -33,11 +35,16 @@ class GuestRow(Model):
     lock: str | None = None
     ha_state: str | None = None
     template: bool = False
+    config: UntrustedValues | None = Field(
+        None, description="the config fields asked for (fields=...), secrets redacted; null where unread"
+    )
 
 
 class GuestList(Model):
     page: PageInfo
     items: list[GuestRow]
+    fields: list[str] | None = Field(None, description="the config fields each row carries, as asked")
+    incomplete: list[str] = Field(default_factory=list, description="config reads that failed (their rows: null)")
 
 
 @guarded(toolset="guests")
@@ -50,9 +57,15 @@ async def list_guests(
     name: Annotated[str, Field(max_length=128)] | None = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 50,
+    fields: Annotated[list[ConfigKey], Field(min_length=1, max_length=MAX_FIELDS)] | None = None,
 ) -> GuestList:
-    """Compact guest rows, filtered server-side and paginated so large clusters do not flood the model."""
+    """Compact guest rows, filtered server-side and paginated so large clusters do not flood the model.
+
+    ``fields``: these keys of each listed guest's config too (one read per guest of the page, concurrent and
+    bounded, secrets redacted), so a question about many guests takes one call, not one get_guest each; the
+    page is then at most FIELD_PAGE rows, shorter where the values would pass the answer's size budget."""
     rows = await vm_resources(t.client)
+    chosen: list[dict[str, Any]] = []
     items: list[GuestRow] = []
     for r in rows:
         tags = [x for x in str(r.get("tags", "")).replace(",", ";").split(";") if x]
@@ -86,10 +99,24 @@ async def list_guests(
                 template=bool(r.get("template")),
             )
         )
-    items.sort(key=lambda g: g.vmid)
-    page = items[offset : offset + limit]
-    nxt = offset + limit if offset + limit < len(items) else None
-    return GuestList(page=PageInfo(total=len(items), offset=offset, returned=len(page), next_offset=nxt), items=page)
+        chosen.append(r)
+    order = sorted(range(len(items)), key=lambda i: items[i].vmid)
+    window = order[offset : offset + (min(limit, FIELD_PAGE) if fields else limit)]
+    page = [items[i] for i in window]
+    incomplete: list[str] = []
+    if fields:
+        values, failed = await config_fields(t.client, [chosen[i] for i in window], fields)
+        kept = within_budget(values)
+        page = [row.model_copy(update={"config": v}) for row, v in zip(page[:kept], values[:kept], strict=True)]
+        incomplete = [f"config of {r.vmid}: {failed[r.vmid]}" for r in page if r.vmid in failed]
+    end = offset + len(page)
+    nxt = end if end < len(items) else None
+    return GuestList(
+        page=PageInfo(total=len(items), offset=offset, returned=len(page), next_offset=nxt),
+        items=page,
+        fields=fields,
+        incomplete=incomplete,
+    )
 
 
 class GuestDetail(Model):
@@ -122,35 +149,28 @@ class GuestDetail(Model):
     incomplete: list[str] = Field(default_factory=list)
 
 
-@guarded(toolset="guests")
-async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) -> GuestDetail:
-    """One guest: where it runs, its parsed config and live status. The node is resolved by the server."""
+def _detail_reads(ref: GuestRef) -> list[tuple[str, ApiPath, dict[str, Any]]]:
+    """What a guest's detail reads, each once: its config, its live status, its snapshots."""
+    key = str(ref.vmid)
+    return [
+        (f"config:{key}", guest_path(ref, "config"), {}),
+        (f"status:{key}", guest_path(ref, "status", "current"), {}),
+        (f"snapshots:{key}", guest_path(ref, "snapshot"), {}),
+    ]
 
-    async def read(ref: GuestRef) -> dict[str, Any]:
-        got = await gather(
-            t.client,
-            [
-                ("config", guest_path(ref, "config"), {}),
-                ("status", guest_path(ref, "status", "current"), {}),
-                ("snapshots", guest_path(ref, "snapshot"), {}),
-            ],
-        )
-        if isinstance(got["config"], PveError):
-            raise got["config"]
-        return got
 
-    ref, got = await located(t.client, vmid, read)
-    raw: dict[str, Any] = got["config"]
-    cfg = parse_guest_config(raw, vmid, ref.type)
-    status: dict[str, Any] = {} if isinstance(got["status"], PveError) else got["status"]
-    snaps = (
-        None
-        if isinstance(got["snapshots"], PveError)
-        else sum(1 for s in got["snapshots"] if s.get("name") != "current")
-    )
+def _detail(ref: GuestRef, got: dict[str, Any], include_config: bool) -> GuestDetail:
+    """One guest from its reads (the config's read succeeded); the failed others are said in ``incomplete``."""
+    key = str(ref.vmid)
+    raw: dict[str, Any] = got[f"config:{key}"]
+    cfg = parse_guest_config(raw, ref.vmid, ref.type)
+    status: dict[str, Any] = {} if isinstance(got[f"status:{key}"], PveError) else got[f"status:{key}"]
+    rows = got[f"snapshots:{key}"]
+    snaps = None if isinstance(rows, PveError) else sum(1 for s in rows if s.get("name") != "current")
     ha = status.get("ha") or {}
+    failed = {k.split(":", 1)[0]: v for k, v in got.items() if k.endswith(f":{key}") and isinstance(v, PveError)}
     return GuestDetail(
-        vmid=vmid,
+        vmid=ref.vmid,
         name=cfg.name,
         type=ref.type,
         node=ref.node,
@@ -176,8 +196,89 @@ async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) ->
         description=untrusted(cfg.description),
         config=redact(raw) if include_config else None,
         digest=cfg.digest,
-        incomplete=[f"{k}: {v.message}" for k, v in got.items() if isinstance(v, PveError)],
+        incomplete=[f"{k}: {v.message}" for k, v in failed.items()],
     )
+
+
+@guarded(toolset="guests")
+async def get_guest(t: ToolContext, vmid: VmId, include_config: bool = False) -> GuestDetail:
+    """One guest: where it runs, its parsed config and live status. The node is resolved by the server."""
+
+    async def read(ref: GuestRef) -> dict[str, Any]:
+        got = await gather(t.client, _detail_reads(ref))
+        if isinstance(got[f"config:{vmid}"], PveError):
+            raise got[f"config:{vmid}"]
+        return got
+
+    ref, got = await located(t.client, vmid, read)
+    return _detail(ref, got, include_config)
+
+
+MAX_GUESTS = 20  # vmids per get_guests call
+
+
+class GuestDetails(Model):
+    items: list[GuestDetail] = Field(description="the guests found, in the order asked")
+    not_found: list[int] = Field(
+        description="vmids no guest visible to this token has (it does not exist, or the token lacks VM.Audit on "
+        "/vms/<vmid>: PVE lists a guest only with it)"
+    )
+    unread: dict[str, str] = Field(
+        default_factory=dict, description="vmid -> why its config could not be read (the guest is not in items)"
+    )
+    not_listed: list[int] = Field(
+        default_factory=list,
+        description="guests read but left out to keep the answer within its size limit: ask for them again",
+    )
+
+
+@guarded(toolset="guests")
+async def get_guests(
+    t: ToolContext,
+    vmids: Annotated[list[VmId], Field(min_length=1, max_length=MAX_GUESTS)],
+    include_config: bool = False,
+) -> GuestDetails:
+    """Several guests in detail in one call, as get_guest gives one: one index of the guests for all of them,
+    then each guest's reads once, all concurrent through the client's bounded pool (design record 261206-56)."""
+    wanted = list(dict.fromkeys(vmids))
+    index = await guest_index(t.client, max_age=LOCATOR_AGE)
+    refs = {v: guest_ref(index[v]) for v in wanted if v in index}
+    got = await gather(t.client, [r for ref in refs.values() for r in _detail_reads(ref)])
+    moved = [v for v, ref in refs.items() if isinstance(got[f"config:{v}"], PveNotFound)]
+    if moved:  # gone from the node the index names (moved since, or deleted): look again in a fresh index
+        fresh = await guest_index(t.client)
+        for v in moved:
+            if v in fresh and (fresh[v]["node"], fresh[v]["type"]) != (refs[v].node, refs[v].type):
+                refs[v] = guest_ref(fresh[v])
+                got.update(await gather(t.client, _detail_reads(refs[v])))
+    details: list[GuestDetail] = []
+    unread: dict[str, str] = {}
+    for v, ref in refs.items():
+        config = got[f"config:{v}"]
+        if isinstance(config, PveError):
+            unread[str(v)] = config.message
+        else:
+            details.append(_detail(ref, got, include_config))
+    kept = _within_limit(details)
+    return GuestDetails(
+        items=details[:kept],
+        not_found=[v for v in wanted if v not in refs],
+        unread=unread,
+        not_listed=[d.vmid for d in details[kept:]],
+    )
+
+
+DETAILS_BUDGET = 90_000  # bytes of one get_guests answer (tests/integration/test_answer_size.py: 100 KB)
+
+
+def _within_limit(details: list[GuestDetail]) -> int:
+    """How many of the details (at least one) fit the answer's size limit."""
+    used = 0
+    for i, d in enumerate(details):
+        used += len(d.model_dump_json())
+        if used > DETAILS_BUDGET and i:
+            return i
+    return len(details)
 
 
 class Snapshot(Model):

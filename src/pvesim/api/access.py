@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pvesim.access import DEFAULT_PERMISSION_PATHS, AclRow, token_acl
 from pvesim.api.registry import ApiError, Call, b, route
 
 
@@ -17,11 +18,31 @@ def permissions(call: Call) -> dict[str, dict[str, int]]:
         path = str(call.params["path"])
         return {path: dict.fromkeys(sorted(token.privileges(path)), 1)}
     out: dict[str, dict[str, Any]] = {}
-    for path in token.acl_paths():
+    for path in sorted(_effective_paths(call)):
         privs = token.privileges(path)
         if privs:  # RPCEnvironment.pm get_effective_permissions: 'filter paths where user has NO permissions'
             out[path] = dict.fromkeys(sorted(privs), 1)
     return out
+
+
+def _acl_rows(call: Call) -> list[AclRow]:
+    return token_acl(list(call.cluster.tokens.values())) + call.cluster.access.acl
+
+
+def _effective_paths(call: Call) -> set[str]:
+    """RPCEnvironment.pm get_effective_permissions: the default paths, every path of the ACL tree (anyone's
+    entries) and every path a pool definition references (its guests and storages)."""
+    c = call.cluster
+    paths = set(DEFAULT_PERMISSION_PATHS) | {a.path for a in _acl_rows(call)}
+    paths |= {f"/vms/{g.vmid}" for g in c.guests.values() if g.pool}
+    paths |= {f"/storage/{sid}" for pool in c.access.pools.values() for sid in _listed(pool.get("storage"))}
+    return paths
+
+
+def _listed(value: object) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [v for v in str(value or "").split(",") if v]
 
 
 _USER_PRIVS = ("User.Modify", "Sys.Audit")
@@ -89,7 +110,7 @@ def acl(call: Call) -> list[dict[str, Any]]:
     audit = call.can("/access", "Sys.Audit")
     return [
         {"path": a.path, "type": a.type, "ugid": a.ugid, "roleid": a.roleid, "propagate": b(a.propagate)}
-        for a in call.cluster.access.acl
+        for a in _acl_rows(call)
         if audit or _perm_modify(call, a.path)
     ]
 
@@ -157,18 +178,27 @@ def _tfa_type(value: object) -> str | None:
     return None
 
 
+def pool_names(c: Any) -> list[str]:
+    """Every pool of user.cfg: the scenario's, the guests', and a nested pool's parents (AccessControl.pm
+    parse_user_config creates them)."""
+    names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
+    names |= {"/".join(n.split("/")[:i]) for n in list(names) for i in range(1, n.count("/") + 1)}
+    return sorted(names)
+
+
 @route("GET", "/pools")
 def pools(call: Call) -> list[dict[str, Any]]:
-    """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id> (members only with ``poolid``)."""
+    """API2/Pool.pm ``index``: the pools with Pool.Audit on /pool/<id>; with ``poolid`` that one pool, whatever the
+    caller holds (the index calls ``check(..., 1)`` there and ignores its answer) (members only with ``poolid``)."""
     c = call.cluster
-    names = set(c.access.pools) | {g.pool for g in c.guests.values() if g.pool}
-    # a nested pool's parents exist too (AccessControl.pm parse_user_config creates them)
-    names |= {"/".join(n.split("/")[:i]) for n in list(names) for i in range(1, n.count("/") + 1)}
+    names = pool_names(c)
+    if "poolid" in call.params and call.params["poolid"] not in names:
+        raise ApiError(500, f"pool '{call.params['poolid']}' does not exist")
     out = []
-    for pool in sorted(names):
+    for pool in names:
         if "poolid" in call.params and call.params["poolid"] != pool:
             continue
-        if not call.can(f"/pool/{pool}", "Pool.Audit"):
+        if "poolid" not in call.params and not call.can(f"/pool/{pool}", "Pool.Audit"):
             continue
         row: dict[str, Any] = {"poolid": pool}
         comment = c.access.pools.get(pool, {}).get("comment")

@@ -9,6 +9,7 @@ from typing import Any
 
 from pvesim import tags
 from pvesim.api import render, sdn
+from pvesim.api.access import pool_names
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Cluster, Guest
 
@@ -54,15 +55,15 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
     c = call.cluster
     want = call.params.get("type")
     rows: list[dict[str, Any]] = []
-    if want in (None, "node"):
+    if want in (None, "node"):  # every node; its figures only with Sys.Audit on it (API2Tools extract_node_stats)
         mem_used = c.mem_used_by_node()
         rows += [
-            render.node_resource(c, n, mem_used) for n in c.nodes.values() if call.can(f"/nodes/{n.name}", "Sys.Audit")
+            render.node_resource(c, n, mem_used, call.can(f"/nodes/{n.name}", "Sys.Audit")) for n in c.nodes.values()
         ]
-    if want is None:  # pool rows carry no type filter of their own in the schema
+    if want is None:  # pool rows carry no type filter of their own in the schema; every pool of user.cfg
         rows += [
             {"id": f"/pool/{p}", "type": "pool", "pool": p, "status": "online"}
-            for p in sorted({g.pool for g in c.guests.values() if g.pool})
+            for p in pool_names(c)
             if call.can(f"/pool/{p}", "Pool.Audit")
         ]
     if want in (None, "vm"):
@@ -72,13 +73,10 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
                 if g.pool and call.can(f"/pool/{g.pool}", "Pool.Audit"):  # API2/Cluster.pm resources
                     row["pool"] = g.pool
                 rows.append(row)
-    if want in (None, "storage"):
+    if want in (None, "storage"):  # Datastore.Audit alone: unlike /storage, AllocateSpace does not show a row here
         for n in c.nodes.values():
             for s in c.storages.values():
-                if s.available_on(n.name) and (
-                    call.can(f"/storage/{s.storage}", "Datastore.Audit")
-                    or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
-                ):
+                if s.available_on(n.name) and call.can(f"/storage/{s.storage}", "Datastore.Audit"):
                     rows.append(render.storage_resource(c, s, n.name))
     if want in (None, "sdn"):  # PVE 9.1's network rows come only unfiltered: the type enum has no 'network'
         rows += [r for r in sdn.resource_rows(call) if want is None or r["type"] == "sdn"]
@@ -87,8 +85,12 @@ def cluster_resources(call: Call) -> list[dict[str, Any]]:
 
 @route("GET", "/cluster/tasks")
 def cluster_tasks(call: Call) -> list[dict[str, Any]]:
+    """pve-manager PVE/API2/Cluster.pm tasks: every task with Sys.Audit on /, else the caller's own, compared
+    after a token task's user is split from its token id: a token (the request's user is the whole token id)
+    sees none of them, not even its own."""
     c = call.cluster
-    visible = [t for t in c.tasks if t.user == call.user or call.can(f"/nodes/{t.node}", "Sys.Audit")]
+    every = call.can("/", "Sys.Audit")
+    visible = [t for t in c.tasks if every or t.user.split("!", 1)[0] == call.user]
     visible.sort(key=lambda t: (t.running, t.starttime), reverse=True)
     return [render.task_row(t) for t in visible[:1000]]
 

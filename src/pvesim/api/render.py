@@ -98,8 +98,10 @@ def _guest_resource(cluster: Cluster, g: Guest) -> dict[str, Any]:
     return row
 
 
-def node_resource(cluster: Cluster, n: Node, mem_used: dict[str, int]) -> dict[str, Any]:
-    """``mem_used``: ``Cluster.mem_used_by_node()``, taken once for all the nodes of an answer."""
+def node_resource(cluster: Cluster, n: Node, mem_used: dict[str, int], stats: bool = True) -> dict[str, Any]:
+    """``mem_used``: ``Cluster.mem_used_by_node()``, taken once for all the nodes of an answer. ``stats``: the
+    caller has Sys.Audit on /nodes/<node>; without it the row keeps id, status and level and loses every figure
+    (pve-manager PVE/API2Tools.pm extract_node_stats ``$exclude_stats``), but it is never left out."""
     row: dict[str, Any] = {
         "id": f"node/{n.name}",
         "type": "node",
@@ -108,7 +110,7 @@ def node_resource(cluster: Cluster, n: Node, mem_used: dict[str, int]) -> dict[s
         "level": n.level,
         "cgroup-mode": n.cgroup_mode,
     }
-    if n.online:
+    if n.online and stats:
         row.update(
             {
                 "maxcpu": n.cpus,

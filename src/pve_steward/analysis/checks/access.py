@@ -1,7 +1,8 @@
 """Access hygiene: TFA on root and administrators, Administrator on /, tokens, expiry, groups, roles, realms, pools.
 
 The user, TFA, ACL and group lists are filtered by PVE to what the caller may see, so each is declared
-with ``visible_with``: a token that would see only part of a list gets CHECK_SKIPPED, never a clean bill.
+with its ``filters`` (pve/visibility.py): a token that would see only part of a list gets CHECK_SKIPPED, never a
+clean bill.
 User names, comments and role names are cluster text (the finding machinery marks them).
 """
 
@@ -15,33 +16,35 @@ from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.findings import Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve import visibility
 
-_SEE_USERS = (("/access/groups", "Sys.Audit"), ("/access/groups", "User.Modify"))
 USERS = Need(
     "access_users",
     "/access/users",
     params=(("full", 1),),
     privilege="Sys.Audit or User.Modify on /access/groups",
-    visible_with=_SEE_USERS,
+    filters=(visibility.USERS,),
 )
-TFA = Need("access_tfa", "/access/tfa", privilege="Sys.Audit or User.Modify on /access/groups", visible_with=_SEE_USERS)
-ACL = Need("access_acl", "/access/acl", privilege="Sys.Audit on /access", visible_with=(("/access", "Sys.Audit"),))
+# pve-access-control API2/TFA.pm list_tfa: the users the caller may see, as the user index filters them
+TFA = Need(
+    "access_tfa", "/access/tfa", privilege="Sys.Audit or User.Modify on /access/groups", filters=(visibility.USERS,)
+)
+ACL = Need("access_acl", "/access/acl", privilege="Sys.Audit on /access", filters=(visibility.ACL,))
 GROUPS = Need(
     "access_groups",
     "/access/groups",
     privilege="Sys.Audit, User.Modify or Group.Allocate on /access/groups",
-    visible_with=(*_SEE_USERS, ("/access/groups", "Group.Allocate")),
+    filters=(visibility.GROUPS,),
 )
 ROLES = Need("access_roles", "/access/roles", privilege="any authenticated user")
 DOMAINS = Need("access_domains", "/access/domains", privilege="anyone")
-# a pool's guests are counted from /cluster/resources, which lists a guest only with VM.Audit on it
-# (pve-manager API2/Cluster.pm resources): without it on /vms a pool with hidden guests would look empty
+# a pool's guests are counted from /cluster/resources, which lists a guest only with VM.Audit on it and names its
+# pool only with Pool.Audit on the pool (pve-manager API2/Cluster.pm resources): else a pool would look empty
 POOLS = Need(
     "pools",
     "/pools",
     privilege="Pool.Audit on /pool and VM.Audit on /vms",
-    visible_with=(("/pool", "Pool.Audit"),),
-    visible_also=(("/vms", "VM.Audit"),),
+    filters=(visibility.POOLS, visibility.GUESTS, visibility.GUEST_POOL),
 )
 
 _PVE_TFA = (

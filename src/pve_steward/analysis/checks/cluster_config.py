@@ -16,6 +16,7 @@ from pve_steward.analysis.findings import CLUSTER, Finding, Subject, finding
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.vzdumptarget import job_enabled, job_nodes, job_storages
+from pve_steward.pve.visibility import CLUSTER_LOG, REPLICATION, STORAGE
 
 _WARNINGS = re.compile(r"WARNINGS: \d+")
 METRICS = Need("metric_servers", "/cluster/metrics/server", privilege="Sys.Audit on /")
@@ -25,12 +26,8 @@ LOG = Need(
     "/cluster/log",
     params=(("max", 200),),
     privilege="Sys.Syslog on /",
-    visible_with=(("/", "Sys.Syslog"),),
+    filters=(CLUSTER_LOG,),
 )
-
-
-def _read_failed(data: ClusterData, path_part: str) -> bool:
-    return any(path_part in m.path for m in data.missing)
 
 
 def _job_subject(job: Row) -> Subject:
@@ -87,7 +84,12 @@ def backup_job_settings(data: ClusterData, t: Thresholds) -> list[Finding]:
         if not job_enabled(job):
             continue
         # a job without storage writes where each node's vzdump default says; not judged where that is unknown
-        files = [sid for sid in job_storages(data, job) if types.get(sid) != "pbs"]
+        # a storage PVE hides from the token has a type it cannot know: not judged (the collector names it)
+        files = [
+            sid
+            for sid in job_storages(data, job)
+            if types.get(sid) != "pbs" and (sid in types or data.hidden(STORAGE, sid) is None)
+        ]
         compress = str(job.get("compress") or "0")
         # vzdump.conf fills only what the job leaves undefined (VZDump.pm new): an explicit compress=0 (the GUI's
         # 'none') stands
@@ -140,7 +142,7 @@ def backup_job_settings(data: ClusterData, t: Thresholds) -> list[Finding]:
 )
 def ha_used(data: ClusterData, t: Thresholds) -> list[Finding]:
     """A multi-node cluster with guests and no HA resource at all."""
-    if len(data.nodes) < 2 or not data.guests or data.ha_resources or _read_failed(data, "ha/resources"):
+    if len(data.nodes) < 2 or not data.guests or data.ha_resources or "ha_resources" in data.unread:
         return []
     return [finding("HA_NONE", CLUSTER, "no guest is managed by HA", {"ha_resources": 0, "guests": len(data.guests)})]
 
@@ -162,8 +164,11 @@ def ha_used(data: ClusterData, t: Thresholds) -> list[Finding]:
     pve="pve-guest-common src/PVE/ReplicationConfig.pm",
 )
 def replication_used(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """A multi-node cluster with guests and no replication job (the list shows jobs of visible guests)."""
-    if len(data.nodes) < 2 or not data.guests or data.replication_jobs or _read_failed(data, "replication"):
+    """A multi-node cluster with guests and no replication job (the list shows jobs of visible guests only: not
+    judged while PVE hides some guest from the token)."""
+    if len(data.nodes) < 2 or not data.guests or data.replication_jobs:
+        return []
+    if not data.whole(REPLICATION, "replication_jobs"):
         return []
     return [finding("REPLICATION_NONE", CLUSTER, "no storage replication job", {"jobs": 0, "guests": len(data.guests)})]
 

@@ -22,21 +22,33 @@ DNS = Need("node_dns", "/nodes/{node}/dns", per="node")
 HOSTS = Need("node_hosts", "/nodes/{node}/hosts", per="node", privilege="Sys.Audit on /")
 
 
-def _odd_ones(values: dict[str, Any]) -> tuple[list[str], Any]:
-    """Nodes whose value differs from the largest group's (ties: the group of the first node by name)."""
+def _odd_ones(values: dict[str, Any], unread: int = 0) -> tuple[list[str], Any]:
+    """Nodes whose value differs from the largest group's (ties: the group of the first node by name).
+
+    ``unread``: online nodes whose value was not read (failed, or hidden from the token): a node is odd only if
+    the largest group would stay larger than its own even were every unread node to join it.
+    """
     groups: dict[str, list[str]] = {}
     for node, value in sorted(values.items()):
         groups.setdefault(repr(value), []).append(node)
     if len(groups) < 2:
         return [], None
     majority = max(groups.values(), key=len)
-    return sorted(n for n in values if n not in majority), values[majority[0]]
+    odd = [n for group in groups.values() if group is not majority for n in group]
+    if unread:
+        odd = [n for n in odd if len(majority) > len(groups[repr(values[n])]) + unread]
+    return sorted(odd), values[majority[0]]
 
 
-def _differs(code: str, what: str, values: dict[str, Any]) -> list[Finding]:
+def _unread(data: ClusterData, key: str) -> int:
+    """Online nodes a per-node read has no answer from."""
+    return len(set(data.online_nodes) - set(data.read_nodes(key)))
+
+
+def _differs(code: str, what: str, values: dict[str, Any], unread: int = 0) -> list[Finding]:
     if len(values) < 2:
         return []
-    odd, common = _odd_ones(values)
+    odd, common = _odd_ones(values, unread)
     return [
         finding(
             code,
@@ -79,7 +91,9 @@ def dns_and_timezone(data: ClusterData, t: Thresholds) -> list[Finding]:
         for n, row in data.read_nodes(DNS.key).items()
     }
     zones = {n: str((row or {}).get("timezone")) for n, row in data.read_nodes(TIME.key).items()}
-    return _differs("NODE_DNS_DIFFERS", "DNS", dns) + _differs("NODE_TIMEZONE_DIFFERS", "time zone", zones)
+    return _differs("NODE_DNS_DIFFERS", "DNS", dns, _unread(data, DNS.key)) + _differs(
+        "NODE_TIMEZONE_DIFFERS", "time zone", zones, _unread(data, TIME.key)
+    )
 
 
 def _host_names(text: Any) -> dict[str, frozenset[str]]:
@@ -101,7 +115,9 @@ def _host_names(text: Any) -> dict[str, frozenset[str]]:
     "pve-manager PVE/API2/Nodes.pm get_etc_hosts",
     codes=("NODE_HOSTS_DIFFERS",),
 )
-def _conflicts(names: dict[str, dict[str, frozenset[str]]]) -> dict[str, dict[str, dict[str, list[str]]]]:
+def _conflicts(
+    names: dict[str, dict[str, frozenset[str]]], unread: int = 0
+) -> dict[str, dict[str, dict[str, list[str]]]]:
     """node -> name -> its addresses here and the reference's, for each name some nodes resolve differently."""
     out: dict[str, dict[str, dict[str, list[str]]]] = {}
     for name in sorted({n for per_node in names.values() for n in per_node}):
@@ -112,7 +128,7 @@ def _conflicts(names: dict[str, dict[str, frozenset[str]]]) -> dict[str, dict[st
         if owner in have:
             odd, reference = [n for n in have if have[n] != have[owner]], have[owner]
         else:
-            odd, reference = _odd_ones(have)
+            odd, reference = _odd_ones(have, unread)
         for node in odd:
             out.setdefault(node, {})[name] = {"here": sorted(have[node]), "elsewhere": sorted(reference)}
     return out
@@ -148,7 +164,7 @@ def hosts_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
             f"/etc/hosts on {node} resolves {', '.join(conflicts)} to other addresses than the other nodes do",
             {"names": conflicts},
         )
-        for node, conflicts in sorted(_conflicts(names).items())
+        for node, conflicts in sorted(_conflicts(names, _unread(data, HOSTS.key)).items())
     ]
 
 
@@ -190,7 +206,7 @@ def packages_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
     odd: dict[str, dict[str, dict[str, str]]] = {}
     for pkg in sorted({p for v in versions.values() for p in v}):
         have = {n: v[pkg] for n, v in versions.items() if pkg in v}
-        nodes, common = _odd_ones(have)
+        nodes, common = _odd_ones(have, _unread(data, APT_VERSIONS.key))
         for node in nodes:
             odd.setdefault(node, {})[pkg] = {"version": have[node], "most_nodes": common}
     return [
@@ -240,7 +256,7 @@ def apt_sources_differ(data: ClusterData, t: Thresholds) -> list[Finding]:
     sources = {n: _sources(answer) for n, answer in data.read_nodes(APT_REPOSITORIES.key).items()}
     if len(sources) < 2:
         return []
-    odd, common = _odd_ones(sources)
+    odd, common = _odd_ones(sources, _unread(data, APT_REPOSITORIES.key))
     return [
         finding(
             "NODE_APT_SOURCES_DIFFER",

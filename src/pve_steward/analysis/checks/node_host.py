@@ -11,6 +11,7 @@ from pve_steward.analysis.checks.node import node_subject
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
 from pve_steward.analysis.thresholds import Thresholds
+from pve_steward.pve import visibility
 
 CERTIFICATES = Need("node_certificates", "/nodes/{node}/certificates/info", per="node", privilege="any user")
 PCI = Need("node_pci", "/nodes/{node}/hardware/pci", per="node", privilege="Sys.Audit or Sys.Modify on /")
@@ -172,7 +173,8 @@ def unknown_resource_types(data: ClusterData, t: Thresholds) -> list[Finding]:
     ]
 
 
-CLUSTER_TASKS = Need("cluster_tasks", "/cluster/tasks", privilege="any user (rows of nodes with Sys.Audit)")
+# every task only with Sys.Audit on /, else the caller's own: none of a token's (pve-manager API2/Cluster.pm tasks)
+CLUSTER_TASKS = Need("cluster_tasks", "/cluster/tasks", privilege="Sys.Audit on /", filters=(visibility.CLUSTER_TASKS,))
 
 
 @check(

@@ -18,6 +18,7 @@ from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.analysis.vzdumptarget import job_enabled, job_nodes, job_storage, job_storages
 from pve_steward.pve.storagecfg import allowed_nodes, content_types, is_shared
 from pve_steward.pve.values import flag
+from pve_steward.pve.visibility import STORAGE, STORAGE_ROWS
 
 BACKUP_JOBS = Need("backup_job_config", "/cluster/backup", privilege="Sys.Audit on /")
 
@@ -79,6 +80,12 @@ def _available_on(data: ClusterData) -> dict[str, set[str]]:
         if r.get("type") == "storage" and r.get("status") == "available" and r.get("node") in online:
             out.setdefault(str(r.get("storage")), set()).add(str(r["node"]))
     return out
+
+
+def _unseen(data: ClusterData, sid: str) -> bool:
+    """Whether the token may merely not see the storage: its /storage entry, or (Datastore.Audit alone shows
+    them) its /cluster/resources rows. The collector names what is hidden (pve/visibility.py)."""
+    return data.hidden(STORAGE if sid not in data.storage_defs else STORAGE_ROWS, sid) is not None
 
 
 def storage_subject(sid: str, node: str | None = None) -> Subject:
@@ -188,8 +195,10 @@ def shared_single_node(data: ClusterData, t: Thresholds) -> list[Finding]:
     pve="pve-manager PVE/VZDump.pm storage_info (storage must have content 'backup')",
 )
 def no_backup_target(data: ClusterData, t: Thresholds) -> list[Finding]:
-    """The cluster has no storage for backups."""
+    """The cluster has no storage for backups (not judged when PVE hides some storage from the token)."""
     if not data.storage_config or any("backup" in content_types(s) and not _disabled(s) for s in data.storage_config):
+        return []
+    if not data.whole(STORAGE, "storage"):
         return []
     return [
         finding(
@@ -231,7 +240,9 @@ def backup_target_missing(data: ClusterData, t: Thresholds) -> list[Finding]:
     for job in sorted(_enabled_jobs(data), key=lambda j: str(j.get("id"))):
         for node in _runs_on(data, job):
             sid = job_storage(data, job, node)
-            if sid is not None and node in data.online_nodes and node not in where.get(sid, set()):
+            if sid is None or node not in data.online_nodes or node in where.get(sid, set()):
+                continue
+            if not _unseen(data, sid):
                 out.append(
                     finding(
                         "STORAGE_BACKUP_TARGET_MISSING",

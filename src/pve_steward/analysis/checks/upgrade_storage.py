@@ -22,6 +22,7 @@ from pve_steward.analysis.upgradeinfo import (
 from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_property_string, parse_volume
 from pve_steward.pve.storagecfg import content_types, enabled_on, is_shared
 from pve_steward.pve.values import flag
+from pve_steward.pve.visibility import STORAGE
 
 
 def _storage(sid: str, node: str | None = None) -> Subject:
@@ -165,6 +166,8 @@ def _volume_references(data: ClusterData, cfg: GuestConfig) -> list[tuple[Volume
 def _content_mismatch(data: ClusterData, cfg: GuestConfig, vol: Volume, snapshot: str | None) -> Finding | None:
     vtype = "rootdir" if cfg.type == "lxc" else ("iso" if vol.volid.split(":", 1)[-1].startswith("iso/") else "images")
     scfg = data.storage_defs.get(str(vol.storage))
+    if scfg is None and data.hidden(STORAGE, vol.storage) is not None:
+        return None  # a storage PVE does not list to this token (the collector says so), not a missing one
     if scfg is None:
         text = "storage does not exist"
     elif vtype not in content_types(scfg):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pve_steward.analysis.catalog import Code, check, register_codes
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Severity, Subject, finding
-from pve_steward.analysis.migration.model import Migratability
+from pve_steward.analysis.migration.model import NOT_VISIBLE, Migratability
 from pve_steward.analysis.migration.storage import storage_shared, storage_type
 from pve_steward.analysis.migration.target_rules import target_groups, target_needs
 from pve_steward.analysis.migration.targets import eligible_targets, replication_jobs_of
@@ -58,7 +58,7 @@ def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> l
     The LRM migrates VMs with with-local-disks, so local disks only matter for failover: a node that
     recovers the guest after a failure has no copy of them unless they are replicated.
     """
-    problems = [r.detail for r in m.blocking if r.code not in _NOT_HA_BLOCKERS]
+    problems = [r.detail for r in m.blocking if r.code not in _NOT_HA_BLOCKERS and r.rule != NOT_VISIBLE]
     if m.type == "qemu" and m.status == "running":  # the LRM migrates running VMs online only
         problems += [f"cannot move live, as HA migrates it: {r.detail}" for r in m.reasons if r.live_only]
     if failover and m.local_disk_bytes:
@@ -74,6 +74,12 @@ def ha_problems(data: ClusterData, m: Migratability, failover: bool = True) -> l
         forced = [r for r in m.reasons if r.code == "MIGRATE_PASSTHROUGH" and not r.blocking]
         problems += [f"recovery starts it on another node, which needs the same {', '.join(r.keys)}" for r in forced]
     return problems
+
+
+def not_visible(m: Migratability) -> list[str]:
+    """The blocking reasons of a verdict that stand only on what this token cannot see (pve/visibility.py): the
+    move is not provable, not impossible, so they are no HA problem (an answer says them as not provable)."""
+    return [r.detail for r in m.blocking if r.rule == NOT_VISIBLE]
 
 
 def _copying_job(job: Row) -> bool:
@@ -447,26 +453,24 @@ def _without_node(found: list[Template], node: str) -> list[Template] | None:
 
 def _templates(data: ClusterData, m: Migratability, ha: bool) -> list[Template]:
     if ha:
+        # what this token cannot see makes the move not provable, not impossible (pve/visibility.py)
+        hidden = not_visible(m)
         problems = ha_problems(data, m)
-        if not problems:
-            return []
-        return [
-            (
-                "HA_GUEST_NOT_MIGRATABLE",
-                "HA guest ",
-                ": " + "; ".join(problems),
-                {"problems": problems, "node": m.node},
-                None,
-                False,
-            )
-        ]
+        found: list[Template] = []
+        if problems:
+            evidence: dict[str, object] = {"problems": problems, "node": m.node}
+            found.append(("HA_GUEST_NOT_MIGRATABLE", "HA guest ", ": " + "; ".join(problems), evidence, None, False))
+        if hidden:
+            found.append(("MIGRATE_NOT_PROVABLE", "HA guest ", ": " + "; ".join(hidden), {"node": m.node}, None, False))
+        return found
     out: list[Template] = []
     seen: set[str] = set()
     if m.verdict == "blocked":
         for r in m.blocking:
             if r.code not in seen:
                 seen.add(r.code)
-                out.append((r.code, "", f" cannot migrate: {r.detail}", {"keys": r.keys, "node": m.node}, None, False))
+                how = "migration not provable" if r.code == "MIGRATE_NOT_PROVABLE" else "cannot migrate"
+                out.append((r.code, "", f" {how}: {r.detail}", {"keys": r.keys, "node": m.node}, None, False))
         return out
     for tv in m.targets:
         for r in tv.reasons:

@@ -76,6 +76,11 @@ class Migratability(MarkedDataclass):
         return sorted(n for t in self.targets if t.mode for n in t.nodes)
 
 
+# the ``rule`` of a reason that stands only on what this token cannot see (a storage its /storage list leaves out):
+# "not provable", never "cannot move" (pve/visibility.py)
+NOT_VISIBLE = "not-visible-to-this-token"
+
+
 def reason(
     code: str, blocking: bool, detail: str, keys: list[str] | None = None, live_only: bool = False, rule: str = ""
 ) -> Reason:

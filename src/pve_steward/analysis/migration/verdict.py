@@ -11,7 +11,7 @@ from __future__ import annotations
 from pve_steward.analysis.data import ClusterData, Row
 from pve_steward.analysis.migration.devices import Devices, clipboard_vnc, local_resources, mapped_live
 from pve_steward.analysis.migration.ha_rules import ha_allowed_nodes, ha_blocked_nodes
-from pve_steward.analysis.migration.model import RANK, Migratability, Reason, TargetVerdict, reason
+from pve_steward.analysis.migration.model import NOT_VISIBLE, RANK, Migratability, Reason, TargetVerdict, reason
 from pve_steward.analysis.migration.pvecheck import compare
 from pve_steward.analysis.migration.sdn import guest_vnets
 from pve_steward.analysis.migration.storage import parse_volname, shared_flags, storage_type
@@ -19,7 +19,9 @@ from pve_steward.analysis.migration.target_rules import target_groups
 from pve_steward.analysis.migration.targets import eligible_targets
 from pve_steward.analysis.migration.volumes import has_snapshots, scan_volumes
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.analysis.sdnstate import guest_bridges
 from pve_steward.pve.guestconfig import GuestConfig
+from pve_steward.pve.visibility import SDN_VNETS
 
 
 def pve_major(data: ClusterData, node: str) -> int | None:
@@ -184,6 +186,50 @@ def ha_error_reason(data: ClusterData, vmid: int) -> Reason | None:
     )
 
 
+@pve_rule(
+    "migrate.ha-unseen",
+    rule="Whether a guest is HA-managed decides how it moves (an HA request, placed by its HA rules); PVE lists HA "
+    "resources only with Sys.Audit on /, so without that list no guest's move is provable.",
+    pve="pve-ha-manager src/PVE/API2/HA/Resources.pm index (check perm / Sys.Audit); qemu-server "
+    "src/PVE/API2/Qemu.pm migrate_vm (vm_is_ha_managed)",
+    codes=("MIGRATE_NOT_PROVABLE",),
+)
+def ha_unseen_reason() -> Reason:
+    return reason(
+        "MIGRATE_NOT_PROVABLE",
+        True,
+        "whether it is HA-managed (and where its HA rules let it go) is not visible to this token: PVE lists HA "
+        "resources only with Sys.Audit on / (/cluster/ha/resources)",
+        rule=NOT_VISIBLE,
+    )
+
+
+def sdn_unseen(data: ClusterData, raw: Row) -> bool:
+    """A guest with a NIC while PVE hides SDN vnets from the token: a bridge could be a vnet it cannot see. Only
+    where the token provably lacks SDN.Audit somewhere under /sdn/zones: vnet names are unknown, so the single
+    NoAccess entry the map alone cannot show (no ACL tree) cannot be asked about (design record 261206-55)."""
+    return data.visibility.whole(SDN_VNETS) is False and bool(guest_bridges(raw))
+
+
+@pve_rule(
+    "migrate.sdn-unseen",
+    rule="A NIC on an SDN vnet decides which nodes can take the guest (migrate.sdn-vnet-on-target); PVE lists a "
+    "vnet (and a node's bridges) only with SDN.Audit on its zone, so without that no NIC's bridge is known not to "
+    "be one, and no move is provable.",
+    pve="pve-network src/PVE/API2/Network/SDN/Vnets.pm index; pve-manager src/PVE/API2/Network.pm index "
+    "(check_sdn_bridge)",
+    codes=("MIGRATE_NOT_PROVABLE",),
+)
+def sdn_unseen_reason() -> Reason:
+    return reason(
+        "MIGRATE_NOT_PROVABLE",
+        True,
+        "whether its NICs' bridges are SDN vnets (which decide where it can go) is not visible to this token: "
+        f"PVE lists a vnet only with {SDN_VNETS.needs()} ({SDN_VNETS.listing})",
+        rule=NOT_VISIBLE,
+    )
+
+
 def assess(
     data: ClusterData,
     vmid: int,
@@ -219,7 +265,7 @@ def situation(
         return None
     if cfg.mapped_devices or (cfg.local_devices and any(k.startswith("virtiofs") for k in cfg.local_devices)):
         return None
-    if guest_vnets(data, vmid):  # SDN zones decide per node
+    if guest_vnets(data, vmid) or sdn_unseen(data, data.configs.get(vmid) or {}):  # SDN zones decide per node
         return None
     ha = vmid in data.ha_by_vmid
     if ha and ha_error_reason(data, vmid) is not None:  # the service's state decides (rare)
@@ -298,6 +344,10 @@ def _decide(
     reasons, local_bytes, dev = guest_reasons(data, cfg, raw, running)
     targets_ok, excluded = eligible_targets(data, source, allowed, denied)
     res = data.ha_managed(cfg.vmid)
+    if res is None and "ha_resources" in data.unread:
+        reasons.append(ha_unseen_reason())
+    if sdn_unseen(data, raw):
+        reasons.append(sdn_unseen_reason())
     rules = ha_rule_nodes(data, str(res.get("sid"))) if res is not None else None
     targets = target_groups(
         data,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pve_steward.analysis.data import ClusterData
-from pve_steward.analysis.migration.model import Reason, reason
+from pve_steward.analysis.migration.model import NOT_VISIBLE, Reason, reason
 from pve_steward.analysis.migration.storage import (
     is_generated_cloudinit,
     parse_volname,
@@ -22,6 +22,7 @@ from pve_steward.analysis.migration.storage import (
 )
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.pve.guestconfig import GuestConfig, Volume, parse_guest_config, parse_volume
+from pve_steward.pve.visibility import STORAGE
 
 VM_LOCAL_TYPES = frozenset({"dir", "btrfs", "zfspool", "lvmthin", "lvm"})
 CT_LOCAL_TYPES = VM_LOCAL_TYPES
@@ -90,16 +91,21 @@ def base_in_use(data: ClusterData, storage: str, stype: str | None, volname: str
 @pve_rule(
     "migrate.storage-content",
     rule="Every volume's storage must be defined and carry the volume's content type (VM: the type its name "
-    "parses to, images or iso; container: rootdir), else the migration dies.",
+    "parses to, images or iso; container: rootdir), else the migration dies. A storage the token's /storage "
+    "list leaves out is missing only if the token would see it; else it is not visible: not provable.",
     pve="qemu-server src/PVE/QemuServer.pm check_storage_availability, src/PVE/QemuMigrate.pm "
     "target_storage_check_available; pve-container src/PVE/LXC/Migrate.pm prepare",
-    codes=("MIGRATE_STORAGE_CONTENT", "MIGRATE_STORAGE_UNAVAILABLE"),
+    codes=("MIGRATE_STORAGE_CONTENT", "MIGRATE_STORAGE_UNAVAILABLE", "MIGRATE_NOT_PROVABLE"),
 )
 def check_content(data: ClusterData, scan: Scan, vol: Volume, need: str) -> bool:
-    """False (and a reason) when the volume's storage is missing or lacks the content type."""
+    """False (and a reason) when the volume's storage is missing, hidden from the token, or lacks the content type."""
     storage = vol.storage or ""
     if storage not in data.storage_defs:
-        scan.block("MIGRATE_STORAGE_UNAVAILABLE", vol, f"storage '{storage}' does not exist in the storage config")
+        hidden = data.hidden(STORAGE, storage)
+        if hidden is not None:  # pve-storage API2/Storage/Config.pm index lists only what the token may see
+            scan.block("MIGRATE_NOT_PROVABLE", vol, hidden, rule=NOT_VISIBLE)
+        else:
+            scan.block("MIGRATE_STORAGE_UNAVAILABLE", vol, f"storage '{storage}' does not exist in the storage config")
         return False
     content = storage_content(data, storage)
     if content is not None and need not in content:

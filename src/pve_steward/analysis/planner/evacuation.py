@@ -12,11 +12,14 @@ The procedure an operator follows (docs/design/261202-5-evacuation-planner.md, 2
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pve_steward.analysis.capacity import node_room
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData, Missing, Row, guest_subject
 from pve_steward.analysis.findings import Finding, Subject, finding, rank_key
 from pve_steward.analysis.hastate import Disarm, disarm
+from pve_steward.analysis.migration.findings import not_visible
 from pve_steward.analysis.migration.model import Migratability
 from pve_steward.analysis.migration.targets import eligible_targets, maintenance_nodes
 from pve_steward.analysis.migration.verdict import assess
@@ -67,16 +70,22 @@ def gaps_for(data: ClusterData, *, ha: bool) -> list[Missing]:
     part of it (their targets come from HA rules or groups). Optional gaps show in the verdicts they leave
     not provable, not here."""
     areas = ("migration", "ha") if ha else ("migration",)
-    return [m for m in data.missing if not m.optional and (not m.affects or any(a in m.affects for a in areas))]
+    return [
+        m
+        for m in data.missing
+        if (not m.optional or m.hidden) and (not m.affects or any(a in m.affects for a in areas))
+    ]
 
 
 def data_gaps(data: ClusterData, *, ha: bool) -> list[Finding]:
+    """What this plan could not read, and what PVE hides from the token (a guest, a storage, HA's lists): either
+    leaves the plan incomplete, the latter said as a skipped check naming the privilege (pve/visibility.py)."""
     gaps = gaps_for(data, ha=ha)
     return [
         finding(
-            "DATA_INCOMPLETE",
+            "CHECK_SKIPPED" if gap.hidden else "DATA_INCOMPLETE",
             Subject(kind="data", id=gap.path, node=gap.node),
-            f"could not read {gap.what}: {gap.error}",
+            f"{'skipped' if gap.hidden else 'could not read'} {gap.what}: {gap.error}",
             {"path": gap.path, "status": gap.status},
         )
         for gap in gaps
@@ -232,7 +241,7 @@ def _plan(
     ha_guests, ha_verdicts, schedulable = _split(data, guests, ledger, allowed, denied, allow_offline, halted)
     sched = _phase_ha(data, node, ha_guests, ha_verdicts, placement, headroom_pct, inputs.options)
     steps, window = _outside_ha(data, node, schedulable, placement, sched, inputs.overrides, ledger)
-    _ha_problems(ha_guests, sched, window, ledger)
+    _ha_problems(ha_guests, sched, window, ledger, Placement(data, list(sched.room), headroom_pct).unseen_room)
     if halted is not None:
         ledger.findings.append(disarm_finding(halted, node))
     moved = [h for h in ha_guests if h.moved_by_ha]
@@ -325,7 +334,8 @@ def _outside_ha(
     short = {n: b - r for n, b in sched.reserved.items() if b > (r := sched.room.get(n, 0))}
     window = stop_for_window(data, node, placement, planned, [u for u in unplaced if memory_of(u[0])], short, ov)
     for m, why in window.unplaced + [u for u in unplaced if not memory_of(u[0])]:
-        ledger.block(m.vmid, m.name, "MIGRATE_CAPACITY", why)
+        unseen = placement.unseen_room(m.movable_to())  # room the token cannot see: not provable, not short
+        ledger.block(m.vmid, m.name, "MIGRATE_NOT_PROVABLE" if unseen else "MIGRATE_CAPACITY", unseen or why)
     return order_steps([s for s in planned if s.vmid not in window.dropped] + window.steps), window
 
 
@@ -365,8 +375,15 @@ def _phase_ha(
     return sched
 
 
-def _ha_problems(ha_guests: list[HAGuest], sched: HASchedule, window: Window, ledger: Ledger) -> None:
-    """HA's moves that stay in doubt; a lack of room the listed stops make up for is no longer one."""
+def _ha_problems(
+    ha_guests: list[HAGuest],
+    sched: HASchedule,
+    window: Window,
+    ledger: Ledger,
+    unseen_room: Callable[[list[str]], str | None],
+) -> None:
+    """HA's moves that stay in doubt; a lack of room the listed stops make up for is no longer one, and one on a
+    node whose figures the token cannot see is not provable (pve/visibility.py)."""
     for h in ha_guests:
         move = sched.moves.get(h.vmid)
         if move is None or move.problem is None:
@@ -374,6 +391,9 @@ def _ha_problems(ha_guests: list[HAGuest], sched: HASchedule, window: Window, le
         code, problem = move.problem
         if code == "MIGRATE_CAPACITY" and not any(n in window.ha_short for n in move.nodes):
             continue
+        unseen = unseen_room(list(move.nodes)) if code == "MIGRATE_CAPACITY" else None
+        if unseen:
+            code, problem = "MIGRATE_NOT_PROVABLE", f"{problem}; but {unseen}"
         h.problems.append(problem)
         ledger.block(h.vmid, h.name, code, problem)
 
@@ -430,12 +450,17 @@ def _split(
             ledger.block(vmid, m.name, "HA_GUEST_LEFT_BEHIND", h.action)
         for p in h.problems:
             ledger.block(vmid, m.name, "HA_GUEST_NOT_MIGRATABLE", p)
+        for p in not_visible(m):  # what the token cannot see: not provable, not "cannot move"
+            ledger.block(vmid, m.name, "MIGRATE_NOT_PROVABLE", p)
     return ha_guests, ha_verdicts, schedulable
 
 
 def _movable_for_ha(m: Migratability) -> set[str]:
     """Where the guest can go as HA's scheduler sees it: a node PVE's precondition blocks only for resource
-    affinity counts (the precondition is the migrate command's view; ha_schedule applies the scheduler's)."""
+    affinity counts (the precondition is the migrate command's view; ha_schedule applies the scheduler's). A
+    verdict that stands on what the token cannot see says nothing of where: every target stays a candidate."""
+    if not_visible(m):
+        return {n for t in m.targets for n in t.nodes}
     return {
         n
         for t in m.targets

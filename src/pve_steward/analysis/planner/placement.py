@@ -6,6 +6,7 @@ from pve_steward.analysis.capacity import NodeRoom, node_room
 from pve_steward.analysis.catalog import Code, register_codes
 from pve_steward.analysis.data import ClusterData
 from pve_steward.analysis.pverules import pve_rule
+from pve_steward.pve.visibility import NODE_FIGURES
 
 GiB = 1024**3
 
@@ -33,12 +34,15 @@ class Placement:
         self.added = dict.fromkeys(targets, 0)
         self.reserved = dict.fromkeys(targets, 0)  # kept for HA's moves (phase 1)
         self.freed = dict.fromkeys(targets, 0)  # by guests stopped there for the window (phase 4)
+        # targets whose memory PVE does not show this token (pve/visibility.py): their room is not provable
+        self.unseen = sorted(t for t in targets if data.sees(NODE_FIGURES, t) is not True)
 
     def copy(self) -> Placement:
         other = object.__new__(Placement)
         other.rooms = self.rooms
         other.free, other.planned, other.added = dict(self.free), dict(self.planned), dict(self.added)
         other.reserved, other.freed = dict(self.reserved), dict(self.freed)
+        other.unseen = self.unseen
         return other
 
     def reserve(self, node: str, memory: int) -> None:
@@ -58,6 +62,16 @@ class Placement:
         self.free[node] += memory
         self.planned[node] -= memory
         self.added[node] -= 1
+
+    def unseen_room(self, candidates: list[str]) -> str | None:
+        """Why room on some of ``candidates`` cannot be judged (no guest is called short of room then)."""
+        nodes = [n for n in candidates if n in self.unseen]
+        if not nodes:
+            return None
+        return (
+            f"the memory of {', '.join(nodes)} is not visible to this token: PVE shows a node's figures only with "
+            f"{NODE_FIGURES.needs('<node>')}"
+        )
 
     @pve_rule(
         "capacity.offline-needs-no-memory",
