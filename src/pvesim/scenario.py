@@ -320,6 +320,7 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     n.network = [dict(i) for i in nd.get("network") or []]
     n.cgroup_mode = int(nd.get("cgroup_mode", 2))
     n.health = health_from(nd.get("health"), n.ip)
+    n.journal = [dict(e) for e in nd.get("journal") or []]
     return n
 
 

@@ -76,6 +76,7 @@ class Node:
     network: list[dict[str, Any]] = field(default_factory=list)
     cgroup_mode: int = 2
     health: NodeHealth = field(default_factory=NodeHealth)  # services, clock, network, ... (nodehealth.py)
+    journal: list[dict[str, Any]] = field(default_factory=list)  # the scenario's own journal lines (logs.py)
 
 
 # pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE (stable-8; master drops glusterfs with its plugin):

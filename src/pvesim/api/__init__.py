@@ -2,12 +2,17 @@
 
 from pvesim.api import (  # noqa: F401
     access,
+    accessitems,
     agent,
     ceph,
     cluster,
+    clusterinfo,
+    clusteritems,
     firewall,
     guests,
     ha,
+    indexes,
+    logs,
     monitoring,
     nodehealth,
     nodes,
@@ -15,6 +20,6 @@ from pvesim.api import (  # noqa: F401
     storage,
     system,
 )
-from pvesim.api.registry import ROUTES, ApiError, Call
+from pvesim.api.registry import ROUTES, ApiError, Call, Download, Result, unwrap
 
-__all__ = ["ROUTES", "ApiError", "Call"]
+__all__ = ["ROUTES", "ApiError", "Call", "Download", "Result", "unwrap"]

@@ -159,16 +159,22 @@ def backup_jobs(call: Call) -> list[dict[str, Any]]:
     now = call.cluster.clock.now()
     out = []
     for job in call.cluster.backup_jobs:
-        row = dict(job)
-        row.setdefault("type", "vzdump")
-        if isinstance(row.get("prune-backups"), str):  # stored as in jobs.cfg, returned as an object
-            row["prune-backups"] = {
-                k: int(v) for k, v in (kv.split("=", 1) for kv in row["prune-backups"].split(",") if "=" in kv)
-            }
+        row = backup_job_row(job)
         if int(row.get("enabled", 1)) and row.get("schedule"):
             row["next-run"] = _next_run(str(row["schedule"]), now)
         out.append(row)
     return out
+
+
+def backup_job_row(job: dict[str, Any]) -> dict[str, Any]:
+    """A jobs.cfg vzdump section as the API returns it: its type, prune-backups decoded into an object."""
+    row = dict(job)
+    row.setdefault("type", "vzdump")
+    if isinstance(row.get("prune-backups"), str):  # stored as in jobs.cfg, returned as an object
+        row["prune-backups"] = {
+            k: int(v) for k, v in (kv.split("=", 1) for kv in row["prune-backups"].split(",") if "=" in kv)
+        }
+    return row
 
 
 @route("PUT", "/cluster/backup/{id}")
@@ -291,25 +297,29 @@ def storage_config(call: Call) -> list[dict[str, Any]]:
             or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
         ):
             continue
-        # pve-storage src/PVE/API2/Storage/Config.pm $api_storage_config: the parsed entry, content re-encoded
-        # ('none' when empty, Plugin.pm encode_value); parse_config set shared=1 on the @SHARED_STORAGE types
-        row: dict[str, Any] = {
-            "storage": s.storage,
-            "type": s.type,
-            "content": ",".join(sorted(s.content)) or "none",
-            "digest": render.digest_of(sorted(call.cluster.storages)),
-        }
-        if s.shared:
-            row["shared"] = 1
-        if s.nodes is not None:
-            row["nodes"] = ",".join(s.nodes)
-        if s.disable:
-            row["disable"] = 1
-        row.update(s.options)
-        if isinstance(row.get("content-dirs"), str):  # not re-encoded: the hash Plugin.pm decode_value built
-            row["content-dirs"] = dict(d.split("=", 1) for d in row["content-dirs"].split(",") if "=" in d)
-        rows.append(row)
+        rows.append(storage_config_row(call.cluster, s))
     return rows
+
+
+def storage_config_row(c: Cluster, s: Any) -> dict[str, Any]:
+    """pve-storage src/PVE/API2/Storage/Config.pm $api_storage_config: the parsed entry, content re-encoded
+    ('none' when empty, Plugin.pm encode_value); parse_config set shared=1 on the @SHARED_STORAGE types."""
+    row: dict[str, Any] = {
+        "storage": s.storage,
+        "type": s.type,
+        "content": ",".join(sorted(s.content)) or "none",
+        "digest": render.digest_of(sorted(c.storages)),
+    }
+    if s.shared:
+        row["shared"] = 1
+    if s.nodes is not None:
+        row["nodes"] = ",".join(s.nodes)
+    if s.disable:
+        row["disable"] = 1
+    row.update(s.options)
+    if isinstance(row.get("content-dirs"), str):  # not re-encoded: the hash Plugin.pm decode_value built
+        row["content-dirs"] = dict(d.split("=", 1) for d in row["content-dirs"].split(",") if "=" in d)
+    return row
 
 
 @route("GET", "/nodes")

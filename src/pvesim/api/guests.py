@@ -192,19 +192,6 @@ def lxc_status(call: Call) -> dict[str, Any]:
     return _status_current(call, "lxc")
 
 
-@route("GET", "/nodes/{node}/qemu/{vmid}/agent/info")
-def agent_info(call: Call) -> dict[str, Any]:
-    g = call.guest("qemu")
-    enabled = pveconfig.parse_property_string(g.config.get("agent", "0"), "enabled").get("enabled") == "1"
-    if not enabled:
-        raise ApiError(500, "No QEMU guest agent configured")
-    if g.status != "running":
-        raise ApiError(500, f"VM {g.vmid} is not running")
-    if not g.agent_responding:
-        raise ApiError(500, "QEMU guest agent is not running")
-    return {"result": {"version": "9.2.0", "supported_commands": [{"name": "guest-ping", "enabled": True}]}}
-
-
 # ---------------------------------------------------------------- power actions
 
 

@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 from pvesim import nodehealth
-from pvesim.api import render
+from pvesim.api import logs, render
 from pvesim.api.cluster import replication_config_row
-from pvesim.api.registry import ApiError, Call, route
+from pvesim.api.registry import ApiError, Call, Download, Result, route
 from pvesim.scenario import major
 from pvesim.state import Task
 
@@ -160,12 +160,8 @@ def task_status(call: Call) -> dict[str, Any]:
 
 
 @route("GET", "/nodes/{node}/tasks/{upid}/log")
-def task_log(call: Call) -> list[dict[str, Any]]:
-    t = _task(call)
-    start = int(call.params.get("start", 0))
-    limit = int(call.params.get("limit", 50))
-    lines = [{"n": i + 1, "t": line} for i, line in enumerate(t.log)]
-    return lines[start : start + limit]
+def task_log(call: Call) -> Result | Download:
+    return logs.task_log(call, _task(call))
 
 
 _EVERY_MINUTES = re.compile(r"\*/(\d{1,2})")
