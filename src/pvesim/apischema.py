@@ -113,10 +113,20 @@ def _perl_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(re.sub(r"\(\?\^([a-z]*):", lambda m: f"(?{m.group(1)}:" if m.group(1) else "(?:", pattern))
 
 
+# subclasses registered with ``fragmentDelimiter => ''`` (RESTHandler.pm map_path_to_methods joins the rest of
+# the path into one component): pve-storage Status.pm for content (volume ids carry a '/'), pve-firewall
+# IPSet.pm for the ipsets (so do CIDRs)
+_WHOLE_REST = re.compile(r"(/storage/\{storage\}/content|/firewall/ipset/\{name\})/\{[^}]+\}$")
+
+
 def _route_regex(template: str) -> re.Pattern[str]:
-    """A template's path parameters (some carry dashes: ``{pci-id-or-mapping}``) as one segment each."""
+    """A template's path parameters (some carry dashes: ``{pci-id-or-mapping}``) as one segment each, but the
+    last one behind a fragment delimiter takes the rest of the path."""
     parts = re.split(r"\{[^}]+\}", template)
-    return re.compile("^" + "([^/]+)".join(re.escape(p) for p in parts) + "$")
+    rx = "([^/]+)".join(re.escape(p) for p in parts)
+    if _WHOLE_REST.search(template):
+        rx = rx[: rx.rindex("([^/]+)")] + "(.+)"
+    return re.compile("^" + rx + "$")
 
 
 def _prop_for(props: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:

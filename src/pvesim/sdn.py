@@ -84,6 +84,13 @@ class Sdn:
     controllers: dict[str, Controller] = field(default_factory=dict)
     fabrics: dict[str, Fabric] = field(default_factory=dict)
     reload_pending: list[str] = field(default_factory=list)  # nodes not reloaded since the last apply
+    # sdn/subnets.cfg per vnet: subnet id (<zone>-<cidr with '-'>) -> its section (subnet, gateway, snat, ...)
+    subnets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # sdn/ipams.cfg (the built-in 'pve' IPAM always) and sdn/dns.cfg: id -> section (type, url, ...)
+    ipams: dict[str, dict[str, Any]] = field(default_factory=lambda: {"pve": {"type": "pve"}})
+    dns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # sdn/firewall/<vnet>.fw: the vnet's forward-chain firewall (options, rules)
+    vnet_firewall: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def zone_status(self, node: str) -> dict[str, dict[str, str]]:
         """``PVE::Network::SDN::Zones::status`` zone part for ``node``: zone -> {status, zone-type}."""
@@ -167,13 +174,32 @@ def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn |
     for zd in data.get("zones", []):
         zid = str(zd["id"])
         # PVE checks only the format of a zone's node names, not that the nodes exist
-        sdn.zones[zid] = Zone(id=zid, type=str(zd.get("type", "simple")), **_config("zone", zid, zd, "type"))
+        zone = Zone(id=zid, type=str(zd.get("type", "simple")), **_config("zone", zid, zd, "type"))
+        if "ipam" not in zd and zone.type != "simple":  # the GUI's zone editor sets the built-in IPAM
+            zone.options["ipam"] = "pve"
+        sdn.zones[zid] = zone
     for vd in data.get("vnets", []):
         vid = str(vd["id"])
         if str(vd["zone"]) not in sdn.zones:
             raise ValueError(f"sdn vnet '{vid}' is in unknown zone '{vd['zone']}'")
         cfg = _config("vnet", vid, vd, "zone", "errors")
         sdn.vnets[vid] = Vnet(id=vid, zone=str(vd["zone"]), errors=dict(vd.get("errors") or {}), **cfg)
+    for sd in data.get("subnets", []):
+        vnet = str(sd["vnet"])
+        if vnet not in sdn.vnets:
+            raise ValueError(f"sdn subnet '{sd.get('subnet')}' is in unknown vnet '{vnet}'")
+        cidr = str(sd["subnet"])
+        sid = f"{sdn.vnets[vnet].zone}-{cidr.replace('/', '-')}"
+        sdn.subnets.setdefault(vnet, {})[sid] = {
+            "type": "subnet",
+            "vnet": vnet,
+            "cidr": cidr,
+            **{k: v for k, v in sd.items() if k not in ("vnet", "subnet")},
+        }
+    for kind, store in (("ipams", sdn.ipams), ("dns", sdn.dns)):
+        for ident, spec in (data.get(kind) or {}).items():
+            store[str(ident)] = {"type": str((spec or {}).get("type", "pve")), **dict(spec or {})}
+    sdn.vnet_firewall = {str(k): dict(v or {}) for k, v in (data.get("vnet_firewall") or {}).items()}
     for cd in data.get("controllers", []):
         cid = str(cd["id"])
         sdn.controllers[cid] = Controller(

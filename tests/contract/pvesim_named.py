@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pvesim.api import clusterconf
 from pvesim.state import Cluster
 
 
@@ -16,6 +17,21 @@ def _fw_conf(c: Cluster, template: str, bound: dict[str, str]) -> Any:
     if "/qemu/" in template or "/lxc/" in template:
         return c.firewall.guest(int(bound.get("vmid", 0)))
     return c.firewall.cluster
+
+
+def volumes(c: Cluster, bound: dict[str, str], content: str | None = None) -> list[str]:
+    """Volumes on the bound storage (any storage without one) as the node sees them: backups, ISOs and other
+    volumes, then guest disks."""
+    sid, node = bound.get("storage"), bound.get("node")
+    out = [
+        v.volid
+        for v in c.volumes
+        if (sid is None or v.storage == sid) and v.node in (None, node) and content in (None, v.content)
+    ]
+    if content in (None, "images"):
+        for g in sorted(c.guests.values(), key=lambda g: g.vmid):
+            out += [volid for _key, volid, _opts in g.volumes() if sid is None or volid.startswith(f"{sid}:")]
+    return out
 
 
 def _ids(c: Cluster, template: str, bound: dict[str, str]) -> Iterator[str]:
@@ -30,11 +46,14 @@ def _ids(c: Cluster, template: str, bound: dict[str, str]) -> Iterator[str]:
         yield from (str(e["id"]) for e in (user.tfa if user else []))
     elif template.startswith("/cluster/mapping/"):
         kind = template.split("/")[3]
-        yield from sorted(getattr(c, "mappings", {}).get(kind, {}))
+        specs = c.options.get("mappings") or {}
+        yield from sorted(
+            n for n, s in specs.items() if (s.get("type", "pci") if isinstance(s, dict) else "pci") == kind
+        )
     elif template.startswith("/cluster/acme/plugins/"):
-        yield from sorted(getattr(c, "acme_plugins", {}))
+        yield from sorted(clusterconf.plugins(c))
     elif template.startswith("/cluster/jobs/realm-sync/"):
-        yield from sorted(getattr(c, "realm_sync_jobs", {}))
+        yield from sorted(str(j["id"]) for j in c.realm_sync)
     elif template.startswith("/cluster/sdn/fabrics/fabric/") and c.sdn:
         yield from sorted(c.sdn.fabrics)
 
@@ -50,11 +69,10 @@ def _names(c: Cluster, template: str, bound: dict[str, str]) -> Iterator[str]:
     elif "/firewall/ipset/" in template:
         yield from sorted(_fw_conf(c, template, bound).ipsets)
     elif template.startswith("/cluster/acme/account/"):
-        yield from sorted(getattr(c, "acme_accounts", {}))
+        yield from clusterconf.accounts(c)
     elif template.startswith("/cluster/notifications/"):
         kind = template.split("/")[-2]
-        notifications = getattr(c, "notifications", None)
-        yield from sorted(notifications.of(kind)) if notifications else ()
+        yield from sorted(clusterconf.notification_config(c)["matcher" if kind == "matchers" else kind])
 
 
 def values(c: Cluster, template: str, name: str, bound: dict[str, str]) -> Iterator[str]:
@@ -87,7 +105,7 @@ def values(c: Cluster, template: str, name: str, bound: dict[str, str]) -> Itera
         "osdid": lambda: [str(i) for i in sorted(c.ceph.osds)] if c.ceph else [],
         "pci-id-or-mapping": lambda: ["0000:00:02.0", "0000:41:00.0"],
         "cidr": lambda: [str(e["cidr"]) for e in _fw_conf(c, template, bound).ipsets.get(bound.get("name", ""), [])],
-        "volume": lambda: [],
+        "volume": lambda: volumes(c, bound),
     }
     if name == "id":
         yield from _ids(c, template, bound)

@@ -68,7 +68,9 @@ def test_every_read_endpoint_answers(demo_sim: SimServer) -> None:
     repos = pve.nodes("pve2").apt.repositories.get()
     assert {r["handle"]: r.get("status") for r in repos["standard-repos"]}["enterprise"] == 1
     assert pve.nodes("pve2").subscription.get()["status"] == "notfound"
-    assert [d["health"] for d in node.disks.list.get()] == ["PASSED", "FAILED"]
+    disks = node.disks.list.get()  # the scenario's two disks, and the NVMe drives pve3's OSDs 4 and 5 sit on
+    assert [d["health"] for d in disks if d["devpath"].startswith("/dev/sd")] == ["PASSED", "FAILED"]
+    assert {d["devpath"]: d.get("osdid") for d in disks if d["osdid"] >= 0} == {"/dev/nvme0n1": 4, "/dev/nvme1n1": 5}
     assert {p["name"]: p["health"] for p in node.disks.zfs.get()}["tank"] == "DEGRADED"
     with pytest.raises(ResourceException, match="QEMU guest agent is not running"):
         pve.nodes("pve2").qemu(110).agent.info.get()

@@ -250,10 +250,16 @@ def fsfreeze_status(call: Call) -> dict[str, Any]:
 
 @route("GET", "/nodes/{node}/qemu/{vmid}/agent/exec-status")
 def exec_status(call: Call) -> dict[str, Any]:
-    """Agent.pm qemu_exec_status: qemu-ga knows no process it did not start: its error, passed through
-    check_agent_error."""
-    _agent(call)
-    raise ApiError(500, f"Agent error: Invalid parameter 'pid' value {int(call.params['pid'])} not found")
+    """QemuServer/Agent.pm qemu_exec_status: guest-exec-status of a process the agent started (the guest's
+    ``agent_data`` ``exec``: pid -> status), its output base64-decoded and JSON booleans as 1/0; qemu-ga knows no
+    other process: its error, passed through check_agent_error."""
+    g = _agent(call)
+    pid = int(call.params["pid"])
+    runs = g.agent_data.get("exec") or {}
+    status = runs.get(pid, runs.get(str(pid)))
+    if not isinstance(status, dict):
+        raise ApiError(500, f"Agent error: Invalid parameter 'pid' value {pid} not found")
+    return {k: int(v) if isinstance(v, bool) else v for k, v in status.items()}
 
 
 # files a guest's agent reads back (Agent.pm file-read: file-open, file-read in chunks, file-close)
