@@ -38,6 +38,45 @@ KNOWN_DEVIATIONS = {
         r"^GET /cluster/mapping/usb\[\d+\]: required field '(description|error)' missing$"
     ),
     "/cluster/mapping/dir": re.compile(r"^GET /cluster/mapping/dir\[\d+\]: required field 'description' missing$"),
+    # pve-storage Diskmanage.pm get_disks: 'mounted' only when the disk is, 'osdid-list' undef without an OSD
+    "/nodes/{node}/disks/list": re.compile(
+        r"^GET /nodes/[\w-]+/disks/list\[\d+\]"
+        r"(: required field 'mounted' missing|\.osdid-list: expected array, got None)$"
+    ),
+    # pve-network API2/Network/SDN/{Zones,Vnets,Controllers}.pm: ``digest`` is the file's, which the pending and
+    # running views have none of: the key comes with a null value; PVE 8's schema calls ``pending`` a boolean,
+    # but pending_config puts the changed keys there as an object (stable-bookworm Zones.pm encodes its nodes)
+    **{
+        f"/cluster/sdn/{kind}": re.compile(
+            rf"^GET /cluster/sdn/{kind}(/[\w-]+)?(\[\d+\])?"
+            rf"(\.digest: expected string, got None|\.pending: expected boolean, got \{{.*\}})$"
+        )
+        for kind in ("zones", "vnets", "controllers")
+    },
+    **{
+        f"/cluster/sdn/{kind}/{{{key}}}": re.compile(
+            rf"^GET /cluster/sdn/{kind}/[\w-]+"
+            rf"(\.digest: expected string, got None|\.pending: expected boolean, got \{{.*\}})$"
+        )
+        for kind, key in (("zones", "zone"), ("vnets", "vnet"), ("controllers", "controller"))
+    },
+    # VZDump.pm read_vzdump_defaults parses fleecing and performance into objects and API2/VZDump.pm defaults
+    # joins exclude-path (and mailto) into one string, while json_config_properties documents the
+    # property-string types
+    "/nodes/{node}/vzdump/defaults": re.compile(
+        r"^GET /nodes/[\w-]+/vzdump/defaults\.((fleecing|performance): expected string, got \{.*\}"
+        r"|exclude-path: expected array, got '.*')$"
+    ),
+    # Ceph/Pool.pm lspools and getpool copy pg_num_min, target_size(_bytes) and target_size_ratio from what Ceph
+    # reports, which leaves them out unless set: the keys come with a null value; getpool's schema takes
+    # target_size for the size string pool creation accepts, but the value is Ceph's target_size_bytes
+    **{
+        t: re.compile(
+            r"^GET /nodes/[\w-]+/ceph/pool(\[\d+\]|/[\w.-]+/status)\.(pg_num_min|target_size|target_size_ratio): "
+            r"expected (integer|number|string), got (None|\d+)$"
+        )
+        for t in ("/nodes/{node}/ceph/pool", "/nodes/{node}/ceph/pool/{name}/status")
+    },
     # pve-container PVE/LXC.pm get_interfaces returns nothing for a stopped container: the data is null
     "/nodes/{node}/lxc/{vmid}/interfaces": re.compile(
         r"^GET /nodes/[\w-]+/lxc/\d+/interfaces: expected array, got NoneType$"
@@ -91,124 +130,33 @@ def _get_routes() -> list[str]:
 
 # GETs of PVE 8.4 or 9.1 that pvesim does not answer (it answers 501 for them, which PVE never does). The list may
 # only shrink: a GET added to PVE's schema, or a handler removed, fails test_every_get_of_the_schema_is_served.
-UNSERVED: dict[str, str] = {
-    "/cluster/acme/account": "not yet served",
-    "/cluster/acme/account/{name}": "not yet served",
-    "/cluster/acme/challenge-schema": "not yet served",
-    "/cluster/acme/directories": "not yet served",
-    "/cluster/acme/meta": "not yet served",
-    "/cluster/acme/plugins": "not yet served",
-    "/cluster/acme/plugins/{id}": "not yet served",
-    "/cluster/acme/tos": "not yet served",
-    "/cluster/jobs/realm-sync": "not yet served",
-    "/cluster/jobs/realm-sync/{id}": "not yet served",
-    "/cluster/jobs/schedule-analyze": "not yet served",
-    "/cluster/mapping/dir/{id}": "not yet served",
-    "/cluster/mapping/pci/{id}": "not yet served",
-    "/cluster/mapping/usb/{id}": "not yet served",
-    "/cluster/metrics/export": "not yet served",
-    "/cluster/notifications/endpoints/gotify": "not yet served",
-    "/cluster/notifications/endpoints/gotify/{name}": "not yet served",
-    "/cluster/notifications/endpoints/sendmail": "not yet served",
-    "/cluster/notifications/endpoints/sendmail/{name}": "not yet served",
-    "/cluster/notifications/endpoints/smtp": "not yet served",
-    "/cluster/notifications/endpoints/smtp/{name}": "not yet served",
-    "/cluster/notifications/endpoints/webhook": "not yet served",
-    "/cluster/notifications/endpoints/webhook/{name}": "not yet served",
-    "/cluster/notifications/matcher-field-values": "not yet served",
-    "/cluster/notifications/matcher-fields": "not yet served",
-    "/cluster/notifications/matchers": "not yet served",
-    "/cluster/notifications/matchers/{name}": "not yet served",
-    "/cluster/notifications/targets": "not yet served",
-    "/cluster/sdn/controllers/{controller}": "not yet served",
-    "/cluster/sdn/dns": "not yet served",
-    "/cluster/sdn/dns/{dns}": "not yet served",
-    "/cluster/sdn/dry-run": "not yet served",
-    "/cluster/sdn/fabrics/all": "not yet served",
-    "/cluster/sdn/fabrics/fabric/{id}": "not yet served",
-    "/cluster/sdn/fabrics/node": "not yet served",
-    "/cluster/sdn/fabrics/node/{fabric_id}": "not yet served",
-    "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}": "not yet served",
-    "/cluster/sdn/ipams": "not yet served",
-    "/cluster/sdn/ipams/{ipam}": "not yet served",
-    "/cluster/sdn/ipams/{ipam}/status": "not yet served",
-    "/cluster/sdn/vnets/{vnet}": "not yet served",
-    "/cluster/sdn/vnets/{vnet}/firewall": "not yet served",
-    "/cluster/sdn/vnets/{vnet}/firewall/options": "not yet served",
-    "/cluster/sdn/vnets/{vnet}/firewall/rules": "not yet served",
-    "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}": "not yet served",
-    "/cluster/sdn/vnets/{vnet}/subnets": "not yet served",
-    "/cluster/sdn/vnets/{vnet}/subnets/{subnet}": "not yet served",
-    "/cluster/sdn/zones/{zone}": "not yet served",
-    "/nodes/{node}/aplinfo": "not yet served",
-    "/nodes/{node}/apt/changelog": "not yet served",
-    "/nodes/{node}/capabilities/qemu/cpu": "not yet served",
-    "/nodes/{node}/capabilities/qemu/cpu-flags": "not yet served",
-    "/nodes/{node}/capabilities/qemu/migration": "not yet served",
-    "/nodes/{node}/ceph/cfg/db": "not yet served",
-    "/nodes/{node}/ceph/cfg/value": "not yet served",
-    "/nodes/{node}/ceph/crush": "not yet served",
-    "/nodes/{node}/ceph/fs": "not yet served",
-    "/nodes/{node}/ceph/log": "not yet served",
-    "/nodes/{node}/ceph/osd/{osdid}/lv-info": "not yet served",
-    "/nodes/{node}/ceph/osd/{osdid}/metadata": "not yet served",
-    "/nodes/{node}/ceph/pool/{name}/status": "not yet served",
-    "/nodes/{node}/ceph/rules": "not yet served",
-    "/nodes/{node}/disks/directory": "not yet served",
-    "/nodes/{node}/disks/lvm": "not yet served",
-    "/nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev": "not yet served",
-    "/nodes/{node}/hardware/usb": "not yet served",
-    "/nodes/{node}/lxc/{vmid}/feature": "not yet served",
-    "/nodes/{node}/lxc/{vmid}/mtunnelwebsocket": "not yet served",
-    "/nodes/{node}/lxc/{vmid}/rrd": "not yet served",
-    "/nodes/{node}/lxc/{vmid}/rrddata": "not yet served",
-    "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config": "not yet served",
-    "/nodes/{node}/lxc/{vmid}/vncwebsocket": "not yet served",
-    "/nodes/{node}/netstat": "not yet served",
-    "/nodes/{node}/network/{iface}": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/cloudinit": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/cloudinit/dump": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/feature": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/mtunnelwebsocket": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/rrd": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/rrddata": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config": "not yet served",
-    "/nodes/{node}/qemu/{vmid}/vncwebsocket": "not yet served",
-    "/nodes/{node}/query-oci-repo-tags": "not yet served",
-    "/nodes/{node}/query-url-metadata": "not yet served",
-    "/nodes/{node}/replication/{id}/log": "not yet served",
-    "/nodes/{node}/report": "not yet served",
-    "/nodes/{node}/rrd": "not yet served",
-    "/nodes/{node}/scan/cifs": "not yet served",
-    "/nodes/{node}/scan/glusterfs": "not yet served",
-    "/nodes/{node}/scan/iscsi": "not yet served",
-    "/nodes/{node}/scan/lvm": "not yet served",
-    "/nodes/{node}/scan/lvmthin": "not yet served",
-    "/nodes/{node}/scan/nfs": "not yet served",
-    "/nodes/{node}/scan/pbs": "not yet served",
-    "/nodes/{node}/scan/zfs": "not yet served",
-    "/nodes/{node}/sdn/fabrics/{fabric}/interfaces": "not yet served",
-    "/nodes/{node}/sdn/fabrics/{fabric}/routes": "not yet served",
-    "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf": "not yet served",
-    "/nodes/{node}/sdn/zones/{zone}/bridges": "not yet served",
-    "/nodes/{node}/sdn/zones/{zone}/ip-vrf": "not yet served",
-    "/nodes/{node}/services/{service}/state": "not yet served",
-    "/nodes/{node}/storage/{storage}/content/{volume}": "not yet served",
-    "/nodes/{node}/storage/{storage}/file-restore/download": "not yet served",
-    "/nodes/{node}/storage/{storage}/file-restore/list": "not yet served",
-    "/nodes/{node}/storage/{storage}/import-metadata": "not yet served",
-    "/nodes/{node}/storage/{storage}/prunebackups": "not yet served",
-    "/nodes/{node}/storage/{storage}/rrd": "not yet served",
-    "/nodes/{node}/storage/{storage}/rrddata": "not yet served",
-    "/nodes/{node}/vncwebsocket": "not yet served",
-    "/nodes/{node}/vzdump/extractconfig": "not yet served",
+UNSERVED: dict[str, str] = {}
+
+# served GETs no call of the contract tests gets a 200 for, and why (may only shrink): an API token never
+# passes a root@pam-only method (RPCEnvironment check_api2_permissions: no ``permissions`` means root@pam, and
+# a token's user is '<user>!<token>'), and the websockets want a ticket from a POST read-only clients do not make
+NEVER_200: dict[str, str] = {
+    **dict.fromkeys(
+        ("/cluster/acme/account/{name}", "/cluster/backup-info", "/cluster/sdn/vnets/{vnet}/firewall"),
+        "root@pam only (no permissions): every API token gets 403 'Permission check failed (user != root@pam)'",
+    ),
+    **dict.fromkeys(
+        (
+            "/nodes/{node}/vncwebsocket",
+            "/nodes/{node}/qemu/{vmid}/vncwebsocket",
+            "/nodes/{node}/lxc/{vmid}/vncwebsocket",
+            "/nodes/{node}/qemu/{vmid}/mtunnelwebsocket",
+            "/nodes/{node}/lxc/{vmid}/mtunnelwebsocket",
+        ),
+        "a websocket upgrade with the ticket of a vncproxy/termproxy/mtunnel POST: 401 without one",
+    ),
 }
 
 # the scenarios and releases every GET is sent to in process: each built-in scenario as it is, and on the
 # other major release
 SCENARIOS = [(name, version) for name in pvesim.builtin_scenarios() for version in (None, "8.4.14", "9.1.2")]
 # what the field-coverage test requires of the documented ``returns`` fields of every served GET (issue 45)
-COVERAGE_TARGET = 0.56
+COVERAGE_TARGET = 0.95
 
 
 def _schema_gets() -> set[str]:
@@ -308,7 +256,7 @@ def _send_everything() -> _Answers:
             if not sim.schema.has("GET", template):
                 continue
             returns = sim.schema.methods[("GET", template)].returns
-            out.documented.setdefault(template, pvesim_calls.documented(returns))
+            out.documented.setdefault(template, set()).update(pvesim_calls.documented(returns))
             for path, query in pvesim_calls.calls(cluster, sim.schema, template):
                 out.calls += 1
                 answer = sim.request("GET", path, query)
@@ -316,6 +264,8 @@ def _send_everything() -> _Answers:
                 if answer.status == 501:
                     out.problems.append(f"{where}: 501 {answer.reason}")
                     continue
+                if answer.status == 200 and answer.download is not None:  # a file (journal, file-restore)
+                    out.answered.add(template)
                 if answer.status != 200 or answer.body is None:
                     continue
                 out.answered.add(template)
@@ -348,11 +298,17 @@ def test_field_coverage_of_the_schemas_returns(answers: _Answers, record_propert
         for t in sorted(answers.answered)
         if answers.documented[t] - answers.present.get(t, set())
     }
-    never = sorted(set(answers.documented) - answers.answered)
     record_property("pvesim_field_coverage", f"{share:.4f}")
     print(f"\npvesim field coverage: {seen}/{total} = {share:.1%} of documented returns fields")
-    print(f"served GETs never answered 200 on any scenario: {len(never)}")
-    assert share >= COVERAGE_TARGET, (share, gaps, never)
+    assert share >= COVERAGE_TARGET, (share, gaps)
+
+
+def test_every_served_get_answers_200_somewhere(answers: _Answers) -> None:
+    """Every served GET gets a 200 on some scenario, so that its fields count, unless NEVER_200 says why no
+    read-only client ever gets one; the list may only shrink."""
+    never = set(answers.documented) - answers.answered
+    assert never - set(NEVER_200) == set(), "GETs no scenario answers with 200"
+    assert set(NEVER_200) - never == set(), "these now answer 200: remove them from NEVER_200"
 
 
 def test_task_starters_return_upids(start_sim: Any) -> None:
