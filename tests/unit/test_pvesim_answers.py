@@ -231,3 +231,19 @@ def test_errors_take_pveproxys_forms(demo: Simulator) -> None:
     )
     root_only = demo.request("GET", "/cluster/backup-info")
     assert (root_only.status, root_only.reason) == (403, "Permission check failed (user != root@pam)")
+
+
+def test_proxy_failures_have_a_reason_and_no_body() -> None:
+    """AnyEvent::HTTP's pseudo-statuses as pveproxy passes them on: 595 for a node it cannot reach (with $!),
+    596 and the others for what a fault rule plants; no body."""
+    from pvesim.faults import ErrorRule
+
+    data = pvesim.load_scenario("demo")
+    sim = Simulator(pvesim.build_cluster(data, speed=10_000.0))
+    offline = next(iter(sim.cluster.nodes.values()))
+    offline.online = False
+    down = sim.request("GET", f"/nodes/{offline.name}/status")
+    assert (down.status, down.reason, down.body) == (595, "No route to host", None)
+    sim.faults.errors.append(ErrorRule(pattern="^/version$", status=596, message="Connection reset by peer"))
+    broken = sim.request("GET", "/version")
+    assert (broken.status, broken.reason, broken.body) == (596, "Connection reset by peer", None)
