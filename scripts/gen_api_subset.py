@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generate ``src/pvesim/data/api-subset.json`` from Proxmox's published API schema.
 
-For each PVE release we simulate, keep only the methods pvesim serves (its route table), with
-descriptions stripped; everything else (types, enums, ranges, formats, permissions, returns) is
-copied unchanged. Run after adding a route:
+For each PVE release we simulate, keep every GET (pvesim answers each one as PVE does, design record
+261206-63) and the other methods pvesim serves (its route table), with descriptions stripped;
+everything else (types, enums, ranges, formats, permissions, returns) is copied unchanged. Run after
+adding a route:
 
     python scripts/gen_api_subset.py --source ../shared/pve-api
 """
@@ -55,16 +56,34 @@ def flatten(tree: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def all_paths(tree: list[dict[str, Any]]) -> set[str]:
+    """Every node's path, the pure directories without methods included."""
+    out: set[str] = set()
+
+    def walk(node: dict[str, Any]) -> None:
+        out.add(node["path"])
+        for child in node.get("children", []):
+            walk(child)
+
+    for top in tree:
+        walk(top)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--source", type=Path, default=ROOT.parent / "shared" / "pve-api")
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
     args = ap.parse_args()
     versions: dict[str, dict[str, Any]] = {}
+    paths_of: dict[str, list[str]] = {}
     for release, filename in SOURCES.items():
-        paths = flatten(json.loads((args.source / filename).read_text(encoding="utf-8")))
+        tree = json.loads((args.source / filename).read_text(encoding="utf-8"))
+        paths = flatten(tree)
+        paths_of[release] = sorted(all_paths(tree))
         subset = {}
-        for method, template in sorted(ROUTES, key=lambda k: (k[1], k[0])):
+        wanted = set(ROUTES) | {("GET", template) for template, info in paths.items() if "GET" in info}
+        for method, template in sorted(wanted, key=lambda k: (k[1], k[0])):
             info = paths.get(template, {}).get(method)
             if info is not None:
                 subset[f"{method} {template}"] = strip(info)
@@ -75,6 +94,8 @@ def main() -> int:
             for release, name in SOURCES.items()
         },
         "versions": versions,
+        # every path of the release, whatever its methods: directory indexes list the children that exist
+        "paths": paths_of,
     }
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     if args.check:

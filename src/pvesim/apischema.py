@@ -59,6 +59,12 @@ def load_subset() -> dict[str, Any]:
     return data
 
 
+@cache
+def schema_paths(version: str) -> frozenset[str]:
+    """Every path of the release's API, whatever its methods."""
+    return frozenset(load_subset().get("paths", {}).get(version, ()))
+
+
 def schema_versions() -> list[str]:
     return sorted(load_subset()["versions"])
 
@@ -76,8 +82,9 @@ class ApiSchema:
             method, path = key.split(" ", 1)
             self.methods[(method, path)] = MethodSpec(method, path, spec)
         templates = sorted({p for _, p in self.methods}, key=lambda p: (p.count("{"), -len(p)))
-        self._routes = [(t, re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", t) + "$")) for t in templates]
+        self._routes = [(t, _route_regex(t)) for t in templates]
         self._matched: dict[tuple[str, str], tuple[MethodSpec, dict[str, str]] | None] = {}
+        self.paths = schema_paths(version)  # every path, any method
 
     def match(self, method: str, path: str) -> tuple[MethodSpec, dict[str, str]] | None:
         key = (method, path)
@@ -88,7 +95,8 @@ class ApiSchema:
         for template, rx in self._routes:
             m = rx.match(path)
             if m and (method, template) in self.methods:
-                result = (self.methods[(method, template)], m.groupdict())
+                names = re.findall(r"\{([^}]+)\}", template)
+                result = (self.methods[(method, template)], dict(zip(names, m.groups(), strict=True)))
                 break
         if len(self._matched) < 100_000:
             self._matched[key] = result
@@ -96,6 +104,29 @@ class ApiSchema:
 
     def has(self, method: str, template: str) -> bool:
         return (method, template) in self.methods
+
+
+@cache
+def _perl_regex(pattern: str) -> re.Pattern[str]:
+    """A schema pattern as Perl stringified it: ``(?^:...)`` and ``(?^i:...)`` are Python's ``(?:...)`` and
+    ``(?i:...)``."""
+    return re.compile(re.sub(r"\(\?\^([a-z]*):", lambda m: f"(?{m.group(1)}:" if m.group(1) else "(?:", pattern))
+
+
+# subclasses registered with ``fragmentDelimiter => ''`` (RESTHandler.pm map_path_to_methods joins the rest of
+# the path into one component): pve-storage Status.pm for content (volume ids carry a '/'), pve-firewall
+# IPSet.pm for the ipsets (so do CIDRs)
+_WHOLE_REST = re.compile(r"(/storage/\{storage\}/content|/firewall/ipset/\{name\})/\{[^}]+\}$")
+
+
+def _route_regex(template: str) -> re.Pattern[str]:
+    """A template's path parameters (some carry dashes: ``{pci-id-or-mapping}``) as one segment each, but the
+    last one behind a fragment delimiter takes the rest of the path."""
+    parts = re.split(r"\{[^}]+\}", template)
+    rx = "([^/]+)".join(re.escape(p) for p in parts)
+    if _WHOLE_REST.search(template):
+        rx = rx[: rx.rindex("([^/]+)")] + "(.+)"
+    return re.compile("^" + rx + "$")
 
 
 def _prop_for(props: dict[str, dict[str, Any]], name: str) -> dict[str, Any] | None:
@@ -143,7 +174,7 @@ def _check_value(name: str, value: Any, prop: dict[str, Any]) -> tuple[Any, str 
             return value, f"value may only be {prop['maxLength']} characters long"
         if "minLength" in prop and len(value) < prop["minLength"]:
             return value, f"value must be at least {prop['minLength']} characters long"
-        if "pattern" in prop and not re.fullmatch(prop["pattern"], value):
+        if "pattern" in prop and not _perl_regex(prop["pattern"]).fullmatch(value):
             return value, "value does not match the regex pattern"
         fmt = prop.get("format")
         if isinstance(fmt, str):
@@ -181,43 +212,84 @@ def validate(spec: MethodSpec, params: dict[str, Any]) -> dict[str, Any]:
 
 
 class PermissionDenied(Exception):
-    """HTTP 403 'Permission check failed (<path>, <privs>)'."""
+    """HTTP 403: pve-common PVE/Exception.pm raise_perm_exc, 'Permission check failed[ (<what>)]\n'."""
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__(f"Permission check failed ({what})\n" if what else "Permission check failed\n")
 
 
-def check_permissions(expr: Any, has: Any, params: dict[str, Any]) -> None:
-    """Evaluate a schema ``permissions.check`` expression; raise PermissionDenied like PVE.
-
-    ``has(path, priv) -> bool`` answers for the calling token.
-    """
-    if not expr:
+def check_permissions(permissions: dict[str, Any] | None, token: Any, params: dict[str, Any], access: Any) -> None:
+    """pve-access-control RPCEnvironment.pm check_api2_permissions for an API token: a method without
+    permissions is root@pam's alone (a token is 'user@realm!name', never root@pam itself), ``user: all``
+    lets every authenticated caller in, else the ``check`` expression decides."""
+    if permissions is None:
+        raise PermissionDenied("user != root@pam")
+    if permissions.get("user") in ("all", "world"):
         return
-    kind = expr[0]
-    if kind == "perm":
-        path = re.sub(r"\{(\w+)\}", lambda m: str(params.get(m.group(1), "")), expr[1])
-        privs: list[str] = list(expr[2])
-        any_of = len(expr) >= 5 and expr[3] == "any" and bool(expr[4])
-        if any_of:
-            if not any(has(path, p) for p in privs):
-                raise PermissionDenied(f"Permission check failed ({path}, {'|'.join(privs)})")
-            return
-        for p in privs:
-            if not has(path, p):
-                raise PermissionDenied(f"Permission check failed ({path}, {p})")
-        return
+    if not permissions.get("check"):
+        raise PermissionDenied()
+    _exec_check(permissions["check"], token, params, access, noerr=False)
+
+
+def _exec_check(check: list[Any], token: Any, params: dict[str, Any], access: Any, noerr: bool) -> bool:
+    """RPCEnvironment.pm exec_api2_perm_check: ``and``, ``or`` (fails as a bare 'Permission check failed'),
+    ``perm`` (``any``, ``require_param``), ``userid-param`` and ``userid-group``; ``noerr`` answers False."""
+    kind = check[0]
     if kind == "and":
-        for sub in expr[1:]:
-            check_permissions(sub, has, params)
-        return
+        return all(_exec_check(sub, token, params, access, noerr) for sub in check[1:])
     if kind == "or":
-        last: PermissionDenied | None = None
-        for sub in expr[1:]:
-            try:
-                check_permissions(sub, has, params)
-                return
-            except PermissionDenied as exc:
-                last = exc
-        if last:
-            raise last
-        return
-    # userid-param / userid-group / perm-modify: not used by the routes pvesim serves
-    return
+        if any(_exec_check(sub, token, params, access, True) for sub in check[1:]):
+            return True
+        if noerr:
+            return False
+        raise PermissionDenied()
+    if kind == "perm":
+        options = dict(zip(check[3::2], check[4::2], strict=False))
+        if options.get("require_param") and params.get(options["require_param"]) is None:
+            if noerr:
+                return False
+            raise PermissionDenied()
+        path = _normalize(re.sub(r"\{(\w+)\}", lambda m: str(params.get(m.group(1), "")), check[1]))
+        privs: list[str] = list(check[2])
+        if options.get("any"):
+            if any(token.has(path, p) for p in privs):
+                return True
+            if noerr:
+                return False
+            raise PermissionDenied(f"{path}, {'|'.join(privs)}")
+        for p in privs:
+            if not token.has(path, p):
+                if noerr:
+                    return False
+                raise PermissionDenied(f"{path}, {p}")
+        return True
+    if kind == "userid-param":  # 'self': a token is never the user it belongs to
+        if noerr:
+            return False
+        raise PermissionDenied()
+    if kind == "userid-group":
+        return _userid_group(check, token, params, access, noerr)
+    return True  # perm-modify: only on writes pvesim does not serve
+
+
+def _userid_group(check: list[Any], token: Any, params: dict[str, Any], access: Any, noerr: bool) -> bool:
+    """Any of the privileges on /access/groups, or on a group the user ``userid`` belongs to."""
+    privs: list[str] = list(check[1])
+    userid = str(params.get("userid", ""))
+    user = access.users.get(userid) if access is not None else None
+    if user is None:  # check_user_exist
+        if noerr:
+            return False
+        raise PermissionDenied()
+    if any(token.has("/access/groups", p) for p in privs):
+        return True
+    if any(token.has(f"/access/groups/{g}", p) for g in user.groups for p in privs):
+        return True
+    if noerr:
+        return False
+    raise PermissionDenied()
+
+
+def _normalize(path: str) -> str:
+    """PVE::AccessControl::normalize_path: one slash between parts, none at the end."""
+    return "/" + "/".join(p for p in path.split("/") if p)

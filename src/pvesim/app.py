@@ -1,9 +1,9 @@
 """The Starlette application: PVE's request pipeline plus a control API for tests and demos.
 
-Order of checks follows pve-http-server / PVE::APIServer: authenticate the token (401), find the
-method (501), check permissions from the schema (403), proxy to the node (595 when it is
-offline), validate parameters (400), run the handler. Errors carry PVE's message both in the
-JSON body and as the HTTP reason phrase, which is where proxmoxer reads it.
+The pipeline itself (the order of PVE's checks, and its answers in pveproxy's form) is
+:mod:`pvesim.pipeline`; this module is the HTTP glue, the simulator's state and the control API.
+Errors carry PVE's message both in the JSON body and as the HTTP reason phrase, which is where
+proxmoxer reads it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from pvesim import api, tasks
+from pvesim import pipeline, tasks
 from pvesim.access import AclEntry, Token
-from pvesim.apischema import ApiSchema, ParamError, PermissionDenied, check_permissions, validate
+from pvesim.apischema import ApiSchema
 from pvesim.faults import Faults
 from pvesim.jsonbody import DataResponse
 from pvesim.state import Cluster
@@ -66,6 +66,17 @@ class Simulator:
         if token is None or not hmac.compare_digest(token.secret, secret):
             return None
         return token
+
+    def request(
+        self, method: str, path: str, params: dict[str, Any] | None = None, tokenid: str = "root@pam!pvesim"
+    ) -> pipeline.Answer:
+        """One API request in process, through the same pipeline as over HTTPS (tests, benches, coverage)."""
+        token = self.cluster.tokens[tokenid]
+        with self.lock:
+            tasks.advance(self.cluster)
+            return pipeline.run(
+                self, method, path, dict(params or {}), f"PVEAPIToken={token.full_id}={token.secret}", "json"
+            )
 
 
 def error_response(status: int, message: str, errors: dict[str, str] | None = None) -> Response:
@@ -108,6 +119,18 @@ async def _until(due: float) -> None:
         await asyncio.sleep(wait)
 
 
+def answer_response(answer: pipeline.Answer) -> Response:
+    """An answer on the wire: JSON when it has a body, the reason phrase as PVE's status line sends it (the
+    text's UTF-8 bytes, carried through Starlette's latin-1 headers unchanged)."""
+    reason = answer.reason.encode("utf-8").decode("latin-1")
+    if answer.download is not None:
+        headers = {REASON_HEADER: reason, **dict(answer.download.headers)}
+        return Response(answer.download.body, status_code=200, media_type=answer.download.content_type, headers=headers)
+    if answer.body is None:
+        return Response(b"", status_code=answer.status, headers={REASON_HEADER: reason})
+    return DataResponse(answer.body, status_code=answer.status, headers={REASON_HEADER: reason})
+
+
 def create_app(sim: Simulator) -> Starlette:
     async def api2(request: Request) -> Response:
         path = "/" + request.path_params["path"].rstrip("/")
@@ -130,50 +153,17 @@ def create_app(sim: Simulator) -> Starlette:
         return response
 
     async def serve(request: Request, path: str) -> Response:
-        method = request.method
         sim.requests += 1
         if sim.faults.drop_for(path):
             return _DropResponse()
+        fmt = request.path_params["fmt"]
+        if fmt not in ("json", "extjs"):
+            return answer_response(pipeline.unknown_format(fmt, path))
+        params = await _params(request)
         with sim.lock:
-            token = sim.authenticate(request.headers.get("authorization"))
-            if token is None:
-                return error_response(
-                    401, "authentication failure" if request.headers.get("authorization") else "No ticket"
-                )
             tasks.advance(sim.cluster)
-            match = sim.schema.match(method, path)
-            handler = api.ROUTES.get((method, match[0].path)) if match else None
-            if match is None or handler is None:
-                return error_response(501, f"Method '{method} {path}' not implemented")
-            spec, path_params = match
-        params = {**await _params(request), **path_params}
-        with sim.lock:
-            rule = sim.faults.error_for(method, path)
-            if rule is not None:
-                return error_response(rule.status, rule.message)
-            try:
-                check_permissions((spec.permissions or {}).get("check"), token.has, params)
-            except PermissionDenied as exc:
-                return error_response(403, str(exc))
-            node = path_params.get("node")
-            if spec.proxied and node is not None:
-                target = sim.cluster.nodes.get(node)
-                if target is None:
-                    return error_response(
-                        500,
-                        f"hostname lookup '{node}' failed - failed to get address info for: "
-                        f"{node}: Name or service not known",
-                    )
-                if not target.online:
-                    return error_response(595, f"No route to host ({node})")
-            try:
-                valid = validate(spec, params)
-                data = handler(api.Call(sim.cluster, token, valid, spec))
-            except ParamError as exc:
-                return error_response(400, "Parameter verification failed.", exc.errors)
-            except api.ApiError as exc:
-                return error_response(exc.status, exc.message, exc.errors)
-        return DataResponse({"data": data})
+            answer = pipeline.run(sim, request.method, path, params, request.headers.get("authorization"), fmt)
+        return answer_response(answer)
 
     def _authorized(request: Request) -> bool:
         return bool(sim.control_secret) and hmac.compare_digest(
@@ -194,7 +184,7 @@ def create_app(sim: Simulator) -> Starlette:
 
     return Starlette(
         routes=[
-            Route("/api2/json/{path:path}", api2, methods=["GET", "POST", "PUT", "DELETE"]),
+            Route("/api2/{fmt}/{path:path}", api2, methods=["GET", "POST", "PUT", "DELETE"]),
             Route("/_sim/{action:path}", control, methods=["GET", "POST", "PUT"]),
         ]
     )

@@ -68,6 +68,10 @@ class Pool:
     autoscale_mode: str = "on"
     pg_num_final: int | None = None
     quota_max_bytes: int = 0
+    pg_num_min: int | None = None  # options Ceph only reports when set
+    target_size: int | None = None
+    target_size_ratio: float | None = None
+    application: str = "rbd"  # osd pool application: rbd, cephfs, mgr, rgw
 
 
 @dataclass
@@ -107,6 +111,8 @@ class Ceph:
     # node -> the Ceph packages' version there, when not ``version`` (an upgrade half done: apt ran, no restart
     # yet, or not yet on that node); pvestatd broadcasts it (PVE/Ceph/Services.pm broadcast_ceph_versions)
     installed_versions: dict[str, str] = field(default_factory=dict)
+    inited: bool = True  # False: the packages are there, ``pveceph init`` never ran (no /etc/pve/ceph.conf)
+    configdb: list[dict[str, Any]] = field(default_factory=list)  # ``ceph config dump``'s entries
     nearfull_ratio: float = 0.85
     backfillfull_ratio: float = 0.90
     full_ratio: float = 0.95
@@ -148,6 +154,68 @@ class Ceph:
         headroom = min(o.total * self.full_ratio - o.used for o in ins) / max(o.total for o in ins)
         raw = max(0.0, headroom) * sum(o.total for o in ins)
         return int(raw / max(pool.size, 1))
+
+    def autoscale_status(self, pool: Pool) -> dict[str, Any]:
+        """One pool of ``osd pool autoscale-status -f json`` (the pg_autoscaler module, on since Octopus): its
+        target is the scenario's pg_num_final, else the current pg_num."""
+        final = pool.pg_num_final if pool.pg_num_final is not None else pool.pg_num
+        capacity = sum(o.total for o in self.osds.values() if o.in_) or 1
+        raw_used = pool.stored * pool.size
+        return {
+            "pool_id": pool.id,
+            "pool_name": pool.name,
+            "crush_root_id": -1,
+            "pg_autoscale_mode": pool.autoscale_mode,
+            "target_bytes": pool.target_size or 0,
+            "target_ratio": pool.target_size_ratio or 0.0,
+            "effective_target_ratio": pool.target_size_ratio or 0.0,
+            "logical_used": pool.stored,
+            "raw_used_rate": float(pool.size),
+            "raw_used": raw_used,
+            "actual_raw_used": float(raw_used),
+            "subtree_capacity": capacity,
+            "capacity_ratio": round(raw_used / capacity, 6),
+            "bias": 4.0 if pool.name.endswith("metadata") else 1.0,
+            "pg_num_target": pool.pg_num,
+            "pg_num_ideal": final,
+            "pg_num_final": final,
+            "would_adjust": final != pool.pg_num,
+            "bulk": False,
+        }
+
+    def pool_stats(self, pool: Pool) -> dict[str, Any]:
+        """One pool's ``stats`` of ``ceph df -f json``."""
+        objects = pool.stored // (4 * 1024**2)
+        return {
+            "stored": pool.stored,
+            "stored_data": pool.stored,
+            "stored_omap": 0,
+            "objects": objects,
+            "kb_used": pool.stored * pool.size // 1024,
+            "bytes_used": pool.stored * pool.size,
+            "data_bytes_used": pool.stored * pool.size,
+            "omap_bytes_used": 0,
+            "percent_used": self.pool_percent(pool),
+            "max_avail": self.max_avail(pool),
+            "quota_objects": 0,
+            "quota_bytes": pool.quota_max_bytes,
+            "dirty": 0,
+            "rd": objects * 3,
+            "rd_bytes": pool.stored * 2,
+            "wr": objects * 5,
+            "wr_bytes": pool.stored * 3,
+            "compress_bytes_used": 0,
+            "compress_under_bytes": 0,
+            "stored_raw": pool.stored * pool.size,
+            "avail_raw": self.max_avail(pool) * pool.size,
+        }
+
+    def application_metadata(self, pool: Pool) -> dict[str, dict[str, str]]:
+        """``osd pool application get``: the pool's application and its metadata (CephFS: data or metadata)."""
+        if pool.application == "cephfs":
+            meta = pool.name.endswith("metadata")
+            return {"cephfs": {"metadata" if meta else "data": pool.name.rsplit("_", 1)[0]}}
+        return {pool.application: {}}
 
     def pool_percent(self, pool: Pool) -> float:
         avail = self.max_avail(pool)
@@ -310,6 +378,13 @@ class Ceph:
 # ------------------------------------------------------------------------------------------------- scenario
 
 
+def _application(name: str) -> str:
+    """The application a pool of this name has: '.mgr' the manager's, cephfs_* CephFS's, else RBD."""
+    if name in (".mgr", "device_health_metrics"):
+        return "mgr"
+    return "cephfs" if "cephfs" in name else "rbd"
+
+
 def _size(value: Any) -> int:
     return int(value) if isinstance(value, int | float) else pveconfig.parse_size(str(value))
 
@@ -350,6 +425,10 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
             autoscale_mode=str(pd.get("autoscale", "on")),
             pg_num_final=None if final is None else int(final),
             quota_max_bytes=_size(pd.get("quota", 0)),
+            pg_num_min=None if pd.get("pg_num_min") is None else int(pd["pg_num_min"]),
+            target_size=None if pd.get("target_size") is None else _size(pd["target_size"]),
+            target_size_ratio=None if pd.get("target_size_ratio") is None else float(pd["target_size_ratio"]),
+            application=str(pd.get("application") or _application(str(pd["name"]))),
         )
     for md in data.get("mons", [{"node": n} for n in nodes[:3]]):
         mon = Mon(
@@ -383,6 +462,12 @@ def ceph_from(data: dict[str, Any] | None, nodes: list[str]) -> Ceph | None:
         raise ValueError(f"unknown ceph flag(s) {sorted(unknown)} (known: {', '.join(FLAGS)})")
     ceph.flags = set(data.get("flags", []))
     ceph.config = {str(k): dict(v or {}) for k, v in (data.get("config") or {}).items()}
+    ceph.inited = bool(data.get("initialized", True))
+    ceph.configdb = [
+        {"section": str(e.get("section", "global")), "name": str(e["name"]), "value": str(e["value"])}
+        for e in data.get("configdb")
+        or [{"section": "mon", "name": "auth_allow_insecure_global_id_reclaim", "value": "false"}]
+    ]
     for name, cd in (data.get("health_checks") or {}).items():
         ceph.extra_checks[str(name)] = {
             "severity": str(cd.get("severity", "HEALTH_WARN")),

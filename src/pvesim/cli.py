@@ -110,6 +110,22 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docs(args: argparse.Namespace) -> int:
+    """Write the scenario format's reference page (or, with --check, fail when it is stale)."""
+    from pvesim.scenariodoc import render
+
+    text = render()
+    path = Path(args.output)
+    if args.check:
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            print(f"pvesim: {path} is out of date; run `pvesim docs`", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
 def _version() -> str:
     """The version of the distribution that ships pvesim (pvesim has no release of its own)."""
     try:
@@ -140,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--node-memory", default="768G")
     gen.add_argument("-o", "--output", default=None)
     gen.set_defaults(func=_generate)
+    docs = sub.add_parser("docs", help="write the scenario format's reference page (docs/scenarios.md)")
+    docs.add_argument("-o", "--output", default="docs/scenarios.md")
+    docs.add_argument("--check", action="store_true", help="exit 1 when the page is out of date")
+    docs.set_defaults(func=_docs)
     lst = sub.add_parser("scenarios", help="list built-in scenarios")
     lst.set_defaults(func=lambda a: print("\n".join(builtin_scenarios())) or 0)
     args = ap.parse_args(argv)

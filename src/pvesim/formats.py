@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 
 _NODE = re.compile(r"^(?=.{1,63}$)[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$")
-_CONFIGID = re.compile(r"^[a-z][a-z0-9_]{1,40}$", re.IGNORECASE)
+_CONFIGID = re.compile(r"^[a-z][a-z0-9_-]+$", re.IGNORECASE)  # JSONSchema.pm $CONFIGID_RE
 _STORAGE_ID = re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.IGNORECASE)
 _VMID_LIST = re.compile(r"^\d+(,\d+)*$")
 _LABEL = r"[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?"
@@ -32,7 +32,7 @@ def _vmid(v: str) -> str | None:
 
 
 def _configid(v: str) -> str | None:
-    return None if _CONFIGID.match(v) else "invalid configuration ID"
+    return None if _CONFIGID.match(v) else f"invalid configuration ID '{v}'"
 
 
 def _storage_id(v: str) -> str | None:
@@ -74,9 +74,10 @@ FORMATS: dict[str, Callable[[str], str | None]] = {
 
 
 def check_format(fmt: str, value: str) -> str | None:
-    """Return PVE's message for a value that does not match ``fmt``; None when it matches or is unknown."""
+    """Return PVE's message for a value that does not match ``fmt``; None when it matches or is unknown.
+    JSONSchema.pm check_type adds "invalid format - " to the verifier's ``die``, newline and all."""
     checker = FORMATS.get(fmt)
     if checker is None:
         return None
     msg = checker(value)
-    return f"invalid format - {msg}" if msg else None
+    return f"invalid format - {msg}\n" if msg else None

@@ -85,6 +85,8 @@ class NodeHealth:
     smart: dict[str, dict[int, int]] = field(default_factory=dict)  # devpath -> ATA attribute id -> raw value
     zfs_errors: dict[str, str] = field(default_factory=dict)  # pool -> the errors line of zpool status
     rrd: dict[str, float] = field(default_factory=dict)  # day averages, fractions
+    mdev: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # PCI id -> mediated device types
+    network_changes: str | None = None  # the diff of a pending /etc/network/interfaces.new (not applied yet)
 
 
 def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
@@ -108,6 +110,8 @@ def health_from(spec: dict[str, Any] | None, ip: str) -> NodeHealth:
         h.network.setdefault(iface, {"iface": iface, "type": "eth", "active": 1, "exists": 1, "families": ["inet"]})
         h.network[iface].update(row)
     h.lvmthin = [_thinpool(p) for p in spec.get("lvmthin", [{"vg": "pve", "lv": "data"}])]
+    h.network_changes = spec.get("network_changes")
+    h.mdev = {str(k): [dict(t) for t in v] for k, v in (spec.get("mdev") or {}).items()}
     h.rrd = {"cpu": 0.12, "iowait": 0.004, **{k: float(v) for k, v in (spec.get("rrd") or {}).items()}}
     return h
 
@@ -122,11 +126,35 @@ def etc_hosts(h: NodeHealth, name: str, ip: str) -> str:
 
 
 def default_network(ip: str) -> dict[str, dict[str, Any]]:
-    """Two NICs in an active-backup bond under a VLAN-aware bridge, as many PVE installs have."""
-    base = {"active": 1, "exists": 1, "autostart": 1, "families": ["inet"], "method": "manual", "priority": 3}
+    """Two NICs in an active-backup bond under a VLAN-aware bridge, as many PVE installs have, and a third NIC
+    with its own address on the storage network. As pve-common's interfaces parser reads them
+    (INotify.pm __read_etc_network_interfaces): method and method6 'manual' unless set, a bridge's stp 'off' and
+    forward delay 0 (as the installer writes them), the VLAN-aware bridge's ``bridge-vids``, the comments."""
+    base = {
+        "active": 1,
+        "exists": 1,
+        "autostart": 1,
+        "families": ["inet"],
+        "method": "manual",
+        "method6": "manual",
+        "priority": 3,
+    }
+    last = ip.rsplit(".", 1)[-1]
     return {
         "eno1": {**base, "iface": "eno1", "type": "eth", "mtu": 1500},
         "eno2": {**base, "iface": "eno2", "type": "eth", "mtu": 1500},
+        "eno3": {
+            **base,
+            "iface": "eno3",
+            "type": "eth",
+            "mtu": 1500,
+            "priority": 5,
+            "method": "static",
+            "address": f"10.10.0.{last}",
+            "netmask": "24",
+            "cidr": f"10.10.0.{last}/24",
+            "comments": "storage network\n",
+        },
         "bond0": {
             **base,
             "iface": "bond0",
@@ -141,7 +169,10 @@ def default_network(ip: str) -> dict[str, dict[str, Any]]:
             "type": "bridge",
             "method": "static",
             "bridge_ports": "bond0",
+            "bridge_stp": "off",
+            "bridge_fd": 0,
             "bridge_vlan_aware": 1,
+            "bridge_vids": "2-4094",
             "address": ip,
             "netmask": "24",
             "cidr": f"{ip}/24",

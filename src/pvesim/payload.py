@@ -20,7 +20,9 @@ def _call(cluster: Cluster, schema: ApiSchema, path: str, **params: Any) -> Any:
     assert match is not None, path
     spec, path_params = match
     token = cluster.tokens["root@pam!pvesim"]
-    return sim_api.ROUTES[("GET", spec.path)](sim_api.Call(cluster, token, {**params, **path_params}, spec))
+    return sim_api.unwrap(
+        sim_api.ROUTES[("GET", spec.path)](sim_api.Call(cluster, token, {**params, **path_params}, spec))
+    )
 
 
 def cluster_payload(

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from pvesim import pveconfig
+from pvesim import pveconfig, scenarioschema
 from pvesim.access import PVE8_ONLY, PVE9_ONLY, ROLES, AclEntry, Principal, Token, access_from
 from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
@@ -46,7 +46,8 @@ from pvesim.state import (
 )
 from pvesim.tasks import make_upid
 
-_AGE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([smhdw]?)$")
+_AGE = re.compile(r"^(-?)((?:\d+(?:\.\d+)?\s*[smhdw]\s*)+|\d+(?:\.\d+)?)$")
+_AGE_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 DEFAULT_TOKENS: list[dict[str, Any]] = [
@@ -119,13 +120,19 @@ SCOPED_TOKENS: list[dict[str, Any]] = [
 
 
 def parse_age(value: Any) -> float:
-    """'26h' -> seconds; plain numbers are seconds."""
+    """'26h' -> seconds, units combined as PVE's own durations are ('6d59m', '1h30m', '2w3d'); a plain number
+    is seconds; a leading '-' is the future."""
     if isinstance(value, int | float):
         return float(value)
-    m = _AGE.match(str(value).strip())
+    text = str(value).strip()
+    m = _AGE.match(text)
     if not m:
-        raise ValueError(f"invalid age '{value}' (use e.g. 90s, 45m, 26h, 3d, 2w)")
-    return float(m.group(1)) * _AGE_UNITS[m.group(2)]
+        raise ValueError(f"invalid age '{value}' (use e.g. 90s, 45m, 26h, 3d, 2w, or combined: 6d59m, 1h30m)")
+    units = [unit for _n, unit in _AGE_PART.findall(m.group(2))]
+    if len(units) != len(set(units)):
+        raise ValueError(f"invalid age '{value}': a unit given twice")
+    seconds = sum(float(n) * _AGE_UNITS[unit] for n, unit in _AGE_PART.findall(m.group(2)))
+    return -seconds if m.group(1) else seconds
 
 
 def size(value: Any) -> int:
@@ -163,7 +170,9 @@ def _schema_for(version: str) -> str:
 
 
 def build_cluster(data: dict[str, Any], version: str | None = None, speed: float | None = None) -> Cluster:
-    """Turn scenario data into a live cluster (``version``/``speed`` override the scenario's)."""
+    """Turn scenario data into a live cluster (``version``/``speed`` override the scenario's); a key the
+    documented format (pvesim/scenarioschema.py) does not have is refused."""
+    scenarioschema.check(data)
     clock = Clock()
     now = clock.now()
     pve_version = str(version or data.get("version", "9.1.2"))
@@ -235,13 +244,16 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
             _migrate_groups_to_rules(c)
     else:
         _rules_to_groups(c)
-    c.backup_jobs = [dict(j) for j in data.get("backup_jobs", [])]
+    c.backup_jobs = [_backup_job(j, major(pve_version)) for j in data.get("backup_jobs", [])]
     for rd in data.get("replication", []):
         c.replication[rd["id"]] = _replication(rd, now)
     for td in data.get("tasks", []):
         c.tasks.append(_task(td, now))
     c.roles = dict(roles)
     c.corosync = dict(data.get("corosync") or {})
+    c.acme = dict(data.get("acme") or {})
+    c.notifications = dict(data.get("notifications") or {})
+    c.realm_sync = [dict(j) for j in data.get("realm_sync") or []]
     declared = [*(data.get("tokens") or DEFAULT_TOKENS), *(SCOPED_TOKENS if data.get("scoped_tokens") else [])]
     for td in declared:
         token = _token(td, roles)
@@ -309,6 +321,22 @@ def _rules_to_groups(c: Cluster) -> None:
     c.ha_rules.clear()
 
 
+_NOTIFY_KEYS = ("mailnotification", "notification-mode", "notification-policy", "notification-target", "mailto")
+
+
+def _backup_job(job: dict[str, Any], pve_major: int) -> dict[str, Any]:
+    """A jobs.cfg vzdump job as the release's GUI writes a new one: with PVE 8's mail setting
+    (``mailnotification always``, the default its editor sent) or PVE 9's ``notification-mode auto``, unless the
+    scenario sets how the job notifies."""
+    out = dict(job)
+    if not any(k in out for k in _NOTIFY_KEYS):
+        if pve_major >= 9:
+            out["notification-mode"] = "auto"
+        else:
+            out["mailnotification"] = "always"
+    return out
+
+
 def faults_from(data: dict[str, Any]) -> Faults:
     return Faults.model_validate(data.get("faults") or {})
 
@@ -364,11 +392,13 @@ def _node(nd: dict[str, Any], nodeid: int, now: float) -> Node:
     n.services = {str(k): str(v) for k, v in (nd.get("services") or {}).items()}
     n.description = nd.get("description")
     n.acme = nd.get("acme")
+    n.node_config = dict(nd.get("node_config") or {})
     if "description_bytes" in nd:  # a knob for pve8to9's 64 KiB limit: notes of this many bytes
         n.description = "#" * size(nd["description_bytes"])
     n.network = [dict(i) for i in nd.get("network") or []]
     n.cgroup_mode = int(nd.get("cgroup_mode", 2))
     n.health = health_from(nd.get("health"), n.ip)
+    n.journal = [dict(e) for e in nd.get("journal") or []]
     return n
 
 
@@ -434,7 +464,8 @@ def _repositories(spec: dict[str, Any]) -> dict[str, Any]:
                 "digest": [1] * 32,
             }
         )
-    return {"standard-repos": standard, "errors": [], "infos": [], "files": files}
+    errors = [{"path": str(e["path"]), "error": str(e["error"])} for e in spec.get("errors") or []]
+    return {"standard-repos": standard, "errors": errors, "infos": [], "files": files}
 
 
 def _source(src: dict[str, Any]) -> dict[str, Any]:
@@ -457,7 +488,7 @@ def _disk(d: dict[str, Any]) -> dict[str, Any]:
         "type": d.get("type", "ssd"),
         "size": size(d.get("size", "960G")),
         "model": d.get("model", "SAMSUNG MZQL2960HCJR-00A07"),
-        "serial": d.get("serial", "S64FNE0R" + d["devpath"][-4:].upper()),
+        "serial": d.get("serial", "S64FNE0R" + d["devpath"].rsplit("/", 1)[-1][-4:].upper()),
         "health": d.get("health", "PASSED"),
         "wearout": d.get("wearout", 97),
         "vendor": d.get("vendor", "Samsung"),
@@ -468,6 +499,9 @@ def _disk(d: dict[str, Any]) -> dict[str, Any]:
         row["wearout"] = "N/A"
     if d.get("transport"):  # how smartctl talks to it (sas: the SCSI report); not a field of the disk list
         row["transport"] = d["transport"]
+    for key in ("use", "pool", "osd", "vg", "name"):  # what it holds (pvesim/disks.py)
+        if d.get(key) is not None:
+            row[key] = d[key]
     return row
 
 
@@ -523,6 +557,9 @@ def _guest(gd: dict[str, Any], now: float) -> Guest:
         mem_fraction=float(gd.get("mem", 0.6)),
         agent_responding=bool(gd.get("agent_responding", True)),
         agent_data=dict(gd.get("agent_data") or {}),
+        running_qemu=gd.get("running_qemu"),
+        running_machine=gd.get("running_machine"),
+        cloudinit={str(k): _config_value(v) for k, v in (gd.get("cloudinit") or {}).items()},
         pool=gd.get("pool"),
         pending={str(k): _config_value(v) for k, v in (gd.get("pending") or {}).items()},
         pending_delete={str(k).lstrip("!"): str(k).startswith("!") for k in gd.get("pending_delete") or []},
@@ -588,7 +625,16 @@ def _backup(c: Cluster, bd: dict[str, Any], now: float) -> Volume:
         bool(bd.get("protected", False)),
         verification,
         gtype,
+        _encrypted(bd.get("encrypted")),
     )
+
+
+def _encrypted(value: Any) -> str | None:
+    """A backup's ``encrypted``: true for '1' (PBSPlugin.pm: encrypted files, no fingerprint), a fingerprint as
+    is."""
+    if value is None or value is False:
+        return None
+    return "1" if value is True else str(value)
 
 
 def _replication(rd: dict[str, Any], now: float) -> ReplicationJob:
@@ -603,6 +649,7 @@ def _replication(rd: dict[str, Any], now: float) -> ReplicationJob:
         comment=rd.get("comment"),
         fail_count=int(rd.get("fail_count", 0)),
         error=rd.get("error"),
+        running=bool(rd.get("running", False)),
     )
     synced = rd.get("last_sync_age", "5m")
     tried = rd.get("last_try_age", synced)

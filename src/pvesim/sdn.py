@@ -96,6 +96,11 @@ class Sdn:
     fabrics: dict[str, Fabric] = field(default_factory=dict)
     subnets: dict[str, Subnet] = field(default_factory=dict)
     reload_pending: list[str] = field(default_factory=list)  # nodes not reloaded since the last apply
+    # sdn/ipams.cfg (the built-in 'pve' IPAM always) and sdn/dns.cfg: id -> section (type, url, ...)
+    ipams: dict[str, dict[str, Any]] = field(default_factory=lambda: {"pve": {"type": "pve"}})
+    dns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # sdn/firewall/<vnet>.fw: the vnet's forward-chain firewall (options, rules)
+    vnet_firewall: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def zone_status(self, node: str) -> dict[str, dict[str, str]]:
         """``PVE::Network::SDN::Zones::status`` zone part for ``node``: zone -> {status, zone-type}."""
@@ -180,7 +185,10 @@ def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn |
     for zd in data.get("zones", []):
         zid = str(zd["id"])
         # PVE checks only the format of a zone's node names, not that the nodes exist
-        sdn.zones[zid] = Zone(id=zid, type=str(zd.get("type", "simple")), **_config("zone", zid, zd, "type"))
+        zone = Zone(id=zid, type=str(zd.get("type", "simple")), **_config("zone", zid, zd, "type"))
+        if "ipam" not in zd and zone.type != "simple":  # the GUI's zone editor sets the built-in IPAM
+            zone.options["ipam"] = "pve"
+        sdn.zones[zid] = zone
     for vd in data.get("vnets", []):
         vid = str(vd["id"])
         if str(vd["zone"]) not in sdn.zones:
@@ -191,6 +199,17 @@ def sdn_from(data: dict[str, Any] | None, nodes: list[str], major: int) -> Sdn |
             network, _, mask = str(sd["cidr"]).partition("/")
             sid = f"{vd['zone']}-{network}-{mask}"
             sdn.subnets[sid] = Subnet(id=sid, vnet=vid, **_config("subnet", sid, sd, "cidr"))
+    for sd in data.get("subnets", []):  # sdn/subnets.cfg as a list: vnet, subnet (the cidr), gateway, snat, ...
+        vnet = str(sd["vnet"])
+        if vnet not in sdn.vnets:
+            raise ValueError(f"sdn subnet '{sd.get('subnet')}' is in unknown vnet '{vnet}'")
+        network, _, mask = str(sd["subnet"]).partition("/")
+        sid = f"{sdn.vnets[vnet].zone}-{network}-{mask}"
+        sdn.subnets[sid] = Subnet(id=sid, vnet=vnet, **_config("subnet", sid, sd, "vnet", "subnet"))
+    for kind, store in (("ipams", sdn.ipams), ("dns", sdn.dns)):
+        for ident, spec in (data.get(kind) or {}).items():
+            store[str(ident)] = {"type": str((spec or {}).get("type", "pve")), **dict(spec or {})}
+    sdn.vnet_firewall = {str(k): dict(v or {}) for k, v in (data.get("vnet_firewall") or {}).items()}
     for cd in data.get("controllers", []):
         cid = str(cd["id"])
         sdn.controllers[cid] = Controller(

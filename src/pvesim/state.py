@@ -76,9 +76,11 @@ class Node:
     services: dict[str, str] = field(default_factory=dict)
     description: str | None = None
     acme: str | None = None  # the node config's ACME domains (pveupdate renews its certificate)
+    node_config: dict[str, Any] = field(default_factory=dict)  # the node config's other keys
     network: list[dict[str, Any]] = field(default_factory=list)
     cgroup_mode: int = 2
     health: NodeHealth = field(default_factory=NodeHealth)  # services, clock, network, ... (nodehealth.py)
+    journal: list[dict[str, Any]] = field(default_factory=list)  # the scenario's own journal lines (logs.py)
 
 
 # pve-storage src/PVE/Storage/Plugin.pm @SHARED_STORAGE (stable-8; master drops glusterfs with its plugin):
@@ -133,6 +135,7 @@ class Volume:
     protected: bool = False
     verification: dict[str, Any] | None = None
     subtype: str | None = None
+    encrypted: str | None = None  # a PBS backup's key fingerprint ('1' when encrypted without one known)
 
 
 @dataclass
@@ -166,7 +169,12 @@ class Parsed:
             if vol is not None:
                 volumes.append((key, vol[0], vol[1]))
         sizes = (opts["size"] for key, _volid, opts in volumes if key in _MAXDISK_KEYS and "size" in opts)
-        return cls(items, tuple(volumes), next(sizes, None))
+        root = next(sizes, None)
+        boot = dict(items).get("boot", "")
+        if boot.startswith("order="):  # qemu-server Drive.pm bootdisk_size: the first disk of the boot order
+            sized = {k: opts["size"] for k, _volid, opts in volumes if "size" in opts and opts.get("media") != "cdrom"}
+            root = next((sized[d] for d in boot[6:].split(",")[0].split(";") if d in sized), root)
+        return cls(items, tuple(volumes), root)
 
 
 @dataclass
@@ -182,6 +190,9 @@ class Guest:
     mem_fraction: float = 0.6
     agent_responding: bool = True
     agent_data: dict[str, Any] = field(default_factory=dict)  # what the guest agent answers: interfaces, osinfo, fsinfo
+    running_qemu: str | None = None  # the QEMU the VM was started with (None: the release's current one)
+    running_machine: str | None = None  # the machine QEMU reports (None: derived from config and running_qemu)
+    cloudinit: dict[str, str] = field(default_factory=dict)  # [special:cloudinit]: old values of changed options
     pool: str | None = None  # resource pool membership (user.cfg)
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     # the config's [PENDING] section: values waiting for a restart, and keys to delete (True: force)
@@ -301,6 +312,7 @@ class ReplicationJob:
     duration: float | None = 4.2  # of the last run (shown once a run ended: last_try set)
     # replication.cfg's stored source; None: the guest's node (job_status writes it there on its next run)
     source: str | None = None
+    running: bool = False  # a run in progress: the state file has its pid and ptime (record_job_start)
 
     @property
     def jobnum(self) -> int:
@@ -362,6 +374,9 @@ class Cluster:
     next_pid: int = 20_000
     roles: dict[str, frozenset[str]] = field(default_factory=dict)  # built-in (as the release has them) + custom
     corosync: dict[str, Any] = field(default_factory=dict)  # knobs: nodes (per-node overrides), totem, qdevice
+    acme: dict[str, Any] = field(default_factory=dict)  # accounts (names) and plugins (acme/plugins.cfg)
+    notifications: dict[str, Any] = field(default_factory=dict)  # notifications.cfg: endpoints per type, matchers
+    realm_sync: list[dict[str, Any]] = field(default_factory=list)  # jobs.cfg's realm-sync jobs
 
     @property
     def release(self) -> str:

@@ -254,8 +254,9 @@ def calls(upid: str, running_upid: str) -> dict[str, list[dict[str, Any]]]:
         "node_repositories": [{"node": "pve2"}],
         "node_updates": [{"node": "pve2"}],
         # guests
-        "list_guests": [{}, {"tag": "zqm-tag"}],
+        "list_guests": [{}, {"tag": "zqm-tag"}, {"fields": ["description", "tags", "net0"]}],
         "get_guest": [{"vmid": RUNNING, "include_config": True}, {"vmid": STOPPED, "include_config": True}],
+        "get_guests": [{"vmids": [RUNNING, STOPPED], "include_config": True}],
         "list_snapshots": [{"vmid": RUNNING}],
         "guest_agent_info": [{"vmid": AGENT}],
         # storage, backups, replication

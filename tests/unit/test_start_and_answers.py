@@ -92,7 +92,7 @@ async def test_text_is_compact_json_of_the_structured_content(tmp_path: Path, gr
     text = block.text  # type: ignore[union-attr]
     assert untabulate(json.loads(text)) == answer.structured_content  # lossless
     assert text == render(answer.structured_content) and " " not in text.replace("running", "")
-    assert '"columns":["vmid",' in text and '"untrusted_columns":["name","node","tags"]' in text
+    assert '"columns":["vmid",' in text and '"untrusted_columns":["name","node","tags","config"]' in text
 
 
 def test_tables_keep_nulls_nesting_and_unlike_lists() -> None:

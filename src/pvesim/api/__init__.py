@@ -2,19 +2,32 @@
 
 from pvesim.api import (  # noqa: F401
     access,
+    accessitems,
     agent,
     ceph,
+    cephextra,
     cluster,
+    clusterconf,
+    clusterinfo,
+    clusteritems,
+    disks,
     firewall,
+    guestextra,
     guests,
     ha,
+    indexes,
+    logs,
     monitoring,
+    nodeextra,
     nodehealth,
     nodes,
+    rrd,
     sdn,
+    sdnextra,
     storage,
+    storageextra,
     system,
 )
-from pvesim.api.registry import ROUTES, ApiError, Call
+from pvesim.api.registry import ROUTES, ApiError, Call, Download, Result, unwrap
 
-__all__ = ["ROUTES", "ApiError", "Call"]
+__all__ = ["ROUTES", "ApiError", "Call", "Download", "Result", "unwrap"]

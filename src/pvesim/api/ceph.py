@@ -16,7 +16,22 @@ def _ceph(call: Call) -> Ceph:
     where = call.params.get("node") or (ceph.api_node if ceph else "")
     if ceph is None or where not in ceph.installed:
         raise ApiError(500, "binary not installed: /usr/bin/ceph-mon")
+    if not ceph.inited:
+        raise ApiError(
+            500, "pveceph configuration not initialized - missing '/etc/pve/ceph.conf', missing '/etc/pve/ceph'"
+        )
     return ceph
+
+
+def daemon_addr(call: Call, host: str, port: int, nonce: int) -> str:
+    """A daemon's address as Ceph prints it: its node's address, the daemon's port, its nonce (the monitors'
+    nonce is 0); each daemon its own, as on a real cluster."""
+    node = call.cluster.nodes.get(host)
+    return f"{node.ip if node else host}:{port}/{nonce}"
+
+
+def _nonce(name: str) -> int:
+    return 1000 + sum(ord(ch) for ch in name) * 7
 
 
 def _version_string(version: str) -> str:
@@ -26,16 +41,16 @@ def _version_string(version: str) -> str:
 @route("GET", "/nodes/{node}/ceph/status")
 def node_status(call: Call) -> dict[str, Any]:
     """PVE/API2/Ceph.pm status (proxyto node): the same ceph_cluster_status, asked on that node."""
-    return _cluster_status(_ceph(call))
+    return _cluster_status(call, _ceph(call))
 
 
 @route("GET", "/cluster/ceph/status")
 def status(call: Call) -> dict[str, Any]:
     """PVE/API2/Cluster/Ceph.pm status (no proxyto): ceph_cluster_status on the node answering the API."""
-    return _cluster_status(_ceph(call))
+    return _cluster_status(call, _ceph(call))
 
 
-def _cluster_status(ceph: Ceph) -> dict[str, Any]:
+def _cluster_status(call: Call, ceph: Ceph) -> dict[str, Any]:
     """PVE::Ceph::Tools::ceph_cluster_status: ``ceph status`` as JSON."""
     quorum = ceph.quorum()
     if not quorum:
@@ -55,8 +70,11 @@ def _cluster_status(ceph: Ceph) -> dict[str, Any]:
         "quorum": [ceph.rank(m.name) for m in quorum],
         "quorum_names": [m.name for m in quorum],
         "quorum_age": 86400,
-        "monmap": _mon_dump(ceph),  # Tools.pm ceph_cluster_status: octopus+ status lacks monmap.mons, PVE re-adds
-        "mgrmap": _mgr_dump(ceph),  # ... `mon dump` and `mgr dump`
+        "monmap": _mon_dump(call, ceph),  # Tools.pm ceph_cluster_status: octopus+ status lacks monmap.mons, PVE
+        "mgrmap": _mgr_dump(call, ceph),  # re-adds `mon dump` and `mgr dump`
+        "fsmap": _fsmap(ceph),
+        "servicemap": _servicemap(call, ceph),
+        "progress_events": {},
         "osdmap": {
             "epoch": 512,
             "num_osds": len(osds),
@@ -76,14 +94,14 @@ def _cluster_status(ceph: Ceph) -> dict[str, Any]:
     }
 
 
-def _mon_dump(ceph: Ceph) -> dict[str, Any]:
+def _mon_dump(call: Call, ceph: Ceph) -> dict[str, Any]:
     """``ceph mon dump``: the monmap's members with their rank, and the quorum's ranks."""
     mons = [
         {
             "rank": ceph.rank(m.name),
             "name": m.name,
-            "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
-            "public_addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "addr": daemon_addr(call, m.host, 6789, 0),
+            "public_addr": daemon_addr(call, m.host, 6789, 0),
             "priority": 0,
             "weight": 0,
         }
@@ -98,18 +116,38 @@ def _mon_dump(ceph: Ceph) -> dict[str, Any]:
     }
 
 
-def _mgr_dump(ceph: Ceph) -> dict[str, Any]:
+def _mgr_dump(call: Call, ceph: Ceph) -> dict[str, Any]:
     """``ceph mgr dump``: the active manager's name and the standbys (www/manager6/ceph/Services.js reads them)."""
     active = ceph.active_mgr()
     return {
         "epoch": 20,
         "active_gid": 4100 if active else 0,
         "active_name": active.name if active else "",
-        "active_addr": "10.0.0.1:6801/1000" if active else "-",
+        "active_addr": daemon_addr(call, active.host, 6801, _nonce(active.name)) if active else "-",
         "available": active is not None,
         "standbys": [{"gid": 4200 + i, "name": m.name} for i, m in enumerate(ceph.standby_mgrs())],
         "modules": ["iostat", "nfs", "restful"],
     }
+
+
+def _fsmap(ceph: Ceph) -> dict[str, Any]:
+    """``ceph status``'s fsmap: the file system's ranks (the active MDS) and the standbys' count."""
+    active = [d for d in ceph.mds if d.state == "active"]
+    by_rank = [
+        {"filesystem_id": 1, "rank": 0, "name": d.name, "status": "up:active", "gid": 5000 + i}
+        for i, d in enumerate(active)
+    ]
+    out: dict[str, Any] = {"epoch": 12 if ceph.mds else 1, "btime": "2026-10-01T12:00:00:000000+0000"}
+    if ceph.mds:
+        out.update(id=1, up=len(active), **{"in": len(active)}, max=1)
+    out.update(by_rank=by_rank, **{"up:standby": sum(d.state == "standby" for d in ceph.mds)})
+    return out
+
+
+def _servicemap(call: Call, ceph: Ceph) -> dict[str, Any]:
+    """``ceph status``'s servicemap: the services registered besides the core daemons (none on a PVE cluster
+    without RGW), and the map's epoch."""
+    return {"epoch": 3, "modified": "2026-10-01T12:00:00.000000+0000", "services": {}}
 
 
 @route("GET", "/cluster/ceph/flags")
@@ -160,12 +198,20 @@ def metadata(call: Call) -> dict[str, Any]:
 
     # Cluster/Ceph.pm metadata: mon, mgr and mds keyed "<name>@<host>"
     mons = {
-        f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addrs="[v2:10.0.0.1:3300/0]")
+        f"{m.name}@{m.host}": dict(
+            daemon(m.name, m.host, m.version),
+            addrs=f"[v2:{daemon_addr(call, m.host, 3300, 0)},v1:{daemon_addr(call, m.host, 6789, 0)}]",
+        )
         for m in ceph.mons.values()
     }
-    mgrs = {f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addr="10.0.0.1:0/1") for m in ceph.mgrs}
+    mgrs = {
+        f"{m.name}@{m.host}": dict(daemon(m.name, m.host, m.version), addr=daemon_addr(call, m.host, 0, _nonce(m.name)))
+        for m in ceph.mgrs
+    }
     mds = {
-        f"{d.name}@{d.host}": dict(daemon(d.name, d.host, d.version), addr="10.0.0.1:6800/2000")
+        f"{d.name}@{d.host}": dict(
+            daemon(d.name, d.host, d.version), addr=daemon_addr(call, d.host, 6800, _nonce(d.name))
+        )
         for d in ceph.mds
         if d.state != "stopped"
     }
@@ -219,8 +265,10 @@ def osd_tree(call: Call) -> dict[str, Any]:
         hosts.append({"id": -i, "name": host, "type": "host", "children": children, "leaf": 0, "version": ceph.version})
     root = {"id": -1, "name": "default", "type": "root", "children": hosts, "leaf": 0}
     out: dict[str, Any] = {"root": {"leaf": 0, "children": [root]}}
-    if ceph.flags:
-        out["flags"] = ",".join(sorted(ceph.flags))
+    # osd dump's flags: the operator's (noout, ...) before those every OSD map of a current cluster carries
+    out["flags"] = ",".join(
+        [*sorted(ceph.flags), "sortbitwise", "recovery_deletes", "purged_snapdirs", "pglog_hardlimit"]
+    )
     return out
 
 
@@ -241,11 +289,16 @@ def pools(call: Call) -> list[dict[str, Any]]:
             "crush_rule_name": "replicated_rule",
             "bytes_used": p.stored * p.size,
             "percent_used": ceph.pool_percent(p),
-            "application_metadata": {"rbd": {}},
+            "application_metadata": ceph.application_metadata(p),
         }
-        if p.pg_num_final is not None:
-            row["pg_num_final"] = p.pg_num_final
-            row["autoscale_status"] = {"pool_name": p.name, "pg_num_final": p.pg_num_final, "would_adjust": True}
+        # Pool.pm lspools: with the autoscaler (always on since Octopus) its status, and the options Ceph nests
+        # under ``options`` (undefined, so null, unless set)
+        status = ceph.autoscale_status(p)
+        row["autoscale_status"] = status
+        row["pg_num_final"] = status["pg_num_final"]
+        row["pg_num_min"] = p.pg_num_min
+        row["target_size"] = p.target_size
+        row["target_size_ratio"] = p.target_size_ratio
         rows.append(row)
     return rows
 
@@ -260,7 +313,7 @@ def mons(call: Call) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "name": m.name,
             "host": m.host,  # the node (Services.pm get_services_info); the schema's "boolean" is a lie
-            "addr": f"10.0.0.{10 + ceph.rank(m.name)}:6789/0",
+            "addr": daemon_addr(call, m.host, 6789, 0),
             "rank": ceph.rank(m.name),
             "service": 1,
             "direxists": "1",
@@ -288,13 +341,12 @@ def mds_list(call: Call) -> list[dict[str, Any]]:
     rows = []
     for d in sorted(ceph.mds, key=lambda d: d.name):
         row: dict[str, Any] = {"name": d.name, "host": d.host, "service": 1, "direxists": "1", "state": "stopped"}
-        if d.state != "stopped":
+        row["addr"] = daemon_addr(call, d.host, 6800, _nonce(d.name))
+        if d.state != "stopped":  # `mds metadata` knows a daemon that ran: its versions
             row.update(
-                addr="10.0.0.1:6800/2000",
-                rank=0 if d.state == "active" else -1,
-                standby_replay=0,
-                state=f"up:{d.state}",
+                ceph_version=_version_string(d.version or ceph.version), ceph_version_short=d.version or ceph.version
             )
+            row.update(rank=0 if d.state == "active" else -1, standby_replay=0, state=f"up:{d.state}")
             if d.state == "active":
                 row["fs_name"] = "cephfs"
         rows.append(row)
@@ -309,7 +361,11 @@ def mgr_list(call: Call) -> list[dict[str, Any]]:
     rows = []
     for m in sorted(ceph.mgrs, key=lambda m: m.name):
         state = "active" if m is active else "standby" if m in standbys else "stopped"
-        rows.append({"name": m.name, "host": m.host, "service": 1, "direxists": "1", "state": state})
+        row: dict[str, Any] = {"name": m.name, "host": m.host, "service": 1, "direxists": "1", "state": state}
+        version = m.version or ceph.version  # `mgr metadata`: the address and version each manager reported
+        row.update(addr=daemon_addr(call, m.host, 0, _nonce(m.name)), ceph_version=_version_string(version))
+        row["ceph_version_short"] = version
+        rows.append(row)
     return rows
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from pvesim import tags
+from pvesim import calendar, tags
 from pvesim.api import render, sdn
 from pvesim.api.access import pool_names
 from pvesim.api.registry import ApiError, Call, b, route
@@ -95,12 +93,31 @@ def cluster_tasks(call: Call) -> list[dict[str, Any]]:
     return [render.task_row(t) for t in visible[:1000]]
 
 
+_DATACENTER_OBJECTS = (
+    "crs", "migration", "replication", "next-id", "ha", "notify", "u2f", "webauthn", "tag-style", "user-tag-access",
+)  # fmt: skip
+
+
 @route("GET", "/cluster/options")
 def cluster_options(call: Call) -> dict[str, Any]:
     """pve-manager PVE/API2/Cluster.pm get_options: all of datacenter.cfg with Sys.Audit on /, else console and
     tag-style; 'allowed-tags' for everyone (GuestHelpers.pm get_allowed_tags)."""
     c = call.cluster
-    opts = {k: v for k, v in c.options.items() if not k.startswith("task_")}
+    # datacenter.cfg (pvesim keeps the resource mappings beside it: mapping/*.cfg, not served here)
+    opts = {k: v for k, v in c.options.items() if not k.startswith("task_") and k != "mappings"}
+    # pve-cluster DataCenterConfig.pm parse_datacenter_config: the notes always (comment lines), the MAC
+    # prefix Proxmox's OUI unless set, the property strings as objects, tag lists split at ';'
+    opts.setdefault("description", "")
+    opts.setdefault("mac_prefix", "BC:24:11")
+    for key in _DATACENTER_OBJECTS:
+        if isinstance(opts.get(key), str) and opts[key]:
+            opts[key] = property_object(opts[key])
+    for key, inner in (("registered-tags", None), ("user-tag-access", "user-allow-list")):
+        holder = opts.get(key) if inner else opts
+        if isinstance(holder, dict) and isinstance(holder.get(inner or key), str):
+            holder[inner or key] = str(holder[inner or key]).split(";")
+    if isinstance(opts.get("crs"), dict) and c.schema_version < "9":  # PVE 8's crs has no auto-rebalance
+        opts["crs"] = {k: v for k, v in opts["crs"].items() if not k.startswith("ha-auto-rebalance")}
     if not call.can("/", "Sys.Audit"):
         opts = {k: v for k, v in opts.items() if k in ("console", "tag-style")}
     privileged = call.can("/", "Sys.Modify")
@@ -145,15 +162,13 @@ class _Scope:
         return self.all and g.vmid not in self.excluded
 
 
-def _next_run(schedule: str, now: float) -> int:
-    m = re.fullmatch(r"(?:[a-z.,]+\s+)?(\d{1,2}):(\d{2})", schedule.strip())
-    base = dt.datetime.fromtimestamp(now, tz=dt.UTC)
-    if m:
-        run = base.replace(hour=int(m.group(1)), minute=int(m.group(2)), second=0, microsecond=0)
-        if run.timestamp() <= now:
-            run += dt.timedelta(days=1)
-        return int(run.timestamp())
-    return int(now) + 3600
+def _next_run(schedule: str, now: float) -> int | None:
+    """Backup.pm index: Proxmox::RS::CalendarEvent compute_next_event from now (none for a bad schedule)."""
+    try:
+        runs = calendar.next_events(calendar.parse(schedule), now, 1)
+    except calendar.CalendarError:
+        return None
+    return runs[0] if runs else None
 
 
 @route("GET", "/cluster/backup")
@@ -161,15 +176,33 @@ def backup_jobs(call: Call) -> list[dict[str, Any]]:
     now = call.cluster.clock.now()
     out = []
     for job in call.cluster.backup_jobs:
-        row = dict(job)
-        row.setdefault("type", "vzdump")
-        if isinstance(row.get("prune-backups"), str):  # stored as in jobs.cfg, returned as an object
-            row["prune-backups"] = {
-                k: int(v) for k, v in (kv.split("=", 1) for kv in row["prune-backups"].split(",") if "=" in kv)
-            }
-        if int(row.get("enabled", 1)) and row.get("schedule"):
-            row["next-run"] = _next_run(str(row["schedule"]), now)
+        row = backup_job_row(job)
+        if row.get("schedule"):  # every job with a schedule, enabled or not (Backup.pm index)
+            nxt = _next_run(str(row["schedule"]), now)
+            if nxt is not None:
+                row["next-run"] = nxt
         out.append(row)
+    return out
+
+
+def backup_job_row(job: dict[str, Any]) -> dict[str, Any]:
+    """A jobs.cfg vzdump section as the API returns it: its type, prune-backups decoded into an object."""
+    row = dict(job)
+    row.setdefault("type", "vzdump")
+    for key in ("prune-backups", "fleecing", "performance"):  # VZDump::Common $PROPERTY_STRINGS, decode_value
+        if isinstance(row.get(key), str):
+            row[key] = property_object(row[key])
+    return row
+
+
+def property_object(text: str) -> dict[str, Any]:
+    """PVE::JSONSchema parse_property_string for the backup formats, whose values are integers, booleans
+    (as 0/1) or names."""
+    out: dict[str, Any] = {}
+    for kv in text.split(","):
+        if "=" in kv:
+            k, v = kv.split("=", 1)
+            out[k.strip()] = int(v) if v.strip().isdecimal() else v.strip()
     return out
 
 
@@ -293,25 +326,29 @@ def storage_config(call: Call) -> list[dict[str, Any]]:
             or call.can(f"/storage/{s.storage}", "Datastore.AllocateSpace")
         ):
             continue
-        # pve-storage src/PVE/API2/Storage/Config.pm $api_storage_config: the parsed entry, content re-encoded
-        # ('none' when empty, Plugin.pm encode_value); parse_config set shared=1 on the @SHARED_STORAGE types
-        row: dict[str, Any] = {
-            "storage": s.storage,
-            "type": s.type,
-            "content": ",".join(sorted(s.content)) or "none",
-            "digest": render.digest_of(sorted(call.cluster.storages)),
-        }
-        if s.shared:
-            row["shared"] = 1
-        if s.nodes is not None:
-            row["nodes"] = ",".join(s.nodes)
-        if s.disable:
-            row["disable"] = 1
-        row.update(s.options)
-        if isinstance(row.get("content-dirs"), str):  # not re-encoded: the hash Plugin.pm decode_value built
-            row["content-dirs"] = dict(d.split("=", 1) for d in row["content-dirs"].split(",") if "=" in d)
-        rows.append(row)
+        rows.append(storage_config_row(call.cluster, s))
     return rows
+
+
+def storage_config_row(c: Cluster, s: Any) -> dict[str, Any]:
+    """pve-storage src/PVE/API2/Storage/Config.pm $api_storage_config: the parsed entry, content re-encoded
+    ('none' when empty, Plugin.pm encode_value); parse_config set shared=1 on the @SHARED_STORAGE types."""
+    row: dict[str, Any] = {
+        "storage": s.storage,
+        "type": s.type,
+        "content": ",".join(sorted(s.content)) or "none",
+        "digest": render.digest_of(sorted(c.storages)),
+    }
+    if s.shared:
+        row["shared"] = 1
+    if s.nodes is not None:
+        row["nodes"] = ",".join(s.nodes)
+    if s.disable:
+        row["disable"] = 1
+    row.update(s.options)
+    if isinstance(row.get("content-dirs"), str):  # not re-encoded: the hash Plugin.pm decode_value built
+        row["content-dirs"] = dict(d.split("=", 1) for d in row["content-dirs"].split(",") if "=" in d)
+    return row
 
 
 @route("GET", "/nodes")

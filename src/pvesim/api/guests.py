@@ -40,6 +40,7 @@ def _list(call: Call, gtype: str) -> list[dict[str, Any]]:
         if g.node != call.params["node"] or g.type != gtype or not call.can(f"/vms/{g.vmid}", "VM.Audit"):
             continue
         row = render.guest_runtime(c, g)
+        row.update(render.status_fields(c, g, full=call.flag("full")))
         if gtype == "lxc":
             row["vmid"] = str(g.vmid)  # real PVE returns the CT vmid as a string here
             row["type"] = "lxc"
@@ -57,14 +58,17 @@ def lxc_list(call: Call) -> list[dict[str, Any]]:
     return _list(call, "lxc")
 
 
-_CONFIG_TYPES: dict[int, dict[str, str | None]] = {}
+_CONFIG_TYPES: dict[int, tuple[MethodSpec, dict[str, str | None]]] = {}
 
 
 def _config_types(spec: MethodSpec) -> dict[str, str | None]:
-    """Return types of config keys per schema method (specs live as long as the process)."""
-    if id(spec) not in _CONFIG_TYPES:
-        _CONFIG_TYPES[id(spec)] = {k: v.get("type") for k, v in (spec.returns.get("properties") or {}).items()}
-    return _CONFIG_TYPES[id(spec)]
+    """Return types of config keys per schema method; the entry keeps its spec, so that a spec of another
+    schema created later at the same address is not taken for it."""
+    found = _CONFIG_TYPES.get(id(spec))
+    if found is None or found[0] is not spec:
+        found = (spec, {k: v.get("type") for k, v in (spec.returns.get("properties") or {}).items()})
+        _CONFIG_TYPES[id(spec)] = found
+    return found[1]
 
 
 def _typed_config(call: Call, config: dict[str, str]) -> dict[str, Any]:
@@ -84,11 +88,9 @@ def _typed_config(call: Call, config: dict[str, str]) -> dict[str, Any]:
 def _config(call: Call, gtype: str) -> dict[str, Any]:
     g = call.guest(gtype)
     if "snapshot" in call.params:
-        snap = g.snapshots.get(call.params["snapshot"])
-        if snap is None:
+        if call.params["snapshot"] not in g.snapshots:
             raise ApiError(500, f"snapshot '{call.params['snapshot']}' does not exist")
-        body = _typed_config(call, snap.config)
-        body["snaptime"] = snap.snaptime
+        body = _typed_config(call, render.snapshot_section(call.cluster, g, call.params["snapshot"]))
     else:  # pending values applied unless current=1 (qemu-server API2/Qemu.pm vm_config)
         body = _typed_config(call, g.config if call.flag("current") else g.current_config())
     body["digest"] = g.digest
@@ -176,12 +178,16 @@ def _status_current(call: Call, gtype: str) -> dict[str, Any]:
     row["ha"] = (
         {"managed": 1, "state": res.state, **({"group": res.group} if res.group else {})} if res else {"managed": 0}
     )
+    row.update(render.status_fields(c, g, full=True))
     if gtype == "qemu":
+        # Qemu.pm vm_status: agent (when enabled), spice (a SPICE or virtio display) and the display's clipboard
         row["agent"] = b(pveconfig.parse_property_string(g.config.get("agent", "0"), "enabled").get("enabled") == "1")
-        if g.status == "running":
-            row["running-machine"] = "pc-q35-10.0+pve1"
-            row["running-qemu"] = "10.0.2"
-            row["proxmox-support"] = {"pbs-dirty-bitmap": True, "query-bitmap-info": True}
+        if g.config.get("vga"):
+            vga = pveconfig.parse_property_string(g.config["vga"], "type")
+            if str(vga.get("type", "")).startswith(("qxl", "virtio")) or "spice" in str(vga.get("type", "")):
+                row["spice"] = 1
+            if "clipboard" in vga:
+                row["clipboard"] = vga["clipboard"]
     return row
 
 
@@ -193,19 +199,6 @@ def qemu_status(call: Call) -> dict[str, Any]:
 @route("GET", "/nodes/{node}/lxc/{vmid}/status/current")
 def lxc_status(call: Call) -> dict[str, Any]:
     return _status_current(call, "lxc")
-
-
-@route("GET", "/nodes/{node}/qemu/{vmid}/agent/info")
-def agent_info(call: Call) -> dict[str, Any]:
-    g = call.guest("qemu")
-    enabled = pveconfig.parse_property_string(g.config.get("agent", "0"), "enabled").get("enabled") == "1"
-    if not enabled:
-        raise ApiError(500, "No QEMU guest agent configured")
-    if g.status != "running":
-        raise ApiError(500, f"VM {g.vmid} is not running")
-    if not g.agent_responding:
-        raise ApiError(500, "QEMU guest agent is not running")
-    return {"result": {"version": "9.2.0", "supported_commands": [{"name": "guest-ping", "enabled": True}]}}
 
 
 # ---------------------------------------------------------------- power actions
@@ -607,39 +600,6 @@ def lxc_migrate_precondition(call: Call) -> dict[str, Any]:
     body["allowed-nodes"] = [n for n in c.nodes if n != g.node and n not in not_allowed]
     body["not-allowed-nodes"] = not_allowed
     return body
-
-
-@route("GET", "/cluster/mapping/pci")
-def mapping_pci(call: Call) -> list[dict[str, Any]]:
-    return _mappings(call, "pci")
-
-
-@route("GET", "/cluster/mapping/usb")
-def mapping_usb(call: Call) -> list[dict[str, Any]]:
-    return _mappings(call, "usb")
-
-
-@route("GET", "/cluster/mapping/dir")
-def mapping_dir(call: Call) -> list[dict[str, Any]]:
-    return _mappings(call, "dir")
-
-
-def _mappings(call: Call, kind: str) -> list[dict[str, Any]]:
-    """Resource mappings (scenario options.mappings), listed where the token may see them (Mapping.*)."""
-    rows = []
-    for name, spec in sorted((call.cluster.options.get("mappings") or {}).items()):
-        info = {"nodes": list(spec)} if isinstance(spec, list) else dict(spec)
-        if info.get("type", "pci") != kind:
-            continue
-        path = f"/mapping/{kind}/{name}"
-        if not any(call.can(path, p) for p in ("Mapping.Audit", "Mapping.Use", "Mapping.Modify")):
-            continue
-        what = "path=/srv/" + name if kind == "dir" else ("id=1234:5678" if kind == "usb" else "path=0000:41:00.0")
-        row: dict[str, Any] = {"id": name, "map": [f"node={n},{what}" for n in info.get("nodes", [])]}
-        if kind == "pci" and info.get("live-migration-capable"):
-            row["live-migration-capable"] = 1
-        rows.append(row)
-    return rows
 
 
 def _check_target(c: Cluster, g: Guest, target: str) -> None:

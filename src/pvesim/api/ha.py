@@ -251,7 +251,7 @@ def ha_groups(call: Call) -> list[dict[str, Any]]:
     return [{"group": name, "type": "group", "digest": digest, **cfg} for name, cfg in sorted(c.ha_groups.items())]
 
 
-def _full_rules(c: Cluster) -> dict[str, dict[str, Any]]:
+def full_rules(c: Cluster) -> dict[str, dict[str, Any]]:
     """Rules plus groups not yet migrated, as PVE 9's rules index shows them (API2/HA/Rules.pm
     ``$get_full_rules_config`` -> Groups.pm ``migrate_groups_to_rules``)."""
     rules = dict(c.ha_rules)
@@ -266,19 +266,25 @@ def _full_rules(c: Cluster) -> dict[str, dict[str, Any]]:
 
 @route("GET", "/cluster/ha/rules")
 def ha_rules(call: Call) -> list[dict[str, Any]]:
-    rules = _full_rules(call.cluster)
-    digest = render.digest_of(sorted(call.cluster.ha_rules.items()))
+    rules = full_rules(call.cluster)
     rows = []
     for order, (name, cfg) in enumerate(sorted(rules.items()), start=1):
         if "type" in call.params and cfg.get("type") != call.params["type"]:
             continue
         if "resource" in call.params and call.params["resource"] not in str(cfg.get("resources", "")).split(","):
             continue
-        row = {"rule": name, "order": order, "digest": digest, **cfg}
-        if cfg.get("resources"):  # Rules.pm encode_value: the resource list comes back sorted
-            row["resources"] = ",".join(sorted(r.strip() for r in str(cfg["resources"]).split(",") if r.strip()))
-        rows.append(row)
+        rows.append(rule_row(call.cluster, name, cfg, order))
     return rows
+
+
+def rule_row(c: Cluster, name: str, cfg: dict[str, Any], order: int) -> dict[str, Any]:
+    """Rules.pm $get_api_ha_rule: the rule with its id, the file's digest and its order; resources and nodes
+    re-encoded (the resource list sorted). set_rule_defaults adds nothing: no optional property of a rule type
+    has a true default (NodeAffinity's ``strict`` defaults to 0)."""
+    row = {"rule": name, "order": order, "digest": render.digest_of(sorted(c.ha_rules.items())), **cfg}
+    if cfg.get("resources"):  # Rules.pm encode_value: the resource list comes back sorted
+        row["resources"] = ",".join(sorted(r.strip() for r in str(cfg["resources"]).split(",") if r.strip()))
+    return row
 
 
 @route("PUT", "/cluster/ha/resources/{sid}")

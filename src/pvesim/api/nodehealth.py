@@ -11,8 +11,8 @@ import hashlib
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pvesim import nodehealth
-from pvesim.api.registry import ApiError, Call, route
+from pvesim import disks, nodehealth
+from pvesim.api.registry import ApiError, Call, Result, route
 from pvesim.scenario import major
 
 
@@ -45,8 +45,14 @@ def hosts(call: Call) -> dict[str, Any]:
 
 
 @route("GET", "/nodes/{node}/network")
-def network(call: Call) -> list[dict[str, Any]]:
-    """pve-manager PVE/API2/Network.pm index; ``type`` filters (any_bridge: bridges and OVS bridges)."""
+def network(call: Call) -> Result:
+    """pve-manager PVE/API2/Network.pm index; ``type`` filters (any_bridge: bridges and OVS bridges); the diff
+    of pending changes (interfaces.new) beside the data as ``changes``."""
+    n = _node(call)
+    return Result(_network_rows(call), changes=n.health.network_changes)
+
+
+def _network_rows(call: Call) -> list[dict[str, Any]]:
     n = _node(call)
     merged = {iface: dict(r) for iface, r in n.health.network.items()}
     for row in n.network:  # the upgrade-readiness knob (a list of rows), merged over the health model's
@@ -80,7 +86,7 @@ def hardware_pci(call: Call) -> list[dict[str, Any]]:
 def disk_smart(call: Call) -> dict[str, Any]:
     """pve-storage PVE/API2/Disks.pm smart (Diskmanage.pm get_smart_data; assert_blockdev first)."""
     n, devpath = _node(call), call.params["disk"]
-    disk = next((d for d in n.disks if d.get("devpath") == devpath), None)
+    disk = next((d.disk for d in disks.node_disks(call.cluster, n) if d.disk.get("devpath") == devpath), None)
     if disk is None:
         raise ApiError(500, f"not a valid block device - '{devpath}'")
     answer = nodehealth.smart(n.health, disk)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pvesim import nodehealth
-from pvesim.api import render
-from pvesim.api.cluster import replication_config_row
-from pvesim.api.registry import ApiError, Call, route
+from pvesim import nodehealth, replication
+from pvesim.api import logs, render
+from pvesim.api.cluster import property_object, replication_config_row
+from pvesim.api.registry import ApiError, Call, Download, Result, route
+from pvesim.logs import dump_logfile
 from pvesim.scenario import major
 from pvesim.state import Task
 
@@ -160,12 +161,8 @@ def task_status(call: Call) -> dict[str, Any]:
 
 
 @route("GET", "/nodes/{node}/tasks/{upid}/log")
-def task_log(call: Call) -> list[dict[str, Any]]:
-    t = _task(call)
-    start = int(call.params.get("start", 0))
-    limit = int(call.params.get("limit", 50))
-    lines = [{"n": i + 1, "t": line} for i, line in enumerate(t.log)]
-    return lines[start : start + limit]
+def task_log(call: Call) -> Result | Download:
+    return logs.task_log(call, _task(call))
 
 
 _EVERY_MINUTES = re.compile(r"\*/(\d{1,2})")
@@ -219,6 +216,8 @@ def _replication_status(call: Call, job: Any) -> dict[str, Any]:
         row["duration"] = job.duration
     if job.error:
         row["error"] = job.error
+    if job.running:  # $extract_job_status: the pid of a run whose process is still alive
+        row["pid"] = 40_000 + job.guest
     return row
 
 
@@ -259,6 +258,28 @@ def replication_status(call: Call) -> dict[str, Any]:
     return _replication_status(call, job)
 
 
+@route("GET", "/nodes/{node}/replication/{id}/log")
+def replication_log(call: Call) -> Result:
+    """API2/Replication.pm read_job_log: the job's last run (dump_logfile of its log file); any job of the
+    cluster, for VM.Audit on its guest or Sys.Audit on the node ('no such replication job' otherwise)."""
+    job = call.cluster.replication.get(call.params["id"])
+    if job is None:
+        raise ApiError(500, f"no such replication job '{call.params['id']}'")
+    if not (call.can(f"/vms/{job.guest}", "VM.Audit") or call.can(f"/nodes/{call.params['node']}", "Sys.Audit")):
+        raise ApiError(403, "Permission check failed")
+    lines = replication.job_log(call.cluster, job) if _runs_here(call, job) else []
+    total, rows = dump_logfile(lines, int(call.params.get("start") or 0), int(call.params.get("limit", 50)))
+    if not lines:  # dump_logfile of a file that is not there: 'unable to open file'
+        return Result([{"n": 1, "t": "unable to open file - No such file or directory"}], total=1)
+    return Result(rows, total=total)
+
+
+def _runs_here(call: Call, job: Any) -> bool:
+    """The log file is on the node that ran the job: the guest's."""
+    guest = call.cluster.guests.get(job.guest)
+    return guest is not None and guest.node == call.params["node"]
+
+
 @route("GET", "/nodes/{node}/certificates/info")
 def certificates(call: Call) -> list[dict[str, Any]]:
     return [dict(cert) for cert in _node(call).certificates]
@@ -267,6 +288,38 @@ def certificates(call: Call) -> list[dict[str, Any]]:
 @route("GET", "/nodes/{node}/apt/update")
 def apt_update(call: Call) -> list[dict[str, Any]]:
     return [dict(u) for u in _node(call).apt_updates]
+
+
+_SUITE_ORDER = ("stretch", "buster", "bullseye", "bookworm", "trixie", "forky")
+
+
+def _repository_infos(files: list[dict[str, Any]], codename: str) -> list[dict[str, Any]]:
+    """proxmox-apt's checks: the origin of every repository whose Release file names one (Debian, Proxmox),
+    and a warning on the ``Suites`` property of an enabled repository with an older or newer Debian release
+    than the installed one, or an unstable one."""
+    infos: list[dict[str, Any]] = []
+    for f in files:
+        for index, repo in enumerate(f.get("repositories") or []):
+            uris = " ".join(repo.get("URIs") or [])
+            origin = "Proxmox" if "proxmox.com" in uris else "Debian" if "debian.org" in uris else None
+            if origin:
+                infos.append({"path": f["path"], "index": index, "kind": "origin", "message": origin})
+            if not repo.get("Enabled", 1):
+                continue
+            for suite in repo.get("Suites") or []:
+                base = str(suite).split("-", 1)[0].split("/", 1)[0]
+                if base in ("sid", "unstable", "experimental"):
+                    message = f"suite '{suite}' should not be used in production!"
+                elif base in _SUITE_ORDER and _SUITE_ORDER.index(base) < _SUITE_ORDER.index(codename):
+                    message = f"old suite '{suite}' configured!"
+                elif base in _SUITE_ORDER and _SUITE_ORDER.index(base) > _SUITE_ORDER.index(codename):
+                    message = f"newer suite '{suite}' configured!"
+                else:
+                    continue
+                infos.append(
+                    {"path": f["path"], "index": index, "property": "Suites", "kind": "warning", "message": message}
+                )
+    return infos
 
 
 @route("GET", "/nodes/{node}/apt/repositories")
@@ -278,7 +331,7 @@ def apt_repositories(call: Call) -> dict[str, Any]:
     planted = list(repos.get("files") or [])  # a scenario's extra sources.list lines (the upgrade knob)
     repos["files"] = [{**f, "digest": [0] * 32} for f in derived] + planted
     repos.setdefault("errors", [])
-    repos.setdefault("infos", [])
+    repos["infos"] = _repository_infos(repos["files"], "trixie" if major(call.cluster.version) >= 9 else "bookworm")
     repos.setdefault("standard-repos", [])
     repos.setdefault("digest", render.digest_of(repos))
     return repos
@@ -287,16 +340,6 @@ def apt_repositories(call: Call) -> dict[str, Any]:
 @route("GET", "/nodes/{node}/subscription")
 def subscription(call: Call) -> dict[str, Any]:
     return dict(_node(call).subscription)
-
-
-@route("GET", "/nodes/{node}/disks/list")
-def disks(call: Call) -> list[dict[str, Any]]:
-    out = []
-    for d in _node(call).disks:
-        row = {"gpt": 1, "mounted": 0, "osdid": -1, "osdid-list": [], "used": "ZFS"}
-        row.update({k: v for k, v in d.items() if k != "transport"})  # transport: pvesim's, for its SMART answer
-        out.append(row)
-    return out
 
 
 @route("GET", "/nodes/{node}/disks/zfs")
@@ -315,6 +358,8 @@ _VZDUMP_SCHEMA_DEFAULTS: dict[str, Any] = {
     "lockwait": 180,
     "stopwait": 10,
     "ionice": 7,
+    "fleecing": {"enabled": 0},  # VZDump.pm read_vzdump_defaults: the formats' defaults, as objects
+    "performance": {"max-workers": 16, "pbs-entries-max": 1048576},
 }
 
 
@@ -329,7 +374,15 @@ def vzdump_defaults(call: Call) -> dict[str, Any]:
     maxfiles = conf.pop("maxfiles", None)
     if maxfiles is not None and "prune-backups" not in conf and major(c.version) < 9:
         conf["prune-backups"] = f"keep-last={maxfiles}" if int(maxfiles) else "keep-all=1"
-    res: dict[str, Any] = {**_VZDUMP_SCHEMA_DEFAULTS, **conf}
+    for key in ("fleecing", "performance"):  # parse_fleecing, parse_performance
+        if isinstance(conf.get(key), str):
+            conf[key] = property_object(conf[key])
+    if "performance" in conf:  # merge_performance: the file's settings over the format's defaults
+        conf["performance"] = {**_VZDUMP_SCHEMA_DEFAULTS["performance"], **conf["performance"]}
+    if "storage" in conf and "dumpdir" in conf:  # "both 'storage' and 'dumpdir' defined ... ignoring 'dumpdir'"
+        del conf["dumpdir"]
+    res: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in _VZDUMP_SCHEMA_DEFAULTS.items()}
+    res.update(conf)
     if "storage" in call.params:
         res["storage"] = call.params["storage"]
     if "dumpdir" not in res and "storage" not in res:
@@ -349,7 +402,14 @@ def vzdump_defaults(call: Call) -> dict[str, Any]:
             prune = f"keep-last={maxfiles}" if int(maxfiles) else "keep-all=1"
         if prune:
             res["prune-backups"] = prune
+        if storage.type != "pbs":  # storage_info: PVE::Storage::get_backup_dir
+            res["dumpdir"] = f"{storage.options.get('path') or '/mnt/pve/' + sid}/dump"
     if not call.can(f"/nodes/{call.params['node']}", "Sys.Audit"):  # 'normal backup users don't need to know these'
         for key in ("mailto", "tmpdir", "dumpdir", "script", "ionice"):
             res.pop(key, None)
+    for key in ("mailto", "exclude-path"):  # lists in read_vzdump_defaults, joined again for the answer
+        if isinstance(res.get(key), list):
+            res[key] = ",".join(str(v) for v in res[key])
+    if "pool" in res and not call.can(f"/pool/{res['pool']}", "Pool.Audit"):
+        del res["pool"]
     return res

@@ -15,13 +15,46 @@ ROUTES: dict[tuple[str, str], Handler] = {}
 
 
 class ApiError(Exception):
-    """An error answer: status, PVE's message and optional per-parameter errors."""
+    """An error answer: status, PVE's message and optional per-parameter errors.
 
-    def __init__(self, status: int, message: str, errors: dict[str, str] | None = None) -> None:
+    PVE's handlers mostly ``die "...\n"``, and the body's message keeps that newline; ``newline=False``
+    for the few messages without one (a ``raise`` of a bare text, as TFA.pm's 404)."""
+
+    def __init__(self, status: int, message: str, errors: dict[str, str] | None = None, newline: bool = True) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.errors = errors
+        self.newline = newline
+
+    @property
+    def wire_message(self) -> str:
+        return self.message + "\n" if self.newline and not self.message.endswith("\n") else self.message
+
+
+@dataclass(frozen=True)
+class Result:
+    """Data with the attributes a handler sets beside it (RPCEnvironment ``set_result_attrib``): ``total``
+    (log lines, tasks) and ``changes`` (the network's pending diff); the formatter sends them when truthy."""
+
+    data: Any
+    total: int | None = None
+    changes: str | None = None
+
+
+@dataclass(frozen=True)
+class Download:
+    """A file the handler streams instead of data (``download => {fh, 'content-type', ...}`` in PVE, for
+    methods marked ``download_allowed``): the bytes and the headers PVE sends with them."""
+
+    body: bytes
+    content_type: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def unwrap(result: Any) -> Any:
+    """The data of a handler's result, without the attributes beside it."""
+    return result.data if isinstance(result, Result) else result
 
 
 def route(method: str, template: str) -> Callable[[Handler], Handler]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from pvesim.api.registry import b
@@ -31,8 +32,7 @@ def guest_runtime(cluster: Cluster, g: Guest) -> dict[str, Any]:
         "diskread": 52_428_800 if running else 0,
         "diskwrite": 20_971_520 if running else 0,
     }
-    if g.type == "qemu" and running:
-        row["qmpstatus"] = g.qmpstatus or "running"
+    if running:  # vmstatus: the guest's process (qemu-server's pid file, pve-container find_lxc_pid)
         row["pid"] = 10_000 + g.vmid
     if g.type == "qemu" and int(cluster.version.split(".")[0]) >= 9:
         # PVE 9: the VM's cgroup memory, 0 when stopped (qemu-server src/PVE/QemuServer.pm vmstatus; in
@@ -47,6 +47,127 @@ def guest_runtime(cluster: Cluster, g: Guest) -> dict[str, Any]:
     if "tags" in g.config:
         row["tags"] = g.config["tags"]
     return row
+
+
+# the QEMU each release ships (pve-qemu-kvm): what a VM started now runs
+QEMU_OF_RELEASE = {8: "9.2.0", 9: "10.1.2"}
+_SERIAL = ("serial",)
+
+
+def status_fields(cluster: Cluster, g: Guest, full: bool) -> dict[str, Any]:
+    """What qemu-server QemuServer.pm vmstatus and pve-container LXC.pm vmstatus add beyond the resource row
+    (the node's guest list; with ``full``, a VM's status/current): a CT's swap, the pressure stall averages of a
+    running guest (PVE 9, cgroup v2 ``*.pressure``), a VM's serial flag and balloon settings, and for a running
+    VM's full status the QMP answers (status, balloon, block and NIC statistics, machine and QEMU versions)."""
+    node = cluster.nodes[g.node]
+    running = g.status == "running" and node.online
+    major = int(cluster.version.split(".")[0]) if cluster.version[:1].isdigit() else 9
+    out: dict[str, Any] = {}
+    if g.type == "lxc":
+        out["swap"] = int(g.maxmem * 0.02) if running and "swap" in g.config else 0
+    elif any(k.startswith("serial") and k[6:].isdecimal() for k in g.config):
+        out["serial"] = 1
+    if g.type == "qemu" and g.config.get("balloon") not in (None, "0"):
+        out["balloon_min"] = int(str(g.config["balloon"])) * 1024**2
+        out["shares"] = int(str(g.config.get("shares", 1000)))
+    if running and major >= 9:
+        for kind, value in (("cpu", 0.12), ("io", 0.03), ("memory", 0.0)):
+            out[f"pressure{kind}some"] = value
+            out[f"pressure{kind}full"] = value / 2
+    if full and g.type == "qemu" and not running:
+        out["qmpstatus"] = "stopped"  # vmstatus: a VM without a QMP answer takes its status
+    if not (full and running and g.type == "qemu"):
+        return out
+    out["qmpstatus"] = g.qmpstatus or "running"
+    mem = int(g.maxmem * g.mem_fraction)
+    if g.config.get("balloon") != "0":
+        out["balloon"] = g.maxmem
+        out["freemem"] = g.maxmem - mem
+        out["ballooninfo"] = {
+            "actual": g.maxmem, "max_mem": g.maxmem, "total_mem": g.maxmem - 64 * 1024**2, "free_mem": g.maxmem - mem,
+            "mem_swapped_in": 0, "mem_swapped_out": 0, "major_page_faults": 1020, "minor_page_faults": 640_000,
+            "last_update": int(cluster.clock.now()) - 5,
+        }  # fmt: skip
+    out["blockstat"] = {
+        key: {"rd_bytes": 52_428_800, "wr_bytes": 20_971_520, "rd_operations": 1200, "wr_operations": 800}
+        for key, _volid, opts in g.volumes()
+        if not key.startswith("unused") and opts.get("media") != "cdrom"
+    }
+    out["nics"] = {
+        f"tap{g.vmid}i{k[3:]}": {"netin": 1_234_567, "netout": 987_654}
+        for k in g.config
+        if k.startswith("net") and k[3:].isdecimal()
+    }
+    out["proxmox-support"] = {"pbs-dirty-bitmap": True, "query-bitmap-info": True, "pbs-library-version": "1.5.2"}
+    out["running-qemu"] = g.running_qemu or QEMU_OF_RELEASE.get(major, "10.1.2")
+    out["running-machine"] = running_machine(g, out["running-qemu"])
+    return out
+
+
+def running_cpu(g: Guest) -> str:
+    """CPUConfig.pm get_cpu_from_running_vm: the ``-cpu`` argument the VM was started with (the model, KVM's
+    paravirtual flags, the config's own flags)."""
+    spec = str(g.config.get("cpu", "x86-64-v2-AES"))
+    model, _, rest = spec.partition(",")
+    model = model.removeprefix("cputype=")
+    flags = [f for opt in rest.split(",") if opt.startswith("flags=") for f in opt[6:].split(";") if f]
+    head = [model] if model == "host" else [model, "enforce"]
+    return ",".join(head + sorted({"+kvm_pv_eoi", "+kvm_pv_unhalt", *flags}))
+
+
+def vmstate_storage(cluster: Cluster, g: Guest) -> str:
+    """QemuConfig.pm find_vmstate_storage: vmstatestorage, else a shared storage the VM uses, else a local one,
+    else 'local'."""
+    if g.config.get("vmstatestorage"):
+        return str(g.config["vmstatestorage"])
+    shared = local = None
+    for key, volid, _opts in g.volumes():
+        sid = volid.split(":", 1)[0]
+        s = cluster.storages.get(sid)
+        if s is None or key.startswith("unused"):
+            continue
+        if s.shared and shared is None:
+            shared = sid
+        elif not s.shared and (local is None or local == "local"):
+            local = sid
+    return shared or local or "local"
+
+
+def snapshot_section(cluster: Cluster, g: Guest, name: str) -> dict[str, str]:
+    """A snapshot's section of the guest config as parsed (every value a string): its config, description,
+    parent, snaptime, and for a VM snapshot with RAM what QemuConfig.pm __snapshot_save_vmstate adds: the
+    state volume, the machine and -cpu it ran with, and (qemu-server 9) the VirtIO NICs' host_mtu."""
+    snap = g.snapshots[name]
+    out = {k: str(v) for k, v in snap.config.items()}
+    if snap.description:
+        out["description"] = snap.description
+    if snap.parent:
+        out["parent"] = snap.parent
+    out["snaptime"] = str(snap.snaptime)
+    if snap.vmstate and g.type == "qemu":
+        sid = vmstate_storage(cluster, g)
+        s = cluster.storages.get(sid)
+        raw = ".raw" if s is not None and s.type in ("dir", "nfs", "cifs", "cephfs", "glusterfs", "btrfs") else ""
+        out["vmstate"] = f"{sid}:vm-{g.vmid}-state-{name}{raw}"
+        major = int(cluster.version.split(".")[0])
+        out["runningmachine"] = running_machine(g, g.running_qemu or QEMU_OF_RELEASE.get(major, "10.1.2"))
+        out["runningcpu"] = running_cpu(g)
+        nets = sorted(k for k, v in snap.config.items() if re.fullmatch(r"net\d+", k) and str(v).startswith("virtio"))
+        if major >= 9 and nets:
+            out["running-nets-host-mtu"] = ",".join(f"{k}=0" for k in nets)
+    return out
+
+
+def running_machine(g: Guest, qemu: str) -> str:
+    """QemuServer/Machine.pm current_from_query_machines: the machine the VM runs, its version pinned in the
+    config or else that of the QEMU it was started with (not the newest installed), with PVE's revision."""
+    if g.running_machine:
+        return g.running_machine
+    machine = str(g.config.get("machine", "")).split(",")[0]
+    kind = "q35" if "q35" in machine else "i440fx"
+    version = machine.rsplit("-", 1)[-1] if machine.count("-") >= 2 else ".".join(qemu.split(".")[:2])
+    base, _, revision = version.partition("+")
+    return f"pc-{kind}-{base}+{revision or 'pve0'}"  # a pinned PVE revision (+pve1) is kept
 
 
 def _uptime(cluster: Cluster, g: Guest, running: bool) -> int:

@@ -3,6 +3,7 @@ SDN/Fabrics/Fabric.pm, SDN/Nodes/Fabric.pm) and the SDN rows of ``/cluster/resou
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pvesim.api.registry import ApiError, Call, route
@@ -33,9 +34,26 @@ def index(call: Call) -> list[dict[str, Any]]:
     return [{"id": i} for i in ids]
 
 
-def _row(obj: Zone | Vnet | Controller, key: str, mode: str) -> dict[str, Any] | None:
+def _row(obj: Zone | Vnet | Controller, key: str, mode: str, digest: str | None = None) -> dict[str, Any] | None:
     """One object as the index shows it: ``PVE::Network::SDN::pending_config`` for ``pending``, the running
-    config for ``running``, the edited config otherwise."""
+    config for ``running``, the edited config otherwise. The API adds the file's ``digest``
+    ($api_sdn_zones_config): the edited config has one; the pending and running views have none, so the key
+    is there with a null value."""
+    row = _row_of(obj, key, mode)
+    if row is not None:
+        row["digest"] = digest if mode == "config" else None
+    return row
+
+
+def section_digest(objects: Any) -> str:
+    """The SHA-1 of a section config file (zones.cfg, vnets.cfg, controllers.cfg) as it stands."""
+    text = "".join(
+        f"{type(o).__name__}:{o.id}:{sorted(o.options.items())}:{sorted(o.pending.items())}\n" for o in objects
+    )
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def _row_of(obj: Zone | Vnet | Controller, key: str, mode: str) -> dict[str, Any] | None:
     head: dict[str, Any] = {key: obj.id} if isinstance(obj, Vnet) else {key: obj.id, "type": obj.type}
     own = {"zone": obj.zone} if isinstance(obj, Vnet) else {}  # a vnet's zone is config like any other key
     if mode == "running":
@@ -63,7 +81,7 @@ def zones(call: Call) -> list[dict[str, Any]]:
     for z in sorted(_sdn(call).zones.values(), key=lambda z: z.id):
         if not _can(call, f"/sdn/zones/{z.id}") or (call.params.get("type") and call.params["type"] != z.type):
             continue
-        row = _row(z, "zone", _mode(call))
+        row = _row(z, "zone", _mode(call), section_digest(_sdn(call).zones.values()))
         if row is not None:
             out.append(row)
     return out
@@ -75,14 +93,14 @@ def vnets(call: Call) -> list[dict[str, Any]]:
     for v in sorted(_sdn(call).vnets.values(), key=lambda v: v.id):
         if not _can(call, f"/sdn/zones/{v.zone}/{v.id}"):
             continue
-        row = _row(v, "vnet", _mode(call))
+        row = _row(v, "vnet", _mode(call), section_digest(_sdn(call).vnets.values()))
         if row is not None:
             row["type"] = "vnet"
             out.append(row)
     return out
 
 
-def _subnet_row(sub: Subnet, zone: str, mode: str) -> dict[str, Any] | None:
+def subnet_row(sub: Subnet, zone: str, mode: str) -> dict[str, Any] | None:
     """Subnets.pm index: the subnet as pending_config (``pending``), the running or the edited config shows it,
     completed by sdn_subnets_config (id, cidr, zone, network, mask) and api_sdn_subnets_config (subnet)."""
     _zone, network, mask = sub.id.split("-", 2)
@@ -116,7 +134,7 @@ def subnets(call: Call) -> list[dict[str, Any]]:
     if not _can(call, path):
         raise ApiError(403, f"Permission check failed ({path}, SDN.Audit|SDN.Allocate)")
     mode = _mode(call)
-    rows = [_subnet_row(s, vnet.zone, mode) for s in sorted(sdn.subnets.values(), key=lambda s: s.id)]
+    rows = [subnet_row(s, vnet.zone, mode) for s in sorted(sdn.subnets.values(), key=lambda s: s.id)]
     return [r for r in rows if r is not None and r["vnet"] == name]
 
 
@@ -127,7 +145,7 @@ def controllers(call: Call) -> list[dict[str, Any]]:
     for ctl in sorted(_sdn(call).controllers.values(), key=lambda x: x.id):
         if not _can(call, f"/sdn/controllers/{ctl.id}") or (call.params.get("type") not in (None, ctl.type)):
             continue
-        row = _row(ctl, "controller", _mode(call))
+        row = _row(ctl, "controller", _mode(call), section_digest(_sdn(call).controllers.values()))
         if row is not None:
             out.append(row)
     return out
@@ -160,9 +178,14 @@ def _fabric(call: Call) -> Fabric:
 
 @route("GET", "/cluster/sdn/fabrics/fabric")
 def fabrics(call: Call) -> list[dict[str, Any]]:
+    """Fabrics/Fabric.pm list_fabrics: each fabric with the file's digest (none for the running view)."""
+    from pvesim.api.sdnextra import _fabric_digest
+
+    sdn = _sdn(call)
+    digest = None if call.flag("running") else _fabric_digest(sdn)
     return [
-        {"id": f.id, "protocol": f.protocol, **f.options}
-        for f in sorted(_sdn(call).fabrics.values(), key=lambda f: f.id)
+        {"id": f.id, "protocol": f.protocol, **f.options, **({"digest": digest} if digest else {})}
+        for f in sorted(sdn.fabrics.values(), key=lambda f: f.id)
         if _can(call, f"/sdn/fabrics/{f.id}")
     ]
 

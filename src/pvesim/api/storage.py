@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pvesim import pveconfig
+from pvesim import pveconfig, replication
 from pvesim.api import render
 from pvesim.api.registry import ApiError, Call, b, route
 from pvesim.state import Storage
@@ -52,8 +52,34 @@ def node_storage(call: Call) -> list[dict[str, Any]]:
         row = {"storage": s.storage, **data}
         if data["total"]:
             row["used_fraction"] = data["used"] / data["total"]
+        if call.flag("format"):  # Storage.pm storage_info with includeformat: the plugin's get_formats
+            valid, default = _formats(s, c.version)
+            row["formats"] = {"default": default, "supported": valid}
+            row["format"] = [dict.fromkeys(valid, 1), default]  # the deprecated form, still sent
+            if s.type in ("iscsi", "iscsidirect"):  # plugindata select_existing
+                row["select_existing"] = 1
         rows.append(row)
     return rows
+
+
+# pve-storage plugindata ``format``: the image formats a storage type takes and its default (raw for types
+# without); PVE 9's LVM plugin added qcow2 (volume chains)
+_FORMATS = {
+    "dir": ["qcow2", "raw", "subvol", "vmdk"],
+    "nfs": ["qcow2", "raw", "vmdk"],
+    "cifs": ["qcow2", "raw", "vmdk"],
+    "glusterfs": ["qcow2", "raw", "vmdk"],
+    "esxi": ["qcow2", "raw", "vmdk"],
+    "btrfs": ["raw", "subvol"],
+    "zfspool": ["raw", "subvol"],
+}
+
+
+def _formats(s: Storage, version: str) -> tuple[list[str], str]:
+    valid = _FORMATS.get(s.type, ["raw"])
+    if s.type == "lvm" and int(version.split(".", maxsplit=1)[0]) >= 9:
+        valid = ["qcow2", "raw"]
+    return valid, str(s.options.get("format") or "raw")
 
 
 def _storage(call: Call) -> Storage:
@@ -77,7 +103,7 @@ def storage_status(call: Call) -> dict[str, Any]:
 
 
 def _disk_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:
-    rows = []
+    rows = [] if s.shared else _replica_rows(call, s, node)
     for g in call.cluster.guests.values():
         if not s.shared and g.node != node:
             continue
@@ -91,17 +117,41 @@ def _disk_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:
                 if volid.endswith(".qcow2")
                 else ("subvol" if content == "rootdir" and s.type == "zfspool" else "raw")
             )
-            rows.append(
-                {
-                    "volid": volid,
-                    "content": content,
-                    "format": fmt,
-                    "size": size,
-                    "vmid": g.vmid,
-                    "used": size // 2,
-                    "ctime": int(call.cluster.clock.now()) - 86400 * 90,
-                }
-            )
+            row: dict[str, Any] = {
+                "volid": volid,
+                "content": content,
+                "format": fmt,
+                "size": size,
+                "vmid": g.vmid,
+                "used": size // 2,
+                "ctime": int(call.cluster.clock.now()) - 86400 * 90,
+            }
+            base = volid.split(":", 1)[-1].split("/", 1)
+            if len(base) == 2 and base[0].startswith(("base-", "basevol-")):  # a linked clone: its base image
+                snap_based = s.type in ("zfspool", "rbd")  # zfs/rbd clone from the base's @__base__ snapshot
+                row["parent"] = base[0] + ("@__base__" if snap_based else "")
+            rows.append(row)
+    return rows
+
+
+def _replica_rows(call: Call, s: Storage, node: str) -> list[dict[str, Any]]:
+    """The replicas pvesr keeps on a replication target (pvesim/replication.py): the source's volume ids, the
+    guest's vmid, the size of the last synced state."""
+    rows = []
+    for g, volid, opts, synced in replication.replicas_on(call.cluster, node, s.storage):
+        size = pveconfig.parse_size(opts["size"]) if "size" in opts else 4 * 1024**2
+        content = "rootdir" if g.type == "lxc" else "images"
+        rows.append(
+            {
+                "volid": volid,
+                "content": content,
+                "format": "subvol" if content == "rootdir" else "raw",
+                "size": size,
+                "vmid": g.vmid,
+                "used": size // 2,
+                "ctime": synced,
+            }
+        )
     return rows
 
 
@@ -157,6 +207,8 @@ def storage_content(call: Call) -> list[dict[str, Any]]:
             row["protected"] = b(v.protected)
             if v.verification is not None:
                 row["verification"] = dict(v.verification)
+            if v.encrypted is not None:
+                row["encrypted"] = v.encrypted
         rows.append(row)
     rows = [r for r in rows if _may_see(call, s.storage, r)]
     return sorted(rows, key=lambda r: r["volid"])

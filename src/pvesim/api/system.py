@@ -190,6 +190,7 @@ def node_config(call: Call) -> dict[str, Any]:
         conf["description"] = n.description
     if n.acme is not None:  # NodeConfig.pm: acme: [account=<name>,]domains=<d1;d2>
         conf["acme"] = n.acme
+    conf.update(n.node_config)
     conf["digest"] = hashlib.sha1(repr(sorted(conf.items())).encode()).hexdigest()
     wanted = call.params.get("property")
     return {k: v for k, v in conf.items() if k == wanted} if wanted else conf
@@ -267,6 +268,17 @@ def ceph_config(call: Call) -> str:
     c = call.cluster
     if c.ceph is None:
         raise ApiError(500, "binary not installed: /usr/bin/ceph-mon")
+    lines: list[str] = []
+    for name, values in ceph_conf_sections(c).items():
+        lines.append(f"[{name}]")
+        lines += [f"\t {key} = {value}" for key, value in values.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def ceph_conf_sections(c: Cluster) -> dict[str, dict[str, Any]]:
+    """/etc/pve/ceph.conf's sections, parsed."""
+    assert c.ceph is not None
     mons = list(c.ceph.mons.values())
     sections: dict[str, dict[str, Any]] = {
         "global": {
@@ -295,9 +307,4 @@ def ceph_config(call: Call) -> str:
                 section.pop(key, None)
             else:
                 section[key] = str(value)
-    lines: list[str] = []
-    for name, values in sections.items():
-        lines.append(f"[{name}]")
-        lines += [f"\t {key} = {value}" for key, value in values.items()]
-        lines.append("")
-    return "\n".join(lines)
+    return sections
