@@ -109,7 +109,7 @@ def hostile_scenario() -> dict[str, Any]:
     guest[PAUSED]["qmpstatus"] = "paused"
     guest[RUNNING]["snapshots"] = [
         {"name": "zqm_snap", "age": "3d", "description": hostile("snapshot")},
-        {"name": "untrusted_fields", "age": "2d", "parent": "zqm_snap", "description": JSONISH},
+        {"name": "untrusted_fields", "age": "2d", "description": JSONISH},
     ]
     guest[AGENT]["agent_data"]["osinfo"] = {"id": "zqm", "pretty-name": hostile("os name"), "version": "ZQM 1"}
     guest[AGENT]["agent_data"]["interfaces"] = [

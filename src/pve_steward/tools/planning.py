@@ -16,6 +16,7 @@ from pve_steward.analysis.planner.models import EvacuationPlan, GuestMove
 from pve_steward.analysis.planner.production import Overrides
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import NodeName, VmId
+from pve_steward.pve.visibility import HA
 from pve_steward.pveio.admission import heavy
 from pve_steward.pveio.client import ProxmoxClient, api_path, gather
 from pve_steward.pveio.client import node as node_seg
@@ -92,9 +93,10 @@ async def plan_node_evacuation(
 async def _options(client: ProxmoxClient, data: ClusterData) -> Row | None:
     """/cluster/options (HA's scheduler, its shutdown policy); None when it cannot be read whole (the plan says
     what that leaves unproven). Without Sys.Audit on / PVE answers only console and tag-style (pve-manager
-    API2/Cluster.pm get_options), which reads like a cluster with defaults: the HA status needs the same
-    privilege, so an HA status this token could not read makes the options not provable either."""
-    if any(m.status == 403 and "ha/status" in m.path for m in data.missing):
+    API2/Cluster.pm get_options), which reads like a cluster with defaults: unless the token provably holds
+    Sys.Audit on / (pve/visibility.py), or an HA status it could not read says it does not, the options are not
+    provable."""
+    if data.sees(HA) is not True or any(m.status == 403 and "ha/status" in m.path for m in data.missing):
         return None
     try:
         opts = await client.get(api_path("cluster", "options"))
