@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pve_steward.analysis.data import Missing
 from pve_steward.analysis.planner.evacuation import plan_evacuation, with_running_configs
 from pve_steward.analysis.planner.ha_scores import Demand, Usage
 from pve_steward.analysis.planner.production import Overrides, classify
@@ -287,6 +288,30 @@ def test_readiness_names_onboot_starts_clashes_policy_and_old_backups() -> None:
     assert calm.not_provable == [
         "address clashes: 2 running guest config(s) could not be read, so clashes with them are unknown"
     ]
+
+
+def test_a_failed_backup_read_leaves_the_plan_incomplete_and_says_what_it_costs() -> None:
+    """A backup on a storage whose content list failed is unseen, so "no backup" may be wrong: the plan says
+    its readiness stands on a failed read (DATA_INCOMPLETE, complete false), migration verdicts stand."""
+    d = cluster([vm(100, 2)], ha_resources=[])
+    d.backup_jobs = [{"id": "daily", "type": "vzdump", "schedule": "21:00", "all": 1, "enabled": 1, "storage": "pbs"}]
+    d.missing.append(
+        Missing(
+            what="content of pbs",
+            path="/nodes/src/storage/pbs/content",
+            error="500 storage timeout",
+            status=500,
+            affects=("backups",),
+        )
+    )
+    plan = plan_evacuation(d, "src", headroom_pct=0, options=BASIC, backups_read=True)
+    assert plan.complete is False
+    assert [f.code for f in plan.findings if f.subject.kind == "data"] == ["DATA_INCOMPLETE"]
+    assert plan.readiness is not None
+    assert any(g.startswith("backup age: 1 read(s)") for g in plan.readiness.not_provable)
+    assert [s.vmid for s in plan.steps] == [100]
+    # a plan that does not judge backup age does not stand on those reads
+    assert plan_evacuation(d, "src", headroom_pct=0, options=BASIC).complete is True
 
 
 def test_shutdown_policy_notes_follow_lrm_pm() -> None:

@@ -299,7 +299,8 @@ register_codes(
         "info",
         "A check was limited on purpose",
         "A check was skipped or capped by configuration (e.g. guest-agent probes above agent_probe_limit).",
-        "Nothing to fix; raise the limit named in the evidence if the check must cover everything.",
+        "Nothing is wrong in the cluster: the check was limited on purpose. If it must cover everything, grant the "
+        "privilege or raise the limit its message names.",
     ),
 )
 

@@ -125,6 +125,13 @@ class Counts(Model):
     info: int = 0
 
 
+class Gaps(Model):
+    """What leaves an area not fully checked: skipped checks and failed reads that name it (their ``affects``)."""
+
+    skipped: int = 0
+    unread: int = 0
+
+
 class SuppressionRef(Model):
     """A configured suppression as reports name it (design record 261203-19)."""
 
@@ -218,6 +225,11 @@ class Report(Model):
     next_offset: int | None = Field(None, description="more findings follow: pass this as offset for them")
     checked: list[str] = Field(default_factory=list, description="what was examined")
     by_area: dict[str, Counts] = Field(default_factory=dict)
+    limited: dict[str, Gaps] = Field(
+        default_factory=dict,
+        description="areas a skipped check (CHECK_SKIPPED) or failed read (DATA_INCOMPLETE) leaves not fully "
+        "checked, over every finding (listed or not): an area examined, absent here and without findings passed",
+    )
     by_code: dict[str, int] = Field(default_factory=dict)
     suppressed_counts: Counts = Field(
         default_factory=Counts, description="findings silenced by configured suppressions (not in counts)"
@@ -231,6 +243,23 @@ class Report(Model):
     suppressions_expired: list[SuppressionRef] = Field(
         default_factory=list, description="suppressions past their expiry: their findings are reported again"
     )
+
+
+def _limited(findings: list[Finding]) -> dict[str, Gaps]:
+    """Per area, the skipped checks and failed reads that name it: a client showing one page of findings can
+    still tell a clean area from one whose gaps are on a later page."""
+    out: dict[str, Gaps] = {}
+    for f in findings:
+        if f.code not in ("CHECK_SKIPPED", "DATA_INCOMPLETE"):
+            continue
+        affects = f.evidence.get("affects") if isinstance(f.evidence, dict) else None
+        for a in affects if isinstance(affects, list) else []:
+            gaps = out.setdefault(str(a), Gaps())
+            if f.code == "CHECK_SKIPPED":
+                gaps.skipped += 1
+            else:
+                gaps.unread += 1
+    return dict(sorted(out.items()))
 
 
 def make_report(area: str, findings: list[Finding], checked: list[str], limit: int | None = 50) -> Report:
@@ -253,6 +282,7 @@ def make_report(area: str, findings: list[Finding], checked: list[str], limit: i
     )
     led, more = act_first(ranked)
     return Report(
+        limited=_limited(ranked),
         area=area,
         status=worst,
         complete=complete,

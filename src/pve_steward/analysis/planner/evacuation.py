@@ -65,11 +65,11 @@ class Ledger:
             self.block(m.vmid, m.name, code, r.detail)
 
 
-def gaps_for(data: ClusterData, *, ha: bool) -> list[Missing]:
+def gaps_for(data: ClusterData, *, ha: bool, backups: bool = False) -> list[Missing]:
     """The failed reads this answer stands on: migration data always, HA data when HA-managed guests are
-    part of it (their targets come from HA rules or groups). Optional gaps show in the verdicts they leave
-    not provable, not here."""
-    areas = ("migration", "ha") if ha else ("migration",)
+    part of it (their targets come from HA rules or groups), backup data when the answer judges backup age
+    (the plan's readiness). Optional gaps show in the verdicts they leave not provable, not here."""
+    areas = ("migration",) + (("ha",) if ha else ()) + (("backups",) if backups else ())
     return [
         m
         for m in data.missing
@@ -77,10 +77,10 @@ def gaps_for(data: ClusterData, *, ha: bool) -> list[Missing]:
     ]
 
 
-def data_gaps(data: ClusterData, *, ha: bool) -> list[Finding]:
+def data_gaps(data: ClusterData, *, ha: bool, backups: bool = False) -> list[Finding]:
     """What this plan could not read, and what PVE hides from the token (a guest, a storage, HA's lists): either
     leaves the plan incomplete, the latter said as a skipped check naming the privilege (pve/visibility.py)."""
-    gaps = gaps_for(data, ha=ha)
+    gaps = gaps_for(data, ha=ha, backups=backups)
     return [
         finding(
             "CHECK_SKIPPED" if gap.hidden else "DATA_INCOMPLETE",
@@ -230,7 +230,8 @@ def _plan(
     params = _params(allowed, denied, allow_offline, headroom_pct, inputs.overrides)
     ledger = Ledger(data)
     guests = sorted((g for g in data.guests.values() if g.get("node") == node), key=lambda g: int(g["vmid"]))
-    gaps = data_gaps(data, ha=any(data.ha_managed(int(str(g["vmid"]))) is not None for g in guests))
+    ha = any(data.ha_managed(int(str(g["vmid"]))) is not None for g in guests)
+    gaps = data_gaps(data, ha=ha, backups=inputs.backups_read)
     ledger.findings += gaps
     stop = stop_reason(data, node)
     if stop:

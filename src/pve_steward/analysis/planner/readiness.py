@@ -168,6 +168,11 @@ def readiness(
     backups: list[StaleBackup] = []
     if backups_read:
         backups = stale_backups(data, node, t or Thresholds())
+        failed = [m for m in data.missing if "backups" in m.affects and (not m.optional or m.hidden)]
+        if failed:  # a backup on a storage whose content failed is unseen: the list may name guests that have one
+            gaps.append(
+                f"backup age: {len(failed)} read(s) of backup jobs or contents failed, so the list is not whole"
+            )
     else:
         gaps.append("backup age: the backup jobs and storages were not read")
     return MaintenanceReadiness(

@@ -39,8 +39,9 @@ function areaResults(state) {
   const r = obj(state.report), byArea = obj(r.by_area), byCode = obj(r.by_code);
   const loadedGaps = state.findings.filter((f) => f.code === "CHECK_SKIPPED" || f.code === "DATA_INCOMPLETE").length;
   const allGaps = (num(byCode.CHECK_SKIPPED) || 0) + (num(byCode.DATA_INCOMPLETE) || 0);
-  const gapsKnown = loadedGaps >= allGaps;
-  const names = new Set([...arr(r.checked).map(txt), ...Object.keys(byArea)]);
+  const limited = r.limited && typeof r.limited === "object" ? obj(r.limited) : null;  // every gap's areas, on page one
+  const gapsKnown = limited !== null || loadedGaps >= allGaps;
+  const names = new Set([...arr(r.checked).map(txt), ...Object.keys(byArea), ...(limited ? Object.keys(limited) : [])]);
   const loaded = {};
   for (const f of state.findings) (loaded[areaOf(f)] = loaded[areaOf(f)] || []).push(f);
   for (const a of Object.keys(loaded)) names.add(a);
@@ -49,8 +50,9 @@ function areaResults(state) {
     const c = Object.assign({ critical: 0, warning: 0, info: 0 }, obj(byArea[area]));
     const mine = loaded[area] || [];
     const gaps = mine.filter((f) => f.code === "CHECK_SKIPPED" || f.code === "DATA_INCOMPLETE");
-    const skipped = gaps.filter((f) => f.code === "CHECK_SKIPPED").length;
-    const unread = gaps.length - skipped;
+    const lim = limited ? obj(limited[area]) : null;
+    const skipped = lim ? num(lim.skipped) || 0 : gaps.filter((f) => f.code === "CHECK_SKIPPED").length;
+    const unread = lim ? num(lim.unread) || 0 : gaps.length - skipped;
     if (area === "data") { c.info -= num(byCode.CHECK_SKIPPED) || 0; c.warning -= num(byCode.DATA_INCOMPLETE) || 0; }
     let result = worst({ critical: c.critical, warning: c.warning + unread, skipped, info: c.info });
     if (result === "ok" && !gapsKnown) result = "none";
@@ -132,7 +134,8 @@ function strip(state, reads) {
     if (!checked.has(area) && !a) return tile(label, "not checked", "info", "not in this check");
     const result = a ? a.result : "none";
     const value = { critical: "failing", warning: "warnings", skipped: "not checked", info: "notices", ok: "passed", none: "no findings" }[result];
-    const why = a && a.skipped ? txt(a.findings.find((f) => f.code === "CHECK_SKIPPED").message) : detail;
+    const skip = a && a.skipped ? a.findings.find((f) => f.code === "CHECK_SKIPPED") : null;  // may be on a later page
+    const why = skip ? txt(skip.message) : a && a.skipped ? `${plural(a.skipped, "check")} skipped` : detail;
     return tile(label, value, result === "none" ? "info" : result, why);
   };
   let quorum;
