@@ -467,12 +467,14 @@ class _Refusing:
 
     def __init__(self, hold: threading.Event | None = None) -> None:
         self.hold = hold
+        self.holding = threading.Event()  # set once the committing thread waits in "first"
         self.events: list[str] = []
 
     def enqueue(self, line: bytes) -> None:
         event = json.loads(line)["event"]
         if event == "first" and self.hold is not None:
-            self.hold.wait(10)
+            self.holding.set()
+            self.hold.wait(60)
         if event == "refuse":
             raise OSError(28, "No space left on device")
         self.events.append(event)
@@ -498,6 +500,7 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
     """``record`` from the event loop: the committing thread commits what was posted meanwhile at once. A forwarder
     that refuses one line of that commit fails its caller and the later ones; the earlier ones were forwarded."""
     import anyio
+    import anyio.to_thread
 
     gate = threading.Event()
     forward = _Refusing(hold=gate)  # the committing thread waits in "first" while the next three are posted
@@ -513,10 +516,10 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(record, "first")
-        await anyio.sleep(0.2)  # "first" is in its commit, held by the forwarder
+        assert await anyio.to_thread.run_sync(forward.holding.wait, 60)  # "first" is in its commit, held
         for event in ("before", "refuse", "after"):
             tg.start_soon(record, event)
-        await anyio.sleep(0.2)  # all three posted to the committing thread's inbox
+        await anyio.wait_all_tasks_blocked()  # all three posted to the committing thread's inbox, and waiting
         gate.set()
     assert outcomes == {
         "first": "ok",
