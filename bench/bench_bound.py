@@ -1,0 +1,178 @@
+"""Performance at PVE's bound: a health check at 10,000 guests and an evacuation plan against PVE's workers.
+
+What bounds a check on a real cluster is PVE itself (issue 43, item 6): each node answers at most three API
+calls at once (pveproxy's ``max_workers``), a node-local path asked of the entry node is forwarded to its
+node's pveproxy, a protected one runs in that node's pvedaemon (three workers too). pvesim serves as PVE does
+with ``faults.pveproxy`` (pvesim/bound.py, design record 261206-61), every handler ``--cost`` seconds and every
+forward ``--proxy-cost``. pvesim runs in its own process, the server over stdio with its default settings,
+one call at a time.
+
+Printed per run, from pvesim's own account of what each node's workers did:
+- the bound the run implies: no client can finish before the busiest pool's work divided by its workers
+  (work as modelled: handlers x cost + forwards x proxy cost; pvesim's real time is printed beside it);
+- the call's wall time against it (target <= 1.2x: our concurrency keeps the busiest node's workers busy,
+  so it does not starve PVE);
+- the mean wait of a request for a worker at each pool (target: at most one handler's cost at every pool,
+  so another user's request, the GUI's, waits about one request more: we do not flood PVE);
+- with ``--sweep``, the same at other concurrencies, to show where each side of the default lies.
+
+    python bench/bench_bound.py [--guests 10000 --nodes 50] [--cost 0.02 --proxy-cost 0.005] [--sweep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import requests
+from mcp import Client, StdioServerParameters
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simproc import SimProcess
+
+from pve_steward.config import Settings
+from pvesim.generator import generate
+
+TARGET = 1.2
+DEFAULT_CONCURRENCY = Settings.model_fields["concurrency"].default
+
+
+def control(sim: SimProcess, action: str) -> dict[str, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the simulator's self-signed certificate: a local benchmark
+        answer = requests.post(
+            f"https://{sim.address}/_sim/{action}",
+            json={},
+            headers={"X-Pvesim-Control": sim.control},
+            verify=False,
+            timeout=60,
+        )
+    answer.raise_for_status()
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+async def one_call(sim: SimProcess, state: Path, concurrency: int, tool: str, args: dict[str, Any]) -> float:
+    """Start a stdio server, let it answer once (its start and first build not timed), then time the call."""
+    env = sim.server_env(state, "root@pam!pvesim", PVE_STEWARD_CONCURRENCY=str(concurrency))
+    server = StdioServerParameters(command=sys.executable, args=["-m", "pve_steward", "serve"], env=env)
+    async with Client(server, read_timeout_seconds=600) as client:
+        warm = await client.call_tool("cluster", {"action": "cluster_membership"})
+        assert not warm.is_error, warm.content
+        control(sim, "workers/reset")
+        started = time.perf_counter()
+        result = await client.call_tool(tool, args)
+        wall = time.perf_counter() - started
+    assert not result.is_error, result.content[0].text if result.content else result
+    return wall
+
+
+def run(sim: SimProcess, state: Path, concurrency: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    wall = asyncio.run(one_call(sim, state, concurrency, tool, args))
+    report = control(sim, "state")["workers"]
+    pools = report["pools"]
+    work = {(p["node"], p["kind"]): p["work"] / p["workers"] for p in pools}
+    real = {(p["node"], p["kind"]): p["busy"] / p["workers"] for p in pools}
+    busiest = max(work, key=lambda k: work[k])
+    waits = {(p["node"], p["kind"]): p["waited"] / p["served"] for p in pools if p["served"]}
+    worst_wait = max(waits, key=lambda k: waits[k])
+    return {
+        "concurrency": concurrency,
+        "wall": wall,
+        "bound": work[busiest],
+        "real_bound": max(real.values()),
+        "busiest": busiest,
+        "utilisation": real[busiest] / wall,
+        "worst_wait": waits[worst_wait],
+        "worst_wait_pool": worst_wait,
+        "cost": report["bound"]["cost"],
+        "pools": sorted(pools, key=lambda p: -p["work"] / p["workers"])[:4],
+    }
+
+
+def show(name: str, r: dict[str, Any]) -> None:
+    node, kind = r["busiest"]
+    wnode, wkind = r["worst_wait_pool"]
+    print(
+        f"  concurrency {r['concurrency']:3d}: {r['wall']:6.2f} s; bound {r['bound']:6.2f} s ({node} {kind}; "
+        f"{r['real_bound']:.2f} s as pvesim held them), {r['wall'] / r['bound']:.2f}x; busiest pool busy "
+        f"{r['utilisation'] * 100:.0f} %; a request waited {r['worst_wait'] * 1000:.1f} ms on average at "
+        f"{wnode} {wkind}"
+    )
+    for p in r["pools"]:
+        print(
+            f"      {p['node']} {p['kind']}: {p['served']} holds, work {p['work']:.2f} s, held {p['busy']:.2f} s, "
+            f"waited {p['waited']:.2f} s, peak {p['peak_waiting']} waiting"
+        )
+
+
+def verdicts(name: str, r: dict[str, Any]) -> list[str]:
+    ratio = r["wall"] / r["bound"]
+    starve = "MET" if ratio <= TARGET else "MISSED"
+    flood = "MET" if r["worst_wait"] <= r["cost"] else "MISSED"
+    return [
+        f"{starve}: {name} within {TARGET}x of the bound PVE implies ({ratio:.2f}x; not starving PVE)",
+        f"{flood}: {name}: a request waits at most one handler's cost for a worker at any node "
+        f"({r['worst_wait'] * 1000:.1f} ms <= {r['cost'] * 1000:.0f} ms; not flooding PVE)",
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--guests", type=int, default=10_000)
+    ap.add_argument("--nodes", type=int, default=50)
+    ap.add_argument("--evacuate-guests", type=int, default=1000, help="guests on the node the plan evacuates")
+    ap.add_argument("--cost", type=float, default=0.02)
+    ap.add_argument("--proxy-cost", type=float, default=0.005)
+    ap.add_argument("--sweep", action="store_true", help="also at concurrency 4, 8 and 32")
+    args = ap.parse_args()
+    bound = {"cost": args.cost, "proxy_cost": args.proxy_cost}
+    others = [4, 8, 32] if args.sweep else []
+    load = os.getloadavg()
+    print(
+        f"PVE modelled: 3 pveproxy and 3 pvedaemon workers per node, {args.cost * 1000:.0f} ms per handler, "
+        f"{args.proxy_cost * 1000:.0f} ms per forward; load average at start {load[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-bound-") as tmp:
+        state = Path(tmp)
+        sim = SimProcess(generate(nodes=args.nodes, guests=args.guests, seed=1), pveproxy=bound)
+        try:
+            name = f"health check at {args.guests:,} guests / {args.nodes} nodes"
+            print(name)
+            health = ("diagnostics", {"action": "check_cluster_health"})
+            for concurrency in [DEFAULT_CONCURRENCY, *others]:
+                r = run(sim, state, concurrency, *health)
+                show(name, r)
+                if concurrency == DEFAULT_CONCURRENCY:
+                    lines += verdicts(name, r)
+        finally:
+            sim.stop()
+        scenario = generate(nodes=20, guests=2000, seed=1, concentrate=args.evacuate_guests, node_memory="2T")
+        sim = SimProcess(scenario, pveproxy=bound)
+        try:
+            name = f"evacuation plan of a node with {args.evacuate_guests:,} guests (20 nodes, 2,000 guests)"
+            print(name)
+            plan = ("planning", {"action": "plan_node_evacuation", "node": "pve01", "allow_offline": True})
+            for concurrency in [DEFAULT_CONCURRENCY, *others]:
+                r = run(sim, state, concurrency, *plan)
+                show(name, r)
+                if concurrency == DEFAULT_CONCURRENCY:
+                    lines += verdicts(name, r)
+        finally:
+            sim.stop()
+    print("Targets (issue 43, item 6; default concurrency):")
+    for line in lines:
+        print(f"- {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
