@@ -85,7 +85,7 @@ def _replica_of(pid: int) -> int:
 @asynccontextmanager
 async def client(base: str) -> AsyncIterator[Client]:
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as http,
         Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
     ):
         yield c
@@ -171,7 +171,7 @@ async def test_killing_a_replica_loses_nothing(start_sim: Any, tmp_path: Path) -
 async def _wait_ready(base: str) -> None:
     import anyio
 
-    with anyio.fail_after(30):
+    with anyio.fail_after(120):
         while True:
             try:
                 if httpx2.get(f"{base}/ready", timeout=2).status_code == 200:
