@@ -12,7 +12,7 @@ pvesim/bound.py), in its own process. Two settings:
   fifth reads guests one after another (probe.py). Printed: the cheap calls' median and p99 latency while the
   checks run, the checks' time, and the peak memory of all the server's processes.
 
-Each variant leaves one mechanism out: the diagnostics process (``--no-diagnostics-process``), the urgency
+Each variant changes one mechanism: the diagnostics process (opt-in: ``--diagnostics-process``), the urgency
 of cheap calls (precedence, the lane, the board the child follows), the request pool's priorities, admission's
 budget of heavy calls (``--heavy-calls 64``), the read cache (``--read-cache-ttl 0``), the libcurl transport,
 orjson. The ones that are not settings are left out by bench/variants/sitecustomize.py. A variant of a
@@ -72,7 +72,9 @@ def variants() -> list[Variant]:
     fields = Settings.model_fields
     out = [Variant("as shipped")]
     if "diagnostics_process" in fields:
-        out.append(Variant("no diagnostics process", {"PVE_STEWARD_DIAGNOSTICS_PROCESS": "false"}, team_only=True))
+        on = not fields["diagnostics_process"].default  # the setting opts in (design record 261206-60)
+        name = "with diagnostics process" if on else "no diagnostics process"
+        out.append(Variant(name, {"PVE_STEWARD_DIAGNOSTICS_PROCESS": str(on).lower()}, team_only=True))
     if _importable("pve_steward.pveio.urgency"):
         out.append(Variant("no urgency", without="urgency"))
     if _has_priorities():

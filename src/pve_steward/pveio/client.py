@@ -43,8 +43,6 @@ from pve_steward.observe import metrics
 from pve_steward.observe.telemetry import pve_request_span
 from pve_steward.pve import ids
 from pve_steward.pveio.budget import open_budget
-from pve_steward.pveio.pvejson import FAST as FAST_JSON
-from pve_steward.pveio.pvejson import fast as fast_json
 from pve_steward.pveio.requestpool import REQUEST_PRIORITY, RequestPool
 from pve_steward.security.tiers import Tier
 
@@ -403,26 +401,6 @@ def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
     return lean
 
 
-def _serializer() -> Any:
-    """proxmoxer's JSON serializer, decoding small answers with orjson (pvejson.py: the same values, in less
-    than half the time, dict keys shared across answers); proxmoxer's own path for large answers and
-    for whatever orjson refuses."""
-    from proxmoxer.backends.https import JsonSerializer
-
-    class FastJson(JsonSerializer):  # type: ignore[misc]  # proxmoxer ships no types
-        def loads(self, response: requests.Response) -> Any:
-            content = response.content
-            if FAST_JSON is None or not fast_json(content):
-                return super().loads(response)
-            try:
-                answer = FAST_JSON(content)
-            except ValueError:  # NaN, lone surrogates, a byte-order mark, not UTF-8, not JSON
-                return super().loads(response)
-            return answer["data"]  # as proxmoxer's: an answer without "data" fails the same way
-
-    return FastJson()
-
-
 class WriteRefused(PveError):
     """The client itself refuses to send a write: the server runs read-only (defence in depth)."""
 
@@ -664,7 +642,6 @@ class ProxmoxerClient:
         session.trust_env = False  # environment CA bundles must not override our TLS choice
         session.mount("https://", _adapter(self._verify, self._fingerprint, self._concurrency))
         api._store["session"] = _lean_session(session)
-        api._store["serializer"] = _serializer()
         return api
 
     def _refuse_write(self, method: str, path: ApiPath) -> None:

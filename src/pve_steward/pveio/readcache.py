@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pve_steward.pveio import pvejson
 from pve_steward.pveio.client import ApiPath, ProxmoxClient, WriteMethod
 from pve_steward.pveio.requestpool import REQUEST_PRIORITY, URGENT
 from pve_steward.pveio.singleflight import SingleFlight
@@ -68,7 +67,7 @@ class _Entry:
 
     def copy(self) -> Any:
         """A caller's own copy of the answer (callers may change what they get)."""
-        value = pvejson.loads(self.encoded)
+        value = json.loads(self.encoded)
         return value["data"] if self.wrapped else value
 
     def read_only(self) -> Any:
