@@ -47,12 +47,13 @@ from procmem import _children
 from simproc import SimProcess
 
 from pve_steward.config import Settings
+from pvesim.bound import Bound
 from pvesim.generator import generate
 from pvesim.scenario import load_scenario
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = HERE / "variants"
-BOUND = {"cost": 0.02, "proxy_cost": 0.005}  # bench_bound's PVE
+BOUND = Bound().model_dump()  # bench_bound's PVE: pvesim's defaults
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,9 @@ class Bound(BaseModel):
 
     workers: int = Field(3, ge=1, le=64, description="pveproxy workers per node (max_workers, default 3)")
     daemon_workers: int = Field(3, ge=1, le=64, description="pvedaemon workers per node (max_workers, default 3)")
-    cost: float = Field(0.02, ge=0, le=10, description="seconds a worker spends running one request's handler")
+    cost: float = Field(0.04, ge=0, le=10, description="seconds a worker spends running one request's handler")
     proxy_cost: float = Field(
-        0.005, ge=0, le=10, description="seconds a worker spends forwarding a request to another node or pvedaemon"
+        0.01, ge=0, le=10, description="seconds a worker spends forwarding a request to another node or pvedaemon"
     )
 
 

@@ -10,12 +10,14 @@ has a timeout.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import socket
 import threading
 import time
 import unicodedata
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -43,7 +45,7 @@ from pve_steward.observe import metrics
 from pve_steward.observe.telemetry import pve_request_span
 from pve_steward.pve import ids
 from pve_steward.pveio.budget import open_budget
-from pve_steward.pveio.requestpool import REQUEST_PRIORITY, RequestPool
+from pve_steward.pveio.requestpool import REQUEST_PRIORITY, URGENT, RequestPool
 from pve_steward.security.tiers import Tier
 
 if TYPE_CHECKING:  # imported on first use: proxmoxer and requests cost ~0.15 s of every start (issue 17)
@@ -584,6 +586,10 @@ class ProxmoxerClient:
         self._proxmox: ProxmoxAPI | None = None  # made by the first request (proxmoxer is imported then)
         self._connect_lock = threading.Lock()
         self._workers: RequestPool | None = None
+        # heavy reads in flight per PVE node (per event loop: tests run many), see PER_NODE
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._retries = settings.retries
         store = settings.request_budget_store or settings.token_store
         self.budget = open_budget(store, settings.url, settings.request_budget, settings.request_budget_burst)
@@ -708,13 +714,26 @@ class ProxmoxerClient:
         finally:
             _LAST_BODY.value = None  # a failed read leaves no body for the next one to take
 
+    def _gate(self, path: ApiPath) -> asyncio.Semaphore:
+        """The heavy reads' gate of the node that runs ``path`` (None: the node we talk to)."""
+        node = path.segments[1] if len(path.segments) > 1 and path.segments[0] == "nodes" else None
+        gates = self._gates.setdefault(asyncio.get_running_loop(), {})
+        gate = gates.get(node)
+        if gate is None:
+            gate = gates[node] = asyncio.Semaphore(PER_NODE)
+        return gate
+
     async def _retried(self, request: Callable[..., Any], path: ApiPath, params: dict[str, Any]) -> Any:
         encoded = _encode(params)
         delay = 0.2
+        priority = REQUEST_PRIORITY.get()
         for attempt in range(self._retries + 1):
             try:
                 # cancelling the caller drops the request if it has not started yet
-                return await self._pool.run(request, "GET", path, encoded, priority=REQUEST_PRIORITY.get())
+                if priority == URGENT:  # a cheap call's read: not held behind heavy reads at its node
+                    return await self._pool.run(request, "GET", path, encoded, priority=priority)
+                async with self._gate(path):
+                    return await self._pool.run(request, "GET", path, encoded, priority=priority)
             except PveError as err:
                 if attempt >= self._retries or not _transient(err):
                     raise
@@ -737,6 +756,13 @@ class ProxmoxerClient:
 
 
 GATHER_LANES = 128
+
+# Heavy reads in flight at one PVE node. A node answers three API calls at once (pveproxy's and pvedaemon's
+# max_workers, 3 by default), and a node-local path asked of another node is forwarded to that node's own
+# workers (pve-http-server AnyEvent.pm proxy_request). Sixteen reads of one node's guests in flight (an
+# evacuation plan's) kept thirteen waiting there: another user's request waited four handlers' time for no
+# gain, since three were all the node ran. Twice its workers keep it busy (design record 261206-61).
+PER_NODE = 6
 
 
 async def gather(
