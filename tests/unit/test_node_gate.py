@@ -78,3 +78,29 @@ def test_a_cheap_calls_read_is_not_held_behind_heavy_reads_of_its_node() -> None
         await asyncio.gather(cheap, *tasks)
 
     asyncio.run(run())
+
+
+def test_the_node_we_talk_to_shares_one_gate_for_its_own_paths_and_the_cluster_wide_ones() -> None:
+    """Paths without proxyto (/cluster/..., /access/...) run on the node the client talks to, which
+    /cluster/status names local: its gate is that node's, not a second one beside it."""
+
+    async def run() -> None:
+        pool = HeldPool()
+        client = _client(pool)
+        status = [{"type": "cluster", "name": "c"}, {"type": "node", "name": "pve2", "local": 0}]
+        status.append({"type": "node", "name": "pve1", "local": 1})
+        client._request = lambda method, path, params: status  # type: ignore[method-assign]
+        assert client._request_with_body("GET", api_path("cluster", "status"), {})[0] == status
+        REQUEST_PRIORITY.set(BACKGROUND)
+        reads = [client.get(api_path("nodes", node("pve1"), "qemu", vmid(100 + i), "config")) for i in range(5)]
+        reads += [client.get(api_path("cluster", "resources")) for _ in range(5)]
+        tasks = [asyncio.create_task(r) for r in reads]
+        while sum(pool.inflight.values()) < PER_NODE:
+            await asyncio.sleep(0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert sum(pool.inflight.values()) == PER_NODE  # one gate for pve1: its configs and the cluster's reads
+        pool.release.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(run())

@@ -586,6 +586,7 @@ class ProxmoxerClient:
         self._proxmox: ProxmoxAPI | None = None  # made by the first request (proxmoxer is imported then)
         self._connect_lock = threading.Lock()
         self._workers: RequestPool | None = None
+        self._entry: str | None = None  # the node we talk to, once /cluster/status named it (see _gate)
         # heavy reads in flight per PVE node (per event loop: tests run many), see PER_NODE
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, asyncio.Semaphore]] = (
             weakref.WeakKeyDictionary()
@@ -710,13 +711,16 @@ class ProxmoxerClient:
         try:
             result = self._request(method, path, params)
             body: bytes | None = getattr(_LAST_BODY, "value", None)  # set by this thread's LeanSession for this GET
+            if path.segments == ("cluster", "status") and isinstance(result, list):
+                self._entry = next((str(r.get("name")) for r in result if isinstance(r, dict) and r.get("local")), None)
             return result, body
         finally:
             _LAST_BODY.value = None  # a failed read leaves no body for the next one to take
 
     def _gate(self, path: ApiPath) -> asyncio.Semaphore:
-        """The heavy reads' gate of the node that runs ``path`` (None: the node we talk to)."""
-        node = path.segments[1] if len(path.segments) > 1 and path.segments[0] == "nodes" else None
+        """The heavy reads' gate of the node that runs ``path``: a node's own paths run there, every other path
+        on the node we talk to (no ``proxyto``), which ``/cluster/status`` names ``local`` once it was read."""
+        node = path.segments[1] if len(path.segments) > 1 and path.segments[0] == "nodes" else self._entry
         gates = self._gates.setdefault(asyncio.get_running_loop(), {})
         gate = gates.get(node)
         if gate is None:
