@@ -14,9 +14,10 @@ Printed per run, from pvesim's own account of what each node's workers did:
   beside it);
 - the call's wall time against it (target <= 1.2x: our concurrency keeps the busiest node's workers busy,
   so it does not starve PVE);
-- the mean wait of a request for a worker at each pool (target: at most one handler's cost at every pool,
-  so another user's request, the GUI's, waits about one request more: we do not flood PVE);
-- with ``--sweep``, the same at other concurrencies, to show where each side of the default lies.
+- the mean wait of a request for a worker at each pool, against the mean time a worker held one there
+  (target: at most that at every pool, so another user's request, the GUI's, waits about one request
+  more: we do not flood PVE);
+- with ``--sweep``, the same at concurrency 8, 24 and 32, to show where each side of the default lies.
 
 With ``--out`` (default docs/performance.md; '-' prints only) the figures replace the file's "At PVE's bound"
 section (bench_scale.py keeps it when it rewrites the rest).
@@ -90,7 +91,8 @@ def run(sim: SimProcess, state: Path, concurrency: int, tool: str, args: dict[st
     real = {(p["node"], p["kind"]): p["busy"] / p["workers"] for p in pools}
     busiest = max(real, key=lambda k: real[k])
     waits = {(p["node"], p["kind"]): p["waited"] / p["served"] for p in pools if p["served"]}
-    worst_wait = max(waits, key=lambda k: waits[k])
+    holds = {(p["node"], p["kind"]): p["busy"] / p["served"] for p in pools if p["served"]}
+    worst_wait = max(waits, key=lambda k: waits[k] / holds[k] if holds[k] else 0.0)
     return {
         "concurrency": concurrency,
         "wall": wall,
@@ -99,6 +101,7 @@ def run(sim: SimProcess, state: Path, concurrency: int, tool: str, args: dict[st
         "busiest": busiest,
         "utilisation": real[busiest] / wall,
         "worst_wait": waits[worst_wait],
+        "worst_hold": holds[worst_wait],
         "worst_wait_pool": worst_wait,
         "cost": report["bound"]["cost"],
         "pools": sorted(pools, key=lambda p: -p["work"] / p["workers"])[:4],
@@ -112,7 +115,7 @@ def show(name: str, r: dict[str, Any]) -> None:
         f"  concurrency {r['concurrency']:3d}: {r['wall']:6.2f} s; bound {r['bound']:6.2f} s ({node} {kind}; "
         f"{r['modelled_bound']:.2f} s as modelled), {r['wall'] / r['bound']:.2f}x; busiest pool busy "
         f"{r['utilisation'] * 100:.0f} %; a request waited {r['worst_wait'] * 1000:.1f} ms on average at "
-        f"{wnode} {wkind}"
+        f"{wnode} {wkind}, where a worker held one {r['worst_hold'] * 1000:.1f} ms"
     )
     for p in r["pools"]:
         print(
@@ -124,11 +127,11 @@ def show(name: str, r: dict[str, Any]) -> None:
 def verdicts(name: str, r: dict[str, Any]) -> list[str]:
     ratio = r["wall"] / r["bound"]
     starve = "MET" if ratio <= TARGET else "MISSED"
-    flood = "MET" if r["worst_wait"] <= r["cost"] else "MISSED"
+    flood = "MET" if r["worst_wait"] <= r["worst_hold"] else "MISSED"
     return [
         f"{starve}: {name} within {TARGET}x of the bound PVE implies ({ratio:.2f}x; not starving PVE)",
-        f"{flood}: {name}: a request waits at most one handler's cost for a worker at any node "
-        f"({r['worst_wait'] * 1000:.1f} ms <= {r['cost'] * 1000:.0f} ms; not flooding PVE)",
+        f"{flood}: {name}: at every node a request waits for a worker no longer than a worker holds one "
+        f"({r['worst_wait'] * 1000:.1f} ms <= {r['worst_hold'] * 1000:.1f} ms at the worst; not flooding PVE)",
     ]
 
 
@@ -139,12 +142,12 @@ def main() -> int:
     ap.add_argument("--evacuate-guests", type=int, default=1000, help="guests on the node the plan evacuates")
     ap.add_argument("--cost", type=float, default=Bound.model_fields["cost"].default)
     ap.add_argument("--proxy-cost", type=float, default=Bound.model_fields["proxy_cost"].default)
-    ap.add_argument("--sweep", action="store_true", help="also at concurrency 4, 8 and 32")
+    ap.add_argument("--sweep", action="store_true", help="also at concurrency 8, 24 and 32")
     ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"), help="'-' prints only")
     args = ap.parse_args()
     began = time.time()
     bound = {"cost": args.cost, "proxy_cost": args.proxy_cost}
-    others = [4, 8, 32] if args.sweep else []
+    others = [8, 24, 32] if args.sweep else []
     load = os.getloadavg()
     print(
         f"PVE modelled: 3 pveproxy and 3 pvedaemon workers per node, {args.cost * 1000:.0f} ms per handler, "
@@ -194,14 +197,16 @@ def section(
 ) -> list[str]:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(began))
     rows = [
-        "| run | concurrency | wall (s) | bound (s) | wall / bound | busiest pool | busy | mean wait there (ms) |",
+        "| run | concurrency | wall (s) | bound (s) | wall / bound | busiest pool | busy | longest wait / hold (ms) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in table:
         node, kind = r["busiest"]
+        wnode, wkind = r["worst_wait_pool"]
         rows.append(
             f"| {name} | {r['concurrency']} | {r['wall']:.1f} | {r['bound']:.1f} | {r['wall'] / r['bound']:.2f} | "
-            f"{node} {kind} | {r['utilisation'] * 100:.0f} % | {r['worst_wait'] * 1000:.0f} |"
+            f"{node} {kind} | {r['utilisation'] * 100:.0f} % | {wnode} {wkind}: {r['worst_wait'] * 1000:.0f} / "
+            f"{r['worst_hold'] * 1000:.0f} |"
         )
     return [
         START,
@@ -215,9 +220,9 @@ def section(
         "machine). pvesim serves as PVE's nodes do (pvesim/bound.py): three pveproxy and three pvedaemon workers",
         f"per node, {args.cost * 1000:.0f} ms per handler, {args.proxy_cost * 1000:.0f} ms per forward to another",
         "node or to pvedaemon; the server runs over stdio with its default settings, one call at a time. The",
-        "bound is the busiest pool's work divided by its workers: no client finishes sooner. The mean wait is",
-        "what a request waited for a worker at the pool where waits were longest: another user's request (the",
-        "GUI's) waits about as long.",
+        "bound is the busiest pool's work divided by its workers: no client finishes sooner. The longest waits",
+        "are at the pool where a request waited longest for a worker against how long a worker held one there:",
+        "another user's request (the GUI's) waits about as long.",
         "",
         *rows,
         "",

@@ -273,6 +273,7 @@ def run_team(scenario: dict[str, Any], label: str, users: int, chosen: list[Vari
                 finally:
                     server.terminate()
                     server.wait(timeout=30)
+            rows_busy = admission_rows(sim, Path(tmp), vmids, 2 * users, chosen)
             base_p99 = _p99(rows[0][2])
             for name, outcomes, window, wall, peak in rows:
                 p50, p99 = statistics.median(window) * 1000, _p99(window)
@@ -281,8 +282,32 @@ def run_team(scenario: dict[str, Any], label: str, users: int, chosen: list[Vari
                     f"  {name:24} cheap call p50 {p50:5.1f} ms p99 {p99:6.1f} ms ({p99 / base_p99:.2f}x) of "
                     f"{len(window)}; checks {wall:5.1f} s ({done}/{len(outcomes)} answered); peak {peak:5.1f} MiB"
                 )
+            for name, outcomes, wall, peak in rows_busy:
+                busy = sum(1 for o in outcomes if o == "busy")
+                print(
+                    f"  {name:24} {len(outcomes)} different checks at once: {wall:5.1f} s, {busy} told busy, "
+                    f"peak {peak:5.1f} MiB"
+                )
     finally:
         sim.stop()
+
+
+def admission_rows(
+    sim: SimProcess, tmp: Path, vmids: list[int], users: int, chosen: list[Variant]
+) -> list[tuple[str, list[str], float, float]]:
+    """Admission's budget engages only past ``heavy_calls`` (4) different heavy calls at once: twice the users,
+    with and without it (how the checks ended, their time, the peak memory)."""
+    out = []
+    for variant in (v for v in chosen if v.name in ("as shipped", "no admission budget")):
+        server, url = start_http(sim, tmp / f"{variant.name.replace(' ', '-')}-{users}", variant)
+        try:
+            asyncio.run(team_round(url, vmids, 1))
+            outcomes, _window, wall = asyncio.run(team_round(url, vmids, users))
+            out.append((variant.name, outcomes, wall, peak_mib(server.pid)))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return out
 
 
 def _p99(values: list[float]) -> float:
