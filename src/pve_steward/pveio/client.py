@@ -720,7 +720,9 @@ class ProxmoxerClient:
     def _gate(self, path: ApiPath) -> asyncio.Semaphore:
         """The heavy reads' gate of the node that runs ``path``: a node's own paths run there, every other path
         on the node we talk to (no ``proxyto``), which ``/cluster/status`` names ``local`` once it was read."""
-        node = path.segments[1] if len(path.segments) > 1 and path.segments[0] == "nodes" else self._entry
+        segments = path.segments
+        on_node = segments[:1] == ("nodes",) and len(segments) > 1 and not ASKED_NODE_RUNS.intersection(segments[2:])
+        node = segments[1] if on_node else self._entry
         gates = self._gates.setdefault(asyncio.get_running_loop(), {})
         gate = gates.get(node)
         if gate is None:
@@ -767,6 +769,10 @@ GATHER_LANES = 128
 # evacuation plan's) kept thirteen waiting there: another user's request waited four handlers' time for no
 # gain, since three were all the node ran. Twice its workers keep it busy (design record 261206-61).
 PER_NODE = 6
+# A node's paths that run where they are asked, not on the node they name: no proxyto in PVE's schema (the
+# RRD data of a node or guest, a guest's firewall: cluster-wide files). Each node's rrddata, asked of one node,
+# ran in that one node's pvedaemon.
+ASKED_NODE_RUNS = frozenset({"rrd", "rrddata", "firewall"})
 
 
 async def gather(
