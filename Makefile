@@ -10,6 +10,8 @@ PACKAGE  ?= .
 # plus the dev extra (test, lint and packaging tools) for `make test`.
 RUNTIME  = $(VENV)/.runtime
 STAMP    = $(VENV)/.installed
+# pytest-xdist workers of `make test`: one per CPU
+TEST_WORKERS ?= auto
 
 .PHONY: setup runtime interop demo demo-stdio check test lint typecheck bench conformance docs clean dist mcpb image
 
@@ -47,16 +49,16 @@ typecheck: setup
 check: setup lint typecheck  ## the fast loop (under a minute): lint, types, unit and contract tests
 	$(BIN)/python -m pytest -q -n 2 tests/unit tests/contract
 
-test: setup interop lint typecheck  ## lint, type-check and run the whole suite (interop clients included)
-	$(BIN)/python -m pytest
+test: setup interop lint typecheck  ## lint, type-check and run the whole suite (interop clients included), in parallel
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 conformance: setup interop  ## the MCP conformance suite against the demo server, checked against its baseline
 	scripts/interop/conformance.sh
 
 bench: setup
 	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done; \
-	echo "== bench/bench_heavy.py --in-process"; $(BIN)/python bench/bench_heavy.py --in-process
-	# each prints its figures and MET/MISSED; the last measures --no-diagnostics-process (261204-37)
+	echo "== bench/bench_heavy.py --diagnostics-process"; $(BIN)/python bench/bench_heavy.py --diagnostics-process
+	# each prints its figures and MET/MISSED; the last measures --diagnostics-process (261206-60)
 
 dist: setup          ## the wheel and sdist PyPI gets, into dist/
 	$(BIN)/uv build --out-dir dist

@@ -15,11 +15,10 @@ let them finish their slice before a woken server thread ran (design records 261
 - how the 50 health checks ended: answered, or told "busy, retry in N s" (never a silent wait);
 - the server's peak resident memory during the 50, its diagnostics process included (target <= 300 MiB).
 
-The default measures the server's defaults: over HTTP it runs heavy calls in a process of its own
-(pve_steward/serving/worker/), so the cheap call's front end does not share an interpreter lock with the 50
-health checks. ``--in-process`` measures ``--no-diagnostics-process`` (one process).
+The default measures the server's defaults: one process, heavy calls beside the cheap ones (design record
+261206-60). ``--diagnostics-process`` runs heavy calls in a process of their own (pve_steward/serving/worker/).
 
-    python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50] [--in-process]
+    python bench/bench_heavy.py [--guests 2000] [--latency 0.005] [--checks 50] [--diagnostics-process]
                                 [--others-nice N | --same-priority]
 """
 
@@ -185,7 +184,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=20)
     ap.add_argument("--latency", type=float, default=0.005)
     ap.add_argument("--checks", type=int, default=50)
-    ap.add_argument("--in-process", action="store_true", help="the server without its diagnostics process")
+    ap.add_argument("--diagnostics-process", action="store_true", help="heavy calls in a process of their own")
     ap.add_argument("--others-nice", type=int, default=None, help="pvesim and the callers at this nice, not SCHED_IDLE")
     ap.add_argument("--same-priority", action="store_true", help="pvesim and the callers at the server's priority")
     args = ap.parse_args()
@@ -195,7 +194,7 @@ def main() -> int:
     vmids = probe_vmids(scenario)
     sim = SimProcess(scenario, latency=args.latency, nice=others)
     tmp = tempfile.TemporaryDirectory(prefix="heavy-bench-")
-    server, url = start_server(sim, Path(tmp.name), not args.in_process)
+    server, url = start_server(sim, Path(tmp.name), args.diagnostics_process)
     peak = 0
     stop = threading.Event()
 
@@ -241,7 +240,7 @@ def main() -> int:
         tmp.cleanup()
 
     ratio = tens / one if one > 0 else float("inf")
-    mode = "heavy calls in-process" if args.in_process else "heavy calls in the diagnostics process"
+    mode = "heavy calls in the diagnostics process" if args.diagnostics_process else "heavy calls in-process"
     print(f"{args.guests} guests on {args.nodes} nodes, {args.latency * 1000:.0f} ms per request; {mode}")
     where = "SCHED_IDLE" if others == IDLE else f"nice {others}"
     print(f"pvesim and the {args.checks} callers at {where}, the server and the probe at nice 0")

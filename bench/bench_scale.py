@@ -11,7 +11,8 @@ pvesim runs in its own process (bench/simproc.py) on generated clusters (pvesim.
   in `limit` share one), target <= 300 MiB at 2,000 guests;
 - **analysis**: the whole health analysis against `json.loads` of its payload (the bodies of one check's
   reads, and the snapshot the collector made of them: bench/collected.py), best of interleaved rounds
-  (bench/bench_analysis.py's method), target <= 2x;
+  (bench/bench_analysis.py's method), shown for growth: issue 17's target of 2x was withdrawn (issue 43:
+  at 10,000 guests the analysis is a few percent of a check, which PVE's own bound decides; bench_bound.py);
 - **answers**: bytes of the default health answer (text and structuredContent), of its first `detail` page,
   and of `list_guests`' text per guest (targets 32 KB at 10,000 guests, 100 KB, 150 B).
 
@@ -241,7 +242,7 @@ def table(rows: list[dict[str, Any]], checks: int) -> list[str]:
         ("analysis payload (MB)", lambda r: f"{r['ana']['payload_mb']:.1f}"),
         ("json.loads of it (ms)", lambda r: f"{r['ana']['json_ms']:.0f}"),
         ("health analysis (ms)", lambda r: f"{r['ana']['analysis_ms']:.0f}"),
-        ("analysis / json.loads (<= 2)", lambda r: f"{r['ana']['analysis_ms'] / r['ana']['json_ms']:.2f}"),
+        ("analysis / json.loads", lambda r: f"{r['ana']['analysis_ms'] / r['ana']['json_ms']:.2f}"),
         ("default health answer: text / structured (KB)", lambda r: answer_kb(r, "health")),
         ("first detail page: text / structured (KB)", lambda r: answer_kb(r, "detail")),
         ("list_guests text per guest (B, <= 150)", lambda r: f"{r['list_text_per_guest']:.0f} ({r['list_rows']} rows)"),
@@ -260,20 +261,12 @@ def verdicts(rows: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     at_2000 = [r for r in rows if r["guests"] == 2000]
     out = [
         (
-            f"analysis <= 2x json.loads at {biggest['guests']:,} guests",
-            biggest["ana"]["analysis_ms"] <= 2 * biggest["ana"]["json_ms"],
-        ),
-        (
             f"API requests / needed at {biggest['guests']:,} guests <= 1.1",
             biggest["sent"] / biggest["needed"] <= 1.1,
         ),
         (
             "per-guest reads only where no PVE list carries the data (config, pending, agent, snapshot)",
             set(biggest["guest_kinds"]) <= PER_GUEST,
-        ),
-        (
-            "analysis <= 2x json.loads at every size",
-            all(r["ana"]["analysis_ms"] <= 2 * r["ana"]["json_ms"] for r in rows),
         ),
         (f"default health answer <= 32 KB at {biggest['guests']:,} guests", biggest["health_text"] <= 32 * 1024),
         ("no answer over 100 KB", all(max(r["health_text"], r["detail_text"]) <= 100 * 1024 for r in rows)),
@@ -316,12 +309,26 @@ def write(path: Path, rows: list[dict[str, Any]], checks: int, started: str, whe
         'a caller that cannot get a slot within `busy_wait` is told "busy, retry in N s" (counted as busy),',
         "never left waiting. The memory target is stated at 2,000 guests; larger clusters are shown for growth.",
         "",
-        "Targets (issue #17, item 5 and the answer sizes of item 4):",
+        "Targets (issue #17: requests, memory, and the answer sizes of item 4; item 5, the analysis against",
+        "`json.loads`, is replaced by performance at PVE's bound, below):",
         "",
         *(f"- {'MET' if ok else 'MISSED'}: {what}" for what, ok in verdicts(rows)),
         "",
     ]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    path.write_text("\n".join(lines) + kept_sections(path), encoding="utf-8")
+
+
+def kept_sections(path: Path) -> str:
+    """The sections other benches write into the file (bench_bound.py's, between its markers), kept as they are."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    start = text.find(BOUND_START)
+    return "\n" + text[start:] if start >= 0 else ""
+
+
+BOUND_START = "<!-- bench_bound.py -->"
 
 
 def main() -> int:

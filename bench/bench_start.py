@@ -1,10 +1,14 @@
-"""Start cost: spawn -> first `tools/list` answer over stdio, and peak RSS, against a bare SDK server.
+"""Start cost and footprint against a bare SDK server: spawn -> first `tools/list`, and memory after a health check.
 
 In paired, interleaved rounds (the order swaps each round) this spawns `pve-steward serve`
-(stdio, pointed at a pvesim started once) and bench/bare_server.py (an SDK `MCPServer` with
-one tool), sends initialize + tools/list as raw JSON-RPC lines, and times the `tools/list`
-answer from the spawn. Peak RSS is the process's VmHWM read right after that answer.
-Targets (issue 17): time <= 1.2x the bare server, peak RSS <= 1.1x.
+(stdio, pointed at a pvesim started once with the demo's cluster) and bench/bare_server.py (an SDK
+`MCPServer` with one tool), sends initialize + tools/list as raw JSON-RPC lines, and times the
+`tools/list` answer from the spawn. Peak RSS is the process's VmHWM read right after that answer.
+Then, as a user's first question: one health check of the demo over stdio, and over HTTP, each from
+a fresh server with its default settings; its footprint is the peak RSS (VmHWM) of every process
+the server runs, summed, after the answer. All ratios are against the bare server's peak RSS in
+this run (issue 43, item 2): start time <= 1.15x, RSS at start <= 1.1x, stdio after a health check
+<= 1.5x, HTTP after a health check <= 2x.
 
 `serve` keeps its tool list beside the audit log (surface.py): the rounds are starts of a configuration
 that has started before, as a client starts the server for each session. The first start of a
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,13 +33,15 @@ from pathlib import Path
 from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procmem import _children
 from simproc import SimProcess
 
 import pve_steward
-from pvesim.generator import generate
+from pvesim.scenario import load_scenario
 
 HERE = Path(__file__).resolve().parent
-TIME_TARGET, RSS_TARGET = 1.2, 1.1
+TIME_TARGET, RSS_TARGET, STDIO_TARGET, HTTP_TARGET = 1.15, 1.1, 1.5, 2.0
+HEALTH = {"name": "diagnostics", "arguments": {"action": "check_cluster_health"}}
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -61,6 +68,68 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def tree_peak_mib(pid: int) -> float:
+    """The peak RSS of ``pid`` and of every process below it (VmHWM), summed, in MiB."""
+    return peak_rss_mib(pid) + sum(tree_peak_mib(kid) for kid in _children(pid))
+
+
+def stdio_after_health(env: dict[str, str]) -> float:
+    """A fresh stdio server answers one health check; its processes' peak RSS, summed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pve_steward", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        _send(proc.stdin, INIT)
+        _answer(proc.stdout, 1)
+        _send(proc.stdin, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(proc.stdin, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": HEALTH})
+        answer = _answer(proc.stdout, 2)
+        assert not answer["result"].get("isError"), answer
+        return tree_peak_mib(proc.pid)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def http_after_health(env: dict[str, str]) -> float:
+    """A fresh HTTP server answers one health check; its processes' peak RSS, summed."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**env, "PVE_STEWARD_TRANSPORT": "http", "PVE_STEWARD_HTTP_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(1200):
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                time.sleep(0.1)
+
+        async def check() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                result = await client.call_tool(HEALTH["name"], HEALTH["arguments"])
+                assert not result.is_error, result.content
+
+        asyncio.run(check())
+        return tree_peak_mib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def one_start(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
@@ -93,7 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
-    sim = SimProcess(generate(nodes=3, guests=30, seed=1))
+    sim = SimProcess(load_scenario("demo"))
     tmp = tempfile.TemporaryDirectory(prefix="bench-start-")
     try:
         compileall.compile_dir(str(Path(pve_steward.__file__).parent), quiet=1)
@@ -110,13 +179,15 @@ def main() -> None:
             pair = [("pve-steward", steward), ("bare SDK", bare)]
             for name, command in pair if i % 2 == 0 else pair[::-1]:
                 runs[name].append(one_start(command, env))
-        report(runs)
+        stdio = statistics.median(stdio_after_health(env) for _ in range(3))
+        http = statistics.median(http_after_health(env) for _ in range(3))
+        report(runs, stdio, http)
     finally:
         sim.stop()
         tmp.cleanup()
 
 
-def report(runs: dict[str, list[tuple[float, float, int]]]) -> None:
+def report(runs: dict[str, list[tuple[float, float, int]]], stdio: float, http: float) -> None:
     med = {
         name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for name, rs in runs.items()
     }
@@ -136,6 +207,13 @@ def report(runs: dict[str, list[tuple[float, float, int]]]) -> None:
     print(
         f"peak RSS ratio {rss_ratio:.2f}x (target <= {RSS_TARGET}x): {'MET' if rss_ratio <= RSS_TARGET else 'MISSED'}"
     )
+    for name, mib, target in (("stdio", stdio, STDIO_TARGET), ("HTTP", http, HTTP_TARGET)):
+        ratio = mib / bare[1]
+        verdict = "MET" if ratio <= target else "MISSED"
+        print(
+            f"{name} server after one health check of the demo: {mib:.1f} MiB in all its processes (median of 3), "
+            f"{ratio:.2f}x the bare server's peak (target <= {target}x): {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -28,11 +28,23 @@ def niced(nice: int | str) -> list[str]:
 
 
 class SimProcess:
-    def __init__(self, scenario: dict[str, Any], latency: float = 0.0, nice: int | str = 0) -> None:
-        """``nice``: the simulator's CPU priority (bench_heavy: PVE's CPUs are not the server's)."""
+    def __init__(
+        self,
+        scenario: dict[str, Any],
+        latency: float = 0.0,
+        nice: int | str = 0,
+        pveproxy: dict[str, Any] | None = None,
+    ) -> None:
+        """``nice``: the simulator's CPU priority (bench_heavy: PVE's CPUs are not the server's). ``pveproxy``:
+        serve as PVE's nodes do, with their workers and a cost per request (pvesim/bound.py; bench_bound)."""
         scenario = dict(scenario)
+        faults: dict[str, Any] = dict(scenario.get("faults") or {})
         if latency:
-            scenario["faults"] = {"latency": latency}
+            faults["latency"] = latency
+        if pveproxy is not None:
+            faults["pveproxy"] = pveproxy
+        if faults:
+            scenario["faults"] = faults
         self._tmp = tempfile.TemporaryDirectory(prefix="pvesim-bench-")
         path = Path(self._tmp.name) / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario), encoding="utf-8")

@@ -51,7 +51,7 @@ def serving_process(
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60  # a loaded 2-CPU machine starts a server in seconds, not a minute
+        deadline = time.monotonic() + 120  # a server that did not start at all, not a slow one on a loaded machine
         while True:
             try:
                 if httpx2.get(f"{base}/health", timeout=1).status_code == 200:

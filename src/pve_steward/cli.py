@@ -26,7 +26,6 @@ from pve_steward import __version__
 from pve_steward.config import ENV_PREFIX, ConfigError, Settings, default_state_dir, describe_errors, load_settings
 from pve_steward.security.files import make_private_dir
 from pve_steward.serving.exitcodes import EXIT_UNKNOWN, EXIT_USAGE
-from pve_steward.surface.registry import RegistryError
 
 DESCRIPTION = """\
 pve-steward: an MCP server that lets an AI assistant operate Proxmox VE carefully.
@@ -832,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except ValidationError as exc:
         return _fail(describe(exc))
-    except (ConfigError, ValueError, RegistryError) as exc:
+    except (ConfigError, ValueError) as exc:  # a RegistryError (bad tools file) is a ValueError too
         return _fail(str(exc))
     except KeyboardInterrupt:
         return 130

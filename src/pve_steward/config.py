@@ -244,9 +244,10 @@ class Settings(BaseSettings):
         15.0, ge=0, le=300, description="seconds a heavy call waits for a slot before it answers busy (retry in N s)"
     )
     diagnostics_process: bool = Field(
-        True,
-        description="run heavy diagnostics and plans in a process of their own, so cheap calls stay fast beside "
-        "them (HTTP only; a second process: about 75 MiB idle, 160 MiB beside 50 health checks at 2,000 guests)",
+        False,
+        description="run heavy diagnostics and plans in a process of their own (HTTP only): for a shared server "
+        "where several users run heavy checks at once, cheap calls' p90 then stays about 1.6x lower, for a second "
+        "process of about 80 MiB (design record 261206-60)",
     )
     diagnostics_priority: Literal["idle", "low"] = Field(
         "idle",

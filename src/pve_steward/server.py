@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp import MCPError
 from mcp.server import MCPServer
@@ -48,33 +48,15 @@ from pve_steward.security.tokens import TokenSigner
 from pve_steward.security.usedtokens import open_store, sharing_problems
 from pve_steward.serving.lifespan import Lifespan
 from pve_steward.serving.readiness import Readiness
-from pve_steward.surface.answers import answer, compact_answer
 from pve_steward.surface.clientlog import forwarded, register_logging
 from pve_steward.surface.completions import register_completions
-from pve_steward.surface.metatools import (
-    Action,
-    MetaTool,
-    build_meta_tools,
-    describe_errors,
-    make_meta_function,
-    parameters_line,
-    parameters_of,
-)
-from pve_steward.surface.naming import Naming
-from pve_steward.surface.nodecheck import node_parameters, unknown_node
-from pve_steward.surface.prompts import prompt_problem, register_prompts
-from pve_steward.surface.registry import (
-    Operation,
-    Registry,
-    handler_hints,
-    handler_parameters,
-    load_registry,
-    read_tools_file,
-)
-from pve_steward.surface.resources import bound_app, register_resources
 from pve_steward.surface.toolcache import Surface, fingerprint, forget_surface, read_surface, write_surface
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
-from pve_steward.views.apps import ui_meta, view_extension
+
+if TYPE_CHECKING:  # imported where the tools are built (_furnish): a start from the kept tool list needs none
+    from pve_steward.surface.metatools import MetaTool
+    from pve_steward.surface.naming import Naming
+    from pve_steward.surface.registry import Operation, Registry
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +170,8 @@ class OpsServer(MCPServer[AppContext]):
         problem = check(arguments) if check else None
         if problem:
             raise ToolError(problem)
+        from pve_steward.surface.answers import compact_answer
+
         try:
             cheap = self.cheap(name, arguments)
             if not cheap:
@@ -202,6 +186,8 @@ class OpsServer(MCPServer[AppContext]):
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
+                from pve_steward.surface.metatools import describe_errors
+
                 raise ToolError(f"{describe_errors(cause)} {self.signatures.get(name, '')}".strip()) from None
             if isinstance(cause, ToolError | ResourceError):
                 raise ToolError(str(cause)) from None  # the handler's own sentence, without the SDK's prefix
@@ -214,6 +200,8 @@ class OpsServer(MCPServer[AppContext]):
         return op not in getattr(self, "heavy", frozenset())
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        from pve_steward.surface.resources import bound_app
+
         if context is None:
             return await super().read_resource(uri, context)
         with bound_app(context.request_context.lifespan_context):
@@ -243,6 +231,8 @@ class OpsServer(MCPServer[AppContext]):
                         INVALID_PARAMS, f"prompt '{name}': no cluster {args['cluster']!r}; clusters are: {listed}"
                     )
                 app = app.clusters.get(args["cluster"])
+            from pve_steward.surface.prompts import prompt_problem  # with the prompts: not at a kept-list start
+
             problem = await prompt_problem(app, name, args)
             if problem:
                 raise MCPError(INVALID_PARAMS, problem)
@@ -313,6 +303,8 @@ def _only(name: str, allowed: frozenset[str]) -> Callable[[dict[str, Any]], str 
 
 
 def _meta_only(meta: MetaTool, naming: Naming) -> Check:
+    from pve_steward.surface.metatools import parameters_of
+
     actions = ", ".join(sorted(meta.actions))
 
     def check(arguments: dict[str, Any]) -> str | None:
@@ -433,6 +425,8 @@ async def _prepare(t: ToolContext, handler: Callable[..., Any], nodes: list[str]
 async def check_nodes(app: AppContext, params: list[str], arguments: dict[str, Any]) -> None:
     """The one node resolver, for every node-typed parameter of every tool, after argument validation:
     a node the cluster does not have is named with the nodes it has (never PVE's hostname error)."""
+    from pve_steward.surface.nodecheck import unknown_node
+
     given = [(p, arguments[p]) for p in params if arguments.get(p) is not None]
     problem = await unknown_node(app, given) if given else None
     if problem:
@@ -443,6 +437,10 @@ def make_granular_tool(
     op: Operation, handler: Callable[..., Any], clusters: ClusterArgument | None = None
 ) -> Callable[..., Any]:
     """An MCP tool function with the handler's own typed parameters and return type (plus ``cluster``)."""
+    from pve_steward.surface.answers import answer
+    from pve_steward.surface.nodecheck import node_parameters
+    from pve_steward.surface.registry import handler_hints, handler_parameters
+
     hints = handler_hints(handler)
     params = [] if clusters is None or op.name in SEVERAL_CLUSTERS else [clusters.parameter(op.tier, required=True)]
     params += [
@@ -506,6 +504,8 @@ def identity_of(
             jwks_refresh=settings.oidc_jwks_refresh,
         )
     principals = load_principals(settings.principals_file)
+    from pve_steward.surface.registry import read_tools_file  # only here: a kept-list start imports no registry
+
     names = (
         registry.operations
         if registry is not None
@@ -550,6 +550,8 @@ def build_server(
     digest = fingerprint(settings) if surface_dir is not None and registry is None else None
     kept = read_surface(surface_dir, digest) if surface_dir is not None and digest is not None else None
     if kept is None:
+        from pve_steward.surface.registry import load_registry
+
         registry = registry or load_registry(settings.tools_file)
         writes = any(op.is_write for op in _chosen(registry, settings, targets))
     else:
@@ -612,6 +614,11 @@ def _furnish(
     life: Lifespan,
 ) -> None:
     """Import the handlers and register the tools, prompts, resources and views (what a call needs)."""
+    from pve_steward.surface.prompts import register_prompts
+    from pve_steward.surface.registry import load_registry
+    from pve_steward.surface.resources import register_resources
+    from pve_steward.views.apps import view_extension
+
     registry = registry or load_registry(settings.tools_file)
     ops = _chosen(registry, settings, targets)
     if not has_store and any(op.is_write for op in ops):  # a kept list said "no writes": never without the store
@@ -640,6 +647,8 @@ def _chosen(registry: Registry, settings: Settings, targets: list[ClusterTarget]
 
 
 def _naming(registry: Registry, ops: list[Operation], settings: Settings, targets: list[ClusterTarget]) -> Naming:
+    from pve_steward.surface.naming import Naming
+
     narrowed = narrowing(settings)
     several = len(targets) > 1
 
@@ -677,6 +686,12 @@ def register_tools(
 
     With ``clusters`` (several configured), every tool also takes the ``cluster`` argument.
     """
+    from pve_steward.surface.metatools import Action, build_meta_tools, make_meta_function, parameters_line
+    from pve_steward.surface.naming import Naming
+    from pve_steward.surface.nodecheck import node_parameters
+    from pve_steward.surface.registry import handler_parameters
+    from pve_steward.views.apps import ui_meta
+
     naming = naming or Naming()
     checks: dict[str, Check] = {}
     signatures: dict[str, str] = {}

@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from pvesim import pipeline, tasks
 from pvesim.access import AclEntry, Token
 from pvesim.apischema import ApiSchema
+from pvesim.bound import Bound, Workers
 from pvesim.faults import Faults
 from pvesim.jsonbody import DataResponse
 from pvesim.state import Cluster
@@ -51,6 +52,21 @@ class Simulator:
         self.requests = 0
         self.failures_served = 0  # error answers and dropped connections, whatever the cause
         self.failure_log: list[tuple[int, str, str]] = []  # (status or 0 for a drop, method, path), newest last
+        self.workers: Workers | None = None  # PVE's workers, while faults.pveproxy is set (bound.py)
+
+    def workers_for(self, bound: Bound) -> Workers:
+        """The pools of ``bound``: kept while it is the configured bound, new when another is set."""
+        if self.workers is None or self.workers.bound is not bound:
+            self.workers = Workers(bound, next(iter(self.cluster.nodes)))  # the node /cluster/status calls local
+        return self.workers
+
+    def placement(self, method: str, path: str) -> tuple[str | None, bool]:
+        """Where PVE runs a request: the node it is proxied to (None: the node asked) and whether pvedaemon runs it."""
+        match = self.schema.match(method, path)
+        if match is None:
+            return None, False
+        spec, params = match
+        return (params.get("node") if spec.proxied else None), bool(spec.spec.get("protected"))
 
     @contextmanager
     def mutate(self) -> Iterator[Cluster]:
@@ -134,6 +150,20 @@ def answer_response(answer: pipeline.Answer) -> Response:
 def create_app(sim: Simulator) -> Starlette:
     async def api2(request: Request) -> Response:
         path = "/" + request.path_params["path"].rstrip("/")
+        bound = sim.faults.pveproxy
+        if bound is not None:  # PVE's workers and costs (bound.py)
+            node, protected = sim.placement(request.method, path)
+            response = await sim.workers_for(bound).serve(node, protected, lambda: serve(request, path))
+        else:
+            response = await _latency(request, path)
+        if isinstance(response, _DropResponse) or response.status_code >= 400:
+            sim.failures_served += 1  # lets tests check that every failed read was reported
+            status = 0 if isinstance(response, _DropResponse) else response.status_code
+            sim.failure_log.append((status, request.method, "/" + request.path_params["path"]))
+            del sim.failure_log[:-200]
+        return response
+
+    async def _latency(request: Request, path: str) -> Response:
         # the latency is when the answer is due, counted from the request's arrival: the simulator's own
         # work for it counts toward it, as a PVE node's several workers answer requests side by side
         # (pveproxy forks 3 by default), instead of this one process's work queueing on top (issue 17).
@@ -145,11 +175,6 @@ def create_app(sim: Simulator) -> Starlette:
             await _until(due)  # an error the app did not answer (Starlette's 500) is due like any answer
             raise
         await _until(due)
-        if isinstance(response, _DropResponse) or response.status_code >= 400:
-            sim.failures_served += 1  # lets tests check that every failed read was reported
-            status = 0 if isinstance(response, _DropResponse) else response.status_code
-            sim.failure_log.append((status, request.method, "/" + request.path_params["path"]))
-            del sim.failure_log[:-200]
         return response
 
     async def serve(request: Request, path: str) -> Response:
@@ -219,8 +244,11 @@ def _control(sim: Simulator, c: Cluster, action: str, body: dict[str, Any]) -> d
         token.set_acl([AclEntry(e["path"], e["role"], e.get("propagate", True)) for e in body["acl"]])
     elif action == "quorum":
         c.quorate = bool(body["quorate"])
+    elif action == "workers/reset":  # a bench measures one run: the pools start counting afresh
+        sim.workers = None
     elif action == "state":
         return {
+            "workers": sim.workers.report() if sim.workers is not None else None,
             "requests": sim.requests,
             "guests": {g.vmid: {"node": g.node, "status": g.status, "lock": g.lock} for g in c.guests.values()},
             "running_tasks": sum(1 for t in c.tasks if t.running),

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from pvesim.access import ROLES, Token
+from pvesim.bound import Bound
 from pvesim.generator import generate
 from pvesim.scenario import build_cluster, builtin_scenarios, faults_from, load_scenario
 from pvesim.server import SimServer
@@ -34,7 +35,10 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    server = SimServer(cluster, host=args.host, port=args.port, faults=faults_from(data), log_level=args.log_level)
+    faults = faults_from(data)
+    if args.pveproxy_bound and faults.pveproxy is None:
+        faults.pveproxy = Bound()
+    server = SimServer(cluster, host=args.host, port=args.port, faults=faults, log_level=args.log_level)
     try:
         server.start()  # binds first: the lines below show the real port (also for --port 0)
     except RuntimeError as exc:
@@ -147,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     serve.add_argument("--speed", type=float, default=None, help="simulated-time speed factor for tasks")
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument(
+        "--pveproxy-bound",
+        action="store_true",
+        help="serve as PVE's nodes do: 3 pveproxy and 3 pvedaemon workers per node, a cost per request "
+        "(the scenario's faults.pveproxy sets other values; bound.py)",
+    )
     serve.set_defaults(func=_serve)
     gen = sub.add_parser("generate", help="write a synthetic large scenario as YAML")
     gen.add_argument("--nodes", type=int, default=20)

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pvesim.bound import Bound
+
 
 class ErrorRule(BaseModel):
     pattern: str
@@ -45,6 +47,10 @@ class Faults(BaseModel):
     slow: list[SlowRule] = Field(default_factory=list)
     drop: list[DropRule] = Field(default_factory=list)
     seed: int | None = None
+    pveproxy: Bound | None = Field(
+        None,
+        description="PVE's workers per node and cost per request (bound.py); replaces the latency model when set",
+    )
 
     def model_post_init(self, context: Any, /) -> None:
         self._rng = random.Random(self.seed)

@@ -187,8 +187,11 @@ async def test_a_dead_child_is_a_clear_error_and_the_next_call_starts_another(
                 async def ask() -> None:
                     answers.append(await c.call_tool("diagnose_capacity", {}))
 
+                before = sim.sim.requests
                 tg.start_soon(ask)
-                await anyio.sleep(1.0)  # the run waits on the slow read in the child
+                with anyio.fail_after(60):
+                    while sim.sim.requests == before:  # the run has reached PVE from the child, and waits on the
+                        await anyio.sleep(0.01)  # slow read there (a check cannot end before its wave 1)
                 os.kill(first, signal.SIGKILL)
             control(sim, "faults", {})
             [gone] = answers
@@ -254,7 +257,9 @@ async def test_close_answers_the_calls_still_waiting(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiting)
-        await anyio.sleep(3)  # started, sent, and waiting on the slow read
+        with anyio.fail_after(60):
+            while not link._pending:  # started and sent: the child waits on the slow read
+                await anyio.sleep(0.01)
         with anyio.fail_after(10):
             await link.close()
     assert len(outcome) == 1 and "ended" in str(outcome[0])

@@ -50,7 +50,7 @@ async def test_bearer_token_health_rebinding_and_size_limit(demo_sim: SimServer,
         assert huge.status_code == 413, huge.status_code
 
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
         ):
             tools = {t.name for t in (await c.list_tools()).tools}

@@ -52,7 +52,7 @@ async def test_metrics_count_calls_findings_requests_tokens_and_cache(start_sim:
         assert httpx2.get(f"{base}/metrics").status_code == 401  # like /mcp, /metrics needs the token
         assert httpx2.get(f"{base}/health").status_code == 200  # /health stays open
         async with (
-            httpx2.AsyncClient(headers=auth) as http,
+            httpx2.AsyncClient(headers=auth, timeout=120) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
         ):
             health = await c.call_tool("check_cluster_health", {})

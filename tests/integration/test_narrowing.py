@@ -66,7 +66,7 @@ async def test_headers_narrow_a_shared_server_and_never_widen_it(start_sim: Any,
     async def session(base: str, **headers: str) -> tuple[set[str], Any, Any, int]:
         """Tools listed, a read, a write preview, and how many PVE requests the write sent."""
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", **headers}) as http,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", **headers}, timeout=120) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
         ):
             tools = {t.name for t in (await c.list_tools()).tools}
@@ -97,7 +97,9 @@ async def test_headers_narrow_a_shared_server_and_never_widen_it(start_sim: Any,
         assert not read.is_error and not write.is_error  # operator writes still work: the header did not narrow
         assert "guest_stop" not in tools and "guest_reset" not in tools
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", "X-Pve-Steward-Tier": "admin"}) as http,
+            httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {TOKEN}", "X-Pve-Steward-Tier": "admin"}, timeout=120
+            ) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c,
         ):
             stop = await c.call_tool("guest_stop", {"vmid": 100})

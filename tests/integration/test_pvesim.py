@@ -438,7 +438,8 @@ def test_injected_task_failure_and_faults(start_sim) -> None:
     )
 
 
-def test_generator_builds_a_large_cluster_fast() -> None:
+def test_generator_builds_a_large_cluster() -> None:
+    """The same seed gives the same cluster, and pvesim serves it (its speed is bench/'s, not a test's)."""
     data = generate(nodes=20, guests=2000, seed=1)
     again = generate(nodes=20, guests=2000, seed=1)
     assert data == again
@@ -446,9 +447,7 @@ def test_generator_builds_a_large_cluster_fast() -> None:
     assert len(cluster.guests) == 2000 and len(cluster.nodes) == 20
     with SimServer(cluster) as sim:
         pve = api(sim)
-        t0 = time.monotonic()
         rows = pve.cluster.resources.get()
-        assert time.monotonic() - t0 < 1.0
         assert sum(1 for r in rows if r["type"] in ("qemu", "lxc")) == 2000
 
 

@@ -1,4 +1,5 @@
-"""proxmoxer's HTTPS transport (libcurl, curltransport.py) against pvesim: TLS choices, bodies, failures.
+"""proxmoxer's HTTPS transport (requests' urllib3, one TLS context: client.py _adapter) against pvesim: TLS
+choices, bodies, failures.
 
 A TCP relay stands between the client and the simulators, so the server behind one address can
 change (a certificate replaced by another with a different key) while the client keeps its pin.
@@ -9,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -112,15 +112,13 @@ async def test_a_pinned_client_sends_nothing_to_a_server_whose_key_changed(
     client = client_for(first, f"127.0.0.1:{relay.port}", fingerprint=first.fingerprint)
     try:
         assert (await client.get(api_path("version")))["version"]
-        session = client._api([])._store["session"]
-        assert type(session.get_adapter(f"https://127.0.0.1:{relay.port}")).__name__ == "CurlAdapter"
         relay.switch(("127.0.0.1", second.port))  # same address, another certificate and key
         before = second.sim.requests
         with pytest.raises(PveTlsError) as refused:
             await client.get(api_path("version"))
         assert "fingerprint mismatch" in str(refused.value)
         assert refused.value.presented == second.fingerprint  # named as PVE shows it (pvenode cert info)
-        assert second.sim.requests == before  # the TLS handshake failed: no request, so no token, reached it
+        assert second.sim.requests == before  # refused after the handshake: no request, so no token, reached it
     finally:
         relay.close()
 
@@ -148,9 +146,9 @@ async def test_writes_carry_their_body_and_reads_after_them_reuse_the_connection
     writer = client_for(sim, sim.address, "root@pam!pvesim", fingerprint=sim.fingerprint, tier="admin")
     guest, where = next((g.vmid, g.node) for g in sim.cluster.guests.values() if g.type == "qemu")
     path = api_path("nodes", node(where), "qemu", vmid(guest), "config")
-    await writer.call("PUT", path, description="set through libcurl")
+    await writer.call("PUT", path, description="set through the transport")
     config = await client.get(path)
-    assert config["description"] == "set through libcurl"
+    assert config["description"] == "set through the transport"
     await writer.call("PUT", path, delete="description")  # a second write on the same handle: no body left over
     assert "description" not in await client.get(path)
 
@@ -169,24 +167,26 @@ async def test_the_read_cache_keeps_the_body_pve_sent(
     assert again == await inner.get(api_path("cluster", "resources"))
     (kept,) = cache._entries.values()
     assert kept.wrapped and json.loads(kept.encoded)["data"] == again  # PVE's own body, not ours encoded again
-    # decoded by orjson (pvejson.py) on both paths, to what the standard library makes of the same body
-    assert type(inner._api([])._store["serializer"]).__name__ == "FastJson"
 
 
 @pytest.mark.anyio
-async def test_without_pycurl_requests_own_transport_keeps_the_pin(
-    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient], monkeypatch: pytest.MonkeyPatch
+async def test_a_foreign_fingerprint_is_refused_and_every_connection_shares_one_tls_context(
+    two_sims: tuple[SimServer, SimServer], client_for: Callable[..., ProxmoxerClient]
 ) -> None:
-    """Where pycurl is not installed (32-bit, ARMv7, ...) the client uses urllib3, with the same TLS choice."""
-    monkeypatch.setitem(sys.modules, "pycurl", None)  # import pycurl raises ImportError
-    monkeypatch.delitem(sys.modules, "pve_steward.pveio.curltransport", raising=False)
+    """The pin refuses a server with another certificate before any request; the pool's connections share the
+    one TLS context (urllib3 made one per connection, loading the system's CAs into each: design record
+    261206-60)."""
+    import asyncio
+
     first, second = two_sims
-    pinned = client_for(first, first.address, fingerprint=first.fingerprint)
+    pinned = client_for(first, first.address, fingerprint=first.fingerprint, concurrency=8)
     foreign = client_for(first, first.address, fingerprint=second.fingerprint)
-    assert (await pinned.get(api_path("version")))["version"]
     before = first.sim.requests
     with pytest.raises(PveTlsError, match="fingerprint mismatch") as refused:
         await foreign.get(api_path("version"))
     assert refused.value.presented == first.fingerprint and first.sim.requests == before
-    session = pinned._api([])._store["session"]
-    assert type(session.get_adapter(first.url)).__name__ == "PinnedAdapter"
+    await asyncio.gather(*(pinned.get(api_path("nodes", node(n), "status")) for n in ("pve1", "pve2", "pve3") * 4))
+    manager = pinned._api([])._store["session"].get_adapter(first.url).poolmanager
+    opened = [c for pool in manager.pools._container.values() for c in list(pool.pool.queue) if c is not None]
+    shared = manager.connection_pool_kw["ssl_context"]
+    assert shared is not None and len(opened) > 1 and all(c.ssl_context is shared for c in opened)

@@ -167,67 +167,135 @@ def test_sigkill_during_writes_never_corrupts_complete_records(tmp_path: Path) -
     assert final.ok and final.records >= total > 8
 
 
-HOLDER = """
-import sys, time
+APPENDER = """
+import sys, threading
 from pathlib import Path
 from pve_steward.security.audit import AuditLog
 log = AuditLog(Path(sys.argv[1]))
-log.append({"event": "tool_call", "tool": "guest_start", "outcome": "ok"})
+name, count = sys.argv[2], int(sys.argv[3])
+print("ready", flush=True)
+sys.stdin.readline()  # both processes start appending together
+def appends(thread):  # threads too: each process's group commits interleave with the other's
+    for i in range(count):
+        log.append({"event": "tool_call", "tool": "guest_start", "writer": name, "thread": thread, "i": i})
+threads = [threading.Thread(target=appends, args=(t,)) for t in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("done", flush=True)
+"""
+
+
+def test_two_processes_append_to_one_log_as_one_chain(tmp_path: Path) -> None:
+    """Two servers on one machine share the default log: both write every record, in one chain, no fork."""
+    path = tmp_path / "audit.jsonl"
+    _write(path, 2)  # an existing chain both continue
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPENDER, str(path), name, "60"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("desktop", "cursor")
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.close()
+            proc.stdout.close()
+    result = verify(path)
+    assert result.ok and result.records == 2 + 2 * 4 * 60, result
+    records = [json.loads(line) for line in _lines(path)]
+    for name in ("desktop", "cursor"):
+        mine = {(r["thread"], r["i"]) for r in records if r.get("writer") == name}
+        assert mine == {(t, i) for t in range(4) for i in range(60)}  # every record of each, once
+    writers = [r.get("writer") for r in records[2:]]
+    assert writers.count("desktop") == writers.count("cursor")
+
+
+TORN = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+fcntl.flock(fd, fcntl.LOCK_EX)  # a writer inside its commit, as audit.py holds the lock
+os.write(fd, b'{"seq":4,"event":"tool_call","tool":"gue')
 print("ready", flush=True)
 time.sleep(60)
 """
 
 
-def test_a_second_process_on_the_same_log_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+def test_a_writer_killed_mid_commit_leaves_a_tail_the_next_append_cuts_and_records(tmp_path: Path) -> None:
+    """Another process dies holding the lock with half a record written: its lock goes with it, and this
+    process's next append cuts the torn tail, says so in the chain, and goes on from the last whole record."""
+    path = tmp_path / "audit.jsonl"
+    log = _write(path, 3)
+    holder = subprocess.Popen([sys.executable, "-c", TORN, str(path)], stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    holder.stdout.close()
+    log.append({"event": "tool_call", "tool": "guest_stop", "outcome": "ok"})
+    result = verify(path)
+    assert result.ok and result.records == 5, result
+    events = [json.loads(line)["event"] for line in _lines(path)]
+    assert events[3] == "audit_recovered" and events[4] == "tool_call"
+
+
+HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND)
+fcntl.flock(fd, fcntl.LOCK_EX)  # a writer stopped inside its commit (SIGSTOP, a hung disk)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_append_behind_a_stopped_writer_fails_with_a_clear_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record is never silently dropped and a write never hangs behind another process: past the lock's
+    wait, the append fails (so the write it guards is refused), naming the file and the option."""
+    from pve_steward.security import audit as audit_module
     from pve_steward.security.audit import AuditLogBusy
 
     path = tmp_path / "audit.jsonl"
+    log = _write(path, 1)
+    monkeypatch.setattr(audit_module, "LOCK_WAIT", 0.2)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
         with pytest.raises(AuditLogBusy) as info:
-            AuditLog(path)
+            log.append({"event": "tool_call", "tool": "guest_start", "outcome": "ok"})
         message = str(info.value)
-        assert str(path) in message and "--audit-log" in message and "another pve-steward process" in message
+        assert str(path) in message and "--audit-log" in message and "another process" in message
     finally:
         holder.kill()
         holder.wait()
         assert holder.stdout is not None
         holder.stdout.close()
-    log = AuditLog(path)  # the lock died with its holder
-    log.append({"event": "tool_call", "tool": "guest_stop", "outcome": "ok"})
+    log.append({"event": "tool_call", "tool": "guest_stop", "outcome": "ok"})  # the lock died with its holder
     assert verify(path).ok and verify(path).records == 2
 
 
-def test_the_server_command_names_the_busy_log_and_the_option(tmp_path: Path) -> None:
+def test_a_log_moved_aside_is_not_written_on(tmp_path: Path) -> None:
+    """Rotated by hand: the next record starts a chain in the file at the path, where other processes write."""
     path = tmp_path / "audit.jsonl"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pve_steward",
-                "demo",
-                "--stdio",
-                "--state-dir",
-                str(tmp_path),
-                "--audit-log",
-                str(path),
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        holder.kill()
-        holder.wait()
-        assert holder.stdout is not None
-        holder.stdout.close()
-    assert out.returncode == 64 and "Traceback" not in out.stderr  # a configuration error (261203-8)
-    assert str(path) in out.stderr and "--audit-log" in out.stderr
+    log = _write(path, 2)
+    path.rename(tmp_path / "audit.old.jsonl")
+    log.append({"event": "tool_call", "tool": "guest_stop", "outcome": "ok"})
+    assert verify(tmp_path / "audit.old.jsonl").records == 2
+    fresh = verify(path)
+    assert fresh.ok and fresh.records == 1
 
 
 def test_one_process_shares_one_writer_and_one_chain(tmp_path: Path) -> None:
@@ -399,12 +467,14 @@ class _Refusing:
 
     def __init__(self, hold: threading.Event | None = None) -> None:
         self.hold = hold
+        self.holding = threading.Event()  # set once the committing thread waits in "first"
         self.events: list[str] = []
 
     def enqueue(self, line: bytes) -> None:
         event = json.loads(line)["event"]
         if event == "first" and self.hold is not None:
-            self.hold.wait(10)
+            self.holding.set()
+            self.hold.wait(60)
         if event == "refuse":
             raise OSError(28, "No space left on device")
         self.events.append(event)
@@ -430,6 +500,7 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
     """``record`` from the event loop: the committing thread commits what was posted meanwhile at once. A forwarder
     that refuses one line of that commit fails its caller and the later ones; the earlier ones were forwarded."""
     import anyio
+    import anyio.to_thread
 
     gate = threading.Event()
     forward = _Refusing(hold=gate)  # the committing thread waits in "first" while the next three are posted
@@ -445,10 +516,10 @@ async def test_a_record_the_forwarder_refuses_in_a_shared_commit_fails_for_it_an
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(record, "first")
-        await anyio.sleep(0.2)  # "first" is in its commit, held by the forwarder
+        assert await anyio.to_thread.run_sync(forward.holding.wait, 60)  # "first" is in its commit, held
         for event in ("before", "refuse", "after"):
             tg.start_soon(record, event)
-        await anyio.sleep(0.2)  # all three posted to the committing thread's inbox
+        await anyio.wait_all_tasks_blocked()  # all three posted to the committing thread's inbox, and waiting
         gate.set()
     assert outcomes == {
         "first": "ok",
@@ -510,3 +581,35 @@ async def test_the_committing_thread_keeps_no_writer_once_its_log_is_gone(tmp_pa
             break
         await anyio.sleep(0.01)
     assert [w() for w in writers] == [None, None], "a committing thread still holds its writer"
+
+
+FORWARDER = """
+import sys, time
+from pathlib import Path
+from pve_steward.security.syslog import open_audit
+open_audit(Path(sys.argv[1]), syslog="tcp://127.0.0.1:9")  # nothing listens: records wait in the queue
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_second_process_forwarding_the_same_log_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    """Several processes write one log, but one sends it to syslog: two senders on one queue would send records
+    twice and out of order."""
+    from pve_steward.security.audit import AuditLogBusy
+    from pve_steward.security.syslog import open_audit
+
+    path = tmp_path / "audit.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", FORWARDER, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
+        with pytest.raises(AuditLogBusy) as info:
+            open_audit(path, syslog="tcp://127.0.0.1:9")
+        assert "syslog queue" in str(info.value) and "--audit-log" in str(info.value)
+        AuditLog(path).append({"event": "tool_call", "tool": "guest_start"})  # writing without forwarding is fine
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert verify(path).ok and verify(path).records == 1

@@ -75,11 +75,13 @@ def test_the_421_body_names_the_flag_and_does_not_echo_odd_hosts() -> None:
     assert b"X-Injected" not in odd and b"--allowed-hosts" in odd
 
 
-def test_an_http_server_runs_heavy_calls_in_its_diagnostics_process_by_default(tmp_path: Path) -> None:
-    """Over HTTP the heavy calls go to the diagnostics process unless it is turned off; stdio has one caller
-    and keeps them in-process (design record 261204-37)."""
+def test_heavy_calls_go_to_a_diagnostics_process_only_when_asked_and_only_over_http(tmp_path: Path) -> None:
+    """One process by default, over stdio and HTTP alike (design record 261206-60); a shared HTTP server may ask
+    for the diagnostics process, and stdio, which has one caller, never runs one."""
     audit = tmp_path / "audit.jsonl"
-    assert load_settings(url="pve.invalid:8006", transport="http", audit_log=audit).offload_heavy is True
+    assert load_settings(url="pve.invalid:8006", transport="http", audit_log=audit).offload_heavy is False
     assert load_settings(url="pve.invalid:8006", transport="stdio", audit_log=audit).offload_heavy is False
-    off = load_settings(url="pve.invalid:8006", transport="http", diagnostics_process=False, audit_log=audit)
-    assert off.offload_heavy is False
+    on = load_settings(url="pve.invalid:8006", transport="http", diagnostics_process=True, audit_log=audit)
+    assert on.offload_heavy is True
+    stdio = load_settings(url="pve.invalid:8006", transport="stdio", diagnostics_process=True, audit_log=audit)
+    assert stdio.offload_heavy is False

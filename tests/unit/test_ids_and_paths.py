@@ -202,9 +202,9 @@ class _Recorder:
 def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
     rec = _Recorder()
     # the transport: reads go to it directly (client.py _lean_session), writes through Session.send
-    from pve_steward.pveio.curltransport import CurlAdapter
+    from requests.adapters import HTTPAdapter
 
-    monkeypatch.setattr(CurlAdapter, "send", lambda self, request, **kw: rec.send(request, **kw))
+    monkeypatch.setattr(HTTPAdapter, "send", lambda self, request, **kw: rec.send(request, **kw))
     return rec
 
 

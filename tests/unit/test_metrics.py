@@ -20,6 +20,28 @@ from pve_steward.tools.context import AppContext, ToolContext
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(autouse=True)
+def counting() -> None:
+    metrics.keep()  # as the HTTP transport does: a process that serves /metrics counts
+
+
+def test_a_process_that_serves_no_metrics_counts_nothing_and_imports_no_prometheus_client() -> None:
+    """A stdio server has no reader for its metrics (issue 43): counting does nothing and loads nothing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pve_steward.observe import metrics\n"
+        "metrics.TOOL_CALLS.labels(operation='get_guest', outcome='ok').inc()\n"
+        "metrics.api_instruments('PVE')[1].labels(endpoint='nodes').observe(0.1)\n"
+        "metrics.count_findings(object())\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False"
+
+
 def value(name: str, **labels: str) -> float:
     return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
 

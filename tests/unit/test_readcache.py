@@ -126,6 +126,28 @@ def test_answers_expire_after_ttl() -> None:
     asyncio.run(run())
 
 
+def test_expired_answers_are_dropped_and_an_index_kept_for_its_age() -> None:
+    """An idle server keeps no answer past its time (a health check's thousands of answers were held until the
+    next four thousand reads); an index read with ``max_age`` is kept that long."""
+
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        clock = Clock()
+        cache = ReadCache(inner, ttl=0.05, clock=clock)
+        await cache.get(api_path("version"))
+        await cache.indexed(RESOURCES, len, max_age=60)
+        clock.now += 1  # past the TTL, within the index's age
+        while len(cache._entries) > 1:  # the sweep, due a TTL after the first answer, drops the expired one
+            await asyncio.sleep(0.01)
+        assert [key for key, _ in cache._entries] == [str(RESOURCES)]
+        clock.now += 60
+        cache._expire()
+        assert not cache._entries
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
 def test_ttl_zero_keeps_single_flight_only() -> None:
     async def run() -> None:
         inner = GatedClient()

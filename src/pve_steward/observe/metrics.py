@@ -10,6 +10,9 @@ collector reads them at scrape time from the app contexts seen by the guard.
 
 Labels are bounded: operation names come from the registry, finding codes from ``analysis/codes.py``,
 the endpoint class is the first word of an API path (``nodes``, ``cluster``), never a node or guest.
+
+Only a process that serves ``/metrics`` counts (:func:`keep`, called by the HTTP transport): a stdio server has
+no reader for them, and prometheus_client cost it a megabyte and every call's counting (issue 43).
 """
 
 from __future__ import annotations
@@ -37,15 +40,45 @@ __all__ = [
     "api_instruments",
     "count_findings",
     "endpoint_class",
+    "keep",
+    "kept",
     "render",
 ]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_INSTRUMENTS = frozenset({"APPS", "BUSY", "IN_FLIGHT", "TOKENS", "TOOL_CALLS", "TOOL_LATENCY"})
+_KEPT: list[bool] = []  # one True once this process serves /metrics
+
+
+def keep() -> None:
+    """Count from now on in this process: it serves ``/metrics`` (serving/http.py)."""
+    _KEPT[:] = [True]
+
+
+def kept() -> bool:
+    return bool(_KEPT)
+
+
+class _Uncounted:
+    """What an instrument is in a process that serves no ``/metrics``: every use does nothing."""
+
+    def labels(self, *args: Any, **kwargs: Any) -> _Uncounted:
+        return self
+
+    def inc(self, *args: Any) -> None:
+        return None
+
+    dec = observe = track = inc
+
+
+_UNCOUNTED = _Uncounted()
 
 
 def __getattr__(name: str) -> Any:
     """The instruments (REGISTRY, TOOL_CALLS, ..., APPS, render) live in instruments.py, imported on first use."""
     if name.startswith("__"):  # what tools probe modules for (__path__, __wrapped__, ...): no import for it
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _INSTRUMENTS and not _KEPT:
+        return _UNCOUNTED
     from pve_steward.observe import instruments
 
     try:
@@ -57,6 +90,8 @@ def __getattr__(name: str) -> Any:
 def api_instruments(service: str) -> tuple[Counter, Histogram]:
     """The request counter and latency histogram of an API: PBS's own series, so a backup server's reads
     never show up as (or skew) the cluster's."""
+    if not _KEPT:
+        return _UNCOUNTED, _UNCOUNTED  # type: ignore[return-value]
     from pve_steward.observe import instruments
 
     if service == "PBS":
@@ -75,6 +110,8 @@ def count_findings(result: Any) -> None:
     Tallied once per result object and added per code: fifty callers of one run return one report,
     and a labelled increment per finding per caller cost about 0.3 ms of the event loop each (issue 17).
     """
+    if not _KEPT:
+        return
     from pve_steward.observe.instruments import FINDINGS
 
     for (code, severity), count in _TALLIES.get(result, None, lambda: _tally(result)).items():

@@ -14,6 +14,8 @@ Writes are not affected by that choice: their at-most-once claim has its own fai
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from typing import Any, Protocol
@@ -57,7 +59,12 @@ class RedisBudget:
 
         if rate <= 0:
             raise ValueError("request_budget must be above 0 requests per second")
-        self._redis: Any = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._redis: Any = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            client_name=client_name(),  # CLIENT LIST shows which process draws from the budget
+        )
         self._script = self._redis.register_script(_GCRA)
         self._key = f"pve-steward:budget:{cluster}"
         self._interval = max(1, round(1000 / rate))
@@ -84,6 +91,12 @@ class RedisBudget:
         while (wait_ms := self.try_acquire()) > 0:
             self.waited_s += wait_ms / 1000
             time.sleep(wait_ms / 1000)
+
+
+def client_name() -> str:
+    """This process's name on its budget connections: ``pve-steward-budget:HOST:PID``."""
+    host = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname()) or "-"
+    return f"pve-steward-budget:{host}:{os.getpid()}"
 
 
 def check_budget_store(rate: float | None, url: str | None) -> None:

@@ -10,12 +10,14 @@ has a timeout.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import socket
 import threading
 import time
 import unicodedata
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -43,9 +45,7 @@ from pve_steward.observe import metrics
 from pve_steward.observe.telemetry import pve_request_span
 from pve_steward.pve import ids
 from pve_steward.pveio.budget import open_budget
-from pve_steward.pveio.pvejson import FAST as FAST_JSON
-from pve_steward.pveio.pvejson import fast as fast_json
-from pve_steward.pveio.requestpool import REQUEST_PRIORITY, RequestPool
+from pve_steward.pveio.requestpool import REQUEST_PRIORITY, URGENT, RequestPool
 from pve_steward.security.tiers import Tier
 
 if TYPE_CHECKING:  # imported on first use: proxmoxer and requests cost ~0.15 s of every start (issue 17)
@@ -327,28 +327,44 @@ class ProxmoxClient(Protocol):
 # ---------------------------------------------------------------- proxmoxer-backed implementation
 
 
-def _adapter(fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
-    """The session's HTTPS transport: libcurl (curltransport.py), or requests' own where pycurl is not
-    installed (machines without its wheel: 32-bit, ARMv7). Either way a fingerprint verifies the server
-    certificate by its SHA-256 (what PVE admins have for self-signed certs)."""
-    try:
-        from pve_steward.pveio.curltransport import CurlAdapter
-    except ImportError:
-        return _urllib3_adapter(fingerprint, pool_maxsize)
-    return CurlAdapter(fingerprint)
+def _adapter(verify: bool | str, fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
+    """The session's HTTPS transport: requests' urllib3 adapter with one TLS context for every connection.
 
+    urllib3 makes a context per connection when it is given none, and loads the system's CA store into it
+    even when nothing is verified (a pinned fingerprint): about 20 ms of CPU and 0.5 MiB each, sixteen
+    times over as the pool opens (design record 261206-60). One context is made here, once, for the
+    session's choice: the fingerprint's (no chain; urllib3's ``assert_fingerprint`` compares the certificate's
+    SHA-256 after the handshake and before the request, so no request, and no token, reaches another key),
+    a CA file's or certifi's bundle (as requests verifies; host name checked), or nothing (``--insecure``).
+    """
+    import ssl
 
-def _urllib3_adapter(fingerprint: str | None, pool_maxsize: int) -> BaseAdapter:
-    """requests' urllib3 transport: the same TLS choices, about nine times the Python per request (261203-32)."""
     from requests.adapters import HTTPAdapter
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # urllib3 2's own minimum
+    if fingerprint or verify is False:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        import certifi
+
+        context.load_verify_locations(cafile=verify if isinstance(verify, str) else certifi.where())
 
     class PinnedAdapter(HTTPAdapter):
         def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["assert_fingerprint"] = fingerprint
+            kwargs["ssl_context"] = context
+            if fingerprint:
+                kwargs["assert_fingerprint"] = fingerprint
             super().init_poolmanager(*args, **kwargs)
 
-    cls = PinnedAdapter if fingerprint else HTTPAdapter
-    return cls(pool_connections=1, pool_maxsize=pool_maxsize)
+        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+            """Whether to verify, from the request; which CAs, from the context (requests would name its bundle
+            here, and urllib3 load it into the shared context again on every connection)."""
+            conn.cert_reqs = "CERT_REQUIRED" if verify else "CERT_NONE"
+            conn.ca_certs = conn.ca_cert_dir = None
+
+    return PinnedAdapter(pool_connections=1, pool_maxsize=pool_maxsize)
 
 
 _LAST_BODY = threading.local()  # the body of this worker thread's last GET: ProxmoxerClient.get_with_body
@@ -393,26 +409,6 @@ def _lean_session(proxmoxer_session: requests.Session) -> requests.Session:
     lean = LeanSession()
     lean.__dict__.update(proxmoxer_session.__dict__)  # auth, headers, adapters, cert, trust_env
     return lean
-
-
-def _serializer() -> Any:
-    """proxmoxer's JSON serializer, decoding small answers with orjson (pvejson.py: the same values, in less
-    than half the time, dict keys shared across answers); proxmoxer's own path for large answers and
-    for whatever orjson refuses."""
-    from proxmoxer.backends.https import JsonSerializer
-
-    class FastJson(JsonSerializer):  # type: ignore[misc]  # proxmoxer ships no types
-        def loads(self, response: requests.Response) -> Any:
-            content = response.content
-            if FAST_JSON is None or not fast_json(content):
-                return super().loads(response)
-            try:
-                answer = FAST_JSON(content)
-            except ValueError:  # NaN, lone surrogates, a byte-order mark, not UTF-8, not JSON
-                return super().loads(response)
-            return answer["data"]  # as proxmoxer's: an answer without "data" fails the same way
-
-    return FastJson()
 
 
 class WriteRefused(PveError):
@@ -589,14 +585,20 @@ class ProxmoxerClient:
             "user": user,
             "token_name": token_name,
             "token_value": secret,
-            "verify_ssl": verify,
+            "verify_ssl": verify is not False,  # which CAs: the transport's TLS context (_adapter)
             "timeout": (settings.connect_timeout, settings.timeout),
         }
         self._fingerprint = settings.fingerprint
+        self._verify = verify
         self._concurrency = settings.concurrency
         self._proxmox: ProxmoxAPI | None = None  # made by the first request (proxmoxer is imported then)
         self._connect_lock = threading.Lock()
         self._workers: RequestPool | None = None
+        self._entry: str | None = None  # the node we talk to, once /cluster/status named it (see _gate)
+        # heavy reads in flight per PVE node (per event loop: tests run many), see PER_NODE
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._retries = settings.retries
         store = settings.request_budget_store or settings.token_store
         self.budget = open_budget(store, settings.url, settings.request_budget, settings.request_budget_burst)
@@ -653,9 +655,8 @@ class ProxmoxerClient:
         api = ProxmoxAPI(**self._connection)
         session: requests.Session = api._store["session"]  # proxmoxer 2.x keeps its session here
         session.trust_env = False  # environment CA bundles must not override our TLS choice
-        session.mount("https://", _adapter(self._fingerprint, self._concurrency))
+        session.mount("https://", _adapter(self._verify, self._fingerprint, self._concurrency))
         api._store["session"] = _lean_session(session)
-        api._store["serializer"] = _serializer()
         return api
 
     def _refuse_write(self, method: str, path: ApiPath) -> None:
@@ -718,17 +719,35 @@ class ProxmoxerClient:
         try:
             result = self._request(method, path, params)
             body: bytes | None = getattr(_LAST_BODY, "value", None)  # set by this thread's LeanSession for this GET
+            if path.segments == ("cluster", "status") and isinstance(result, list):
+                self._entry = next((str(r.get("name")) for r in result if isinstance(r, dict) and r.get("local")), None)
             return result, body
         finally:
             _LAST_BODY.value = None  # a failed read leaves no body for the next one to take
 
+    def _gate(self, path: ApiPath) -> asyncio.Semaphore:
+        """The heavy reads' gate of the node that runs ``path``: a node's own paths run there, every other path
+        on the node we talk to (no ``proxyto``), which ``/cluster/status`` names ``local`` once it was read."""
+        segments = path.segments
+        on_node = segments[:1] == ("nodes",) and len(segments) > 1 and not ASKED_NODE_RUNS.intersection(segments[2:])
+        node = segments[1] if on_node else self._entry
+        gates = self._gates.setdefault(asyncio.get_running_loop(), {})
+        gate = gates.get(node)
+        if gate is None:
+            gate = gates[node] = asyncio.Semaphore(PER_NODE)
+        return gate
+
     async def _retried(self, request: Callable[..., Any], path: ApiPath, params: dict[str, Any]) -> Any:
         encoded = _encode(params)
         delay = 0.2
+        priority = REQUEST_PRIORITY.get()
         for attempt in range(self._retries + 1):
             try:
                 # cancelling the caller drops the request if it has not started yet
-                return await self._pool.run(request, "GET", path, encoded, priority=REQUEST_PRIORITY.get())
+                if priority == URGENT:  # a cheap call's read: not held behind heavy reads at its node
+                    return await self._pool.run(request, "GET", path, encoded, priority=priority)
+                async with self._gate(path):
+                    return await self._pool.run(request, "GET", path, encoded, priority=priority)
             except PveError as err:
                 if attempt >= self._retries or not _transient(err):
                     raise
@@ -751,6 +770,17 @@ class ProxmoxerClient:
 
 
 GATHER_LANES = 128
+
+# Heavy reads in flight at one PVE node. A node answers three API calls at once (pveproxy's and pvedaemon's
+# max_workers, 3 by default), and a node-local path asked of another node is forwarded to that node's own
+# workers (pve-http-server AnyEvent.pm proxy_request). Sixteen reads of one node's guests in flight (an
+# evacuation plan's) kept thirteen waiting there: another user's request waited four handlers' time for no
+# gain, since three were all the node ran. Twice its workers keep it busy (design record 261206-61).
+PER_NODE = 6
+# A node's paths that run where they are asked, not on the node they name: no proxyto in PVE's schema (the
+# RRD data of a node or guest, a guest's firewall: cluster-wide files). Each node's rrddata, asked of one node,
+# ran in that one node's pvedaemon.
+ASKED_NODE_RUNS = frozenset({"rrd", "rrddata", "firewall"})
 
 
 async def gather(

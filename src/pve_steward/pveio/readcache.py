@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pve_steward.pveio import pvejson
 from pve_steward.pveio.client import ApiPath, ProxmoxClient, WriteMethod
 from pve_steward.pveio.requestpool import REQUEST_PRIORITY, URGENT
 from pve_steward.pveio.singleflight import SingleFlight
@@ -64,10 +63,11 @@ class _Entry:
     wrapped: bool = False  # PVE's body: the answer is its "data"
     derived: dict[Callable[[Any], Any], Any] = field(default_factory=dict)  # see ReadCache.indexed
     shared: Any = _UNSET  # the answer every get_shared reader is handed (decoded once)
+    lifetime: float = 0.0  # kept this long when longer than the TTL (an index read with max_age)
 
     def copy(self) -> Any:
         """A caller's own copy of the answer (callers may change what they get)."""
-        value = pvejson.loads(self.encoded)
+        value = json.loads(self.encoded)
         return value["data"] if self.wrapped else value
 
     def read_only(self) -> Any:
@@ -97,6 +97,8 @@ class ReadCache:
     _inflight: SingleFlight[tuple[Key, int], tuple[Any, _Entry]] = field(default_factory=SingleFlight)
     _generation: int = 0
     _refreshing: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # held: a task must not be collected
+    _sweep: asyncio.TimerHandle | None = None  # drops expired answers (and what was decoded from them)
+    _sweep_loop: asyncio.AbstractEventLoop | None = None
 
     def __post_init__(self) -> None:
         self._raw: RawReads | None = self.inner if isinstance(self.inner, RawReads) else None
@@ -156,6 +158,7 @@ class ReadCache:
             stored = self._entries.get(key)
             if stored is read:  # kept with the answer it was built from
                 stored.derived.setdefault(build, built)
+                stored.lifetime = max(stored.lifetime, ttl)
             return built
         self.stats.hits += 1
         if age >= ttl / 2 and key not in self._refreshing:
@@ -203,7 +206,22 @@ class ReadCache:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
             self._entries[key] = entry
+            loop = asyncio.get_running_loop()
+            if self._sweep is None or self._sweep_loop is not loop:
+                self._sweep, self._sweep_loop = loop.call_later(self.ttl, self._expire), loop
         return result, entry
+
+    def _expire(self) -> None:
+        """Drop the answers past their time: a health check's thousands of answers (and their decoded copies)
+        were kept until the next four thousand reads, as memory an idle server held (design record 261206-60)."""
+        now = self.clock()
+        left = {k: e for k, e in self._entries.items() if now - e.stored_at < max(self.ttl, e.lifetime)}
+        if len(left) != len(self._entries):
+            self._entries = left
+        self._sweep = None
+        if left and self._sweep_loop is not None and not self._sweep_loop.is_closed():
+            due = min(e.stored_at + max(self.ttl, e.lifetime) for e in left.values()) - now
+            self._sweep = self._sweep_loop.call_later(max(due, 0.05), self._expire)
 
     def changed_shared(self) -> list[str]:
         """The paths whose shared answer no longer equals the JSON it was decoded from: a reader

@@ -4,9 +4,13 @@ Every record carries ``seq``, ``prev`` (the previous record's hash) and ``hash``
 the record's canonical JSON without ``hash``). A record is written with flush + fsync before the
 tool returns; records appended at the same moment share one write and one fsync (group commit), so
 fifty concurrent calls wait for one or two fsyncs, not for fifty in a row. If the process died
-mid-write, the incomplete tail is cut off when the log is next opened (and that is itself
-recorded), so a crash loses at most the records being written and never corrupts earlier ones.
-``verify`` walks the chain and names the first broken record.
+mid-write, the incomplete tail is cut off by the next append (and that is itself recorded), so a
+crash loses at most the records being written and never corrupts earlier ones.
+
+Several processes may write one log (two stdio servers, one per desktop client, share the default
+file): each commit holds the file's ``flock`` from reading the chain's head to the fsync, so the
+records of every process form one chain, never a fork. ``verify`` walks the chain and names the
+first broken record.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import anyio
 from pydantic import BaseModel, Field
@@ -62,28 +66,26 @@ def redact_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class AuditLogBusy(ValueError):
-    """Another process holds the audit log: two writers would fork its hash chain."""
+    """The audit log stayed locked by another process past ``LOCK_WAIT``, or its forwarding queue is taken."""
+
+
+LOCK_WAIT = 10.0  # seconds an append waits for another process's commit before it fails (writes then refuse)
+TAIL_CHUNK = 65_536  # bytes read back from the end at a time to find the chain's head
 
 
 class _Writer:
-    """The one appender of a file in this process; holds the exclusive ``flock`` for its lifetime."""
+    """The one appender of a file in this process. Each commit takes the file's exclusive ``flock``, re-reads
+    the chain's head when another process has appended since, writes, fsyncs and lets go."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise AuditLogBusy(
-                f"the audit log {path} is in use by another pve-steward process; two writers would fork its hash "
-                "chain. Stop the other process, or give this one its own file with --audit-log PATH "
-                "(env PVE_STEWARD_AUDIT_LOG)"
-            ) from None
-        weakref.finalize(self, os.close, self.fd)  # closing the descriptor releases the lock
-        self.prev, self.seq, self.cut = _recover(self.fd)
+        self._fd_closer = weakref.finalize(self, os.close, self.fd)
+        self.prev, self.seq, self.end = GENESIS, 0, -1  # the head as of our last look (end -1: never looked)
+        with self._locked():
+            self.cut = self._read_head()
         self.checked = False
         self.forward: Forward | None = None
         self.queue: list[_Pending] = []  # records waiting for the next commit (guarded by queue_lock)
@@ -91,6 +93,58 @@ class _Writer:
         self.fsyncs = 0  # commits made (tests, bench): fewer than records when appends overlap
         self._inbox: queue.SimpleQueue[_Posted | None] | None = None  # the event loop's records (post)
         self._inbox_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the exclusive lock of the file at the path (other processes' commits), waiting ``LOCK_WAIT`` at
+        most: polled, since ``flock`` has no timeout and a stopped process must not hold every write of the
+        others. A log moved aside (rotated by hand) is not written on: the file now at the path is opened."""
+        deadline, pause = time.monotonic() + LOCK_WAIT, 0.0005
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise AuditLogBusy(
+                        f"the audit log {self.path} has been locked by another process for over {LOCK_WAIT:g} s; "
+                        "nothing was recorded. Find the process that holds it (a stopped pve-steward?) or give "
+                        "this server its own file with --audit-log PATH (env PVE_STEWARD_AUDIT_LOG)"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
+                continue
+            if not self._moved():
+                break
+            self._reopen()  # closing the old descriptor let its lock go
+        try:
+            yield
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _moved(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino != os.fstat(self.fd).st_ino
+        except FileNotFoundError:
+            return True
+
+    def _reopen(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd_closer()
+        self.fd, self.end = fd, -1
+        self._fd_closer = weakref.finalize(self, os.close, fd)
+
+    def _read_head(self) -> int:
+        """Under the lock: bring ``prev``/``seq`` to the file's last record when another process appended since
+        our last commit, cutting a torn or unreadable tail left by a crash; return the bytes cut."""
+        size = os.fstat(self.fd).st_size
+        if size == self.end:
+            return 0  # nobody appended since our last commit: the head we hold is the file's
+        prev, seq, keep = _tail_record(self.fd, size)
+        if keep != size:
+            os.ftruncate(self.fd, keep)
+            os.fsync(self.fd)
+        self.prev, self.seq, self.end = prev, seq, keep
+        return size - keep
 
     def append(self, *pending: _Pending) -> None:
         """Group commit: queue ``pending``, then take the lock; whoever holds it writes and fsyncs everything
@@ -102,10 +156,20 @@ class _Writer:
             if any(p.record is None and p.error is None for p in pending):
                 with self.queue_lock:
                     batch, self.queue = self.queue, []
-                self._commit(batch)
+                try:
+                    with self._locked():
+                        cut = self._read_head()
+                        if cut:  # another process died mid-write: say so in the chain, before our records
+                            batch.insert(0, _Pending(_recovered(cut)))
+                            log.warning("audit log %s: cut %d bytes of a record left by a crash", self.path, cut)
+                        self._commit(batch)
+                except (OSError, AuditLogBusy) as exc:
+                    for mine in batch:
+                        if mine.record is None and mine.error is None:
+                            mine.error = exc.with_traceback(None)
 
     def _commit(self, batch: list[_Pending]) -> None:
-        """Chain, write and fsync ``batch`` (the lock is held): a record that cannot be serialized fails
+        """Chain, write and fsync ``batch`` (both locks are held): a record that cannot be serialized fails
         alone, outside the chain; a failed write or fsync fails every record in the batch."""
         prev, seq, now = self.prev, self.seq, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         done: list[_Pending] = []
@@ -133,7 +197,8 @@ class _Writer:
                 pending.error = exc.with_traceback(None)
             return
         try:
-            self.prev, self.seq = prev, seq  # written: the chain goes on from here even if the fsync fails
+            # written: the chain goes on from here even if the fsync fails
+            self.prev, self.seq, self.end = prev, seq, end + sum(map(len, lines))
             os.fsync(self.fd)
             self.fsyncs += 1
         except OSError as exc:
@@ -240,24 +305,34 @@ def _writer_for(path: Path) -> _Writer:
         return writer
 
 
-def _recover(fd: int) -> tuple[str, int, int]:
-    """Cut an incomplete or unreadable last record (a crash mid-write); return (prev, seq, bytes cut)."""
-    size = os.fstat(fd).st_size
-    data = os.pread(fd, size, 0) if size else b""
-    keep = len(data)
+def _tail_record(fd: int, size: int) -> tuple[str, int, int]:
+    """The file's last record as (hash, seq, bytes to keep): an incomplete last line (a crash mid-write) and a
+    complete one that is not a record (garbage a crash left) are not kept. Reads back from the end only."""
+    keep, start, data = size, size, b""
+    while True:  # read back until the last two line ends (or the start of the file) are in ``data``
+        if data.count(b"\n") >= 3 or start == 0:
+            break
+        step = min(TAIL_CHUNK, start)
+        start -= step
+        data = os.pread(fd, step, start) + data
     if data and not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
-    lines = data[:keep].split(b"\n")[:-1]  # records end in \n; \r inside garbage is not a line end
+        keep = start + data.rfind(b"\n") + 1
+        data = data[: keep - start]
+    lines = data.split(b"\n")[:-1]  # records end in \n; \r inside garbage is not a line end
+    if start > 0:
+        lines = lines[1:]  # the first piece may be the end of a longer line
     last = _parse_tail(lines[-1]) if lines else None
     if lines and last is None:  # a complete line that is not a record: garbage written by a crash
         keep -= len(lines[-1]) + 1
         last = _parse_tail(lines[-2]) if len(lines) > 1 else None
-    if keep != len(data):
-        os.ftruncate(fd, keep)
-        os.fsync(fd)
     if last is None:
-        return GENESIS, 0, len(data) - keep
-    return last[0], last[1], len(data) - keep
+        return GENESIS, 0, keep
+    return last[0], last[1], keep
+
+
+def _recovered(cut: int) -> dict[str, Any]:
+    detail = f"cut {cut} bytes of an incomplete record left by a crash"
+    return {"event": "audit_recovered", "outcome": "ok", "detail": detail}
 
 
 def _cut_back(fd: int, end: int) -> None:
@@ -290,7 +365,8 @@ class Forward(Protocol):
 
 
 class AuditLog:
-    """Thread-safe appender. One process per file (an exclusive ``flock``); in a process, one shared writer.
+    """Thread-safe appender. In a process, one shared writer per file; across processes, one commit at a time
+    (the file's ``flock``), each continuing the chain from the file's last record.
 
     ``forward`` receives every record, in chain order, right after it is on disk; with ``required``,
     :meth:`delivery_problem` tells a write to stay away while forwarded records are not being taken.
@@ -304,13 +380,7 @@ class AuditLog:
         self.required = required
         if self._w.cut:
             cut, self._w.cut = self._w.cut, 0
-            self.append(
-                {
-                    "event": "audit_recovered",
-                    "outcome": "ok",
-                    "detail": f"cut {cut} bytes of an incomplete record left by a crash",
-                }
-            )
+            self.append(_recovered(cut))
             log.warning("audit log %s: cut %d bytes of an incomplete record left by a crash", path, cut)
         self._check_at_open()
 
@@ -377,7 +447,7 @@ class NoAudit(AuditLog):
     operations only. A record reaching here is a bug, and it fails loudly rather than fork the chain.
     """
 
-    def __init__(self) -> None:  # no file: the front end holds the log's lock
+    def __init__(self) -> None:  # no file: the front end writes the log
         self.path = Path("/dev/null")
         self.required = False
 
@@ -428,8 +498,9 @@ def verify(path: Path, anchor: str | None = None) -> VerifyResult:
     A hash chain cannot show that records were cut from the end. ``anchor`` (a ``head`` noted
     earlier, e.g. shipped to a log server) closes that gap: it must be found in the chain.
     """
-    result = _walk(path).model_copy(update={"pending": pending(path)})
-    if result.ok and anchor is not None and not _contains(path, anchor):
+    size = _settled_size(path)
+    result = _walk(path, size).model_copy(update={"pending": pending(path, size)})
+    if result.ok and anchor is not None and not _contains(path, anchor, size):
         return result.model_copy(
             update={
                 "ok": False,
@@ -454,13 +525,15 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def pending(path: Path) -> list[PendingWrite]:
+def pending(path: Path, size: int | None = None) -> list[PendingWrite]:
     """Writes started (``write_executing``) with no ``write_outcome``: check each one on the cluster."""
     open_: dict[str, PendingWrite] = {}
     if not path.exists():
         return []
+    if size is None:
+        size = _settled_size(path)
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, raw in _numbered(fh, size):
             try:
                 record = json.loads(raw)
             except ValueError:
@@ -485,14 +558,44 @@ def pending(path: Path) -> list[PendingWrite]:
     return list(open_.values())
 
 
-def _contains(path: Path, record_hash_: str) -> bool:
-    with path.open("rb") as fh:
-        return any(json.loads(raw).get("hash") == record_hash_ for raw in fh)
+def _settled_size(path: Path) -> int:
+    """The log's size between two commits (under a shared ``flock``): every byte before it belongs to a
+    complete commit, or to one whose process died mid-write. Read up to it, another process's append going
+    on meanwhile is not mistaken for a torn record."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return os.fstat(fd).st_size  # a stopped writer: read what is there (a torn end is named)
+                time.sleep(0.001)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)  # and with it the shared lock
 
 
-def _walk(path: Path) -> VerifyResult:
+def _numbered(fh: IO[bytes], size: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of the first ``size`` bytes of ``fh``."""
+    left = size
+    for lineno, raw in enumerate(fh, start=1):
+        if left <= 0:
+            return
+        yield lineno, raw[:left]
+        left -= len(raw)
+
+
+def _contains(path: Path, record_hash_: str, size: int) -> bool:
     with path.open("rb") as fh:
-        return _walk_lines(enumerate(fh, start=1))
+        return any(json.loads(raw).get("hash") == record_hash_ for _lineno, raw in _numbered(fh, size))
+
+
+def _walk(path: Path, size: int) -> VerifyResult:
+    with path.open("rb") as fh:
+        return _walk_lines(_numbered(fh, size))
 
 
 def _walk_lines(numbered: Iterable[tuple[int, bytes]]) -> VerifyResult:

@@ -19,6 +19,7 @@ and ``seq`` gaps on the receiver show any loss.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pve_steward.security.audit import AuditLog
+from pve_steward.security.audit import AuditLog, AuditLogBusy
 
 log = logging.getLogger(__name__)
 PRI = 13 * 8 + 5  # facility 13 (log audit), severity 5 (notice)
@@ -109,9 +110,23 @@ class SyslogForwarder:
         self._probed = 0  # and done
         queue_path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(queue_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self._hold_queue()
         self._cut_incomplete_tail()
         self._thread = threading.Thread(target=self._run, name="audit-syslog", daemon=True)
         self._thread.start()
+
+    def _hold_queue(self) -> None:
+        """One sender per queue, for this process's lifetime: the audit log takes several writers (audit.py), but
+        two senders on one queue and offset would send records twice and out of order."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise AuditLogBusy(
+                f"the audit log's syslog queue {self.queue_path} is in use by another pve-steward process; one server "
+                "forwards a log. Stop the other process, or give this one its own file with --audit-log PATH "
+                "(env PVE_STEWARD_AUDIT_LOG)"
+            ) from None
 
     def _cut_incomplete_tail(self) -> None:
         """A crash mid-append leaves a partial line; the record is in the audit log's own recovery instead."""

@@ -22,7 +22,6 @@ store that does not answer, so a hung Redis refuses writes and slows nothing els
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 import weakref
@@ -141,9 +140,12 @@ class SqliteStore:
     """A WAL-mode SQLite file: shared by restarts and by every process on this host that opens it."""
 
     def __init__(self, path: Path) -> None:
+        import sqlite3  # imported here: a server without write tools opens no store (0.9 MiB of every start)
+
         self.path = path
         self.description = f"sqlite {path}"
         self._lock = threading.Lock()
+        self._errors = sqlite3.Error
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._db = sqlite3.connect(str(path), timeout=10.0, isolation_level=None, check_same_thread=False)
@@ -161,7 +163,7 @@ class SqliteStore:
                     "INSERT INTO used (nonce, expires_at) VALUES (?, ?) ON CONFLICT(nonce) DO NOTHING",
                     (nonce, expires_at + SKEW_MARGIN),
                 )
-            except sqlite3.Error as exc:
+            except self._errors as exc:
                 raise StoreUnavailable(f"the used-token store {self.path} failed: {exc}") from exc
             return cur.rowcount == 1
 
@@ -169,7 +171,7 @@ class SqliteStore:
         with self._lock:
             try:
                 row = self._db.execute("SELECT 1 FROM used WHERE nonce = ?", (nonce,)).fetchone()
-            except sqlite3.Error as exc:
+            except self._errors as exc:
                 raise StoreUnavailable(f"the used-token store {self.path} failed: {exc}") from exc
             return row is not None
 

@@ -179,6 +179,7 @@ def misdirected_body(host: str) -> bytes:
 def build_http_app(mcp: Any, settings: Settings) -> ASGIApp:
     """The ASGI app: MCP at /mcp, /health, /metrics, DNS-rebinding protection, size cap, optional bearer auth."""
     check_bind(settings)
+    metrics.keep()  # this process serves /metrics: it counts
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "server": "pve-steward", "version": __version__})

@@ -12,8 +12,10 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from pve_steward.surface.registry import Operation, Registry
+if TYPE_CHECKING:  # the registry is built with the tools; a start from the kept tool list imports none of it
+    from pve_steward.surface.registry import Operation, Registry
 
 
 @functools.lru_cache(maxsize=4)

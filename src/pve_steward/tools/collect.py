@@ -592,30 +592,21 @@ class Collector:
             reads += self._backup_content_reads(online)
         if self._want("backups", "pbs", "storage"):
             reads += self._vzdump_defaults_reads(online)
-        if self.areas & NEEDS_CONFIGS:
-            # a migration question (preconditions) is judged on the current config, as PVE's migration loads
-            # it (load_config; the config API applies pending changes unless current=1): a device or CPU type
-            # pending until the next start does not decide where the guest can go today
-            params: dict[str, Any] = {"current": 1} if preconditions else {}
-            for vmid, g in d.guests.items():
-                if g.get("node") in online and (wanted is None or vmid in wanted):
-                    reads.append(
-                        (
-                            f"config:{vmid}",
-                            api_path("nodes", node_seg(g["node"]), g["type"], vmid_seg(vmid), "config"),
-                            params,
-                        )
-                    )
-        if preconditions:  # only needs where the guest runs: read alongside the configs, in the same wave
-            for vmid, g in sorted(d.guests.items()):
-                if g["type"] == "qemu" and g.get("node") in online and (wanted is None or vmid in wanted):
-                    reads.append(
-                        (
-                            f"precondition:{vmid}",
-                            api_path("nodes", node_seg(g["node"]), "qemu", vmid_seg(vmid), "migrate"),
-                            {},
-                        )
-                    )
+        # a migration question (preconditions) is judged on the current config, as PVE's migration loads it
+        # (load_config; the config API applies pending changes unless current=1): a device or CPU type pending
+        # until the next start does not decide where the guest can go today
+        params: dict[str, Any] = {"current": 1} if preconditions else {}
+        for vmid, g in d.guests.items():
+            if g.get("node") not in online or (wanted is not None and vmid not in wanted):
+                continue
+            at, kind = node_seg(g["node"]), g["type"]
+            if self.areas & NEEDS_CONFIGS:
+                reads.append((f"config:{vmid}", api_path("nodes", at, kind, vmid_seg(vmid), "config"), params))
+            if preconditions and kind == "qemu":
+                # each guest's precondition beside its config: PVE runs the config in pveproxy and the
+                # precondition in pvedaemon (protected), so the node's two pools work side by side instead
+                # of one after the other (design record 261206-61)
+                reads.append((f"precondition:{vmid}", api_path("nodes", at, "qemu", vmid_seg(vmid), "migrate"), {}))
         got = await self._read(reads)
         self._take_preconditions(got)
         self._take_ha_constraints(got)

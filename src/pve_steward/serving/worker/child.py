@@ -102,6 +102,7 @@ class Child:
     async def serve(self, reader: asyncio.StreamReader) -> None:
         from pve_steward.observe import metrics
 
+        metrics.keep()  # the front end serves /metrics with this process's series added in
         for app in {id(a): a for a in [self.root, *getattr(self.root.clusters, "apps", {}).values()]}.values():
             metrics.APPS.track(app)  # their read caches and admission counters, for the front end's /metrics
         keep: set[asyncio.Task[None]] = set()
