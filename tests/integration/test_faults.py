@@ -98,7 +98,7 @@ async def sweep(sim: SimServer, mcp: Any, upid: str) -> dict[str, str]:
             failed = real_failures(sim, before, op, args)
             text = result.content[0].text if result.content else ""
             assert "Traceback" not in text, (op, text)
-            assert elapsed < 30, (op, elapsed)
+            assert elapsed < 120, (op, elapsed)  # a hang, not a slow answer on a loaded machine
             if result.is_error:
                 assert not text.startswith("Error executing tool") and len(text) > 30, (op, text)
                 assert failed or "refused" in text or "no " in text, (op, text)
@@ -187,14 +187,16 @@ async def test_a_token_losing_privileges_mid_session(start_sim: Any, server_for:
 
 async def test_slow_api_never_hangs_past_the_timeout(start_sim: Any, server_for: Any) -> None:
     sim = start_sim("demo")
-    control(sim, "faults", {"slow": [{"pattern": r"^/cluster/backup$", "delay": 4}]})
+    # PVE answers after 30 s: a call that waited for it would take a minute (two attempts); ours gives up after
+    # 1 s per attempt. The margin between (about 10x) is wider than a loaded machine stretches a call.
+    control(sim, "faults", {"slow": [{"pattern": r"^/cluster/backup$", "delay": 30}]})
     mcp = server_for(sim, "root@pam!pvesim", timeout=1, retries=1)
     async with Client(mcp) as c:
         for op in ("list_backup_jobs", "diagnose_backups"):
             started = time.monotonic()
             result = await c.call_tool(op, {})
             elapsed = time.monotonic() - started
-            assert elapsed < 8, (op, elapsed)  # 2 attempts x 1 s + backoff, per wave
+            assert elapsed < 25, (op, elapsed)  # 2 attempts x 1 s + backoff, per wave; never PVE's 30 s
             assert (result.is_error and "timed out" in result.content[0].text) or flagged(result.structured_content)
 
 

@@ -68,8 +68,14 @@ def _found(report: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def _requests(series: str) -> float:
-    """Requests counted so far in this process's ``pve_steward_<series>_requests_total``, all labels."""
+    """Requests counted so far in this process's ``pve_steward_<series>_requests_total``, all labels.
+
+    A process counts only once it serves ``/metrics`` (metrics.keep): this one does from the first call on,
+    whichever test of this worker ran before."""
+    from pve_steward.observe import metrics
     from pve_steward.observe.instruments import REGISTRY
+
+    metrics.keep()
 
     name = f"pve_steward_{series}_requests_total"
     return sum(s.value for m in REGISTRY.collect() for s in m.samples if s.name == name)
