@@ -475,3 +475,20 @@ def test_pve_9_1_lists_localnetwork_for_an_offline_node_too(start_sim) -> None:
     rows = api(sim).cluster.resources.get()
     assert any(r.get("network") == "localnetwork" and r["node"] == "pve3" for r in rows)
     assert not any(r.get("network") == "lab" and r["node"] == "pve3" for r in rows)  # its broadcasts: not modelled
+
+
+def test_a_vms_agent_reports_the_address_cloud_init_gave_it(start_sim) -> None:
+    """cloud-init writes ipconfigN's static address into the guest, so its agent reports it on netN's NIC; a NIC
+    without one holds a leased address of its own. What a scenario plants (agent_data) is reported as is."""
+    sim = start_sim("maintenance")
+    pve = api(sim)
+    with sim.sim.mutate() as c:
+        c.guests[300].config["agent"] = "1"
+        c.guests[101].config["agent"] = "1"
+    rows = pve.nodes("p3").qemu(300).agent("network-get-interfaces").get()["result"]
+    eth0 = next(r for r in rows if r["hardware-address"] == "bc:24:11:40:00:0c")
+    assert [(a["ip-address"], a["prefix"]) for a in eth0["ip-addresses"]] == [("10.1.0.50", 24)]
+    leased = pve.nodes("p1").qemu(101).agent("network-get-interfaces").get()["result"]
+    assert [a["ip-address"] for r in leased if r["name"] != "lo" for a in r["ip-addresses"]] == ["10.10.0.101"]
+    planted = pve.nodes("p2").qemu(110).agent("network-get-interfaces").get()["result"]
+    assert [r["name"] for r in planted] == ["lo", "ens18", "docker0"]

@@ -77,8 +77,13 @@ async def test_agent_probe_only_pves_not_running_answer_is_a_verdict() -> None:
         fake.on("GET", f"/nodes/pve1/qemu/{vmid}/agent/info", answer)
     fake.on("GET", "/nodes/{node}/tasks", [])
     fake.on("GET", "/nodes/pve1/qemu/100/agent/get-fsinfo", {"result": []})  # asked of answering agents only
+    eth0 = [{"name": "eth0", "hardware-address": "bc:24:11:00:00:01", "ip-addresses": [{"ip-address": "10.0.0.9"}]}]
+    fake.on("GET", "/nodes/pve1/qemu/100/agent/network-get-interfaces", {"result": eth0})
     d = await collect(fake, NOW, ["guests"], agent_probe_limit=10)
     assert d.agent == {100: True, 101: False}
+    assert d.agent_interfaces == {100: eth0} and d.agent_fsinfo == {100: []}
+    asked = sorted(c[1] for c in fake.calls if "/agent/" in c[1] and not c[1].endswith("/info"))
+    assert asked == ["/nodes/pve1/qemu/100/agent/get-fsinfo", "/nodes/pve1/qemu/100/agent/network-get-interfaces"]
     skipped = [m for m in d.missing if m.optional]
     assert len(skipped) == 1 and skipped[0].status == 403 and "VM.GuestAgent.Audit" in skipped[0].error
     failed = [m for m in d.missing if not m.optional]

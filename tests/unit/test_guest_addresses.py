@@ -104,6 +104,63 @@ def test_stopped_onboot_guest_whose_ip_or_mac_is_in_use_is_named() -> None:
     assert {f.subject.id for f in ha if f.code == "GUEST_ONBOOT_ADDRESS_CLASH"} == {"102"}
 
 
+def _nic(name: str, mac: str, *ips: str) -> dict:  # type: ignore[type-arg]
+    """A row of QGA guest-network-get-interfaces, as qemu-server passes it on."""
+    return {
+        "name": name,
+        "hardware-address": mac,
+        "ip-addresses": [
+            {"ip-address-type": "ipv6" if ":" in ip else "ipv4", "ip-address": ip, "prefix": 24} for ip in ips
+        ],
+    }
+
+
+def test_addresses_a_running_vms_agent_reports_clash_with_configured_ones() -> None:
+    """An address set inside the guest's OS (no cloud-init) is seen through its agent, on the netN whose MAC the
+    interface has; interfaces PVE did not give the guest (docker0, a tunnel) and link-local ones are left out."""
+    guests = [
+        _vm(100, ipconfig0="ip=10.0.0.5/24"),
+        _vm(101),  # configures nothing: its OS holds 10.0.0.5 on eth0 (net0's MAC) and docker0's 172.17.0.1
+        _vm(102),  # docker0 too: no clash with 101's
+        _vm(103, status="stopped", ipconfig0="ip=10.0.0.7/24"),  # onboot=1: starts at the next boot
+        _vm(104),  # holds 10.0.0.7, which 103 will take at the next boot
+        _vm(105, net0="virtio=BC:24:11:00:00:05,bridge=vmbr0,tag=9"),  # 10.0.0.5 on VLAN 9: another network
+    ]
+    d = _d(guests)
+    d.agent_interfaces = {
+        100: [_nic("eth0", "bc:24:11:00:00:00", "10.0.0.5", "fe80::be24:11ff:fe00:0%eth0")],
+        101: [
+            _nic("lo", "00:00:00:00:00:00", "127.0.0.1"),
+            _nic("eth0", "bc:24:11:00:00:01", "10.0.0.5", "fe80::1"),
+            _nic("docker0", "02:42:ac:11:00:01", "172.17.0.1"),
+        ],
+        102: [_nic("eth0", "bc:24:11:00:00:02", "10.0.0.8"), _nic("docker0", "02:42:ac:11:00:02", "172.17.0.1")],
+        103: [_nic("eth0", "bc:24:11:00:00:03", "10.0.0.99")],  # stale: the VM is stopped, its agent not asked
+        104: [_nic("eth0", "bc:24:11:00:00:04", "10.0.0.7")],
+        105: [_nic("eth0", "bc:24:11:00:00:05", "10.0.0.5")],
+    }
+    found = duplicate_addresses(d, T)
+    ip = {
+        (f.subject.id, f.severity.value, f.evidence["source"], tuple(f.evidence["also_used_by"]))
+        for f in found
+        if f.code == "GUEST_IP_DUPLICATE"
+    }
+    assert ip == {
+        ("100", "critical", "config", (101,)),
+        ("101", "critical", "agent", (100,)),
+        ("103", "warning", "config", (104,)),
+        ("104", "warning", "agent", (103,)),
+    }
+    assert "holds IP 10.0.0.5 on net0 (its guest agent reports it)" in next(
+        f.message for f in found if f.subject.id == "101"
+    )
+    clash = [(f.subject.id, f.evidence["running"]) for f in found if f.code == "GUEST_ONBOOT_ADDRESS_CLASH"]
+    assert clash == [("103", [104])]
+    # the same address in the config and from the agent is one holder, not a duplicate of itself
+    d.agent_interfaces = {100: [_nic("eth0", "bc:24:11:00:00:00", "10.0.0.5")]}
+    assert duplicate_addresses(d, T) == []
+
+
 def test_lrm_time_drift_is_its_own_finding() -> None:
     """pve-ha-manager API2/HA/Status.pm: a status stamped more than 2 s ahead reads 'detected time drift!'."""
     rows = [

@@ -107,6 +107,8 @@ class ClusterData:
     agent: dict[int, bool] = field(default_factory=dict)  # vmid -> agent answered
     pending: dict[int, list[Row]] = field(default_factory=dict)  # vmid -> GET .../pending (probed guests only)
     agent_fsinfo: dict[int, Any] = field(default_factory=dict)  # vmid -> guest-get-fsinfo result (agents that answered)
+    # vmid -> network-get-interfaces result (agents that answered): the addresses the guest's OS holds
+    agent_interfaces: dict[int, Any] = field(default_factory=dict)
     preconditions: dict[int, Row] = field(default_factory=dict)
     mappings: dict[str, list[Row]] = field(default_factory=dict)  # /cluster/mapping/{pci,usb,dir}: kind -> rows
     snapshot_configs: dict[int, dict[str, Row]] = field(default_factory=dict)  # vmid -> snapshot -> its config

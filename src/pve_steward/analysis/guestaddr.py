@@ -96,6 +96,36 @@ def static_ips(raw: Row, lxc: bool) -> list[Address]:
     return out
 
 
+@pve_rule(
+    "guests.agent-addresses",
+    rule="A running VM's guest agent reports the addresses its OS holds per interface (QGA "
+    "guest-network-get-interfaces: name, hardware-address, ip-addresses); an interface whose MAC is one of the "
+    "VM's netN devices is on that device's network, any other (a bridge or tunnel inside the guest) is not.",
+    pve="qemu-server src/PVE/API2/Qemu/Agent.pm (network-get-interfaces); QEMU qga/qapi-schema.json "
+    "GuestNetworkInterface",
+    codes=("GUEST_IP_DUPLICATE", "GUEST_ONBOOT_ADDRESS_CLASH"),
+)
+def agent_ips(data: ClusterData, vmid: int) -> list[Address]:
+    """The addresses a running VM's agent reports on the interfaces PVE gave it (matched by MAC to netN)."""
+    rows = data.agent_interfaces.get(vmid)
+    cfg = data.parsed.get(vmid)
+    if not isinstance(rows, list) or cfg is None or (data.guests.get(vmid) or {}).get("status") != "running":
+        return []
+    devices = {mac.upper(): key for key, _model, mac in cfg.nets if mac}
+    out: set[Address] = set()
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("ip-addresses"), list):
+            continue
+        device = devices.get(str(row.get("hardware-address") or "").upper())
+        if device is None:
+            continue
+        for a in row["ip-addresses"]:
+            text = a.get("ip-address") if isinstance(a, dict) else None
+            if isinstance(text, str) and (ip := _ip(text.partition("%")[0])):  # fe80::1%eth0: a zone, never clashes
+                out.add(Address("ip", ip, device))
+    return sorted(out)
+
+
 def segment(raw: Row, device: str) -> Segment:
     """The network of a device: its bridge and VLAN tag."""
     spec = raw.get(device)

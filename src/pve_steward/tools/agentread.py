@@ -1,9 +1,10 @@
-"""In-guest filesystems for the filesystem-full check: ``agent/get-fsinfo`` of the VMs whose agent answered
-the collector's probe (so the probe limit, ``agent_probe_limit``, bounds these reads too).
+"""What the guest agents report for the health check: in-guest filesystems (the filesystem-full check) and
+network interfaces (the duplicate-IP check), of the VMs whose agent answered the collector's probe (so the
+probe limit, ``agent_probe_limit``, bounds these reads too).
 
-A 403 (PVE 9: VM.GuestAgent.Audit, PVE 8: VM.Monitor) is one skipped check; an agent that stopped answering
-meanwhile is not judged; any other failure (an agent that refuses guest-get-fsinfo, a timeout) is a
-skipped check for that VM, said once with the count.
+A 403 (PVE 9: VM.GuestAgent.Audit, PVE 8: VM.Monitor) is one skipped check per kind; an agent that stopped
+answering meanwhile is not judged; any other failure (an agent that refuses the command, a timeout) is a
+skipped check for that VM, said once per kind with the count.
 """
 
 from __future__ import annotations
@@ -16,22 +17,39 @@ from pve_steward.pveio.client import ApiPath, ProxmoxClient, api_path, gather
 from pve_steward.pveio.client import node as node_seg
 from pve_steward.pveio.client import vmid as vmid_seg
 
-PATH = "/nodes/{node}/qemu/{vmid}/agent/get-fsinfo"
+# command -> (what it tells, where it goes in ClusterData)
+KINDS = {
+    "get-fsinfo": ("in-guest filesystems", "agent_fsinfo"),
+    "network-get-interfaces": ("in-guest network addresses", "agent_interfaces"),
+}
 
 
-async def read_agent_filesystems(client: ProxmoxClient, data: ClusterData) -> list[Missing]:
+async def read_agent_details(client: ProxmoxClient, data: ClusterData) -> list[Missing]:
+    """Every kind for every VM whose agent answered, in one bounded gather."""
     vmids = sorted(v for v, ok in data.agent.items() if ok and v in data.guests)
     reads: list[tuple[str, ApiPath, dict[str, Any]]] = [
-        (str(v), api_path("nodes", node_seg(data.guests[v]["node"]), "qemu", vmid_seg(v), "agent", "get-fsinfo"), {})
+        (
+            f"{command}:{v}",
+            api_path("nodes", node_seg(data.guests[v]["node"]), "qemu", vmid_seg(v), "agent", command),
+            {},
+        )
+        for command in KINDS
         for v in vmids
     ]
     got = await gather(client, reads)
+    missing: list[Missing] = []
+    for command, (what, target) in KINDS.items():
+        answers = {int(k.partition(":")[2]): v for k, v in got.items() if k.partition(":")[0] == command}
+        missing += _take(answers, getattr(data, target), what, f"/nodes/{{node}}/qemu/{{vmid}}/agent/{command}")
+    return missing
+
+
+def _take(answers: dict[int, Any], into: dict[int, Any], what: str, path: str) -> list[Missing]:
     denied: list[int] = []
     failed: list[tuple[int, PveError]] = []
-    for key, value in sorted(got.items(), key=lambda kv: int(kv[0])):
-        vmid = int(key)
+    for vmid, value in sorted(answers.items()):
         if not isinstance(value, PveError):
-            data.agent_fsinfo[vmid] = value.get("result") if isinstance(value, dict) else None
+            into[vmid] = value.get("result") if isinstance(value, dict) else None
         elif isinstance(value, PvePermissionError):
             denied.append(vmid)
         elif "not running" not in value.message:
@@ -40,9 +58,8 @@ async def read_agent_filesystems(client: ProxmoxClient, data: ClusterData) -> li
     if denied:
         missing.append(
             Missing.denied(
-                f"in-guest filesystems of {len(denied)} VM(s) (skipped: needs VM.GuestAgent.Audit on PVE 9, "
-                "VM.Monitor on PVE 8)",
-                PATH,
+                f"{what} of {len(denied)} VM(s) (skipped: needs VM.GuestAgent.Audit on PVE 9, VM.Monitor on PVE 8)",
+                path,
                 "permission denied",
                 ("guests",),
             )
@@ -51,8 +68,8 @@ async def read_agent_filesystems(client: ProxmoxClient, data: ClusterData) -> li
         vmid, err = failed[0]
         missing.append(
             Missing(
-                what=f"in-guest filesystems of {len(failed)} VM(s) (first: VM {vmid})",
-                path=PATH,
+                what=f"{what} of {len(failed)} VM(s) (first: VM {vmid})",
+                path=path,
                 error=err.message[:200],
                 status=err.status,
                 affects=("guests",),

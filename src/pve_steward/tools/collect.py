@@ -48,7 +48,7 @@ from pve_steward.pveio.client import storage as storage_seg
 from pve_steward.pveio.client import upid as upid_seg
 from pve_steward.pveio.client import vmid as vmid_seg
 from pve_steward.pveio.readcache import Key, read_key
-from pve_steward.tools.agentread import read_agent_filesystems
+from pve_steward.tools.agentread import read_agent_details
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
 from pve_steward.tools.privileges import hidden_references, learn, probe_paths, visibility_from
@@ -347,8 +347,8 @@ class Collector:
         if preconditions or self._want("upgrade"):  # pve8to9 check_storage_content walks the snapshots too
             await self._snapshot_sections(wanted)
         await self._wave3(agent_probe_limit, pending_probe_limit)
-        if self._want("guests") and self.data.agent:  # in-guest filesystems of the VMs whose agent answered
-            self._gaps.extend(await read_agent_filesystems(self.client, self.data))
+        if self._want("guests") and self.data.agent:  # filesystems and addresses of the VMs whose agent answered
+            self._gaps.extend(await read_agent_details(self.client, self.data))
 
     async def _declared_branch(self) -> None:
         await self._declared_reads()

@@ -46,8 +46,14 @@ def _macs(g: Guest) -> list[tuple[str, str]]:
     return out
 
 
-def _address(g: Guest, index: int) -> str:
-    return f"10.{10 + index}.{g.vmid // 256 % 256}.{g.vmid % 256 or 1}"
+def _address(g: Guest, index: int, key: str) -> tuple[str, int]:
+    """The IPv4 address the guest's OS holds on a NIC: cloud-init's static ``ipconfigN ip=`` where the config
+    sets one (cloud-init writes it into the guest), else one a DHCP server would have leased (unique per guest)."""
+    ip = pveconfig.parse_property_string(str(g.config.get(f"ipconfig{key[3:]}", ""))).get("ip", "")
+    address, _, prefix = ip.partition("/")
+    if address.count(".") == 3 and prefix.isdecimal():
+        return address, int(prefix)
+    return f"10.{10 + index}.{g.vmid // 256 % 256}.{g.vmid % 256 or 1}", 24
 
 
 def _interfaces(g: Guest) -> list[dict[str, Any]]:
@@ -62,12 +68,13 @@ def _interfaces(g: Guest) -> list[dict[str, Any]]:
     ]
     if not windows:
         rows[0]["hardware-address"] = "00:00:00:00:00:00"
-    for i, (_key, mac) in enumerate(_macs(g)):
+    for i, (key, mac) in enumerate(_macs(g)):
+        address, prefix = _address(g, i, key)
         rows.append(
             {
                 "name": f"Ethernet {i}" if windows else f"eth{i}",
                 "hardware-address": mac.lower(),
-                "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": _address(g, i), "prefix": 24}],
+                "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": address, "prefix": prefix}],
             }
         )
     return rows
@@ -307,7 +314,7 @@ def lxc_interfaces(call: Call) -> list[dict[str, Any]] | None:
     for i, (key, mac) in enumerate(_macs(g)):
         opts = pveconfig.parse_property_string(g.config[key], "name")
         ip = str(opts.get("ip", "")).split("/")
-        addr, prefix = (ip[0], int(ip[1])) if len(ip) == 2 and ip[1].isdecimal() else (_address(g, i), 24)
+        addr, prefix = (ip[0], int(ip[1])) if len(ip) == 2 and ip[1].isdecimal() else _address(g, i, key)
         rows.append(_lxc_row(str(opts.get("name", f"eth{i}")), str(opts.get("hwaddr", mac)).lower(), addr, prefix))
     return rows
 

@@ -13,7 +13,7 @@ from collections import Counter
 from pve_steward.analysis.catalog import Code, Threshold, check
 from pve_steward.analysis.data import ClusterData, Row, guest_subject
 from pve_steward.analysis.findings import CLUSTER, Finding, Severity, finding
-from pve_steward.analysis.guestaddr import Address, Segment, same_network, segment, static_ips
+from pve_steward.analysis.guestaddr import Address, Segment, agent_ips, same_network, segment, static_ips
 from pve_steward.analysis.pverules import pve_rule
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pve.guestconfig import SERIALS, GuestConfig, in_pve_order
@@ -312,11 +312,13 @@ def starts_at_boot(data: ClusterData, vmid: int) -> bool:
             "GUEST_IP_DUPLICATE",
             "warning",
             "IP address configured on two guests",
-            "Two or more non-template guests configure the same static IP address (a VM's cloud-init ipconfigN "
-            "ip=/ip6=, a container's netN ip=/ip6=) on the same network (the device's bridge and VLAN tag; an "
-            "address on two different VLANs is no clash): whichever runs second fights the first for the address. "
-            "Critical when two of them run. dhcp, auto and manual, loopback and link-local addresses are left out; "
-            "addresses the guest agent reports are not read by the health check.",
+            "Two or more non-template guests hold the same IP address on the same network (the device's bridge "
+            "and VLAN tag; an address on two different VLANs is no clash): a static address in the config (a VM's "
+            "cloud-init ipconfigN ip=/ip6=, a container's netN ip=/ip6=) or, for a running VM whose guest agent "
+            "answered, an address its OS holds on an interface PVE gave it (matched by MAC; evidence source: "
+            "agent). Whichever runs second fights the first for the address. Critical when two of them run. "
+            "dhcp, auto and manual, loopback and link-local addresses are left out, as are interfaces inside the "
+            "guest that PVE did not give it (container bridges, tunnels).",
             "Give one of them another address (qm set <vmid> --ipconfigN ip=<address>/<prefix>,gw=<gateway> and "
             "regenerate its cloud-init drive; pct set <vmid> --netN ...,ip=<address>/<prefix>), then restart it.",
         ),
@@ -325,7 +327,8 @@ def starts_at_boot(data: ClusterData, vmid: int) -> bool:
             "warning",
             "Stopped guest will clash at the next boot",
             "A stopped guest with onboot=1 (not a template, not HA-managed) configures an IP address or MAC address "
-            "that a running guest uses on the same network: its node starts it at the next boot (pve-manager "
+            "that a running guest uses on the same network (configured, or reported by its guest agent): its node "
+            "starts it at the next boot (pve-manager "
             "startall), and from then on both fight for the address.",
             "Change the stopped guest's address (or the running one's), or set onboot=0 on the stopped guest "
             "(qm set <vmid> --onboot 0 / pct set <vmid> --onboot 0) if it should stay off.",
@@ -342,9 +345,15 @@ def duplicate_addresses(data: ClusterData, t: Thresholds) -> list[Finding]:
     counted = Counter([mac for _v, _g, _raw, cfg in every for _key, _model, mac in cfg.nets if mac])
     repeated = {mac for mac, n in counted.items() if n > 1}
     holders: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    reported: set[tuple[int, str, str]] = set()  # (vmid, device, ip) the agent reports and the config does not set
     for vmid, _g, raw, cfg in every:
-        for kind, value, device in static_ips(raw, cfg.type == "lxc"):
+        configured = static_ips(raw, cfg.type == "lxc")
+        for kind, value, device in configured:
             holders.setdefault((kind, value), []).append((vmid, device))
+        for a in agent_ips(data, vmid) if vmid in data.agent_interfaces else ():
+            if a not in configured:
+                holders.setdefault((a.kind, a.value), []).append((vmid, a.device))
+                reported.add((vmid, a.device, a.value))
         if repeated:
             for key, _model, mac in cfg.nets:
                 if mac in repeated:
@@ -362,7 +371,8 @@ def duplicate_addresses(data: ClusterData, t: Thresholds) -> list[Finding]:
                 continue
             g = data.guests[vmid]
             if kind == "ip":
-                out.append(_ip_duplicate(data, vmid, g, Address(kind, value, device), here, peers))
+                agent = (vmid, device, value) in reported
+                out.append(_ip_duplicate(data, vmid, g, Address(kind, value, device), here, peers, agent))
             if g.get("status") != "running" and starts_at_boot(data, vmid):
                 running = [v for v in peers if data.guests[v].get("status") == "running"]
                 if running:
@@ -370,16 +380,20 @@ def duplicate_addresses(data: ClusterData, t: Thresholds) -> list[Finding]:
     return out
 
 
-def _ip_duplicate(data: ClusterData, vmid: int, g: Row, a: Address, net: Segment, peers: list[int]) -> Finding:
+def _ip_duplicate(
+    data: ClusterData, vmid: int, g: Row, a: Address, net: Segment, peers: list[int], agent: bool
+) -> Finding:
     running = [v for v in [vmid, *peers] if data.guests[v].get("status") == "running"]
+    how = "holds IP {} on {} (its guest agent reports it)" if agent else "configures IP {} on {}"
     return finding(
         "GUEST_IP_DUPLICATE",
         guest_subject(data, vmid),
-        f"{label(vmid, g)} configures IP {a.value} on {a.device}, as do guest(s) "
+        f"{label(vmid, g)} {how.format(a.value, a.device)}, as do guest(s) "
         + ", ".join(f"{v} ({data.guests[v].get('name')})" for v in peers),
         {
             "ip": a.value,
             "device": a.device,
+            "source": "agent" if agent else "config",
             "network": list(net) if net else None,
             "also_used_by": peers,
             "running": running,
