@@ -40,7 +40,6 @@ from pve_steward.security import authority
 from pve_steward.security.confirm import Confirm, make_resolver
 from pve_steward.security.guard import refusal as guard_refusal
 from pve_steward.security.handlers import SEVERAL_CLUSTERS, spec_of
-from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals
 from pve_steward.security.narrowing import header_refusal, narrowing, selection
 from pve_steward.security.syslog import open_audit
 from pve_steward.security.tiers import Tier
@@ -54,6 +53,7 @@ from pve_steward.surface.toolcache import Surface, fingerprint, forget_surface, 
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
 
 if TYPE_CHECKING:  # imported where the tools are built (_furnish): a start from the kept tool list needs none
+    from pve_steward.security.identity import IdentityVerifier
     from pve_steward.surface.metatools import MetaTool
     from pve_steward.surface.naming import Naming
     from pve_steward.surface.registry import Operation, Registry
@@ -493,6 +493,8 @@ def identity_of(
     The principals file is checked against the configured clusters and the operations (a typo refuses the start)."""
     if settings.oidc_issuer is None and settings.principals_file is None:
         return None, None
+    from pve_steward.security.identity import IdentityVerifier, OidcSettings, load_principals  # identified only
+
     oidc = None
     if settings.oidc_issuer is not None:
         oidc = OidcSettings(
