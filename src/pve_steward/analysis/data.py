@@ -36,6 +36,12 @@ class Missing:
     # answer that stands on it (a plan) is not complete
     hidden: bool = False
 
+    @property
+    def leaves_plan_incomplete(self) -> bool:
+        """A failed read, or what PVE hides: a plan standing on it is not complete (a check limited on purpose
+        is not)."""
+        return not self.optional or self.hidden
+
     @classmethod
     def denied(cls, what: str, path: str, error: str, affects: tuple[str, ...]) -> Missing:
         """Per-guest reads a token may not make, said once for all of them: a check limited by privilege

@@ -107,9 +107,11 @@ def static_ips(raw: Row, lxc: bool) -> list[Address]:
 )
 def agent_ips(data: ClusterData, vmid: int) -> list[Address]:
     """The addresses a running VM's agent reports on the interfaces PVE gave it (matched by MAC to netN)."""
-    rows = data.agent_interfaces.get(vmid)
+    rows = data.agent_interfaces.get(vmid)  # most guests: none, asked of every guest
+    if not isinstance(rows, list) or (data.guests.get(vmid) or {}).get("status") != "running":
+        return []
     cfg = data.parsed.get(vmid)
-    if not isinstance(rows, list) or cfg is None or (data.guests.get(vmid) or {}).get("status") != "running":
+    if cfg is None:
         return []
     devices = {mac.upper(): key for key, _model, mac in cfg.nets if mac}
     out: set[Address] = set()

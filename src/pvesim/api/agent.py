@@ -46,11 +46,11 @@ def _macs(g: Guest) -> list[tuple[str, str]]:
     return out
 
 
-def _address(g: Guest, index: int, key: str) -> tuple[str, int]:
-    """The IPv4 address the guest's OS holds on a NIC: cloud-init's static ``ipconfigN ip=`` where the config
-    sets one (cloud-init writes it into the guest), else one a DHCP server would have leased (unique per guest)."""
-    ip = pveconfig.parse_property_string(str(g.config.get(f"ipconfig{key[3:]}", ""))).get("ip", "")
-    address, _, prefix = ip.partition("/")
+def _address(g: Guest, index: int, static: object) -> tuple[str, int]:
+    """The IPv4 address the guest's OS holds on a NIC: the static ``ip=`` of its config (a VM's cloud-init
+    ipconfigN, which cloud-init writes into the guest; a container's netN) where it sets one, else one a DHCP
+    server would have leased (unique per guest)."""
+    address, _, prefix = str(static or "").partition("/")
     if address.count(".") == 3 and prefix.isdecimal():
         return address, int(prefix)
     return f"10.{10 + index}.{g.vmid // 256 % 256}.{g.vmid % 256 or 1}", 24
@@ -69,7 +69,8 @@ def _interfaces(g: Guest) -> list[dict[str, Any]]:
     if not windows:
         rows[0]["hardware-address"] = "00:00:00:00:00:00"
     for i, (key, mac) in enumerate(_macs(g)):
-        address, prefix = _address(g, i, key)
+        ipconfig = pveconfig.parse_property_string(str(g.config.get(f"ipconfig{key[3:]}", "")))
+        address, prefix = _address(g, i, ipconfig.get("ip"))
         rows.append(
             {
                 "name": f"Ethernet {i}" if windows else f"eth{i}",
@@ -313,8 +314,7 @@ def lxc_interfaces(call: Call) -> list[dict[str, Any]] | None:
     rows = [_lxc_row("lo", "00:00:00:00:00:00", "127.0.0.1", 8)]
     for i, (key, mac) in enumerate(_macs(g)):
         opts = pveconfig.parse_property_string(g.config[key], "name")
-        ip = str(opts.get("ip", "")).split("/")
-        addr, prefix = (ip[0], int(ip[1])) if len(ip) == 2 and ip[1].isdecimal() else _address(g, i, key)
+        addr, prefix = _address(g, i, opts.get("ip"))
         rows.append(_lxc_row(str(opts.get("name", f"eth{i}")), str(opts.get("hwaddr", mac)).lower(), addr, prefix))
     return rows
 

@@ -350,7 +350,7 @@ def duplicate_addresses(data: ClusterData, t: Thresholds) -> list[Finding]:
         configured = static_ips(raw, cfg.type == "lxc")
         for kind, value, device in configured:
             holders.setdefault((kind, value), []).append((vmid, device))
-        for a in agent_ips(data, vmid) if vmid in data.agent_interfaces else ():
+        for a in agent_ips(data, vmid):
             if a not in configured:
                 holders.setdefault((a.kind, a.value), []).append((vmid, a.device))
                 reported.add((vmid, a.device, a.value))

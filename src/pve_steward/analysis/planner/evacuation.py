@@ -71,9 +71,7 @@ def gaps_for(data: ClusterData, *, ha: bool, backups: bool = False) -> list[Miss
     (the plan's readiness). Optional gaps show in the verdicts they leave not provable, not here."""
     areas = ("migration",) + (("ha",) if ha else ()) + (("backups",) if backups else ())
     return [
-        m
-        for m in data.missing
-        if (not m.optional or m.hidden) and (not m.affects or any(a in m.affects for a in areas))
+        m for m in data.missing if m.leaves_plan_incomplete and (not m.affects or any(a in m.affects for a in areas))
     ]
 
 

@@ -168,7 +168,7 @@ def readiness(
     backups: list[StaleBackup] = []
     if backups_read:
         backups = stale_backups(data, node, t or Thresholds())
-        failed = [m for m in data.missing if "backups" in m.affects and (not m.optional or m.hidden)]
+        failed = [m for m in data.missing if "backups" in m.affects and m.leaves_plan_incomplete]
         if failed:  # a backup on a storage whose content failed is unseen: the list may name guests that have one
             gaps.append(
                 f"backup age: {len(failed)} read(s) of backup jobs or contents failed, so the list is not whole"
