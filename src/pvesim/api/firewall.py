@@ -6,7 +6,7 @@ request pipeline; the guest need not exist (the handlers read only the .fw file,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pvesim.api.registry import ApiError, Call, route
@@ -74,15 +74,20 @@ def _alias(conf: FwConf, name: str) -> dict[str, Any]:
     return dict(entry)
 
 
-def _ipset_list(conf: FwConf) -> list[dict[str, Any]]:
-    """IPSet.pm $get_ipset_list: name (and comment) of every IPSet, sorted, with the list's digest."""
+def _named(key: str, names: Iterable[str], comments: dict[str, str]) -> list[dict[str, Any]]:
+    """Name (and comment, where set) of each, sorted, with the list's digest: how PVE lists IPSets and groups."""
     rows = []
-    for name in sorted(conf.ipsets):
-        row: dict[str, Any] = {"name": name}
-        if conf.ipset_comments.get(name):
-            row["comment"] = conf.ipset_comments[name]
+    for name in sorted(names):
+        row: dict[str, Any] = {key: name}
+        if comments.get(name):
+            row["comment"] = comments[name]
         rows.append(row)
     return list_with_digest(rows)
+
+
+def _ipset_list(conf: FwConf) -> list[dict[str, Any]]:
+    """IPSet.pm $get_ipset_list: name (and comment) of every IPSet, sorted, with the list's digest."""
+    return _named("name", conf.ipsets, conf.ipset_comments)
 
 
 def _ipset(conf: FwConf, name: str) -> list[dict[str, Any]]:
@@ -170,13 +175,7 @@ def cluster_ipset_entry(call: Call) -> dict[str, Any]:
 def groups(call: Call) -> list[dict[str, Any]]:
     """Groups.pm $get_security_group_list: name (and comment) of every group, sorted, with the digest."""
     fw = call.cluster.firewall
-    rows = []
-    for name in sorted(fw.groups):
-        row: dict[str, Any] = {"group": name}
-        if fw.group_comments.get(name):
-            row["comment"] = fw.group_comments[name]
-        rows.append(row)
-    return list_with_digest(rows)
+    return _named("group", fw.groups, fw.group_comments)
 
 
 def _group(call: Call) -> list[dict[str, Any]]:
