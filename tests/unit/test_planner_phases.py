@@ -310,6 +310,15 @@ def test_a_failed_backup_read_leaves_the_plan_incomplete_and_says_what_it_costs(
     assert plan.readiness is not None
     assert any(g.startswith("backup age: 1 read(s)") for g in plan.readiness.not_provable)
     assert [s.vmid for s in plan.steps] == [100]
+    # a list PVE hides from the token is said as hidden, not as a failed read
+    d.missing.append(
+        Missing(what="backup jobs", path="/cluster/backup", error="not visible", affects=("backups",), hidden=True)
+    )
+    hidden = plan_evacuation(d, "src", headroom_pct=0, options=BASIC, backups_read=True).readiness
+    assert hidden is not None and [g for g in hidden.not_provable if g.startswith("backup age")] == [
+        "backup age: 1 read(s) of backup jobs or contents failed and 1 backup list(s) not visible to this token "
+        "(see the skipped checks), so the list is not whole"
+    ]
     # a plan that does not judge backup age does not stand on those reads
     assert plan_evacuation(d, "src", headroom_pct=0, options=BASIC).complete is True
 

@@ -135,6 +135,19 @@ def stale_backups(data: ClusterData, node: str, t: Thresholds) -> list[StaleBack
     return sorted(out, key=lambda b: b.vmid)
 
 
+def backup_gap(data: ClusterData) -> list[str]:
+    """Why the stale-backup list may not be whole: a backup on a storage whose content could not be read, or
+    that PVE hides from this token, is unseen, so the list may name guests that have one. What is hidden is
+    said as hidden (the skipped checks name the privilege), never as a failed read."""
+    gaps = [m for m in data.missing if "backups" in m.affects and m.leaves_plan_incomplete]
+    hidden = sum(1 for m in gaps if m.hidden)
+    parts = [
+        f"{len(gaps) - hidden} read(s) of backup jobs or contents failed" if len(gaps) > hidden else "",
+        f"{hidden} backup list(s) not visible to this token (see the skipped checks)" if hidden else "",
+    ]
+    return [f"backup age: {' and '.join(p for p in parts if p)}, so the list is not whole"] if gaps else []
+
+
 def readiness(
     data: ClusterData,
     node: str,
@@ -168,11 +181,7 @@ def readiness(
     backups: list[StaleBackup] = []
     if backups_read:
         backups = stale_backups(data, node, t or Thresholds())
-        failed = [m for m in data.missing if "backups" in m.affects and m.leaves_plan_incomplete]
-        if failed:  # a backup on a storage whose content failed is unseen: the list may name guests that have one
-            gaps.append(
-                f"backup age: {len(failed)} read(s) of backup jobs or contents failed, so the list is not whole"
-            )
+        gaps += backup_gap(data)
     else:
         gaps.append("backup age: the backup jobs and storages were not read")
     return MaintenanceReadiness(
