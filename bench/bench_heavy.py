@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,13 +36,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import requests
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procmem import tree_rss_kib
-from simproc import IDLE, SimProcess, niced
+from simproc import IDLE, SimProcess, free_port, niced, wait_healthy
 
 from pvesim.generator import generate
 
@@ -80,9 +78,7 @@ def sim_requests(sim: SimProcess) -> int:
 
 
 def start_server(sim: SimProcess, tmp: Path, offload: bool) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = sim.server_env(
         tmp,
         "root@pam!pvesim",
@@ -91,12 +87,7 @@ def start_server(sim: SimProcess, tmp: Path, offload: bool) -> tuple[subprocess.
         PVE_STEWARD_DIAGNOSTICS_PROCESS=str(offload).lower(),
     )
     server = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        except httpx2.HTTPError:
-            time.sleep(0.1)
+    wait_healthy(port, 30)
     return server, f"http://127.0.0.1:{port}/mcp"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,12 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procmem import tree_rss_kib
-from simproc import SimProcess
+from simproc import SimProcess, free_port, wait_healthy
 
 import pvesim
 
@@ -71,9 +69,7 @@ def main() -> int:
     args = ap.parse_args()
 
     sim = SimProcess(pvesim.load_scenario("demo"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     tmp = tempfile.TemporaryDirectory(prefix="load-bench-")
     env = sim.server_env(Path(tmp.name), PVE_STEWARD_TRANSPORT="http", PVE_STEWARD_HTTP_PORT=str(port))
     server = subprocess.Popen(
@@ -81,12 +77,7 @@ def main() -> int:
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        for _ in range(150):
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(port, 30, poll=0.2)
         asyncio.run(run_clients(url, args.clients, 3.0))  # warm-up: imports, pools, caches
         before = tree_rss_kib(server.pid)
         latencies, errors, wall = asyncio.run(run_clients(url, args.clients, args.seconds))

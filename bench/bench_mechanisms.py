@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,13 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import requests
 from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procmem import _children
-from simproc import SimProcess
+from simproc import SimProcess, free_port, wait_healthy
 
 from pve_steward.config import Settings
 from pvesim.bound import Bound
@@ -208,19 +206,12 @@ def run_stdio(scenario: dict[str, Any], label: str, node: str, chosen: list[Vari
 
 
 def start_http(sim: SimProcess, state: Path, variant: Variant) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = sim.server_env(
         state, "root@pam!pvesim", PVE_STEWARD_TRANSPORT="http", PVE_STEWARD_HTTP_PORT=str(port), **variant.environment()
     )
     server = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        except httpx2.HTTPError:
-            time.sleep(0.1)
+    wait_healthy(port, 60)
     return server, f"http://127.0.0.1:{port}/mcp"
 
 

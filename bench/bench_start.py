@@ -24,7 +24,6 @@ import argparse
 import compileall
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procmem import _children
-from simproc import SimProcess
+from simproc import SimProcess, free_port, wait_healthy
 
 import pve_steward
 from pvesim.scenario import load_scenario
@@ -105,21 +104,13 @@ def http_after_health(env: dict[str, str]) -> float:
     """A fresh HTTP server answers one health check; its processes' peak RSS, summed."""
     import asyncio
 
-    import httpx2
     from mcp import Client
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**env, "PVE_STEWARD_TRANSPORT": "http", "PVE_STEWARD_HTTP_PORT": str(port)}
     proc = subprocess.Popen([sys.executable, "-m", "pve_steward", "serve"], env=env, stdout=subprocess.DEVNULL)
     try:
-        for _ in range(1200):
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(port, 120)
 
         async def check() -> None:
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:

@@ -27,6 +27,27 @@ def niced(nice: int | str) -> list[str]:
     return ["nice", "-n", str(nice)] if nice else []
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a bench starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(port: int, seconds: float, poll: float = 0.1) -> None:
+    """Until the pve-steward HTTP server on ``port`` answers /health with 200, for at most ``seconds`` (the bench
+    then goes on, and its first call says what is wrong)."""
+    import httpx2  # the SDK's client; only the HTTP benches need it
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            time.sleep(poll)
+
+
 class SimProcess:
     def __init__(
         self,
@@ -48,9 +69,7 @@ class SimProcess:
         self._tmp = tempfile.TemporaryDirectory(prefix="pvesim-bench-")
         path = Path(self._tmp.name) / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.proc = subprocess.Popen(
             [*niced(nice), sys.executable, "-m", "pvesim", "serve", "--scenario", str(path), "--port", str(self.port)],
             stdout=subprocess.PIPE,
