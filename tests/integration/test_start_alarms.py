@@ -38,20 +38,36 @@ def damaged_audit_log(path: Path) -> None:
     path.write_text("".join(lines))
 
 
-def stderr_until(proc: subprocess.Popen[str], wanted: tuple[str, ...], seconds: float = 60) -> str:
-    """What the process wrote to stderr until every ``wanted`` text appeared (or the time ran out); it is
-    stopped then, and its stderr read to the end."""
+def stderr_until(env: dict[str, str], wanted: tuple[str, ...], seconds: float = 60) -> str:
+    """What a server started with ``env`` wrote to stderr until every ``wanted`` text appeared (or the time ran
+    out); it is stopped then, and its stderr read to the end."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pve_steward", "serve"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stream = proc.stderr
     assert stream is not None
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
     reader.start()
-    deadline = time.monotonic() + seconds
-    while not all(w in "".join(lines) for w in wanted) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)
-    proc.terminate()
-    proc.wait(timeout=30)
-    reader.join(timeout=30)
+    try:
+        deadline = time.monotonic() + seconds
+        while not all(w in "".join(lines) for w in wanted) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        proc.terminate()
+        proc.wait(timeout=30)
+        reader.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for pipe in (proc.stdin, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     return "".join(lines)
 
 
@@ -69,23 +85,7 @@ def test_start_up_alarms_are_on_stderr(demo_sim: SimServer, tmp_path: Path, tran
         PVE_STEWARD_TOKEN_STORE_TIMEOUT="1",
         PVE_STEWARD_DIAGNOSTICS_PROCESS="false",
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pve_steward", "serve"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        seen = stderr_until(proc, ALARMS)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        for stream in (proc.stdin, proc.stderr):
-            if stream is not None:
-                stream.close()
+    seen = stderr_until(env, ALARMS)
     for alarm in ALARMS:
         assert alarm in seen, seen
     assert "Traceback" not in seen
@@ -108,23 +108,7 @@ def test_a_shared_confirm_key_on_a_local_store_warns_and_replicas_refuse_it(
         PVE_STEWARD_CONFIRM_KEY_FILE=str(key),
         PVE_STEWARD_TOKEN_STORE=str(tmp_path / "used.sqlite3"),
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pve_steward", "serve"],
-        env=base,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        warned = stderr_until(proc, ("SINGLE USE AT RISK",))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        for stream in (proc.stdin, proc.stderr):
-            if stream is not None:
-                stream.close()
+    warned = stderr_until(base, ("SINGLE USE AT RISK",))
     refused = subprocess.run(
         [sys.executable, "-m", "pve_steward", "serve"],
         env={**base, "PVE_STEWARD_REPLICAS": "2"},
