@@ -28,26 +28,31 @@ def scenario_with_limited_token(name: str = "demo") -> dict[str, Any]:
     return data
 
 
+def sim_settings(sim: SimServer, token: str, where: Path, **extra: Any) -> Settings:
+    """The settings of a server in front of ``sim`` with ``token``, its state files in ``where``."""
+    token_id, secret = sim.token(token)
+    values: dict[str, Any] = {
+        "url": sim.address,
+        "token_id": token_id,
+        "token_secret": secret,
+        "fingerprint": sim.fingerprint,
+        "audit_log": where / "audit.jsonl",
+        "token_store": str(where / "used-tokens.sqlite3"),
+        "retries": 0,
+        # Most tests exercise one operation through its own tool; meta-tool dispatch has its own tests.
+        "granular_tools": True,
+        # Tests change the simulated cluster behind the server's back between calls; answers reused for
+        # seconds would hide that. The read cache has its own tests (test_read_cache.py).
+        "read_cache_ttl": 0,
+    }
+    values.update(extra)
+    return load_settings(**values)
+
+
 @pytest.fixture
 def settings_for(tmp_path: Path) -> Callable[..., Settings]:
     def _settings(sim: SimServer, token: str = "monitor@pve!mcp", **extra: Any) -> Settings:
-        token_id, secret = sim.token(token)
-        values: dict[str, Any] = {
-            "url": sim.address,
-            "token_id": token_id,
-            "token_secret": secret,
-            "fingerprint": sim.fingerprint,
-            "audit_log": tmp_path / "audit.jsonl",
-            "token_store": str(tmp_path / "used-tokens.sqlite3"),
-            "retries": 0,
-            # Most tests exercise one operation through its own tool; meta-tool dispatch has its own tests.
-            "granular_tools": True,
-            # Tests change the simulated cluster behind the server's back between calls; answers reused for
-            # seconds would hide that. The read cache has its own tests (test_read_cache.py).
-            "read_cache_ttl": 0,
-        }
-        values.update(extra)
-        return load_settings(**values)
+        return sim_settings(sim, token, tmp_path, **extra)
 
     return _settings
 

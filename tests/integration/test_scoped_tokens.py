@@ -18,9 +18,9 @@ import pytest
 from mcp import Client
 
 import pvesim
-from pve_steward.config import load_settings
 from pve_steward.server import build_server
 from pvesim.server import SimServer
+from tests.integration.conftest import sim_settings
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -48,19 +48,7 @@ def sims() -> Iterator[dict[str, SimServer]]:
 
 
 def _server(sim: SimServer, token: str, where: Path) -> Any:
-    token_id, secret = sim.token(token)
-    settings = load_settings(
-        url=sim.address,
-        token_id=token_id,
-        token_secret=secret,
-        fingerprint=sim.fingerprint,
-        audit_log=where / "audit.jsonl",
-        token_store=str(where / "used-tokens.sqlite3"),
-        retries=0,
-        granular_tools=True,
-        read_cache_ttl=0,
-    )
-    return build_server(settings)
+    return build_server(sim_settings(sim, token, where))
 
 
 async def _answers(sim: SimServer, token: str, node: str) -> dict[str, dict[str, Any]]:
