@@ -10,7 +10,7 @@ from typing import Any
 
 from pvesim.api.firewall import _rule_at, _rules, with_digest
 from pvesim.api.registry import ApiError, Call, route
-from pvesim.api.sdn import _can, _mode, _row, _sdn, section_digest, subnet_row
+from pvesim.api.sdn import _can, _fabric, _mode, _row, _sdn, section_digest, subnet_row
 from pvesim.firewall import FwConf, _conf
 from pvesim.sdn import Fabric, Sdn, Vnet
 
@@ -256,13 +256,6 @@ def fabrics_all(call: Call) -> dict[str, Any]:
         "fabrics": [_fabric_row(f, digest) for f in sorted(sdn.fabrics.values(), key=lambda f: f.id)],
         "nodes": _node_rows(sdn, None),
     }
-
-
-def _fabric(call: Call) -> Fabric:
-    f = _sdn(call).fabrics.get(call.params["fabric"])
-    if f is None:
-        raise ApiError(500, f"fabric '{call.params['fabric']}' does not exist")
-    return f
 
 
 @route("GET", "/nodes/{node}/sdn/fabrics/{fabric}/interfaces")
