@@ -14,6 +14,15 @@ import httpx2
 
 from pvesim.server import SimServer
 
+# a raw MCP initialize over streamable HTTP, for tests that check what the transport answers before any session
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
 
 def server_env(sim: SimServer, tmp_path: Path, token: str = "auditor@pve!mcp", **extra: str) -> dict[str, str]:
     """The environment of a `pve-steward serve` over HTTP against ``sim`` with ``token`` (plus ``extra``)."""

@@ -14,7 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
-from tests.httpserver import free_port, server_env, serving
+from tests.httpserver import ACCEPT, INIT, free_port, server_env, serving
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -28,22 +28,15 @@ def http_server(env: dict[str, str], port: int) -> Any:
 async def test_bearer_token_health_rebinding_and_size_limit(demo_sim: SimServer, tmp_path: Path) -> None:
     port = free_port()
     env = server_env(demo_sim, tmp_path, PVE_STEWARD_HTTP_BEARER_TOKEN=TOKEN, PVE_STEWARD_MAX_REQUEST_BYTES="65536")
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with http_server(env, port) as base:
         health = httpx2.get(f"{base}/health")
         assert health.status_code == 200 and health.json()["status"] == "ok"
-        anonymous = httpx2.post(f"{base}/mcp", json=init, headers=accept)
+        anonymous = httpx2.post(f"{base}/mcp", json=INIT, headers=ACCEPT)
         assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"].startswith("Bearer")
-        wrong = httpx2.post(f"{base}/mcp", json=init, headers={**accept, "Authorization": "Bearer nope"})
+        wrong = httpx2.post(f"{base}/mcp", json=INIT, headers={**ACCEPT, "Authorization": "Bearer nope"})
         assert wrong.status_code == 401
-        auth = {**accept, "Authorization": f"Bearer {TOKEN}"}
-        rebound = httpx2.post(f"{base}/mcp", json=init, headers={**auth, "Host": "evil.example"})
+        auth = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
+        rebound = httpx2.post(f"{base}/mcp", json=INIT, headers={**auth, "Host": "evil.example"})
         assert rebound.status_code == 421, rebound.status_code
         assert "--allowed-hosts evil.example:*" in rebound.text  # the 421 says which flag admits the host
         huge = httpx2.post(f"{base}/mcp", content=b'{"jsonrpc":"2.0","x":"' + b"a" * 200_000 + b'"}', headers=auth)

@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pvesim.server import SimServer
-from tests.httpserver import free_port, server_env, serving
+from tests.httpserver import ACCEPT, INIT, free_port, server_env, serving
 from tests.oidc import AUDIENCE, Issuer
 
 pytestmark = pytest.mark.anyio
@@ -119,13 +119,6 @@ async def test_bad_tokens_get_401_with_the_resource_metadata(start_sim: Any, tmp
     issuer = Issuer()
     other = Issuer()  # the same kid, another key: a forged signature
     now = int(time.time())
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     bad = {
         "expired": issuer.token("alice", ["pve-ops"], exp=now - 120, iat=now - 600),
         "audience": issuer.token("alice", ["pve-ops"], aud="someone-else"),
@@ -135,13 +128,13 @@ async def test_bad_tokens_get_401_with_the_resource_metadata(start_sim: Any, tmp
         "garbage": "not-a-token",
     }
     with issuer.serving(), identified_server(sim, tmp_path, issuer) as base:
-        anonymous = httpx2.post(f"{base}/mcp", json=init, headers=accept)
+        anonymous = httpx2.post(f"{base}/mcp", json=INIT, headers=ACCEPT)
         statuses = {
-            name: httpx2.post(f"{base}/mcp", json=init, headers={**accept, "Authorization": f"Bearer {t}"}).status_code
+            name: httpx2.post(f"{base}/mcp", json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {t}"}).status_code
             for name, t in bad.items()
         }
         good = httpx2.post(
-            f"{base}/mcp", json=init, headers={**accept, "Authorization": f"Bearer {issuer.token('a', [])}"}
+            f"{base}/mcp", json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {issuer.token('a', [])}"}
         )
         metadata = httpx2.get(f"{base}/.well-known/oauth-protected-resource/mcp")
     assert anonymous.status_code == 401
@@ -149,15 +142,6 @@ async def test_bad_tokens_get_401_with_the_resource_metadata(start_sim: Any, tmp
     assert statuses == dict.fromkeys(bad, 401), statuses
     assert good.status_code == 200
     assert metadata.status_code == 200 and metadata.json()["authorization_servers"] == [issuer.url]
-
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def initialize(base: str, token: str) -> int:
