@@ -179,11 +179,16 @@ def planted(text: str) -> bool:
     return TOKEN in low or any(name in low for name in FIELD_NAMES) or text in EXACT
 
 
+# Our own opaque values: a confirmation token is base64url of our signed payload, where "zqm" turns up by chance
+# in about one token of a hundred (any case); planted text inside it is encoded, never readable.
+OPAQUE = (".confirm_token",)
+
+
 def leaks(strings: Iterator[tuple[str, str, bool]]) -> tuple[list[str], list[str]]:
     """(paths where a planted string is not marked, the planted strings that are marked)."""
     out, seen = [], []
     for path, text, marked in strings:
-        if not planted(text):
+        if not planted(text) or path.endswith(OPAQUE):
             continue
         if marked:
             seen.append(text)
