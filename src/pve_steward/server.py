@@ -691,6 +691,7 @@ def register_tools(
     from pve_steward.surface.metatools import Action, build_meta_tools, make_meta_function, parameters_line
     from pve_steward.surface.naming import Naming
     from pve_steward.surface.nodecheck import node_parameters
+    from pve_steward.surface.outputschema import add_kept_tool, add_tool
     from pve_steward.surface.registry import handler_parameters
     from pve_steward.views.apps import ui_meta
 
@@ -703,9 +704,12 @@ def register_tools(
     if granular:
         for op in ops:
             handler = registry.handlers[op.name]
-            fn = make_granular_tool(op, handler, clusters)
-            mcp.add_tool(
-                fn,
+            # the tool is decided by these values alone: built once per process (outputschema.py)
+            key = (op.model_dump_json(), handler, None if clusters is None else tuple(clusters.tiers.items()))
+            add_kept_tool(
+                mcp,
+                key,
+                partial(make_granular_tool, op, handler, clusters),
                 name=op.name,
                 title=op.title,
                 description=op.description,
@@ -742,7 +746,8 @@ def register_tools(
             every = not any(name in SEVERAL_CLUSTERS for name in meta.actions)
             cluster = clusters.parameter(next(iter(meta.actions.values())).op.tier, required=every)
         fn = make_meta_function(meta, run, _meta_human(meta, cluster is not None), Context, cluster)
-        mcp.add_tool(
+        add_tool(
+            mcp,
             fn,
             name=meta.name,
             title=meta.title,
