@@ -144,6 +144,12 @@ def builtin_scenarios() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
+def safe_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser where PyYAML has it: the same data, about 8x faster (the test
+    suite loads a scenario for every simulator it starts)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_scenario(name_or_path: str) -> dict[str, Any]:
     """Read a built-in scenario by name, or a YAML file by path."""
     path = Path(name_or_path)
@@ -153,7 +159,7 @@ def load_scenario(name_or_path: str) -> dict[str, Any]:
         text = resources.files("pvesim").joinpath(f"scenarios/{name_or_path}.yaml").read_text(encoding="utf-8")
     else:
         raise ValueError(f"unknown scenario '{name_or_path}' (built-in: {', '.join(builtin_scenarios())})")
-    data = yaml.safe_load(text)
+    data = safe_yaml(text)
     if not isinstance(data, dict):
         raise ValueError(f"scenario '{name_or_path}' is not a mapping")
     return data

@@ -7,6 +7,8 @@ that is stripped before the response leaves.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import ipaddress
@@ -100,6 +102,33 @@ def make_certificate(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Pa
     return cert_path, key_path, ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopped as soon as asked: its own loop looks at ``should_exit`` every 0.1 s, and a
+    test suite stops hundreds of simulators; a stopped simulator also drops requests still in flight
+    (``force_exit``) rather than wait for a slow fault to finish."""
+
+    _stop: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._stop = asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.1):  # on_tick refreshes the Date header once a second
+                    await self._stop.wait()
+
+    def stop_now(self) -> None:
+        """Called on the server's loop: close every connection and leave the main loop at once."""
+        self.should_exit = self.force_exit = True
+        for conn in list(self.server_state.connections):
+            transport = getattr(conn, "transport", None)
+            if transport is not None:  # clients keep TLS connections alive; a graceful close would wait
+                transport.abort()
+        if self._stop is not None:
+            self._stop.set()
+
+
 class HttpsSim:
     """A simulator app served over HTTPS by uvicorn in a thread, with a self-signed certificate made at start.
 
@@ -113,7 +142,7 @@ class HttpsSim:
         self.port = port
         self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
         self.cert_path, self.key_path, self.fingerprint = make_certificate(Path(self._tmp.name), host)
-        self._server: uvicorn.Server | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -143,7 +172,7 @@ class HttpsSim:
         }
 
     def start(self) -> Self:
-        self._server = uvicorn.Server(self.config())
+        self._server = _Server(self.config())
         self._thread = threading.Thread(target=self._server.run, name=self.thread_name, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 15
@@ -162,17 +191,7 @@ class HttpsSim:
     def stop(self) -> None:
         """Stop serving; stopping twice (a test stops it early) is fine."""
         if self._server is not None and self._server.started:
-            server = self._server
-            server.should_exit = True
-
-            def abort_idle() -> None:
-                # clients keep TLS connections alive; a graceful TLS close would wait for them
-                for conn in list(server.server_state.connections):
-                    transport = getattr(conn, "transport", None)
-                    if transport is not None:
-                        transport.abort()
-
-            server.servers[0].get_loop().call_soon_threadsafe(abort_idle)
+            self._server.servers[0].get_loop().call_soon_threadsafe(self._server.stop_now)
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None

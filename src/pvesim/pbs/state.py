@@ -23,9 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pvesim.scenario import parse_age, size
+from pvesim.scenario import parse_age, safe_yaml, size
 
 # PBS roles (proxmox-backup src/config/acl.rs ROLE_* privilege sets), the part the simulator needs
 ROLES: dict[str, frozenset[str]] = {
@@ -116,9 +114,9 @@ def upid(kind: str, ident: str, start: int, user: str = "root@pam") -> str:
 def load(name_or_path: str = "demo") -> dict[str, Any]:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.exists():
-        return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return dict(safe_yaml(path.read_text(encoding="utf-8")))
     text = resources.files("pvesim.pbs").joinpath(f"scenarios/{name_or_path}.yaml").read_text(encoding="utf-8")
-    return dict(yaml.safe_load(text))
+    return dict(safe_yaml(text))
 
 
 def build(data: dict[str, Any], now: float | None = None) -> PbsState:
