@@ -17,6 +17,7 @@ import secrets
 import tempfile
 import threading
 import time
+import typing
 from pathlib import Path
 from typing import Any, Self
 
@@ -27,6 +28,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+try:  # the dev extra: pvesim then parses HTTP in C
+    import uvicorn.protocols.http.httptools_impl as _httptools
+except ImportError:
+    _httptools = None  # type: ignore[assignment]
 
 from pvesim.app import REASON_HEADER, DroppedConnection, Simulator, create_app
 from pvesim.faults import Faults
@@ -102,6 +108,60 @@ def make_certificate(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Pa
     return cert_path, key_path, ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
+class _StatusLine:
+    """A connection's transport that writes PVE's reason phrase into the status line uvicorn's httptools protocol
+    writes with the standard one (``HTTP/1.1 500 Internal Server Error`` becomes PVE's ``HTTP/1.1 500 <why>``)."""
+
+    def __init__(self, transport: Any, status: int, reason: bytes) -> None:
+        self._transport = transport
+        self._start: bytes | None = b"HTTP/1.1 %d " % status
+        self._reason = reason
+
+    def write(self, data: bytes) -> None:
+        if self._start is not None and data.startswith(self._start):
+            data = self._start + self._reason + data[data.index(b"\r\n") :]
+            self._start = None  # the status line is written once
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+if _httptools is not None:
+
+    class _ReasonCycle(_httptools.RequestResponseCycle):
+        """uvicorn's httptools request cycle, with the reason phrase taken from the app's private header."""
+
+        async def send(self, message: Any) -> None:
+            if message["type"] != "http.response.start" or self.response_started:
+                return await super().send(message)
+            headers = list(message.get("headers", []))
+            reason = next((value for name, value in headers if name.lower() == _REASON), None)
+            if reason is None:
+                return await super().send(message)
+            message = {**message, "headers": [(n, v) for n, v in headers if n.lower() != _REASON]}
+            transport = self.transport
+            self.transport = typing.cast(asyncio.Transport, _StatusLine(transport, message["status"], reason))
+            try:
+                await super().send(message)
+            finally:
+                self.transport = transport
+
+    class ReasonHttpToolsProtocol(_httptools.HttpToolsProtocol):
+        """uvicorn's httptools protocol (its parser in C: a third of pvesim's CPU went to h11's in Python), with
+        PVE's reason phrases. Each request's cycle becomes a :class:`_ReasonCycle` before its task first runs."""
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            if type(self.cycle) is _httptools.RequestResponseCycle:
+                self.cycle.__class__ = _ReasonCycle
+
+
+def _protocol() -> type:
+    """httptools' protocol where it is installed (the dev extra), else h11's: the same answers, byte for byte."""
+    return ReasonHttpToolsProtocol if _httptools is not None else ReasonH11Protocol
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, stopped as soon as asked: its own loop looks at ``should_exit`` every 0.1 s, and a
     test suite stops hundreds of simulators; a stopped simulator also drops requests still in flight
@@ -161,7 +221,7 @@ class HttpsSim:
         return {
             "host": self.host,
             "port": self.port,
-            "http": ReasonH11Protocol,
+            "http": _protocol(),
             "ssl_certfile": str(self.cert_path),
             "ssl_keyfile": str(self.key_path),
             "lifespan": "off",

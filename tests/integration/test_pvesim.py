@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import requests
 from proxmoxer import ResourceException
 
 import pvesim
+import pvesim.server
 from pvesim.generator import generate
 from pvesim.server import SimServer
 from tests.conftest import wait_task
@@ -177,13 +179,23 @@ def test_errors_look_like_pve(demo_sim: SimServer) -> None:
     assert perms["/"]["VM.Audit"] == 1 and "VM.Migrate" not in perms["/"]
 
 
-def test_bad_token_is_401(demo_sim: SimServer) -> None:
-    full, _secret = demo_sim.token("auditor@pve!mcp")
+@pytest.mark.parametrize("protocol", ["httptools", "h11"])
+def test_bad_token_is_401(protocol: str, monkeypatch: pytest.MonkeyPatch, start_sim: Any) -> None:
+    """On either HTTP protocol pvesim serves with: httptools' with the dev extra, h11's without it."""
+    if protocol == "h11":
+        monkeypatch.setattr(pvesim.server, "_protocol", lambda: pvesim.server.ReasonH11Protocol)
+    elif pvesim.server._httptools is None:
+        pytest.fail("the dev extra installs httptools, which pvesim serves with")
+    sim = start_sim("demo")
+    assert isinstance(sim._server.config.http, type) and sim._server.config.http.__name__.lower().startswith(
+        "reason" + protocol
+    )
+    full, _secret = sim.token("auditor@pve!mcp")
     session = requests.Session()
     session.trust_env = False
-    url = f"{demo_sim.url}/api2/json/version"
-    bad = session.get(url, verify=str(demo_sim.cert_path), headers={"Authorization": f"PVEAPIToken={full}=wrong"})
-    none = session.get(url, verify=str(demo_sim.cert_path))
+    url = f"{sim.url}/api2/json/version"
+    bad = session.get(url, verify=str(sim.cert_path), headers={"Authorization": f"PVEAPIToken={full}=wrong"})
+    none = session.get(url, verify=str(sim.cert_path))
     # pve-manager PVE/HTTPServer.pm auth_handler dies, and pve-http-server AnyEvent.pm answers the bare
     # HTTP::Response->new(401, $err): the reason phrase, no body
     assert (bad.status_code, bad.reason, bad.content) == (401, "Authentication failed!", b"")
