@@ -37,7 +37,7 @@ def anchors() -> tuple[Anchor, ...]:
     """Every anchor check, in the file's order; a malformed row is an error naming it."""
     text = resources.files("pve_steward.analysis").joinpath("anchors.yaml").read_text(encoding="utf-8")
     out: list[Anchor] = []
-    for i, row in enumerate(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []):
+    for i, row in enumerate(yaml.safe_load(text) or []):
         try:
             out.append(Anchor(**row))
         except TypeError as exc:
