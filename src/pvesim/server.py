@@ -41,6 +41,18 @@ from pvesim.state import Cluster
 _REASON = REASON_HEADER.encode()
 
 
+def _reason(headers: Any) -> tuple[bytes | None, list[tuple[bytes, bytes]]]:
+    """The reason phrase the app put in its private header (None: none), and the headers without it."""
+    reason = None
+    kept = []
+    for name, value in headers:
+        if name.lower() == _REASON:
+            reason = value
+        else:
+            kept.append((name, value))
+    return reason, kept
+
+
 class ReasonH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, with the reason phrase taken from the app's private header."""
 
@@ -50,13 +62,7 @@ class ReasonH11Protocol(H11Protocol):
 
         def send(event: Any) -> bytes | None:
             if isinstance(event, h11.Response):
-                reason = None
-                headers = []
-                for name, value in event.headers:
-                    if name.lower() == _REASON:
-                        reason = value
-                    else:
-                        headers.append((name, value))
+                reason, headers = _reason(event.headers)
                 if reason is not None:
                     event = h11.Response(
                         status_code=event.status_code, headers=headers, reason=reason, http_version=event.http_version
@@ -135,11 +141,10 @@ if _httptools is not None:
         async def send(self, message: Any) -> None:
             if message["type"] != "http.response.start" or self.response_started:
                 return await super().send(message)
-            headers = list(message.get("headers", []))
-            reason = next((value for name, value in headers if name.lower() == _REASON), None)
+            reason, headers = _reason(message.get("headers", []))
             if reason is None:
                 return await super().send(message)
-            message = {**message, "headers": [(n, v) for n, v in headers if n.lower() != _REASON]}
+            message = {**message, "headers": headers}
             transport = self.transport
             self.transport = typing.cast(asyncio.Transport, _StatusLine(transport, message["status"], reason))
             try:
