@@ -15,6 +15,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Collection, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -46,6 +47,9 @@ from pve_steward.security.tiers import Tier
 ENV_PREFIX = "PVE_STEWARD_"
 CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"  # the TOML file (--config); not a setting of its own
 MIN_BEARER_LENGTH = 32
+# the TOML file load_settings is reading, for the settings' file source: a subclass of Settings per load (to
+# name its file) built a 69-field model class on every start, 13 ms of a start (issue 43)
+_TOML_FILE: ContextVar[Path | None] = ContextVar("settings_toml_file", default=None)
 TOKEN_ID_RE = re.compile(r"^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$")
 
 
@@ -341,7 +345,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_TOML_FILE.get())
 
     @field_validator("token_id", "pbs_token_id")
     @classmethod
@@ -623,9 +627,6 @@ def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (
         raise ConfigError(f"config file {path} does not exist")
     from_file = read_toml(path) if path is not None else {}
 
-    class _FileSettings(Settings):
-        model_config = SettingsConfigDict(**{**Settings.model_config, "toml_file": path})
-
     values = {k: v for k, v in overrides.items() if v is not None}
     flags = set(values)
     env = env_names()
@@ -637,12 +638,15 @@ def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (
                 break
     for name in reset:
         values.setdefault(name, _default(name))
+    reading = _TOML_FILE.set(path)
     try:
-        return _FileSettings(**values)
+        return Settings(**values)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, lambda n: _source(n, flags, env, path))) from None
     except SettingsError as exc:  # pydantic-settings could not decode an environment value as JSON
         raise ConfigError(_undecodable(str(exc))) from None
+    finally:
+        _TOML_FILE.reset(reading)
 
 
 def _json(text: str, kind: type, forms: str) -> Any:

@@ -174,3 +174,37 @@ def test_a_list_setting_takes_a_json_list_or_commas_from_the_environment(monkeyp
     assert load_settings().allowed_hosts == ["a.example", "b.example"]
     monkeypatch.setenv("PVE_STEWARD_ALLOWED_HOSTS", "a.example, b.example")
     assert load_settings().allowed_hosts == ["a.example", "b.example"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["serve"],
+        ["serve", "--url", "pve1:8006", "--no-verify-tls", "--timeout", "7"],
+        ["--url", "pve1", "--granular-tools"],
+        ["--url", "pve1", "serve", "--timeout", "9"],
+        ["demo", "--stdio", "--granular-tools", "--tier", "admin"],
+        ["check", "--json", "--areas", "backups", "--url", "pve1"],
+        ["tools", "--json", "--granular-tools"],
+        ["audit", "verify", "--json"],
+        ["--tools-file", "check"],
+    ],
+)
+def test_a_start_parses_its_command_line_as_the_full_parser_does(argv: list[str]) -> None:
+    """A start builds the settings' flags of its own command only (issue 43): every command line reads as the
+    parser with every command's flags reads it."""
+    lean, full = build_parser(argv).parse_args(argv), build_parser().parse_args(argv)
+    given = {k: v for k, v in vars(full).items() if v is not None}
+    assert {k: v for k, v in vars(lean).items() if v is not None} == given
+    assert lean.func is full.func
+
+
+@pytest.mark.parametrize("argv", [["serve", "--no-such-flag"], ["check", "--json", "--bogus", "1"], ["--bogus"]])
+def test_a_lean_parser_refuses_what_the_full_one_refuses(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    for parser in (build_parser(argv), build_parser()):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(argv)
+        assert exc.value.code == 64
+    lean_err, full_err = capsys.readouterr().err.split("pve-steward: error:")[1:]
+    assert lean_err.split("\n")[0] == full_err.split("\n")[0]
