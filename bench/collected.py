@@ -25,7 +25,7 @@ from pve_steward.analysis.health import AREAS
 from pve_steward.analysis.thresholds import Thresholds
 from pve_steward.pveio.client import ApiPath, ProxmoxerClient
 from pve_steward.tools.collect import collect
-from pve_steward.tools.diagnostics import thresholds
+from pve_steward.tools.runs import thresholds
 from pvesim.generator import generate
 
 
@@ -62,7 +62,7 @@ def collected_from(sim: SimProcess) -> Collected:
         client = ProxmoxerClient(settings)
         try:
             with _Bodies(bodies):
-                data = asyncio.run(  # the arguments of tools/diagnostics.py run_check
+                data = asyncio.run(  # the arguments of tools/runs.py run_check
                     collect(
                         client,
                         time.time(),

@@ -30,11 +30,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from pve_steward import __version__
 from pve_steward.config import Settings, default_state_dir
-from pve_steward.errors import PveError, connection_problem
 from pve_steward.pve import ids
-from pve_steward.pveio.client import ProxmoxClient, api_path
+from pve_steward.pveio.client import ProxmoxClient
 from pve_steward.pveio.clusters import ClusterArgument, ClusterTarget, cluster_targets, registration_tier
-from pve_steward.pveio.compat import UnsupportedVersion, check_version
 from pve_steward.pveio.urgency import URGENCY
 from pve_steward.security import authority
 from pve_steward.security.confirm import Confirm, make_resolver
@@ -337,29 +335,6 @@ def _meta_human(meta: MetaTool, cluster: bool = False) -> Any:
         return None if action is None else action.op.name
 
     return human_parameter(names, op_of)
-
-
-class ConnectionProblem(RuntimeError):
-    """The CLI cannot use PVE (bad URL, token, TLS, unsupported version): ``check`` and the demo banner."""
-
-
-async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
-    """Read /version and enforce the supported range (unless disabled); return the version.
-
-    For ``check``; the server itself never calls this before serving (see :func:`cluster_ready`).
-    """
-    try:
-        version: dict[str, Any] = await client.get(api_path("version"))
-    except PveError as exc:
-        raise ConnectionProblem(connection_problem(settings.url, exc)) from None
-    text = str(version.get("version", "?"))
-    try:
-        check_version(text)
-    except UnsupportedVersion as exc:
-        if not settings.disable_version_check:
-            raise ConnectionProblem(str(exc)) from None
-        log.warning("version check disabled: %s", exc)
-    return text
 
 
 async def cluster_ready(app: AppContext) -> None:

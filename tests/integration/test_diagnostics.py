@@ -135,11 +135,14 @@ async def test_area_tools_and_explain(demo_sim: SimServer, server_for: Any) -> N
     assert "node-maintenance enable pve1" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
 
-def _check(sim: SimServer, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _check(
+    sim: SimServer, tmp_path: Path, *extra: str, python: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     token_id, secret = sim.token("monitor@pve!mcp")  # the README's read-only token (backups listed)
     return subprocess.run(
         [
             sys.executable,
+            *python,
             "-m",
             "pve_steward",
             "check",
@@ -164,9 +167,11 @@ def test_check_command_prints_groups_and_exits_by_severity(demo_sim: SimServer, 
     text = _check(demo_sim, tmp_path, "--color", "never")
     assert text.returncode == 2, text.stderr
     assert "= BACKUPS =" in text.stdout and "FAIL: [BACKUP_NONE]" in text.stdout and "= SUMMARY =" in text.stdout
-    as_json = _check(demo_sim, tmp_path, "--json", "--areas", "backups")
+    as_json = _check(demo_sim, tmp_path, "--json", "--areas", "backups", python=("-X", "importtime"))
     report = json.loads(as_json.stdout)
     assert as_json.returncode == 2 and report["checked"] == ["backups"] and report["counts"]["critical"] >= 3
+    imported = {line.rpartition("|")[2].strip() for line in as_json.stderr.splitlines() if "|" in line}
+    assert "pve_steward.tools.runs" in imported and "mcp" not in imported  # a check runs without the MCP SDK
     healthy = _check(start_sim("healthy"), tmp_path)
     assert healthy.returncode == 0, healthy.stdout
     unreachable = subprocess.run(

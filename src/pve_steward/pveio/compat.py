@@ -8,13 +8,19 @@ pvesim presents several releases so the check is tested.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pve_steward.config import Settings
+    from pve_steward.pveio.client import ProxmoxClient
 
 SUPPORTED_MIN = (8, 0)  # inclusive
 SUPPORTED_MAX = (10, 0)  # exclusive
 SUPPORTED_TEXT = "Proxmox VE >= 8.0 and < 10.0"
+log = logging.getLogger(__name__)
 
 
 class UnsupportedVersion(RuntimeError):
@@ -84,3 +90,30 @@ class VersionGate:
                 self.refusal = str(exc)
             self.checked = True
             return self.refusal
+
+
+class ConnectionProblem(RuntimeError):
+    """``check`` cannot use PVE (bad URL, token, TLS, unsupported version)."""
+
+
+async def check_cluster(settings: Settings, client: ProxmoxClient) -> str:
+    """Read /version and enforce the supported range (unless disabled); return the version.
+
+    For ``check`` (here, so that ``check`` never imports the MCP SDK); the server itself never
+    calls this before serving (see :class:`VersionGate`).
+    """
+    from pve_steward.errors import PveError, connection_problem
+    from pve_steward.pveio.client import api_path
+
+    try:
+        version: dict[str, Any] = await client.get(api_path("version"))
+    except PveError as exc:
+        raise ConnectionProblem(connection_problem(settings.url, exc)) from None
+    text = str(version.get("version", "?"))
+    try:
+        check_version(text)
+    except UnsupportedVersion as exc:
+        if not settings.disable_version_check:
+            raise ConnectionProblem(str(exc)) from None
+        log.warning("version check disabled: %s", exc)
+    return text

@@ -12,21 +12,17 @@ from pydantic import Field, TypeAdapter
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.data import incomplete_findings
 from pve_steward.analysis.findings import Report
-from pve_steward.analysis.health import AREAS, diagnose
+from pve_steward.analysis.health import AREAS
 from pve_steward.analysis.migration.findings import analyze_migratability
 from pve_steward.analysis.migration.model import Migratability
-from pve_steward.analysis.suppression import Suppression, with_suppressions
-from pve_steward.analysis.thresholds import Thresholds, thresholds_from
-from pve_steward.config import Settings
+from pve_steward.analysis.suppression import with_suppressions
 from pve_steward.models import Model
 from pve_steward.pve.ids import NodeName, VmId
 from pve_steward.pveio.admission import heavy
-from pve_steward.pveio.client import ProxmoxClient
-from pve_steward.pveio.urgency import URGENCY
 from pve_steward.security.guard import Refused, guarded
 from pve_steward.tools.collect import collect
 from pve_steward.tools.context import ToolContext
-from pve_steward.tools.pbsread import PbsLink
+from pve_steward.tools.runs import run_check, suppressions, thresholds
 
 if TYPE_CHECKING:
     Area = str
@@ -34,39 +30,6 @@ else:  # the areas are collected from the checks (analysis/catalog.py), so the s
     Area = Literal[tuple(AREAS)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
 Offset = Annotated[int, Field(ge=0)]
-
-
-def thresholds(settings: Settings) -> Thresholds:
-    return thresholds_from(settings.thresholds)
-
-
-def suppressions(settings: Settings) -> list[Suppression]:
-    return settings.suppress
-
-
-async def run_check(
-    client: ProxmoxClient,
-    settings: Settings,
-    now: float,
-    areas: list[str],
-    limit: int | None,
-    name: str = "health",
-    pbs: PbsLink | None = None,
-) -> Report:
-    """Collect exactly what the areas need and analyse it (shared by the MCP tools and `check`)."""
-    t = thresholds(settings)
-    data = await collect(
-        client,
-        now,
-        areas,
-        agent_probe_limit=t.agent_probe_limit,
-        pending_probe_limit=int(t.get("pending_probe_limit")),
-        pbs=pbs,
-    )
-    # in a worker thread: the event loop keeps serving cheap calls while a large cluster is analysed
-    return await anyio.to_thread.run_sync(
-        diagnose, data, t, areas, limit, name, suppressions(settings), URGENCY.give_way
-    )
 
 
 # Findings per detail=true answer, as compact JSON: with the counts, under 100 KB (issue 17, 261203-11).
