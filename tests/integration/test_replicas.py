@@ -171,10 +171,10 @@ async def test_killing_a_replica_loses_nothing(start_sim: Any, tmp_path: Path) -
 
 
 async def _wait_ready(base: str) -> None:
-    with anyio.fail_after(120):
+    with anyio.fail_after(120), httpx2.Client(timeout=2) as poll:  # one client: each builds a TLS context
         while True:
             try:
-                if httpx2.get(f"{base}/ready", timeout=2).status_code == 200:
+                if poll.get(f"{base}/ready").status_code == 200:
                     return
             except httpx2.HTTPError:
                 pass
