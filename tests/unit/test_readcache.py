@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pve_steward.errors import PveUnavailable
-from pve_steward.pveio.client import ApiPath, WriteMethod, api_path
+from pve_steward.pveio.client import ApiPath, WriteMethod, api_path, node, vmid
 from pve_steward.pveio.readcache import ReadCache
 from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY
 
@@ -379,5 +379,29 @@ def test_a_caller_that_checks_what_it_takes_may_use_an_older_index_but_never_wit
         await keeps_nothing.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")
         await keeps_nothing.indexed(RESOURCES, _by_vmid, max_age=60.0, type="vm")
         assert len(inner.gets) == 5
+
+    asyncio.run(run())
+
+
+def test_a_full_cache_lets_the_oldest_answer_go_and_keeps_the_rest() -> None:
+    """At its bound the cache drops its oldest answer, not every answer: a 2,000-guest health check and a
+    migratability question read each other's 4,000 configs again when a full cache cleared itself (issue 43)."""
+
+    async def run() -> None:
+        inner = GatedClient()
+        inner.gate.set()
+        cache = ReadCache(inner, ttl=60.0, max_entries=3)
+        paths = [api_path("nodes", node("pve1"), "qemu", vmid(v), "config") for v in (100, 101, 102, 103)]
+        for path in paths:
+            await cache.get(path)
+        await cache.get(paths[1])  # still there: no new request
+        await cache.get(paths[2], current=1)  # another read of the same path: the oldest (100) goes
+        assert cache.stats.requests == 5 and cache.stats.hits == 1
+        for path in paths[2:]:
+            await cache.get(path)
+        assert cache.stats.requests == 5 and cache.stats.hits == 3
+        await cache.get(paths[0])  # it went first: read again, in place of the oldest left (102)
+        await cache.get(paths[3])  # kept
+        assert cache.stats.requests == 6 and cache.stats.hits == 4
 
     asyncio.run(run())

@@ -79,7 +79,7 @@ async def _capture(sim: SimServer, state: Path, granular: bool, calls: dict[str,
         audit_log=state / f"audit-{granular}.jsonl",
         retries=0,
         granular_tools=granular,
-        read_cache_ttl=0,
+        read_cache_ttl=60,  # the cluster does not change while the answers are captured: share its reads
         timeout=120,
     )
     mcp = build_server(settings)

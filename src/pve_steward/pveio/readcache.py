@@ -91,7 +91,7 @@ class ReadCache:
     inner: ProxmoxClient
     ttl: float = 3.0
     clock: Callable[[], float] = time.monotonic
-    max_entries: int = 4096
+    max_entries: int = 16_384  # a 2,000-guest health check and migratability question (6,000 reads) fit
     stats: CacheStats = field(default_factory=CacheStats)
     _entries: dict[Key, _Entry] = field(default_factory=dict)
     _inflight: SingleFlight[tuple[Key, int], tuple[Any, _Entry]] = field(default_factory=SingleFlight)
@@ -203,8 +203,12 @@ class ReadCache:
             else _Entry(json.dumps(result, separators=(",", ":")), self.clock())
         )
         if self.ttl > 0 and generation == self._generation:
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
+            self._entries.pop(key, None)  # kept in the order stored: the first is the oldest
+            while len(self._entries) >= self.max_entries:
+                # the oldest answer goes, not all of them: clearing every answer when the cache filled made a
+                # health check and a migratability question at 2,000 guests (4,000 configs) read each other's
+                # answers again, and a concurrent twin lose the answers it was about to take (issue 43)
+                del self._entries[next(iter(self._entries))]
             self._entries[key] = entry
             loop = asyncio.get_running_loop()
             if self._sweep is None or self._sweep_loop is not loop:
