@@ -23,8 +23,6 @@ from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 
-from pve_steward.analysis.catalog import load_checks
-from pve_steward.analysis.codes import CODES
 from pve_steward.errors import PveError
 from pve_steward.pve.ids import InvalidIdentifier, parse_vmid
 from pve_steward.security import authority
@@ -59,6 +57,10 @@ async def _snapshots(app: AppContext, known: dict[str, str]) -> list[str]:
 
 
 async def _codes(app: AppContext, _: dict[str, str]) -> list[str]:
+    # imported on the first completion of a code: a start from the kept tool list never needs the catalog
+    from pve_steward.analysis.catalog import load_checks
+    from pve_steward.analysis.codes import CODES
+
     load_checks()  # every module that declares codes has registered them
     return sorted(CODES)
 
