@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import inspect
 import re
 import typing
@@ -266,15 +267,25 @@ def handler_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def read_tools_file(path: Path | None = None) -> ToolsFile:
+    """The tools file's words: the packaged file (``path`` None) is parsed once per process and shared by every
+    registry built from it (never change it); a file of the user's is read each time, as it may be edited."""
     if path is None:
-        text = resources.files("pve_steward").joinpath("tools.yaml").read_text(encoding="utf-8")
-        where = "packaged tools.yaml"
-    else:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise RegistryError(f"cannot read tools file {path}: {exc.strerror}") from exc
-        where = str(path)
+        return _packaged_tools_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RegistryError(f"cannot read tools file {path}: {exc.strerror}") from exc
+    return _parse_tools_file(text, str(path))
+
+
+@functools.cache
+def _packaged_tools_file() -> ToolsFile:
+    # parsing it was 5 % of the CPU of test files that build a server per test (issue 43)
+    text = resources.files("pve_steward").joinpath("tools.yaml").read_text(encoding="utf-8")
+    return _parse_tools_file(text, "packaged tools.yaml")
+
+
+def _parse_tools_file(text: str, where: str) -> ToolsFile:
     import yaml  # on first use: a start from a kept tool list reads no YAML (issue 17)
 
     try:
