@@ -31,11 +31,11 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
 from pve_steward.analysis.suppressionrule import Suppression, parse_suppressions
@@ -47,9 +47,10 @@ from pve_steward.security.tiers import Tier
 ENV_PREFIX = "PVE_STEWARD_"
 CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"  # the TOML file (--config); not a setting of its own
 MIN_BEARER_LENGTH = 32
-# the TOML file load_settings is reading, for the settings' file source: a subclass of Settings per load (to
-# name its file) built a 69-field model class on every start, 13 ms of a start (issue 43)
-_TOML_FILE: ContextVar[Path | None] = ContextVar("settings_toml_file", default=None)
+# the TOML file's values load_settings has read (and checked), for the settings' file source: a subclass of
+# Settings per load (to name its file) built a 69-field model class on every start, 13 ms of a start, and the
+# source then read the file a second time (issue 43)
+_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("settings_file_values", default=None)
 TOKEN_ID_RE = re.compile(r"^[^\s:/@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$")
 
 
@@ -345,7 +346,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_TOML_FILE.get())
+        return init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=_FILE_VALUES.get() or {})
 
     @field_validator("token_id", "pbs_token_id")
     @classmethod
@@ -638,7 +639,7 @@ def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (
                 break
     for name in reset:
         values.setdefault(name, _default(name))
-    reading = _TOML_FILE.set(path)
+    reading = _FILE_VALUES.set(from_file)
     try:
         return Settings(**values)
     except ValidationError as exc:
@@ -646,7 +647,7 @@ def load_settings(config_file: Path | None = None, *, reset: Collection[str] = (
     except SettingsError as exc:  # pydantic-settings could not decode an environment value as JSON
         raise ConfigError(_undecodable(str(exc))) from None
     finally:
-        _TOML_FILE.reset(reading)
+        _FILE_VALUES.reset(reading)
 
 
 def _json(text: str, kind: type, forms: str) -> Any:
