@@ -59,28 +59,26 @@ def serving_process(
     """As ``serving``, and yield the process too (for tests that look at what it started)."""
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
-    # one client for the polls: httpx2.get builds a client, and its TLS context, each time (37 ms of CPU, so
-    # a second of the test worker's CPU per server start at ten polls a second)
-    poll = httpx2.Client(timeout=1)
     try:
         deadline = time.monotonic() + 120  # a server that did not start at all, not a slow one on a loaded machine
-        while True:
-            try:
-                if poll.get(f"{base}/health").status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                if proc.poll() is None:  # still starting: stop it, or reading its stderr waits for ever
-                    proc.kill()
-                    proc.wait(timeout=10)
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise AssertionError(f"server did not start: {err}")
-            time.sleep(0.1)
-        poll.close()
+        # one client for the polls: httpx2.get builds a client, and its TLS context, each time (37 ms of CPU, so
+        # a second of the test worker's CPU per server start at ten polls a second)
+        with httpx2.Client(timeout=1) as poll:
+            while True:
+                try:
+                    if poll.get(f"{base}/health").status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    if proc.poll() is None:  # still starting: stop it, or reading its stderr waits for ever
+                        proc.kill()
+                        proc.wait(timeout=10)
+                    err = proc.stderr.read().decode() if proc.stderr else ""
+                    raise AssertionError(f"server did not start: {err}")
+                time.sleep(0.1)
         yield proc, base
     finally:
-        poll.close()
         proc.terminate()
         proc.wait(timeout=10)
         if proc.stderr:

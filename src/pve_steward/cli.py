@@ -852,8 +852,8 @@ def build_parser(argv: typing.Sequence[str] | None = None) -> argparse.ArgumentP
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args))
     except ValidationError as exc:

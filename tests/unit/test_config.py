@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from pve_steward.cli import FILE_ONLY, build_parser, main
+from pve_steward.cli import COMMANDS, FILE_ONLY, build_parser, main
 from pve_steward.config import ConfigError, Settings, load_settings
 from pve_steward.security.tiers import Tier
 
@@ -208,3 +209,9 @@ def test_a_lean_parser_refuses_what_the_full_one_refuses(argv: list[str], capsys
         assert exc.value.code == 64
     lean_err, full_err = capsys.readouterr().err.split("pve-steward: error:")[1:]
     assert lean_err.split("\n")[0] == full_err.split("\n")[0]
+
+
+def test_the_lean_parser_knows_every_command() -> None:
+    """A command missing from COMMANDS would be parsed without its settings' flags."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == set(COMMANDS)
