@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp import MCPError
 from mcp.server import MCPServer
@@ -274,8 +274,8 @@ class OpsServer(MCPServer[AppContext]):
         tools = [
             t.model_copy(
                 update={
-                    "input_schema": compact_schema(t.input_schema),
-                    "output_schema": None if t.output_schema is None else compact_schema(t.output_schema),
+                    "input_schema": self._compact(t.input_schema),
+                    "output_schema": None if t.output_schema is None else self._compact(t.output_schema),
                 }
             )
             for t in await super().list_tools()
@@ -287,6 +287,18 @@ class OpsServer(MCPServer[AppContext]):
                 log.warning("the kept tool list differs from the tools built; answering and keeping the built one")
             keep(tools)
         return tools
+
+    def _compact(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """A registered tool's schema, compacted once: each tools/list hands out the same registered dicts, and
+        compacting them again was a fifth of answering the list. The entry holds the schema, so its id is never
+        reused while the entry stands; answers are serialized, never changed in place."""
+        memo: dict[int, tuple[Any, Any]] = self.__dict__.setdefault("_compacted", {})
+        hit = memo.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return cast(dict[str, Any], hit[1])
+        compact = compact_schema(schema)
+        memo[id(schema)] = (schema, compact)
+        return cast(dict[str, Any], compact)
 
 
 def _only(name: str, allowed: frozenset[str]) -> Callable[[dict[str, Any]], str | None]:
