@@ -675,10 +675,9 @@ def register_tools(
 
     With ``clusters`` (several configured), every tool also takes the ``cluster`` argument.
     """
-    from pve_steward.surface.metatools import Action, build_meta_tools, make_meta_function, parameters_line
+    from pve_steward.surface.metatools import kept_meta_tools, parameters_line
     from pve_steward.surface.naming import Naming
-    from pve_steward.surface.nodecheck import node_parameters
-    from pve_steward.surface.outputschema import add_kept_tool, add_tool
+    from pve_steward.surface.outputschema import add_kept_tool
     from pve_steward.surface.registry import handler_parameters
     from pve_steward.views.apps import ui_meta
 
@@ -710,32 +709,13 @@ def register_tools(
             signatures[op.name] = parameters_line(op.name, handler)
         return
 
-    for meta in build_meta_tools(registry, ops):
-        node_params = {name: node_parameters(a.handler) for name, a in meta.actions.items()}
-
-        async def run(
-            action: Action,
-            args: dict[str, Any],
-            ctx: Context[AppContext],
-            human: Any,
-            cluster: str | None = None,
-            _m: str = meta.name,
-            _nodes: dict[str, list[str]] = node_params,
-        ) -> Any:
-            app = app_of(ctx, cluster)
-            t = _tool_context(ctx, app, action.op, human)
-            t.audit_fields["via"] = _m
-            await _prepare(t, action.handler, _nodes[action.op.name], args)
-            return await action.handler(t, **args)
-
-        cluster = None
-        if clusters is not None:
-            every = not any(name in SEVERAL_CLUSTERS for name in meta.actions)
-            cluster = clusters.parameter(next(iter(meta.actions.values())).op.tier, required=every)
-        fn = make_meta_function(meta, run, _meta_human(meta, cluster is not None), Context, cluster)
-        add_tool(
+    ops_key, metas = kept_meta_tools(registry, ops)
+    for meta in metas:
+        # the tool is decided by the operations' key, the meta-tool and the clusters: built once per process
+        add_kept_tool(
             mcp,
-            fn,
+            (ops_key, meta.name, None if clusters is None else tuple(clusters.tiers.items())),
+            partial(_meta_function, meta, clusters),
             name=meta.name,
             title=meta.title,
             description=meta.description,
@@ -746,6 +726,30 @@ def register_tools(
         if clusters is not None:
             tier_of = functools.partial(_action_tier, meta)
             checks[meta.name] = clusters.check("action", checks[meta.name], tier_of)
+
+
+def _meta_function(meta: MetaTool, clusters: ClusterArgument | None) -> Callable[..., Any]:
+    """The MCP function of a meta-tool: it closes over the meta-tool and the clusters' tiers only (a call's
+    server comes with its context), so servers of one process share it."""
+    from pve_steward.surface.metatools import Action, make_meta_function
+    from pve_steward.surface.nodecheck import node_parameters
+
+    node_params = {name: node_parameters(a.handler) for name, a in meta.actions.items()}
+
+    async def run(
+        action: Action, args: dict[str, Any], ctx: Context[AppContext], human: Any, cluster: str | None = None
+    ) -> Any:
+        app = app_of(ctx, cluster)
+        t = _tool_context(ctx, app, action.op, human)
+        t.audit_fields["via"] = meta.name
+        await _prepare(t, action.handler, node_params[action.op.name], args)
+        return await action.handler(t, **args)
+
+    cluster = None
+    if clusters is not None:
+        every = not any(name in SEVERAL_CLUSTERS for name in meta.actions)
+        cluster = clusters.parameter(next(iter(meta.actions.values())).op.tier, required=every)
+    return make_meta_function(meta, run, _meta_human(meta, cluster is not None), Context, cluster)
 
 
 def _fixed(tier: Tier | None, _args: dict[str, Any]) -> Tier | None:

@@ -12,7 +12,7 @@ The result is an envelope ``{action, result}`` whose ``result`` is the handler's
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -129,21 +129,41 @@ def _described(tp: Any, description: str | None) -> Any:
     return Annotated[tp, Field(description=description)]
 
 
+def _group(registry: Registry, op: Operation) -> tuple[str, str, str, str]:
+    """(tool name, title, description, group) of the meta-tool ``op`` joins."""
+    if op.is_write:
+        spec = registry.write_tools[op.tier]
+        return spec.name, spec.title, spec.description, op.tier.value
+    toolset = registry.toolsets[op.toolset]
+    return op.toolset, toolset.title, toolset.description, op.toolset
+
+
 def build_meta_tools(registry: Registry, ops: list[Operation]) -> list[MetaTool]:
     """Group the selected operations: one read tool per toolset, one write tool per tier."""
     tools: dict[str, MetaTool] = {}
     for op in ops:
-        if op.is_write:
-            spec = registry.write_tools[op.tier]
-            name, title, description, group = spec.name, spec.title, spec.description, op.tier.value
-        else:
-            toolset = registry.toolsets[op.toolset]
-            name, title, description, group = op.toolset, toolset.title, toolset.description, op.toolset
+        name, title, description, group = _group(registry, op)
         meta = tools.get(name)
         if meta is None:
             meta = tools[name] = MetaTool(name, group, op.is_write, title, description)
         meta.actions[op.name] = _action(op, registry.handlers[op.name])
     return [tools[name] for name in sorted(tools)]
+
+
+# (operation, handler, its tool's words) of each operation -> the meta-tools built from them; bounded by
+# the configurations a process builds, as outputschema's kept tools are
+_KEPT: dict[Hashable, list[MetaTool]] = {}
+
+
+def kept_meta_tools(registry: Registry, ops: list[Operation]) -> tuple[Hashable, list[MetaTool]]:
+    """:func:`build_meta_tools`, once per process for the same operations, handlers and words, with the key
+    that decides them: each action's parameters model took most of building a default server. The meta-tools
+    are shared, never changed after they are built."""
+    key = tuple((op.model_dump_json(), registry.handlers[op.name], _group(registry, op)) for op in ops)
+    tools = _KEPT.get(key)
+    if tools is None:
+        tools = _KEPT[key] = build_meta_tools(registry, ops)
+    return key, tools
 
 
 def _param_schema(meta: MetaTool, name: str) -> dict[str, Any]:

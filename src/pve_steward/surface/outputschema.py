@@ -6,14 +6,15 @@ arguments model from the parameters. A granular server spent about 0.3 s of ever
 the same types. A process that builds several servers (the test suite builds hundreds; a host that
 serves several configurations) paid it each time.
 
-- :func:`add_tool`: the output is derived once per (tool name, return annotation), by the SDK's own
+- :func:`build_tool`: the output is derived once per (tool name, return annotation), by the SDK's own
   code on a probe function with that name and annotation; each later tool with the same pair gets
   the derived parts (``FuncMetadata`` reads them live: its docstring says reassigning them takes
   effect). The arguments model is the SDK's, per tool.
-- :func:`add_kept_tool`: a tool whose function is wholly decided by a key of values (the operation's
-  words, its handler, the clusters configured) is built once per key and shared by the servers that
+- :func:`add_kept_tool`: a tool whose function is wholly decided by a key of values (the operations'
+  words, their handlers, the clusters configured) is built once per key and shared by the servers that
   add it. The key must name everything the function and its schemas depend on, and the function
-  must close over nothing of one server (its context comes with each call).
+  must close over nothing of one server (its context comes with each call). Granular tools and
+  meta-tools are both added this way.
 """
 
 from __future__ import annotations
@@ -82,11 +83,6 @@ def _add(mcp: MCPServer[Any], tool: Tool) -> None:
         log.warning("Tool already exists: %s", tool.name)
         return
     manager._tools[tool.name] = tool
-
-
-def add_tool(mcp: MCPServer[Any], fn: Callable[..., Any], *, name: str, **kwargs: Any) -> None:
-    """``mcp.add_tool(fn, name=name, **kwargs)`` with the output derived once per process."""
-    _add(mcp, build_tool(fn, name=name, **kwargs))
 
 
 def add_kept_tool(
