@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,24 +112,27 @@ def show(browser: Browser, host_url: str) -> Iterator[Callable[..., Shown]]:
         tool = demo["tools"][call["name"]]
         uri = tool["_meta"]["ui"]["resourceUri"]
         page.goto(host_url)
+        # one JSON string: Playwright serializes and validates an object argument value by value, in Python
         page.evaluate(
-            "s => window.startHost(s)",
-            {
-                "html": demo["resources"][uri]["text"],
-                "result": result if result is not None else call["result"],
-                "arguments": call["arguments"],
-                "toolName": call["name"],
-                "theme": theme,
-                "serverTools": server_tools,
-                "styles": styles,
-                # what this view can ask for: every view's reads and its own later pages (every page of every
-                # view was 2.9 MB at 2,000 guests, handed into each page shown)
-                "reads": {
-                    r["key"]: r["result"]
-                    for name, r in demo["reads"].items()
-                    if "@" not in name or name.startswith(f"{op}@")
-                },
-            },
+            "s => window.startHost(JSON.parse(s))",
+            json.dumps(
+                {
+                    "html": demo["resources"][uri]["text"],
+                    "result": result if result is not None else call["result"],
+                    "arguments": call["arguments"],
+                    "toolName": call["name"],
+                    "theme": theme,
+                    "serverTools": server_tools,
+                    "styles": styles,
+                    # what this view can ask for: every view's reads and its own later pages (every page of every
+                    # view was 2.9 MB at 2,000 guests, handed into each page shown)
+                    "reads": {
+                        r["key"]: r["result"]
+                        for name, r in demo["reads"].items()
+                        if "@" not in name or name.startswith(f"{op}@")
+                    },
+                }
+            ),
         )
         page.wait_for_function("() => window.initialized === true")
         shown.view.wait_for_selector(ready)
