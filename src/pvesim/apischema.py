@@ -84,6 +84,7 @@ class ApiSchema:
         templates = sorted({p for _, p in self.methods}, key=lambda p: (p.count("{"), -len(p)))
         self._routes = [(t, _route_regex(t)) for t in templates]
         self._matched: dict[tuple[str, str], tuple[MethodSpec, dict[str, str]] | None] = {}
+        self._by_depth: dict[int, list[tuple[str, re.Pattern[str]]]] = {}
         self.paths = schema_paths(version)  # every path, any method
 
     def match(self, method: str, path: str) -> tuple[MethodSpec, dict[str, str]] | None:
@@ -92,7 +93,7 @@ class ApiSchema:
             found = self._matched[key]
             return (found[0], dict(found[1])) if found else None
         result = None
-        for template, rx in self._routes:
+        for template, rx in self._candidates(path.count("/")):
             m = rx.match(path)
             if m and (method, template) in self.methods:
                 names = re.findall(r"\{([^}]+)\}", template)
@@ -101,6 +102,19 @@ class ApiSchema:
         if len(self._matched) < 100_000:
             self._matched[key] = result
         return (result[0], dict(result[1])) if result else None
+
+    def _candidates(self, depth: int) -> list[tuple[str, re.Pattern[str]]]:
+        """The routes a path of ``depth`` slashes can match, in the table's order: those of as many segments,
+        and those whose last parameter takes the rest of the path (a 2,000-guest cluster's config paths each
+        tried all 347 routes)."""
+        found = self._by_depth.get(depth)
+        if found is None:
+            found = self._by_depth[depth] = [
+                (t, rx)
+                for t, rx in self._routes
+                if t.count("/") == depth or (_WHOLE_REST.search(t) is not None and t.count("/") <= depth)
+            ]
+        return found
 
     def has(self, method: str, template: str) -> bool:
         return (method, template) in self.methods

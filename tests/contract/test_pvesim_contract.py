@@ -182,6 +182,26 @@ def test_every_route_exists_in_the_official_schema() -> None:
         assert key in subset["9.1"] or key in subset["8.4"], f"{key} is not in PVE's API (8.4 or 9.1)"
 
 
+@pytest.mark.parametrize("version", sorted(load_subset()["versions"]))
+def test_a_path_matches_the_route_the_whole_table_would_give(version: str) -> None:
+    """The routes are tried by depth (apischema.ApiSchema._candidates): every template's path, with one-segment
+    and two-segment values, and paths of no route, match as a scan of the whole table in its order does."""
+    schema = ApiSchema(version)
+    paths = {"/", "/x/y/z", "/nodes/pve1/storage/local/content/local:backup/vzdump-qemu-100.vma.zst"}
+    for _, template in schema.methods:
+        paths |= {re.sub(r"\{[^}]+\}", value, template) for value in ("pve1", "a/b", "10.0.0.0/8")}
+    for path in sorted(paths):
+        for method in ("GET", "POST", "PUT", "DELETE"):
+            expected = None
+            for template, rx in schema._routes:  # the whole table, in its order
+                found = rx.match(path)
+                if found and (method, template) in schema.methods:
+                    names = re.findall(r"\{([^}]+)\}", template)
+                    expected = (schema.methods[(method, template)], dict(zip(names, found.groups(), strict=True)))
+                    break
+            assert schema.match(method, path) == expected, (method, path)
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="the shared copy of Proxmox's API schema is not on this machine")
 def test_committed_subset_matches_the_official_schema() -> None:
     proc = subprocess.run(
