@@ -106,6 +106,8 @@ def compact_schema(node: Any, *, in_properties: bool = False) -> Any:
 
 
 Check = Callable[[dict[str, Any]], str | None]
+# id(a registered tool's schema) -> (that schema, its compact form); bounded as the kept tools are
+_COMPACTED: dict[int, tuple[Any, Any]] = {}
 
 
 # What a start from a kept tool list answers without building the tools (OpsServer.defer).
@@ -289,15 +291,15 @@ class OpsServer(MCPServer[AppContext]):
         return tools
 
     def _compact(self, schema: dict[str, Any]) -> dict[str, Any]:
-        """A registered tool's schema, compacted once: each tools/list hands out the same registered dicts, and
-        compacting them again was a fifth of answering the list. The entry holds the schema, so its id is never
-        reused while the entry stands; answers are serialized, never changed in place."""
-        memo: dict[int, tuple[Any, Any]] = self.__dict__.setdefault("_compacted", {})
-        hit = memo.get(id(schema))
+        """A registered tool's schema, compacted once per process: each tools/list hands out the same registered
+        dicts (kept tools share them across the servers of a process: outputschema.py), and compacting them
+        again was a fifth of answering the list. The entry holds the schema, so its id is never reused while
+        the entry stands; answers are serialized, never changed in place."""
+        hit = _COMPACTED.get(id(schema))
         if hit is not None and hit[0] is schema:
             return cast(dict[str, Any], hit[1])
         compact = compact_schema(schema)
-        memo[id(schema)] = (schema, compact)
+        _COMPACTED[id(schema)] = (schema, compact)
         return cast(dict[str, Any], compact)
 
 
