@@ -151,7 +151,36 @@ async def test_what_each_scoped_token_cannot_see_is_named_with_the_privilege(sim
     assert 101 not in {s["vmid"] for s in hidden["plan"]["steps"]}
     assert hidden["plan"]["complete"] is False  # a guest on the node may be hidden: the plan says it is partial
 
-    readme = await _answers(sim, README, "pve1")  # PVEAuditor lacks Sys.Syslog: only the others' log entries hide
+    # PVEAuditor lacks Sys.Syslog and Sys.Modify: only the others' log entries and the pending updates hide
+    readme = await _answers(sim, README, "pve1")
     hidden_from_readme = [line for line in _said(readme).splitlines() if NOT_VISIBLE in line]
-    assert hidden_from_readme and all(line.startswith("skipped cluster log") for line in hidden_from_readme)
+    assert hidden_from_readme and all(
+        line.startswith(("skipped cluster log", "skipped updates of")) for line in hidden_from_readme
+    )
     assert readme["plan"]["complete"] is True
+
+
+async def test_a_node_read_pve_refuses_is_a_skipped_check_naming_its_privilege(sims: dict[str, SimServer]) -> None:
+    """PVE refuses a node's status, disks, ZFS pools and repositories without Sys.Audit where each method's
+    `permissions` asks for it (pve-manager API2/Nodes.pm, Disks/List.pm, Disks/ZFS.pm, APT.pm): each is said
+    as not visible to this token with that privilege (CHECK_SKIPPED), never as a failed read. The disks' check
+    is an "or", so PVE's own 403 names neither a path nor a privilege."""
+    expected = {
+        "vmonly@pve!mcp": {
+            "node status of pve1": "Sys.Audit on /nodes/pve1",
+            "disks of pve1": "Sys.Audit on / or on /nodes/pve1",
+            "zfs of pve1": "Sys.Audit on /",
+            "repositories of pve1": "Sys.Audit on /nodes/pve1",
+        },
+        "noroot@pve!mcp": {"zfs of pve1": "Sys.Audit on /"},  # auditor on /nodes: only ZFS asks for / itself
+    }
+    for token, refused in expected.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            async with Client(_server(sims["demo"], token, Path(tmp))) as c:
+                result = await c.call_tool("check_cluster_health", {"detail": True, "limit": 1000})
+        findings = plain(result.structured_content)["findings"]
+        denied = [f for f in findings if f["evidence"].get("status") == 403 and f["subject"]["kind"] == "data"]
+        assert all(f["code"] == "CHECK_SKIPPED" for f in denied), [f["message"] for f in denied]
+        said = "\n".join(f["message"] for f in denied)
+        for what, privilege in refused.items():
+            assert f"{what} (not visible to this token: PVE answers it only with {privilege})" in said, (token, said)

@@ -61,6 +61,17 @@ ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
 OPTIONAL = {"updates"}  # reads that need more than an auditor role
+# What PVE checks before it answers a node's reads (each method's `permissions`: pve-manager PVE/API2/Nodes.pm
+# status, Disks/List.pm, Disks/ZFS.pm, APT.pm update_database's GET and repositories); a 403 on one is this
+# token's scope, said with the privilege that would show it (CHECK_SKIPPED), never a failed read. Disks' is
+# an "or" check, so PVE's own 403 names no path or privilege.
+NODE_READ_PRIVILEGE = {
+    "node_status": "Sys.Audit on /nodes/{node}",
+    "disks": "Sys.Audit on / or on /nodes/{node}",
+    "zfs": "Sys.Audit on /",
+    "updates": "Sys.Modify on /nodes/{node}",
+    "repositories": "Sys.Audit on /nodes/{node}",
+}
 # not a check area: what the age of each guest's newest backup stands on (the backup jobs and the backup storages'
 # contents, gaps recorded for "backups"), without the task history the backups checks read (the evacuation plan's
 # readiness, analysis/planner/readiness.py)
@@ -119,16 +130,24 @@ class Collector:
         return self.data.missing if sink is None else sink
 
     def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
-        optional = key.split(":", 1)[0] in OPTIONAL and isinstance(err, PvePermissionError)
+        kind = key.split(":", 1)[0]
+        denied = isinstance(err, PvePermissionError)
+        privilege = NODE_READ_PRIVILEGE.get(kind) if denied else None
+        if privilege is not None:
+            note = f" (not visible to this token: PVE answers it only with {privilege.replace('{node}', node or '')})"
+        else:
+            note = " (optional: needs more privileges)" if denied and kind in OPTIONAL else ""
         self._gaps.append(
             Missing(
-                what=what + (" (optional: needs more privileges)" if optional else ""),
+                what=what + note,
                 path=err.path or key,
                 error=err.message,
                 node=node,
                 status=err.status,
                 affects=tuple(affects),
-                optional=optional,
+                optional=bool(note),
+                # hidden from this token: a plan standing on it (a node's status) is not complete
+                hidden=privilege is not None and kind not in OPTIONAL,
             )
         )
 
