@@ -60,7 +60,6 @@ _REFUSED_STORAGE = re.compile(r"(?:can't use storage '([^']+)' for backups|stora
 ALL_AREAS = (*HEALTH_AREAS, *ON_DEMAND)
 NEEDS_CONFIGS = {"backups", "migration", "capacity", "guests", "upgrade"}
 NEEDS_TASKS = {"backups", "guests", "operations"}
-OPTIONAL = {"updates"}  # reads that need more than an auditor role
 # What PVE checks before it answers a node's reads (each method's `permissions`: pve-manager PVE/API2/Nodes.pm
 # status, Disks/List.pm, Disks/ZFS.pm, APT.pm update_database's GET and repositories); a 403 on one is this
 # token's scope, said with the privilege that would show it (CHECK_SKIPPED), never a failed read. Disks' is
@@ -130,24 +129,21 @@ class Collector:
         return self.data.missing if sink is None else sink
 
     def _miss(self, what: str, key: str, err: PveError, node: str | None, affects: Iterable[str]) -> None:
-        kind = key.split(":", 1)[0]
-        denied = isinstance(err, PvePermissionError)
-        privilege = NODE_READ_PRIVILEGE.get(kind) if denied else None
+        privilege = NODE_READ_PRIVILEGE.get(key.split(":", 1)[0]) if isinstance(err, PvePermissionError) else None
+        refused = privilege is not None
         if privilege is not None:
-            note = f" (not visible to this token: PVE answers it only with {privilege.replace('{node}', node or '')})"
-        else:
-            note = " (optional: needs more privileges)" if denied and kind in OPTIONAL else ""
+            what += f" (not visible to this token: PVE answers it only with {privilege.replace('{node}', node or '')})"
         self._gaps.append(
             Missing(
-                what=what + note,
+                what=what,
                 path=err.path or key,
                 error=err.message,
                 node=node,
                 status=err.status,
                 affects=tuple(affects),
-                optional=bool(note),
-                # hidden from this token: a plan standing on it (a node's status) is not complete
-                hidden=privilege is not None and kind not in OPTIONAL,
+                # a scope limit, not a failed read; hidden: a plan standing on it (a node's status) is incomplete
+                optional=refused,
+                hidden=refused,
             )
         )
 
