@@ -1,7 +1,8 @@
 """The client's request pool: a bound shared by concurrent callers, and cancellation that drops what is queued.
 
 Real proxmoxer over HTTPS against pvesim with added latency; in-flight requests are counted by
-wrapping the client's own request function, so nothing here depends on timing.
+wrapping the client's own request function, and an order under test is made by holding a request
+until the state it waits for is there, so nothing here depends on timing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from pve_steward.config import Settings
 from pve_steward.pveio.client import ApiPath, ProxmoxerClient, api_path, gather
-from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY
+from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY, URGENT
 from pvesim.server import SimServer
 
 from .pve import control
@@ -24,9 +25,10 @@ pytestmark = pytest.mark.anyio
 
 
 class InFlight:
-    """Wraps ``ProxmoxerClient._request`` to count requests in flight and started."""
+    """Wraps ``ProxmoxerClient._request`` to count requests in flight and started; with ``hold_first``,
+    the first request started waits for that event before it is sent."""
 
-    def __init__(self, client: ProxmoxerClient) -> None:
+    def __init__(self, client: ProxmoxerClient, hold_first: threading.Event | None = None) -> None:
         self.now = self.peak = self.started = 0
         self.order: list[str] = []
         self._lock = threading.Lock()
@@ -39,7 +41,10 @@ class InFlight:
                 self.started += 1
                 self.order.append(str(path))
                 self.peak = max(self.peak, self.now)
+                first = self.started == 1
             self.first_started.set()
+            if first and hold_first is not None:
+                assert hold_first.wait(10), "the first request was held for 10 s"
             try:
                 return inner(method, path, params)
             finally:
@@ -71,40 +76,51 @@ async def test_cancelled_caller_drops_queued_requests(
     start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
 ) -> None:
     sim = start_sim("demo")
-    control(sim, "faults", {"latency": 0.3})
     client = ProxmoxerClient(settings_for(sim, concurrency=1))
-    counter = InFlight(client)
+    release = threading.Event()
+    counter = InFlight(client, hold_first=release)  # the first read is in flight until its caller is cancelled
     reads = [(f"r{i}", api_path("version"), {}) for i in range(10)]
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(gather, client, reads)
             await anyio.to_thread.run_sync(counter.first_started.wait, 10)
             tg.cancel_scope.cancel()
-        await anyio.to_thread.run_sync(lambda: client._pool.submit(lambda: None).result(10))  # the pool drained
+        release.set()
+        # the pool drained: a background job queued last runs after every read the caller left queued
+        await anyio.to_thread.run_sync(lambda: client._pool.submit(lambda: None, priority=BACKGROUND).result(10))
     finally:
+        release.set()
         client.close()
-    assert counter.started < 10, "requests still queued when the caller was cancelled must not be sent"
+    assert counter.started == 1, f"{counter.started - 1} requests queued by a cancelled caller were sent"
 
 
 async def test_a_cheap_read_goes_before_the_queued_reads_of_a_heavy_call(
     start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
 ) -> None:
     sim = start_sim("demo")
-    control(sim, "faults", {"latency": 0.05})
     client = ProxmoxerClient(settings_for(sim, concurrency=1))
-    counter = InFlight(client)
+    release = threading.Event()
+    counter = InFlight(client, hold_first=release)  # the heavy call's first read is held until the cheap one waits
     heavy_reads = [(f"r{i}", api_path("version"), {}) for i in range(6)]
 
     async def heavy() -> None:
         REQUEST_PRIORITY.set(BACKGROUND)  # what tools/admission.py does for a heavy operation
         await gather(client, heavy_reads)
 
+    def cheap_read_queued() -> bool:
+        return any(item[0] == URGENT for item in list(client._pool._queue.queue))
+
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(heavy)
             await anyio.to_thread.run_sync(counter.first_started.wait, 10)
-            await client.get(api_path("cluster", "status"))
+            tg.start_soon(client.get, api_path("cluster", "status"))
+            with anyio.fail_after(10):
+                while not cheap_read_queued():
+                    await anyio.sleep(0.001)
+            release.set()
     finally:
+        release.set()
         client.close()
     assert counter.order.index("/cluster/status") == 1, counter.order
     assert len(counter.order) == 7
