@@ -148,9 +148,11 @@ def test_background_answers_are_held_while_a_cheap_call_runs_and_urgent_ones_are
     urgency = Urgency(grace=60)
     pool = RequestPool(2, urgency)
     release = threading.Event()
-    heavy_answered = threading.Event()
+    heavy_started, heavy_answered = threading.Event(), threading.Event()
 
     def slow(name: str) -> str:
+        if name == "heavy":
+            heavy_started.set()
         release.wait(10)
         if name == "heavy":
             heavy_answered.set()
@@ -158,7 +160,8 @@ def test_background_answers_are_held_while_a_cheap_call_runs_and_urgent_ones_are
 
     async def run() -> None:
         heavy = asyncio.ensure_future(pool.run(slow, "heavy", priority=BACKGROUND))
-        await asyncio.sleep(0.05)  # the background request has started before the cheap call
+        # the background request has started before the cheap call (taken inside it, it would give way)
+        assert await asyncio.to_thread(heavy_started.wait, 10)
         with urgency.urgent():
             cheap = asyncio.ensure_future(pool.run(slow, "cheap", priority=URGENT))
             release.set()
