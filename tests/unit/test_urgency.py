@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import time
 import weakref
@@ -82,8 +83,23 @@ def test_the_pool_starts_no_background_request_while_a_cheap_call_runs_but_start
         pool.shutdown()
 
 
-def _most_in_flight(pool: RequestPool, jobs: int) -> int:
-    """Submit ``jobs`` background requests that block until released; the most that ran at once."""
+def _parked(pool: RequestPool) -> int:
+    """The pool's workers waiting for a background slot (in ``Condition.wait`` under ``_take_slot``)."""
+    frames = sys._current_frames()
+    parked = 0
+    for worker in pool._workers:
+        codes, frame = set(), frames.get(worker.ident or -1)
+        while frame is not None:
+            codes.add(frame.f_code)
+            frame = frame.f_back
+        parked += {RequestPool._take_slot.__code__, threading.Condition.wait.__code__} <= codes
+    return parked
+
+
+def _most_in_flight(pool: RequestPool, jobs: int, parked: int = 0) -> int:
+    """Submit ``jobs`` background requests that block until released; the most that ran at once, once every
+    job was taken from the queue and all but ``parked`` run while ``parked`` workers wait for a slot
+    (polled, 10 s at most: only against a hang; a pool that lets more run never gets there)."""
     lock, release = threading.Lock(), threading.Event()
     running, most = [0], [0]
 
@@ -96,8 +112,11 @@ def _most_in_flight(pool: RequestPool, jobs: int) -> int:
             running[0] -= 1
 
     futures = [pool.submit(blocked, priority=BACKGROUND) for _ in range(jobs)]
-    for _ in range(50):  # let every worker take what it may
-        time.sleep(0.01)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if pool._queue.empty() and running[0] == jobs - parked and _parked(pool) == parked:
+            break
+        time.sleep(0.001)
     seen = most[0]
     release.set()
     for f in futures:
@@ -113,7 +132,7 @@ def test_while_cheap_calls_come_only_half_the_workers_send_background_requests()
             pass  # a cheap call just ended: more may come within its grace
         assert urgency.coming() and not urgency.holding()
         assert pool.background_cap == 2
-        assert _most_in_flight(pool, 4) == 2  # the next cheap call's reads find fewer ahead of them
+        assert _most_in_flight(pool, 4, parked=2) == 2  # the next cheap call's reads find fewer ahead of them
     finally:
         pool.shutdown()
 
