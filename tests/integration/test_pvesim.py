@@ -229,29 +229,33 @@ def test_pve84_lacks_ha_rules_and_ct_precondition(start_sim) -> None:
 
 
 def test_power_task_lifecycle_changes_state_only_at_the_end(start_sim) -> None:
-    sim = start_sim("demo", speed=3)  # the 3 s start takes 1 s of wall time: long enough to observe it running
+    sim = start_sim("demo", speed=0.001)  # a task runs until the test finishes it (tasks/finish-all)
     pve = api(sim)
     upid = pve.nodes("pve2").qemu(109).status.start.post()
     assert upid.startswith("UPID:pve2:") and ":qmstart:109:root@pam!pvesim:" in upid
     assert pve.nodes("pve2").qemu(109).status.current.get()["status"] == "stopped"
     running = pve.nodes("pve2").tasks(upid).status.get()
     assert running["status"] == "running" and "exitstatus" not in running
+    control(sim, "tasks/finish-all")
     done = _finish(pve, "pve2", upid)
     assert done["exitstatus"] == "OK"
     assert pve.nodes("pve2").qemu(109).status.current.get()["status"] == "running"
     log = [line["t"] for line in pve.nodes("pve2").tasks(upid).log.get()]
     assert log[-1] == "TASK OK"
-    again = _finish(pve, "pve2", pve.nodes("pve2").qemu(109).status.start.post())
+    again_upid = pve.nodes("pve2").qemu(109).status.start.post()
+    control(sim, "tasks/finish-all")
+    again = _finish(pve, "pve2", again_upid)
     assert again["exitstatus"] == "VM 109 already running"
 
 
 def test_migration_moves_guest_and_sets_lock_while_running(start_sim) -> None:
-    sim = start_sim("demo", speed=20)
+    sim = start_sim("demo", speed=0.001)  # a task runs until the test finishes it (tasks/finish-all)
     pve = api(sim)
     with pytest.raises(ResourceException, match="can't migrate running VM without --online"):
         pve.nodes("pve1").qemu(100).migrate.post(target="pve2")
     upid = pve.nodes("pve1").qemu(100).migrate.post(target="pve2", online=1)
     assert pve.nodes("pve1").qemu(100).config.get()["lock"] == "migrate"
+    control(sim, "tasks/finish-all")
     assert _finish(pve, "pve1", upid)["exitstatus"] == "OK"
     assert {g["vmid"]: g["node"] for g in pve.cluster.resources.get(type="vm")}[100] == "pve2"
     assert "lock" not in pve.nodes("pve2").qemu(100).config.get()
@@ -396,11 +400,12 @@ def test_config_digest_conflict(demo_sim: SimServer) -> None:
 
 
 def test_vzdump_creates_backup_and_locks_guest(start_sim) -> None:
-    sim = start_sim("demo", speed=50)
+    sim = start_sim("demo", speed=0.001)  # a task runs until the test finishes it (tasks/finish-all)
     pve = api(sim)
     before = len(pve.nodes("pve3").storage("pbs-main").content.get(vmid=114))
     upid = pve.nodes("pve3").vzdump.post(vmid="114", storage="pbs-main", mode="snapshot")
     assert pve.nodes("pve3").qemu(114).config.get()["lock"] == "backup"
+    control(sim, "tasks/finish-all")
     assert _finish(pve, "pve3", upid)["exitstatus"] == "OK"
     after = pve.nodes("pve3").storage("pbs-main").content.get(vmid=114)
     assert len(after) == before + 1 and after[0]["volid"].startswith("pbs-main:backup/vm/114/")
