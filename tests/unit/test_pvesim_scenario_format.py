@@ -37,6 +37,22 @@ def test_every_built_in_scenario_follows_the_format(name: str) -> None:
     scenarioschema.check(pvesim.load_scenario(name))
 
 
+@pytest.mark.parametrize("name", pvesim.builtin_scenarios())
+def test_a_built_in_scenario_is_its_file_and_each_load_is_a_copy_of_its_own(name: str) -> None:
+    """Built-in scenarios are parsed once per process (scenario._builtin): what a caller changes in one load
+    must not reach the next, and a load is what the YAML file says."""
+    text = (ROOT / "src" / "pvesim" / "scenarios" / f"{name}.yaml").read_text(encoding="utf-8")
+    first = pvesim.load_scenario(name)
+    assert first == scenario.safe_yaml(text)
+    first.clear()
+    second = pvesim.load_scenario(name)
+    assert second == scenario.safe_yaml(text)
+    for value in second.values():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            value[0]["changed"] = True  # a nested change, as tests make to a loaded scenario
+    assert pvesim.load_scenario(name) == scenario.safe_yaml(text)
+
+
 def test_a_generated_cluster_follows_the_format() -> None:
     scenarioschema.check(generate(nodes=4, guests=120, seed=3))
 
