@@ -48,6 +48,7 @@ from pve_steward.serving.readiness import Readiness
 from pve_steward.surface.clientlog import forwarded, register_logging
 from pve_steward.surface.completions import register_completions
 from pve_steward.surface.toolcache import Surface, fingerprint, forget_surface, read_surface, write_surface
+from pve_steward.surface.toollist import ToolListFromFirstAnswer
 from pve_steward.tools.context import AppContext, ToolContext, UnknownCluster
 
 if TYPE_CHECKING:  # imported where the tools are built (_furnish): a start from the kept tool list needs none
@@ -132,6 +133,22 @@ class OpsServer(MCPServer[AppContext]):
     _furnish: Callable[[], None] | None = None  # builds the tools on first need (a start from a kept list)
     _kept_tools: list[MCPTool] | None = None  # tools/list as kept by an earlier start (surface.py)
     keep_surface: Callable[[list[MCPTool]], None] | None = None  # keeps the first tools/list for the next start
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.middleware.append(ToolListFromFirstAnswer(self._list_varies))
+
+    def _list_varies(self, ctx: Any) -> bool:
+        """Whether this request's tools/list may differ from another's: the tools are not built yet (a start
+        from a kept list), or the list is narrowed by headers or by the caller's grants."""
+        return self._furnish is not None or self._narrowed(ctx)
+
+    @staticmethod
+    def _narrowed(ctx: Any) -> bool:
+        headers = getattr(getattr(ctx, "request", None), "headers", None)
+        return authority.current() is not None or (
+            headers is not None and any(h.lower().startswith("x-pve-steward-") for h in headers)
+        )
 
     def defer(self, furnish: Callable[[], None], tools: list[MCPTool]) -> None:
         """Answer tools/list with ``tools`` and build the tools when a request first needs them."""
@@ -251,9 +268,7 @@ class OpsServer(MCPServer[AppContext]):
         when at least one of its operations may run, so a read-only client is not offered writes."""
         headers = getattr(getattr(ctx, "request", None), "headers", None)
         principal = authority.current()  # an identified caller sees what its grants let it run somewhere
-        narrowed = principal is not None or (
-            headers is not None and any(h.lower().startswith("x-pve-steward-") for h in headers)
-        )
+        narrowed = self._narrowed(ctx)
         if narrowed:
             self.furnished()  # narrowing reads the operations
         result = await super()._handle_list_tools(ctx, params)
