@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt
 
 from pve_steward.pve.ids import InvalidIdentifier, check_backup_job, check_node, check_snapshot, check_storage
 from pve_steward.pve.ids import parse_vmid as _vmid
@@ -24,6 +25,8 @@ from pve_steward.tools.context import AppContext
 # What a prompt's argument checks read from the cluster, as the operation that shows it: a prompt whose
 # caller may not list a cluster's guests cannot learn from it which guest ids exist there.
 READS = {"vmid": "list_guests", "node": "list_nodes"}
+# (name, title, the words its text reads) -> the prompt; bounded by the configurations a process builds
+_KEPT: dict[tuple[Any, ...], Prompt] = {}
 
 
 async def prompt_problem(app: AppContext, name: str, args: dict[str, Any]) -> str | None:
@@ -69,12 +72,19 @@ def register_prompts(mcp: MCPServer, naming: Naming | None = None, several: bool
     ``several``: every prompt also takes ``cluster`` (several clusters configured).
     """
     n = naming or Naming()
+    words = (several, tuple(sorted(n.tool_of.items())), tuple(sorted(n.missing.items())))  # all a text reads of n
 
     def prompt(name: str, title: str) -> Callable[[Callable[..., str]], Callable[..., str]]:
-        """``mcp.prompt``, with the cluster argument added when there are several clusters."""
+        """``mcp.prompt``, with the cluster argument added when there are several clusters; the prompt is built
+        once per process for the same words (``Prompt.from_function`` derives a model of its arguments: a
+        fifth of building a server in the test suite's profile)."""
 
         def register(fn: Callable[..., str]) -> Callable[..., str]:
-            mcp.prompt(name=name, title=title)(for_cluster(fn) if several else fn)
+            key = (name, title, words)
+            kept = _KEPT.get(key)
+            if kept is None:
+                kept = _KEPT[key] = Prompt.from_function(for_cluster(fn) if several else fn, name=name, title=title)
+            mcp.add_prompt(kept)
             return fn
 
         return register
