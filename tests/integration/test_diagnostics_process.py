@@ -192,7 +192,8 @@ async def test_a_dead_child_is_a_clear_error_and_the_next_call_starts_another(
         async with Client(base + "/mcp") as c:
             structured(await c.call_tool("diagnose_backups", {}))
             [first] = diagnostics_children(proc.pid)
-            control(sim, "faults", {"slow": [{"pattern": "^/cluster/resources", "delay": 5.0}]})
+            # the read waits until the child is killed (the fault is cleared after, the simulator drops it at stop)
+            control(sim, "faults", {"slow": [{"pattern": "^/cluster/resources", "delay": 60.0}]})
             async with anyio.create_task_group() as tg:
                 answers: list[Any] = []
 
