@@ -114,6 +114,10 @@ async def test_required_delivery_refuses_a_write_while_the_receiver_is_down(
         requests_after = sim.sim.requests
         receiver = SyslogReceiver(port=port).start()
         try:
+            # the sender reconnects after its backoff (up to 5 s): once it delivered the queue, the preview's
+            # delivery check (3 s) waits only for a probe of the connection
+            queued = len(local_records(tmp_path / "audit.jsonl"))
+            assert len(receiver.wait_for(queued, timeout=60)) == queued
             preview = await c.call_tool("guest_reboot", {"vmid": 104})
             got = receiver.wait_for(len(local_records(tmp_path / "audit.jsonl")))
         finally:
