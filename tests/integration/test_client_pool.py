@@ -1,6 +1,6 @@
 """The client's request pool: a bound shared by concurrent callers, and cancellation that drops what is queued.
 
-Real proxmoxer over HTTPS against pvesim with added latency; in-flight requests are counted by
+Real proxmoxer over HTTPS against pvesim; in-flight requests are counted by
 wrapping the client's own request function, and an order under test is made by holding a request
 until the state it waits for is there, so nothing here depends on timing.
 """
@@ -19,16 +19,14 @@ from pve_steward.pveio.client import ApiPath, ProxmoxerClient, api_path, gather
 from pve_steward.pveio.requestpool import BACKGROUND, REQUEST_PRIORITY, URGENT
 from pvesim.server import SimServer
 
-from .pve import control
-
 pytestmark = pytest.mark.anyio
 
 
 class InFlight:
     """Wraps ``ProxmoxerClient._request`` to count requests in flight and started; with ``hold_first``,
-    the first request started waits for that event before it is sent."""
+    the first ``first`` requests started wait for that event before they are sent."""
 
-    def __init__(self, client: ProxmoxerClient, hold_first: threading.Event | None = None) -> None:
+    def __init__(self, client: ProxmoxerClient, hold_first: threading.Event | None = None, first: int = 1) -> None:
         self.now = self.peak = self.started = 0
         self.order: list[str] = []
         self._lock = threading.Lock()
@@ -41,10 +39,10 @@ class InFlight:
                 self.started += 1
                 self.order.append(str(path))
                 self.peak = max(self.peak, self.now)
-                first = self.started == 1
+                held = self.started <= first
             self.first_started.set()
-            if first and hold_first is not None:
-                assert hold_first.wait(10), "the first request was held for 10 s"
+            if held and hold_first is not None:
+                assert hold_first.wait(10), "a first request was held for 10 s"
             try:
                 return inner(method, path, params)
             finally:
@@ -58,15 +56,22 @@ async def test_concurrency_bound_holds_across_concurrent_callers(
     start_sim: Callable[..., SimServer], settings_for: Callable[..., Settings]
 ) -> None:
     sim = start_sim("demo")
-    control(sim, "faults", {"latency": 0.05})
     client = ProxmoxerClient(settings_for(sim, concurrency=3))
-    counter = InFlight(client)
+    release = threading.Event()
+    counter = InFlight(client, hold_first=release, first=3)  # the first three are in flight until the rest wait
     reads = [(f"r{i}", api_path("version"), {}) for i in range(8)]
     try:
         async with anyio.create_task_group() as tg:  # two tool calls at once share one pool
             for _ in range(2):
                 tg.start_soon(gather, client, reads)
+            # three in flight and the other 13 queued, not started: a fourth worker would have taken one (and,
+            # not held, run it: peak 4, and the queue would never hold 13)
+            with anyio.fail_after(10):
+                while not (counter.now == 3 and client._pool._queue.qsize() == 13):
+                    await anyio.sleep(0.001)
+            release.set()
     finally:
+        release.set()
         client.close()
     assert counter.started == 16
     assert counter.peak == 3, f"{counter.peak} requests were in flight at once with concurrency 3"
