@@ -58,7 +58,12 @@ def test_a_client_that_never_finishes_its_body_is_disconnected(demo_sim: SimServ
 
 def test_connections_beyond_the_per_address_cap_are_closed(demo_sim: SimServer, tmp_path: Path) -> None:
     port = free_port()
-    env = server_env(demo_sim, tmp_path, PVE_STEWARD_HTTP_MAX_CONNECTIONS_PER_CLIENT="3")
+    env = server_env(
+        demo_sim,
+        tmp_path,
+        PVE_STEWARD_HTTP_MAX_CONNECTIONS_PER_CLIENT="3",
+        PVE_STEWARD_HTTP_HEADER_TIMEOUT="300",  # the held connections idle from the start: not closed for that
+    )
     with http_server(env, port) as base:
         held = [socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0)) for _ in range(3)]
         try:
