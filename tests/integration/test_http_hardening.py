@@ -69,7 +69,12 @@ def test_connections_beyond_the_per_address_cap_are_closed(demo_sim: SimServer, 
         try:
             with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0)) as extra:
                 extra.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                assert _closed_by_server(extra)
+                extra.settimeout(WAIT)
+                try:  # closed unanswered (an answered one would be closed too, when its keep-alive ends)
+                    answer = extra.recv(4096)
+                except ConnectionResetError:
+                    answer = b""
+                assert answer == b"", answer
             # another address is not affected, and the held ones are still served
             assert httpx2.get(f"{base}/health").status_code == 200
             held[0].sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
