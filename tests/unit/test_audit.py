@@ -142,6 +142,10 @@ while True:
 """
 
 
+def _records_in(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
 def test_sigkill_during_writes_never_corrupts_complete_records(tmp_path: Path) -> None:
     """Kill a writer at random moments, again and again: every complete record always verifies."""
     path = tmp_path / "audit.jsonl"
@@ -151,7 +155,13 @@ def test_sigkill_during_writes_never_corrupts_complete_records(tmp_path: Path) -
             [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env={**os.environ, "PYTHONHASHSEED": "0"}
         )
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-        time.sleep(0.05 + 0.03 * round_)
+        # this writer has committed a record, and the file holds round_ + 2 (nine by the last round); the
+        # bound is only against a hang
+        wanted = max(_records_in(path) + 1, round_ + 2)
+        deadline = time.monotonic() + 60
+        while _records_in(path) < wanted and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.05 + 0.03 * round_)  # then the kill lands at some moment of its writes
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
