@@ -8,6 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from pve_steward.pveio import readcache
 from tests.untrusted import plain
 
 pytestmark = pytest.mark.anyio
@@ -42,18 +43,33 @@ async def test_ten_concurrent_health_checks_cost_at_most_one_and_a_half_of_one(s
     assert all(r["summary"] == single["summary"] for r in reports)
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The read caches' clock, moved by the test only (``clock[0]``): what is within the ttl depends on no load."""
+    now = [1000.0]
+    own_init = readcache.ReadCache.__post_init__
+
+    def with_test_clock(self: readcache.ReadCache) -> None:
+        own_init(self)
+        self.clock = lambda: now[0]
+
+    monkeypatch.setattr(readcache.ReadCache, "__post_init__", with_test_clock)
+    return now
+
+
 async def test_a_change_elsewhere_is_seen_after_the_ttl_and_our_write_clears_at_once(
-    start_sim: Any, server_for: Any
+    start_sim: Any, server_for: Any, clock: list[float]
 ) -> None:
     sim = start_sim("demo")
-    # 3 s: the second read comes within the ttl even on a loaded machine
     async with Client(server_for(sim, "root@pam!pvesim", read_cache_ttl=3.0, tier="operator")) as c:
-        first = await c.call_tool("cluster_options", {})
+        first = await c.call_tool("cluster_options", {})  # kept at 1000.0
         requests = sim.sim.requests
         again = await c.call_tool("cluster_options", {})
+        clock[0] = 1002.5
+        await c.call_tool("cluster_options", {})
         assert sim.sim.requests == requests, "a read within the ttl is answered from the cache"
         assert again.structured_content == first.structured_content
-        await anyio.sleep(3.1)
+        clock[0] = 1003.0
         await c.call_tool("cluster_options", {})
         assert sim.sim.requests == requests + 1, "after the ttl the read goes to PVE again"
 
