@@ -258,12 +258,23 @@ class Registry:
 
 def handler_parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
     """The caller-facing parameters of a handler (everything after the ToolContext)."""
-    params = list(inspect.signature(fn).parameters.values())[1:]
-    return {p.name: p for p in params}
+    return dict(_parameters(fn))
 
 
 def handler_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    return typing.get_type_hints(inspect.unwrap(fn), include_extras=True)
+    return dict(_hints(fn))
+
+
+# A handler's signature and hints are read once per process: each server build read them for every operation
+# several times (registry, tools, meta-tools, node checks), 2.5 % of the test workers' CPU. Callers get copies.
+@functools.cache
+def _parameters(fn: Callable[..., Any]) -> tuple[tuple[str, inspect.Parameter], ...]:
+    return tuple((p.name, p) for p in list(inspect.signature(fn).parameters.values())[1:])
+
+
+@functools.cache
+def _hints(fn: Callable[..., Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(typing.get_type_hints(inspect.unwrap(fn), include_extras=True).items())
 
 
 def read_tools_file(path: Path | None = None) -> ToolsFile:
