@@ -136,12 +136,13 @@ class OpsServer(MCPServer[AppContext]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.middleware.append(ToolListFromFirstAnswer(self._list_varies))
+        self.middleware.append(ToolListFromFirstAnswer(self._tool_manager.list_tools, self._list_varies))
 
     def _list_varies(self, ctx: Any) -> bool:
-        """Whether this request's tools/list may differ from another's: the tools are not built yet (a start
-        from a kept list), or the list is narrowed by headers or by the caller's grants."""
-        return self._furnish is not None or self._narrowed(ctx)
+        """Whether this request's tools/list must be built: the tools are not built yet (a start from a kept
+        list) or this start has not kept its first list yet (toolcache.py), or the list is narrowed by
+        headers or by the caller's grants."""
+        return self._furnish is not None or self.keep_surface is not None or self._narrowed(ctx)
 
     @staticmethod
     def _narrowed(ctx: Any) -> bool:

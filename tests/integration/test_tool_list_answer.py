@@ -1,5 +1,6 @@
-"""tools/list is serialized once per server and protocol version (surface/toollist.py): every session gets the
-same list as an object of its own, and a list that may differ by request is never the one kept."""
+"""tools/list is serialized once per set of tools and protocol version (surface/toollist.py): every session of
+every server with those tools gets the same list as an object of its own, and a list that may differ by request
+is never the one kept."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from mcp import Client
 
 from pve_steward.server import OpsServer
+from pve_steward.surface import toollist
 from pvesim.server import SimServer
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +30,7 @@ def _counting(mcp: OpsServer) -> list[int]:
 
 
 async def test_each_session_gets_the_first_answer_as_an_object_of_its_own(demo_sim: SimServer, server_for: Any) -> None:
+    toollist._KEPT.clear()
     mcp = server_for(demo_sim)
     built = _counting(mcp)
     async with Client(mcp) as c:
@@ -38,11 +41,28 @@ async def test_each_session_gets_the_first_answer_as_an_object_of_its_own(demo_s
     first[0].input_schema["changed"] = True
     async with Client(mcp) as c:
         second = (await c.list_tools()).tools
-    assert built[0] == 1, "tools/list was built again for a later session"
+    other = server_for(demo_sim)  # another server of the same settings: the same tools, built once per process
+    other_built = _counting(other)
+    async with Client(other) as c:
+        third = (await c.list_tools()).tools
+    assert (built[0], other_built[0]) == (1, 0), "tools/list was built again for the same tools"
     assert second[0].input_schema["properties"] and "changed" not in second[0].input_schema
-    async with Client(server_for(demo_sim)) as c:  # a server of the same settings that never kept an answer
+    toollist._KEPT.clear()
+    async with Client(server_for(demo_sim)) as c:  # built afresh
         fresh = (await c.list_tools()).tools
     assert [t.model_dump(mode="json") for t in second] == [t.model_dump(mode="json") for t in fresh]
+    assert [t.model_dump(mode="json") for t in third] == [t.model_dump(mode="json") for t in fresh]
+
+
+async def test_other_tools_are_never_answered_with_a_kept_list(demo_sim: SimServer, server_for: Any) -> None:
+    async with Client(server_for(demo_sim)) as c:
+        granular = {t.name for t in (await c.list_tools()).tools}
+    async with Client(server_for(demo_sim, granular_tools=False)) as c:
+        meta = {t.name for t in (await c.list_tools()).tools}
+    async with Client(server_for(demo_sim, "operator@pve!mcp", tier="operator")) as c:
+        operator = {t.name for t in (await c.list_tools()).tools}
+    assert "get_guest" in granular and "get_guest" not in meta and "guests" in meta
+    assert "guest_reboot" in operator and "guest_reboot" not in granular
 
 
 async def test_a_start_that_has_not_built_its_tools_never_keeps_its_list(demo_sim: SimServer, server_for: Any) -> None:
@@ -51,6 +71,7 @@ async def test_a_start_that_has_not_built_its_tools_never_keeps_its_list(demo_si
     mcp = server_for(demo_sim)
     async with Client(mcp) as c:
         built_list = [t.model_dump(mode="json") for t in (await c.list_tools()).tools]
+    toollist._KEPT.clear()
     deferred = server_for(demo_sim)
     stale = [t.model_copy(update={"description": "a description nobody wrote"}) for t in await deferred.list_tools()]
     built = [False]

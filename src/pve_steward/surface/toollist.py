@@ -1,41 +1,62 @@
-"""tools/list answered from the wire form of its first answer, for as long as a server's tools stay as built.
+"""tools/list answered from the wire form of an earlier answer for the same tools, per protocol version.
 
 Every MCP session lists the tools before its first call (the SDK's client does it to validate results),
 and the SDK answers each list by dumping the tool models, validating that dump against the protocol's
-result model and dumping it again: about 40 ms for the granular list (259 KB), once per session. A
-server's tools do not change once built, so the answer does not either, per protocol version (the two
-versions differ in their envelope): the first answer is kept as JSON and each later one is parsed from
-it (the standard library's parser: 5 ms for the granular list), an object of its own for each session (a
-client may change what it got; no other session sees it).
+result model and dumping it again: about 15 ms of CPU for the granular list (259 KB). The answer is
+decided by the registered tools alone (``OpsServer.list_tools`` compacts their schemas, nothing else),
+and tools are built once per process for a configuration and shared by its servers (outputschema.py),
+so the first answer for a set of tools is kept as JSON and each later one, of any server with the same
+tools, is parsed from it (the standard library's parser: 5 ms for the granular list): an object of its
+own for each session (a client may change what it got; no other session sees it). The two protocol
+versions differ in their envelope, so each has its own entry.
 
 Not kept, and answered as the SDK answers them: a page after the first (``cursor``), and every list
-``varies`` says may differ by request (a start that has not built its tools yet; a list narrowed by
-headers or by the caller's grants, security/narrowing.py).
+``varies`` says may differ by request or must be built (a start that has not built its tools yet or
+has not kept its first list, toolcache.py; a list narrowed by headers or by the caller's grants,
+security/narrowing.py).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+KEEP = 32  # tool sets kept; a server has one or two (granular or meta), a test process a few dozen
+# (protocol version, the tools' ids) -> (the tools, held so that no id is reused while kept; the answer as JSON)
+_KEPT: OrderedDict[tuple[str, tuple[int, ...]], tuple[tuple[Any, ...], str]] = OrderedDict()
+_LOCK = threading.Lock()  # servers of one process may run on event loops in several threads
 
 
 class ToolListFromFirstAnswer:
     """Server middleware (innermost: the outer ones, tracing among them, still see every request)."""
 
-    def __init__(self, varies: Callable[[ServerRequestContext[Any, Any]], bool]) -> None:
-        self._varies = varies
-        self._kept: dict[str, str] = {}  # protocol version -> the first answer's wire form, as JSON
+    def __init__(
+        self, tools: Callable[[], Sequence[Any]], varies: Callable[[ServerRequestContext[Any, Any]], bool]
+    ) -> None:
+        self._tools, self._varies = tools, varies
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/list" or (ctx.params or {}).get("cursor") is not None or self._varies(ctx):
             return await call_next(ctx)
-        kept = self._kept.get(ctx.protocol_version)
+        tools = tuple(self._tools())
+        key = (ctx.protocol_version, tuple(map(id, tools)))
+        with _LOCK:
+            kept = _KEPT.get(key)
+            if kept is not None:
+                _KEPT.move_to_end(key)
         if kept is not None:
-            return json.loads(kept)  # type: ignore[no-any-return]
+            return json.loads(kept[1])  # type: ignore[no-any-return]
         answer = await call_next(ctx)
-        if isinstance(answer, dict) and not self._varies(ctx):  # still as built once answered
-            self._kept[ctx.protocol_version] = json.dumps(answer, separators=(",", ":"))
+        after = tuple(self._tools())
+        if isinstance(answer, dict) and tuple(map(id, after)) == key[1]:  # the same tools (held: ids not reused)
+            wire = json.dumps(answer, separators=(",", ":"))
+            with _LOCK:
+                _KEPT[key] = (tools, wire)
+                while len(_KEPT) > KEEP:
+                    _KEPT.popitem(last=False)
         return answer
