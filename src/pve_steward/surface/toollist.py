@@ -5,9 +5,10 @@ and the SDK answers each list by dumping the tool models, validating that dump a
 result model and dumping it again: about 15 ms of CPU for the granular list (259 KB). The answer is
 decided by the registered tools alone (``OpsServer.list_tools`` compacts their schemas, nothing else),
 and tools are built once per process for a configuration and shared by its servers (outputschema.py),
-so the first answer for a set of tools is kept as JSON and each later one, of any server with the same
-tools, is parsed from it (the standard library's parser: 5 ms for the granular list): an object of its
-own for each session (a client may change what it got; no other session sees it). The two protocol
+so the first answer for a set of tools is kept pickled (our own bytes, never another's) and each later
+one, of any server with the same tools, is unpickled from it (2.3 ms for the granular list; parsing it as
+JSON took 4.9 ms): an object of its own for each session (a client may change what it got; no other
+session sees it). The two protocol
 versions differ in their envelope, so each has its own entry.
 
 Not kept, and answered as the SDK answers them: a page after the first (``cursor``), and every list
@@ -18,7 +19,7 @@ security/narrowing.py).
 
 from __future__ import annotations
 
-import json
+import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -27,8 +28,8 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 KEEP = 32  # tool sets kept; a server has one or two (granular or meta), a test process a few dozen
-# (protocol version, the tools' ids) -> (the tools, held so that no id is reused while kept; the answer as JSON)
-_KEPT: OrderedDict[tuple[str, tuple[int, ...]], tuple[tuple[Any, ...], str]] = OrderedDict()
+# (protocol version, the tools' ids) -> (the tools, held so that no id is reused while kept; the answer pickled)
+_KEPT: OrderedDict[tuple[str, tuple[int, ...]], tuple[tuple[Any, ...], bytes]] = OrderedDict()
 _LOCK = threading.Lock()  # servers of one process may run on event loops in several threads
 
 
@@ -50,11 +51,11 @@ class ToolListFromFirstAnswer:
             if kept is not None:
                 _KEPT.move_to_end(key)
         if kept is not None:
-            return json.loads(kept[1])  # type: ignore[no-any-return]
+            return pickle.loads(kept[1])  # type: ignore[no-any-return]  # our own bytes, made below
         answer = await call_next(ctx)
         after = tuple(self._tools())
         if isinstance(answer, dict) and tuple(map(id, after)) == key[1]:  # the same tools (held: ids not reused)
-            wire = json.dumps(answer, separators=(",", ":"))
+            wire = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
             with _LOCK:
                 _KEPT[key] = (tools, wire)
                 while len(_KEPT) > KEEP:
