@@ -136,6 +136,8 @@ async def test_what_each_scoped_token_cannot_see_is_named_with_the_privilege(sim
     codes = {f["code"] for a in some.values() for f in _findings(a)}
     assert not codes & {"BACKUP_NONE", "STORAGE_BACKUP_TARGET_MISSING", "MIGRATE_STORAGE_UNAVAILABLE"}
     assert "does not exist" not in said
+    unprovable = [f for a in some.values() for f in a.get("findings", []) if f["code"] == "MIGRATE_NOT_PROVABLE"]
+    assert unprovable and all("grant the privilege it names" in f["remediation"] for f in unprovable)
 
     noroot = await _answers(sim, "noroot@pve!mcp", "pve1")
     said = _said(noroot)

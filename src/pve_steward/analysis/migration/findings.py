@@ -346,8 +346,11 @@ def _restarts_by_node(restarting: Restarting) -> list[Finding]:
             "MIGRATE_NOT_PROVABLE",
             "warning",
             "Migratability could not be proven",
-            "Data needed to prove the move is safe is missing (config unreadable, node status unknown).",
-            "Fix the missing data (DATA_INCOMPLETE) and plan again.",
+            "Data needed to prove the move is safe is missing (config unreadable, node status unknown) or not "
+            "visible to this token (a storage, HA or node status PVE lists only with a privilege the token lacks).",
+            "Plan again once the data can be read: where the message says it is not visible to this token, grant "
+            "the privilege it names (or plan with a token that has it); otherwise the DATA_INCOMPLETE finding says "
+            "which read failed.",
         ),
         Code(
             "MIGRATE_TEMPLATE",
