@@ -15,17 +15,10 @@ from pve_steward.server import build_server
 from pve_steward.surface.metatools import kept_meta_tools
 from pve_steward.surface.registry import load_registry
 from pve_steward.testing import FakeClient
+from tests.registered import registered_server
 from tests.untrusted import plain
 
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "pve_steward" / "tools.yaml"
-
-
-def _server(tmp_path: Path, **settings: Any) -> Any:
-    return build_server(
-        Settings(audit_log=tmp_path / "audit.jsonl", **({"tier": "operator"} | settings)),
-        client=FakeClient({}),
-        check_version_on_start=False,
-    )
 
 
 def _tool(mcp: Any, name: str) -> Any:
@@ -33,7 +26,7 @@ def _tool(mcp: Any, name: str) -> Any:
 
 
 def test_two_servers_of_one_configuration_share_each_meta_tool(tmp_path: Path) -> None:
-    first, second = _server(tmp_path), _server(tmp_path)
+    first, second = registered_server(tmp_path), registered_server(tmp_path)
     names = {t.name for t in first._tool_manager.list_tools()}
     assert {"cluster", "diagnostics", "operate"} <= names
     assert names == {t.name for t in second._tool_manager.list_tools()}
@@ -45,11 +38,11 @@ def test_a_changed_word_or_tier_builds_its_own_meta_tools(tmp_path: Path) -> Non
     spec["toolsets"]["cluster"]["description"] = "Cluster reads, worded for this deployment"
     words = tmp_path / "tools.yaml"
     words.write_text(yaml.safe_dump(spec))
-    packaged, reworded = _server(tmp_path), _server(tmp_path, tools_file=words)
+    packaged, reworded = registered_server(tmp_path), registered_server(tmp_path, tools_file=words)
     assert _tool(reworded, "cluster") is not _tool(packaged, "cluster")
     assert _tool(reworded, "cluster").description.startswith("Cluster reads, worded for this deployment.")
     assert not _tool(packaged, "cluster").description.startswith("Cluster reads, worded")
-    read_only = _server(tmp_path, read_only=True)
+    read_only = registered_server(tmp_path, read_only=True)
     assert _tool(read_only, "operate") is None and _tool(packaged, "operate") is not None
 
 

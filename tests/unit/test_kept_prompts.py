@@ -6,17 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pve_steward.config import Settings
-from pve_steward.server import build_server
-from pve_steward.testing import FakeClient
-
-
-def _server(tmp_path: Path, **settings: Any) -> Any:
-    return build_server(
-        Settings(audit_log=tmp_path / "audit.jsonl", **({"tier": "operator"} | settings)),
-        client=FakeClient({}),
-        check_version_on_start=False,
-    )
+from tests.registered import registered_server
 
 
 def _prompt(mcp: Any, name: str) -> Any:
@@ -28,7 +18,7 @@ def _text(mcp: Any, name: str, args: dict[str, str] | None = None) -> str:
 
 
 def test_two_servers_of_one_configuration_share_each_prompt(tmp_path: Path) -> None:
-    first, second = _server(tmp_path), _server(tmp_path)
+    first, second = registered_server(tmp_path), registered_server(tmp_path)
     names = {p.name for p in first._prompt_manager.list_prompts()}
     assert {"health_review", "maintenance_preparation", "guest_review"} <= names
     assert all(_prompt(first, name) is _prompt(second, name) for name in names)
@@ -36,13 +26,13 @@ def test_two_servers_of_one_configuration_share_each_prompt(tmp_path: Path) -> N
 
 
 def test_other_words_build_their_own_prompts(tmp_path: Path) -> None:
-    meta, granular = _server(tmp_path), _server(tmp_path, granular_tools=True)
+    meta, granular = registered_server(tmp_path), registered_server(tmp_path, granular_tools=True)
     assert _prompt(meta, "health_review") is not _prompt(granular, "health_review")
     assert "cluster with action=cluster_overview" in _text(meta, "health_review")
     assert "Call cluster_overview, then check_cluster_health" in _text(granular, "health_review")
-    auditor = _server(tmp_path, tier="read_only", granular_tools=True)
+    auditor = registered_server(tmp_path, tier="read_only", granular_tools=True)
     assert _prompt(auditor, "storage_review") is not _prompt(granular, "storage_review")
-    several = _server(
+    several = registered_server(
         tmp_path,
         clusters={
             "a": {"url": "https://a:8006", "token_id": "ops@pve!mcp", "token_secret": "s" * 36},

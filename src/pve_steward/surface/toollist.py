@@ -8,8 +8,7 @@ and tools are built once per process for a configuration and shared by its serve
 so the first answer for a set of tools is kept pickled (our own bytes, never another's) and each later
 one, of any server with the same tools, is unpickled from it (2.3 ms for the granular list; parsing it as
 JSON took 4.9 ms): an object of its own for each session (a client may change what it got; no other
-session sees it). The two protocol
-versions differ in their envelope, so each has its own entry.
+session sees it). The two protocol versions differ in their envelope, so each has its own entry.
 
 Not kept, and answered as the SDK answers them: a page after the first (``cursor``), and every list
 ``varies`` says may differ by request or must be built (a start that has not built its tools yet or
