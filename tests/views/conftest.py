@@ -24,7 +24,8 @@ def playwright() -> Iterator[Playwright]:
 @pytest.fixture(scope="package")  # Playwright runs a loop: end it with this package
 def browser(playwright: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"the view tests need headless Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
+        need = "apt-get install chromium-headless-shell (.ci/run does)"
+        pytest.fail(f"the view tests need headless Chromium at {CHROMIUM}: {need}")
     b = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     yield b
     b.close()
