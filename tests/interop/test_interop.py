@@ -56,13 +56,13 @@ def _text(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_inspector_over_stdio(tmp_path: Path) -> None:
+    """The Inspector starts our command for each call, as a desktop client does: list, read, preview, refuse.
+
+    Each call is a new server (and demo cluster), so this test makes only the calls that differ by transport;
+    the other methods go over HTTP to one server (below)."""
     stdio = [*DEMO, "--stdio", "--state-dir", str(tmp_path)]
     tools = inspector(*stdio, "--method", "tools/list")["result"]["tools"]
     assert {t["name"] for t in tools} >= {"cluster", "guests", "diagnostics", "operate"}
-    overview = _text(
-        inspector(*stdio, "--method", "tools/call", "--tool-name", "cluster", "--tool-arg", "action=cluster_overview")
-    )
-    assert plain(overview)["result"]["cluster_name"] == "demo" and is_marked(overview["result"], "cluster_name")
     guest = _text(
         inspector(
             *stdio,
@@ -74,7 +74,7 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
             '{"action": "get_guest", "vmid": 113}',
         )
     )
-    assert is_marked(guest["result"], "description")
+    assert plain(guest["result"])["vmid"] == 113 and is_marked(guest["result"], "description")
     preview = _text(
         inspector(
             *stdio,
@@ -87,8 +87,6 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
         )
     )
     assert preview["result"]["status"] == "preview" and preview["result"]["confirm_token"]
-    prompts = inspector(*stdio, "--method", "prompts/list")["result"]["prompts"]
-    assert {p["name"] for p in prompts} >= {"health_review", "backup_audit", "maintenance_preparation", "guest_review"}
     bad = inspector(
         *stdio,
         "--method",
@@ -102,44 +100,51 @@ def test_inspector_over_stdio(tmp_path: Path) -> None:
     assert bad["result"]["isError"] is True and "vmid" in bad["result"]["content"][0]["text"]
 
 
-@pytest.fixture
-def demo_http(tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def demo_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """One demo server over HTTP for this module's calls (they read, and set only the log level)."""
     port = free_port()
-    with serving([*DEMO, "--http-port", str(port), "--state-dir", str(tmp_path)], port, cwd=ROOT) as base:
-        yield f"{base}/mcp"
+    state = tmp_path_factory.mktemp("demo-http")
+    with serving([*DEMO, "--http-port", str(port), "--state-dir", str(state)], port, cwd=ROOT) as base:
+        yield [f"{base}/mcp", "--transport", "http"]
 
 
-def test_inspector_over_http(demo_http: str) -> None:
-    http = [demo_http, "--transport", "http"]
-    tools = inspector(*http, "--method", "tools/list")["result"]["tools"]
+def test_inspector_over_http(demo_http: list[str]) -> None:
+    tools = inspector(*demo_http, "--method", "tools/list")["result"]["tools"]
     assert "diagnostics" in {t["name"] for t in tools}
+    overview = _text(
+        inspector(
+            *demo_http, "--method", "tools/call", "--tool-name", "cluster", "--tool-arg", "action=cluster_overview"
+        )
+    )
+    assert plain(overview)["result"]["cluster_name"] == "demo" and is_marked(overview["result"], "cluster_name")
     health = _text(
         inspector(
-            *http, "--method", "tools/call", "--tool-name", "diagnostics", "--tool-arg", "action=diagnose_backups"
+            *demo_http, "--method", "tools/call", "--tool-name", "diagnostics", "--tool-arg", "action=diagnose_backups"
         )
     )
     assert health["action"] == "diagnose_backups" and health["result"]["status"] in ("warning", "critical")
-    prompts = inspector(*http, "--method", "prompts/list")["result"]["prompts"]
-    assert len(prompts) == 7
-    node = inspector(*http, "--method", "resources/read", "--uri", "pve-steward://nodes/pve2")["result"]
+    prompts = inspector(*demo_http, "--method", "prompts/list")["result"]["prompts"]
+    names = {p["name"] for p in prompts}
+    assert len(prompts) == 7 and names >= {"health_review", "backup_audit", "maintenance_preparation", "guest_review"}
+    node = inspector(*demo_http, "--method", "resources/read", "--uri", "pve-steward://nodes/pve2")["result"]
     status = json.loads(node["contents"][0]["text"])["status"]
     assert plain(status)["node"] == "pve2" and is_marked(status, "node")
 
 
-def test_inspector_reads_resources_and_sets_the_log_level(tmp_path: Path) -> None:
-    stdio = [*DEMO, "--stdio", "--state-dir", str(tmp_path)]
-    listed = inspector(*stdio, "--method", "resources/list")["result"]["resources"]
+def test_inspector_reads_resources_and_sets_the_log_level(demo_http: list[str]) -> None:
+    listed = inspector(*demo_http, "--method", "resources/list")["result"]["resources"]
     assert {r["uri"] for r in listed if r["uri"].startswith("pve-steward://")} == {
         "pve-steward://codes",
         "pve-steward://cluster",
     }
-    templates = inspector(*stdio, "--method", "resources/templates/list")["result"]["resourceTemplates"]
+    templates = inspector(*demo_http, "--method", "resources/templates/list")["result"]["resourceTemplates"]
     assert "pve-steward://guests/{vmid}" in {t["uriTemplate"] for t in templates}
-    guest = inspector(*stdio, "--method", "resources/read", "--uri", "pve-steward://guests/113")["result"]
+    guest = inspector(*demo_http, "--method", "resources/read", "--uri", "pve-steward://guests/113")["result"]
     body = json.loads(guest["contents"][0]["text"])
     assert body["vmid"] == 113 and is_marked(body, "description")
-    assert inspector(*stdio, "--method", "logging/setLevel", "--log-level", "debug") == {"result": {}}
-    missing = inspector(*stdio, "--method", "prompts/get", "--prompt-name", "nope", rc=1)
+    assert inspector(*demo_http, "--method", "logging/setLevel", "--log-level", "debug") == {"result": {}}
+    missing = inspector(*demo_http, "--method", "prompts/get", "--prompt-name", "nope", rc=1)
     assert missing["error"]["message"].startswith("no prompt 'nope'; prompts are:")
 
 
