@@ -11,7 +11,8 @@ PACKAGE  ?= .
 RUNTIME  = $(VENV)/.runtime
 STAMP    = $(VENV)/.installed
 # pytest-xdist workers of `make test`: one per CPU and one more, for the CPU a test leaves idle while it waits
-# on a server it started or on Chromium (2 CPUs: about 7.3 min with three workers, 8 with two; record 261206-65)
+# on a server it started or on Chromium (2 CPUs: 6 min 39 s with three workers, 8 min 1 s with two and 6 min 49 s
+# with four; record 261207-70)
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 .PHONY: setup runtime interop demo demo-stdio check test lint typecheck bench conformance docs clean dist mcpb image
