@@ -319,8 +319,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from pve_steward.serving import logsetup
     from pvesim.cli import token_roles
     from pvesim.pbs import attach, start_pbs
+    from pvesim.server import stop_on_sigterm
 
     logsetup.configure()  # before anything is opened: start-up alarms must reach the operator
+    stop_on_sigterm()  # SIGTERM removes the simulators' temporary keys before it ends the demo
 
     out = sys.stderr if args.stdio else sys.stdout
     ignored = _ignored_demo_env()

@@ -17,7 +17,7 @@ from pvesim.access import ROLES, Token
 from pvesim.bound import Bound
 from pvesim.generator import generate
 from pvesim.scenario import build_cluster, builtin_scenarios, faults_from, load_scenario
-from pvesim.server import SimServer
+from pvesim.server import SimServer, stop_on_sigterm
 
 DESCRIPTION = "pvesim: serve a simulated Proxmox VE cluster over HTTPS, or generate a large scenario."
 
@@ -38,6 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
     faults = faults_from(data)
     if args.pveproxy_bound and faults.pveproxy is None:
         faults.pveproxy = Bound()
+    stop_on_sigterm()  # before the simulator makes its temporary key: SIGTERM removes it
     server = SimServer(cluster, host=args.host, port=args.port, faults=faults, log_level=args.log_level)
     try:
         server.start()  # binds first: the lines below show the real port (also for --port 0)

@@ -13,11 +13,14 @@ import datetime as dt
 import hashlib
 import ipaddress
 import logging
+import os
 import secrets
+import signal
 import tempfile
 import threading
 import time
 import typing
+import weakref
 from pathlib import Path
 from typing import Any, Self
 
@@ -194,6 +197,30 @@ class _Server(uvicorn.Server):
             self._stop.set()
 
 
+_LIVE: weakref.WeakSet[HttpsSim] = weakref.WeakSet()  # simulators whose temporary directory exists
+
+
+def stop_on_sigterm() -> None:
+    """Remove every simulator's temporary directory (its certificate and private key) on SIGTERM, then end as
+    SIGTERM does.
+
+    Python's default action for SIGTERM (``docker stop``, systemd, a client ending the server it started) ends
+    the process at once, and the directories stayed behind in the temp folder. The process still ends at once
+    here, with SIGTERM's status: unwinding instead could wait for ever on a thread blocked reading stdin. uvicorn
+    takes SIGTERM over while it serves and raises it again once it has stopped, which lands here too. Only the
+    main thread can set a handler; elsewhere this does nothing.
+    """
+
+    def remove_then_end(signum: int, frame: object) -> None:
+        for sim in list(_LIVE):
+            sim.remove_files()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, remove_then_end)
+
+
 class HttpsSim:
     """A simulator app served over HTTPS by uvicorn in a thread, with a self-signed certificate made at start.
 
@@ -206,6 +233,7 @@ class HttpsSim:
         self.host = host
         self.port = port
         self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        _LIVE.add(self)
         self.cert_path, self.key_path, self.fingerprint = make_certificate(Path(self._tmp.name), host)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -260,7 +288,13 @@ class HttpsSim:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None
+        self.remove_files()
+
+    def remove_files(self) -> None:
+        """Remove the temporary directory with the certificate and key (stop does; so does SIGTERM, see
+        :func:`stop_on_sigterm`)."""
         self._tmp.cleanup()
+        _LIVE.discard(self)
 
     def __enter__(self) -> Self:
         return self if self._server is not None else self.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -193,6 +194,43 @@ def test_pvesim_prints_the_real_port_and_its_version(tmp_path: Path) -> None:
 def check(sim: SimServer | None, tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = cluster_env(sim, tmp_path, **env) if sim is not None else clean_env(tmp_path, **env)
     return run(["check", "--retries", "0", *args], base)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "banner_on", "until", "kinds"),
+    [
+        ([*STEWARD, "demo", "--stdio"], "stderr", "audit log:", {"pvesim", "pbssim"}),
+        ([*STEWARD, "demo", "--http-port", "0"], "stdout", "Press Ctrl-C", {"pvesim", "pbssim"}),
+        ([sys.executable, "-m", "pvesim", "serve", "--port", "0"], "stdout", "Control:", {"pvesim"}),
+    ],
+    ids=["demo-stdio", "demo-http", "pvesim-serve"],
+)
+def test_sigterm_ends_the_command_and_leaves_no_simulator_key_behind(
+    tmp_path: Path, cmd: list[str], banner_on: str, until: str, kinds: set[str]
+) -> None:
+    """docker stop, systemd or a client ending its server send SIGTERM: the simulators' temporary certificate and
+    private key go, and the process still ends at once (stdin stays open, as a client that never closes it)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, banner_on: subprocess.PIPE}
+    env = clean_env(tmp_path, TMPDIR=str(temp))
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, text=True, **streams)  # type: ignore[call-overload]
+    try:
+        banner = proc.stdout if banner_on == "stdout" else proc.stderr
+        assert banner is not None
+        assert any(until in line for line in banner), f"{cmd} ended before its '{until}' line"
+        made = {p.name.split("-")[0]: p for p in temp.iterdir()}
+        assert set(made) == kinds and all(list(p.glob("*.key")) for p in made.values())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM
+        assert list(temp.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
 
 
 def test_connection_errors_say_what_happened(demo_sim: SimServer, tmp_path: Path) -> None:
