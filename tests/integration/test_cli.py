@@ -212,11 +212,11 @@ def test_sigterm_ends_the_command_and_leaves_no_simulator_key_behind(
     private key go, and the process still ends at once (stdin stays open, as a client that never closes it)."""
     temp = tmp_path / "tmp"
     temp.mkdir()
-    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, banner_on: subprocess.PIPE}
     env = clean_env(tmp_path, TMPDIR=str(temp))
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, text=True, **streams)  # type: ignore[call-overload]
+    out, err = (subprocess.PIPE, subprocess.DEVNULL) if banner_on == "stdout" else (subprocess.DEVNULL, subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
     try:
-        banner = proc.stdout if banner_on == "stdout" else proc.stderr
+        banner = proc.stdout or proc.stderr  # the one piped
         assert banner is not None
         assert any(until in line for line in banner), f"{cmd} ended before its '{until}' line"
         made = {p.name.split("-")[0]: p for p in temp.iterdir()}
