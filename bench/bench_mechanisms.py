@@ -63,7 +63,7 @@ class Variant:
 
     def environment(self) -> dict[str, str]:
         path = os.pathsep.join(p for p in (str(VARIANTS), os.environ.get("PYTHONPATH", "")) if p)
-        extra = {"PYTHONPATH": path, "PVE_STEWARD_BENCH_WITHOUT": self.without} if self.without else {}
+        extra = {"PYTHONPATH": path, "STEWARD_BENCH_WITHOUT": self.without} if self.without else {}
         return {**self.env, **extra}
 
 

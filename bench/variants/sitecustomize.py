@@ -1,7 +1,8 @@
 """A server without one of its mechanisms, for bench_mechanisms.py only (never shipped, never imported by it).
 
 On PYTHONPATH, this runs in every Python process the bench starts (the diagnostics process too), before
-the server imports anything. ``PVE_STEWARD_BENCH_WITHOUT`` names what to leave out, comma-separated:
+the server imports anything. ``STEWARD_BENCH_WITHOUT`` names what to leave out, comma-separated
+(outside the ``PVE_STEWARD_*`` names, which the server refuses unless they are settings):
 
 - ``curl``: pycurl cannot be imported, so proxmoxer keeps requests' urllib3 transport (client.py's fallback);
 - ``orjson``: orjson cannot be imported, so every answer is decoded by the standard library (pvejson.py);
@@ -16,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-WITHOUT = {w.strip() for w in os.environ.get("PVE_STEWARD_BENCH_WITHOUT", "").split(",") if w.strip()}
+WITHOUT = {w.strip() for w in os.environ.get("STEWARD_BENCH_WITHOUT", "").split(",") if w.strip()}
 
 for mechanism, module in (("curl", "pycurl"), ("orjson", "orjson")):
     if mechanism in WITHOUT:

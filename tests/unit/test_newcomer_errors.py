@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from pve_steward.cli import main
-from pve_steward.config import ConfigError, Settings, env_names, load_settings, unknown_env
+from pve_steward.config import (
+    CONFIG_VARIABLE,
+    ConfigError,
+    Settings,
+    env_names,
+    env_variable,
+    load_settings,
+    unknown_env,
+)
 from pve_steward.errors import PvePermissionError, advice
 from pve_steward.pveio.compat import UnsupportedVersion, check_version
 
@@ -92,6 +100,32 @@ def test_a_misspelt_variable_is_refused_with_the_closest_real_one(
     assert message.startswith(f"unknown environment variable {variable} (did you mean {closest}?)")
     assert message.endswith("correct the name or unset it") and "\n" not in message
     assert one_line_error(capsys, ["tools"]) == f"pve-steward: {message}"
+
+
+# Names our own files use as misspellings, on purpose: the refusal's docstring and the changelog's example.
+SHOWN_MISSPELT = {"PVE_STEWARD_READ_ONY", "PVE_STEWARD_SOME_OPTION"}
+
+
+def test_every_variable_our_files_name_is_one_the_server_accepts() -> None:
+    """A bench, script, chart or page that sets a variable the server refuses stops at start: bench_mechanisms
+    passed PVE_STEWARD_BENCH_WITHOUT to its variants, and failed once unknown variables were refused."""
+    real = {env_variable(name) for name in Settings.model_fields} | {CONFIG_VARIABLE}
+    places = [ROOT / d for d in ("bench", "scripts", "deploy", "docs", "src")]
+    files = [
+        p
+        for d in places
+        for p in d.rglob("*")
+        if p.is_file()
+        and p.suffix in {".py", ".md", ".sh", ".yaml", ".yml", ".toml", ".json", ".tpl", ".txt", ".html", ""}
+    ]
+    files += [ROOT / f for f in ("README.md", "DEVELOPERS.md", "CONTRIBUTING.md", "Dockerfile", "server.json")]
+    named = {
+        (str(p.relative_to(ROOT)), m)
+        for p in files
+        for m in re.findall(r"\bPVE_STEWARD_[A-Z0-9_]*[A-Z0-9]\b", p.read_text(errors="replace"))
+    }
+    assert len({m for _, m in named}) > 20  # the scan reads the files that set them
+    assert sorted((f, m) for f, m in named if m not in real | SHOWN_MISSPELT) == []
 
 
 def test_several_misspelt_variables_are_named_together_and_an_empty_one_is_ignored(
