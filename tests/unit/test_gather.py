@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from pve_steward.errors import PveApiError
 from pve_steward.pveio.client import GATHER_LANES, ApiPath, api_path, gather, node, vmid
 
@@ -56,3 +58,18 @@ def test_answers_come_in_the_order_asked_whatever_order_they_arrive_in() -> None
     reads = [(f"r{i}", api_path("nodes", node("pve1"), "qemu", vmid(100 + i), "config"), {}) for i in range(10)]
     got = asyncio.run(gather(ReversedClient(), reads))
     assert list(got) == [f"r{i}" for i in range(10)]
+
+
+def test_a_read_that_crashes_raises_its_own_exception_not_a_group() -> None:
+    """A malformed answer or a bug inside one read surfaces as itself, as a plain await would: the guard names
+    its type ("stopped on an unexpected ValueError") instead of the task group's ExceptionGroup."""
+
+    class Malformed(CountingClient):
+        async def get(self, path: ApiPath, /, **params: Any) -> Any:
+            if str(path).endswith("/105/config"):
+                raise ValueError("invalid literal for int()")
+            return await super().get(path, **params)
+
+    reads = [(f"c{i}", api_path("nodes", node("pve1"), "qemu", vmid(100 + i), "config"), {}) for i in range(20)]
+    with pytest.raises(ValueError, match="invalid literal"):
+        asyncio.run(gather(Malformed(), reads))

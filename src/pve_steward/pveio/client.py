@@ -800,14 +800,21 @@ async def gather(
     todo = iter(reads)
     get = (getattr(client, "get_shared", None) if read_only else None) or client.get
 
+    crashed: list[Exception] = []
+
     async def lane() -> None:
         for key, path, params in todo:  # the lanes share one iterator: each read is taken once
             try:
                 results[key] = await get(path, **params)
             except PveError as err:
                 results[key] = err
+            except Exception as exc:  # a bug or a malformed answer: raised below as itself, as a plain await would,
+                crashed.append(exc)  # not wrapped in the task group's ExceptionGroup (the guard names its type)
+                return
 
     async with anyio.create_task_group() as tg:
         for _ in range(min(GATHER_LANES, len(reads))):
             tg.start_soon(lane)
+    if crashed:
+        raise crashed[0]
     return {key: results[key] for key, _, _ in reads}  # in the order asked, not the order answered
