@@ -1,16 +1,18 @@
-"""PVE's access model for API tokens: built-in roles, ACL inheritance, privilege separation.
+"""PVE's access model for API tokens: built-in roles, ACL inheritance, groups, pools, privilege separation.
 
 Roles and their privileges follow pve-access-control's ``AccessControl.pm`` (privilege groups
 root/admin/user/audit per category). ACLs are evaluated like ``PVE::RPCEnvironment::permissions``:
-walking from ``/`` to the object, the deepest path with an entry for the principal wins, and
-non-propagating entries only apply to their exact path. A privilege-separated token gets the
-intersection of its own and its user's privileges.
+walking from ``/`` to the object, the deepest node with an entry for the principal wins (its own
+entries, else its groups'), non-propagating entries only apply to their exact path, and a guest or
+storage also gets the roles its principal holds on the pool it belongs to. A privilege-separated
+token gets the intersection of its own and its user's privileges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 # pve-access-control AccessControl.pm $privgroups, as the union of PVE 8.4 and 9.1; pvesim.scenario
 # _version_roles takes each release's view (PVE8_ONLY, PVE9_ONLY).
@@ -99,6 +101,37 @@ class AclEntry:
     propagate: bool = True
 
 
+def acl_roles(path: str, own: Sequence[AclEntry], groups: Sequence[AclEntry]) -> dict[str, bool]:
+    """pve-access-control AccessControl.pm ``roles``: walking from ``/`` to ``path``, at each node the
+    principal's own entries replace what was inherited, else its groups' entries do ("user privs always
+    override group privs"); an entry applies below its node only if it propagates; NoAccess wins at the end.
+    Role -> propagate."""
+    parts = [p for p in path.split("/") if p]
+    chain = ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+    roles: dict[str, bool] = {}
+    for depth, node in enumerate(chain):
+        final = depth == len(chain) - 1
+        for entries in (own, groups):
+            new = {e.role: e.propagate for e in entries if e.path == node and (final or e.propagate)}
+            if new:
+                roles = new  # overwrite previous settings
+                break
+    return {"NoAccess": roles["NoAccess"]} if "NoAccess" in roles else roles
+
+
+def effective_roles(path: str, own: Sequence[AclEntry], groups: Sequence[AclEntry], pools: tuple[str, ...]) -> set[str]:
+    """RPCEnvironment.pm ``compile_acl_path``: the roles on ``path``, with those the principal holds on each pool
+    the guest or storage belongs to. A NoAccess on the path is never trumped; a pool's NoAccess trumps the
+    path's other roles; a pool's other roles are added."""
+    roles = set(acl_roles(path, own, groups))
+    pooled: set[str] = set()
+    for pool in pools:
+        pooled |= set(acl_roles(f"/pool/{pool}", own, groups))
+    if pooled and "NoAccess" not in roles:
+        roles = {"NoAccess"} if "NoAccess" in pooled else roles | pooled
+    return roles
+
+
 @dataclass
 class Principal:
     """A user or an API token with its ACL entries."""
@@ -107,23 +140,25 @@ class Principal:
     acl: list[AclEntry] = field(default_factory=list)
     roles: dict[str, frozenset[str]] = field(default_factory=lambda: dict(ROLES))
 
-    def privileges(self, path: str) -> frozenset[str]:
+    def privileges(
+        self, path: str, more: Sequence[AclEntry] = (), groups: Sequence[AclEntry] = (), pools: tuple[str, ...] = ()
+    ) -> frozenset[str]:
+        """Privileges on ``path``: ``more`` are user.cfg's other lines naming this principal, ``groups`` those of
+        its groups, ``pools`` the pools holding the object at ``path``."""
         if self.userid == "root@pam":  # AccessControl.pm roles: 'Administrator' (the release's privileges)
             return self.roles.get("Administrator", ALL_PRIVILEGES)
-        parts = [p for p in path.split("/") if p]
-        chain = ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-        current: frozenset[str] = frozenset()
-        for depth, prefix in enumerate(chain):
-            exact = depth == len(chain) - 1
-            entries = [e for e in self.acl if e.path == prefix and (e.propagate or exact)]
-            if entries:
-                roles = {e.role for e in entries}
-                current = (
-                    frozenset()
-                    if "NoAccess" in roles
-                    else frozenset().union(*(self.roles.get(r, frozenset()) for r in roles))
-                )
-        return current
+        roles = effective_roles(path, [*self.acl, *more], groups, pools)
+        return frozenset().union(*(self.roles.get(r, frozenset()) for r in roles))
+
+
+class UserCfg(Protocol):
+    """What user.cfg adds to a token's and its user's own entries (AccessDb with the cluster's guests)."""
+
+    def lines(self, kind: str, ugid: str) -> list[AclEntry]: ...
+
+    def group_lines(self, userid: str) -> list[AclEntry]: ...
+
+    def pools_of(self, path: str) -> tuple[str, ...]: ...
 
 
 @dataclass
@@ -136,8 +171,9 @@ class Token:
     privsep: bool = True
     acl: list[AclEntry] = field(default_factory=list)
     roles: dict[str, frozenset[str]] = field(default_factory=lambda: dict(ROLES))
-    # path -> privileges: every request and every row of /cluster/resources asks; set_acl forgets them
-    _known: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
+    usercfg: UserCfg | None = field(default=None, repr=False, compare=False)  # groups, other lines, pools
+    # (path, pools) -> privileges: every request and every row of /cluster/resources asks; set_acl forgets them
+    _known: dict[tuple[str, tuple[str, ...]], frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def full_id(self) -> str:
@@ -149,16 +185,22 @@ class Token:
         self._known.clear()
 
     def privileges(self, path: str) -> frozenset[str]:
-        known = self._known.get(path)
+        pools = self.usercfg.pools_of(path) if self.usercfg else ()
+        known = self._known.get((path, pools))
         if known is None:
-            known = self._known[path] = self._privileges(path)
+            known = self._known[(path, pools)] = self._privileges(path, pools)
         return known
 
-    def _privileges(self, path: str) -> frozenset[str]:
-        user_privs = self.user.privileges(path)
+    def _privileges(self, path: str, pools: tuple[str, ...]) -> frozenset[str]:
+        """RPCEnvironment.pm ``permissions``: a token without privilege separation has its user's privileges,
+        one with it the intersection of its own and its user's. A token's own lines never come from groups."""
+        cfg, userid = self.usercfg, self.user.userid
+        more = cfg.lines("user", userid) if cfg else []
+        user_privs = self.user.privileges(path, more, cfg.group_lines(userid) if cfg else [], pools)
         if not self.privsep:
             return user_privs
-        return user_privs & Principal(self.full_id, self.acl, self.roles).privileges(path)
+        own = Principal(self.full_id, self.acl, self.roles)
+        return user_privs & own.privileges(path, cfg.lines("token", self.full_id) if cfg else [], [], pools)
 
     def has(self, path: str, priv: str) -> bool:
         return priv in self.privileges(path)
@@ -227,6 +269,42 @@ class AccessDb:
 
     def group_members(self, groupid: str) -> list[str]:
         return sorted(u.userid for u in self.users.values() if groupid in u.groups)
+
+
+def listed(value: object) -> list[str]:
+    """A pool's ``storage``: a list, or user.cfg's comma-separated text."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [v for v in str(value or "").split(",") if v]
+
+
+@dataclass
+class ClusterUserCfg:
+    """user.cfg's lines besides a token's own (AccessDb.acl), its groups' members, and which pool holds a guest
+    (the cluster's live guests) or a storage (the pools' ``storage``): what Token.privileges asks."""
+
+    db: AccessDb
+    guest_pool: Callable[[int], str | None]
+
+    def lines(self, kind: str, ugid: str) -> list[AclEntry]:
+        return [AclEntry(a.path, a.roleid, a.propagate) for a in self.db.acl if a.type == kind and a.ugid == ugid]
+
+    def group_lines(self, userid: str) -> list[AclEntry]:
+        user = self.db.users.get(userid)
+        groups = {g for g in (user.groups if user else []) if g in self.db.groups}  # a group line holds members
+        return [AclEntry(a.path, a.roleid, a.propagate) for a in self.db.acl if a.type == "group" and a.ugid in groups]
+
+    def pools_of(self, path: str) -> tuple[str, ...]:
+        """RPCEnvironment.pm compile_acl_path's pool roles: a guest is in at most one pool, a storage in any."""
+        kind, _, rest = path.removeprefix("/").partition("/")
+        if not rest or "/" in rest:
+            return ()
+        if kind == "vms" and rest.isdigit():
+            pool = self.guest_pool(int(rest))
+            return (pool,) if pool else ()
+        if kind == "storage":
+            return tuple(sorted(p for p, d in self.db.pools.items() if rest in listed(d.get("storage"))))
+        return ()
 
 
 def _when(value: object, now: float) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from pvesim import pveconfig, scenarioschema
-from pvesim.access import PVE8_ONLY, PVE9_ONLY, ROLES, AclEntry, Principal, Token, access_from
+from pvesim.access import PVE8_ONLY, PVE9_ONLY, ROLES, AclEntry, ClusterUserCfg, Principal, Token, access_from
 from pvesim.apischema import schema_versions
 from pvesim.ceph import ceph_from
 from pvesim.faults import Faults
@@ -279,6 +279,9 @@ def build_cluster(data: dict[str, Any], version: str | None = None, speed: float
         token = _token(td, roles)
         c.tokens[token.full_id] = token
     c.access = access_from(data, list(c.tokens.values()), declared, roles, builtin, now)
+    usercfg = ClusterUserCfg(c.access, lambda vmid: g.pool if (g := c.guests.get(vmid)) else None)
+    for token in c.tokens.values():
+        token.usercfg = usercfg
     c.firewall = firewall_from(data.get("firewall"), list(c.nodes))
     c.metric_servers = [dict(m) for m in data.get("metric_servers", [])]
     c.cluster_log = cluster_log_from(data.get("cluster_log", []), c.tasks, now)

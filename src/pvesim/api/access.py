@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pvesim.access import DEFAULT_PERMISSION_PATHS, AclRow, token_acl
+from pvesim.access import DEFAULT_PERMISSION_PATHS, AclRow, listed, token_acl
 from pvesim.api.registry import ApiError, Call, b, route
 
 
@@ -35,14 +35,8 @@ def _effective_paths(call: Call) -> set[str]:
     c = call.cluster
     paths = set(DEFAULT_PERMISSION_PATHS) | {a.path for a in _acl_rows(call)}
     paths |= {f"/vms/{g.vmid}" for g in c.guests.values() if g.pool}
-    paths |= {f"/storage/{sid}" for pool in c.access.pools.values() for sid in _listed(pool.get("storage"))}
+    paths |= {f"/storage/{sid}" for pool in c.access.pools.values() for sid in listed(pool.get("storage"))}
     return paths
-
-
-def _listed(value: object) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return [v for v in str(value or "").split(",") if v]
 
 
 _USER_PRIVS = ("User.Modify", "Sys.Audit")
