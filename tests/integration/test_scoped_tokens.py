@@ -186,3 +186,41 @@ async def test_a_node_read_pve_refuses_is_a_skipped_check_naming_its_privilege(s
         said = "\n".join(f["message"] for f in denied)
         for what, privilege in refused.items():
             assert f"{what} (not visible to this token: PVE answers it only with {privilege})" in said, (token, said)
+
+
+async def test_a_guest_list_pve_shortens_for_a_token_says_so(sims: dict[str, SimServer]) -> None:
+    """pve-manager API2/Cluster.pm resources lists a guest only with VM.Audit on it and says nothing of the
+    others: list_guests' total then counts only what the token sees, and the answer says the list is partial
+    and which privilege shows the rest, never that the cluster has fewer guests. A token that sees every guest
+    gets no such line."""
+
+    async def listed(token: str) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as tmp:
+            async with Client(_server(sims["demo"], token, Path(tmp))) as c:
+                result = await c.call_tool("list_guests", {"limit": 500})
+        assert result.is_error is False, result.content[0].text
+        return plain(result.structured_content)
+
+    everything, hidden = await listed(ROOT), await listed("hiddenguest@pve!mcp")
+    assert everything["incomplete"] == [] and (await listed(README))["incomplete"] == []
+    assert {g["vmid"] for g in everything["items"]} - {g["vmid"] for g in hidden["items"]} == {101}
+    assert hidden["page"]["total"] == everything["page"]["total"] - 1
+    assert hidden["incomplete"] == [
+        "guests: partial list: not all visible to this token: PVE lists each only with VM.Audit on /vms/<id> "
+        "(/cluster/resources)"
+    ]
+
+
+async def test_a_token_scoped_to_a_pool_lists_the_pools_guests_as_a_partial_list(start_sim: Any) -> None:
+    """PVEAuditor on /pool/prod alone, as admins scope a team's token: PVE grants it the pool's guests
+    (RPCEnvironment.pm compile_acl_path), the list holds them and says the rest are not visible to it."""
+    data = pvesim.load_scenario("truth")
+    on_pool = [{"path": "/pool/prod", "role": "PVEAuditor"}]
+    data["tokens"] = [*pvesim.scenario.DEFAULT_TOKENS, {"id": "team@pve!mcp", "user_acl": on_pool, "acl": on_pool}]
+    sim = start_sim(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Client(_server(sim, "team@pve!mcp", Path(tmp))) as c:
+            result = await c.call_tool("list_guests", {})
+    answer = plain(result.structured_content)
+    assert [g["vmid"] for g in answer["items"]] == [200, 201] and answer["page"]["total"] == 2
+    assert answer["incomplete"][0].startswith("guests: partial list: not all visible to this token")

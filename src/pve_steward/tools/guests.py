@@ -12,11 +12,13 @@ from pve_steward.errors import PveError, PveNotFound
 from pve_steward.models import Model, PageInfo, Untrusted, UntrustedValues, iso, untrusted
 from pve_steward.pve.guestconfig import Volume, parse_guest_config, redact
 from pve_steward.pve.ids import NodeName, VmId
-from pve_steward.pveio.client import ApiPath, gather
+from pve_steward.pve.visibility import GUESTS
+from pve_steward.pveio.client import ApiPath, api_path, gather
 from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
-from pve_steward.tools.fetch import LOCATOR_AGE, GuestRef, guest_index, guest_path, guest_ref, located, vm_resources
+from pve_steward.tools.fetch import LOCATOR_AGE, GuestRef, guest_index, guest_path, guest_ref, located
 from pve_steward.tools.guestfields import FIELD_PAGE, MAX_FIELDS, ConfigKey, config_fields, within_budget
+from pve_steward.tools.privileges import visibility_from
 
 MAX_PAGE = 500
 
@@ -44,7 +46,38 @@ class GuestList(Model):
     page: PageInfo
     items: list[GuestRow]
     fields: list[str] | None = Field(None, description="the config fields each row carries, as asked")
-    incomplete: list[str] = Field(default_factory=list, description="config reads that failed (their rows: null)")
+    incomplete: list[str] = Field(
+        default_factory=list,
+        description="guests PVE's list hides from this token (the total counts only those it sees), and config "
+        "reads that failed (their rows: null)",
+    )
+
+
+async def _visible_guest_rows(t: ToolContext) -> tuple[list[dict[str, Any]], list[str]]:
+    """The guests' rows, and whether PVE's list may have hidden some from this token: it lists a guest only
+    with VM.Audit on /vms/<id> and says nothing of the others (pve/visibility.py GUESTS), so a short list
+    proves no absence. Read beside it: the token's own privilege map and the ACL tree (design record 261206-55)."""
+    got = await gather(
+        t.client,
+        [
+            ("rows", api_path("cluster", "resources"), {"type": "vm"}),
+            ("permissions", api_path("access", "permissions"), {}),
+            ("acl", api_path("access", "acl"), {}),
+        ],
+    )
+    rows = got["rows"]
+    if isinstance(rows, PveError):
+        raise rows
+    vis, _ = visibility_from(got["permissions"], got["acl"])
+    whole = vis.whole(GUESTS)
+    if whole is False:
+        hidden = [f"guests: partial list: {GUESTS.reason()}"]
+    elif whole is None:
+        why = vis.unread_reason or "a NoAccess entry on one guest shows only in /access/acl (Sys.Audit on /access)"
+        hidden = [f"guests: may be a partial list: PVE lists each only with {GUESTS.needs()}; cannot tell: {why}"]
+    else:
+        hidden = []
+    return [r for r in rows if r.get("type") in ("qemu", "lxc")], hidden
 
 
 @guarded(toolset="guests")
@@ -64,7 +97,7 @@ async def list_guests(
     ``fields``: these keys of each listed guest's config too (one read per guest of the page, concurrent and
     bounded, secrets redacted), so a question about many guests takes one call, not one get_guest each; the
     page is then at most FIELD_PAGE rows, shorter where the values would pass the answer's size budget."""
-    rows = await vm_resources(t.client)
+    rows, hidden = await _visible_guest_rows(t)
     chosen: list[dict[str, Any]] = []
     items: list[GuestRow] = []
     for r in rows:
@@ -109,6 +142,7 @@ async def list_guests(
         kept = within_budget(values)
         page = [row.model_copy(update={"config": v}) for row, v in zip(page[:kept], values[:kept], strict=True)]
         incomplete = [f"config of {r.vmid}: {failed[r.vmid]}" for r in page if r.vmid in failed]
+    incomplete = hidden + incomplete
     end = offset + len(page)
     nxt = end if end < len(items) else None
     return GuestList(
