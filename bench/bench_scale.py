@@ -59,7 +59,8 @@ GUESTS = ("guests", {"action": "list_guests"})
 # No PVE list carries these; each is read per guest or not at all: the config (API2/Qemu.pm vm_config,
 # pve-container API2/LXC/Config.pm), pending changes (vm_pending; capped by pending_probe_limit), the agent's
 # info and filesystems (API2/Qemu/Agent.pm; capped by agent_probe_limit) and the snapshot list.
-PER_GUEST = {"config", "pending", "agent/info", "agent/get-fsinfo", "snapshot"}
+# agent/network-get-interfaces: the guest-address check (analysis/guestaddr.py) asks each VM whose agent answered
+PER_GUEST = {"config", "pending", "agent/info", "agent/get-fsinfo", "agent/network-get-interfaces", "snapshot"}
 
 
 class Recorder:
