@@ -400,13 +400,15 @@ class AccessUser(_Spec):
 
 
 class Access(_Spec):
-    """user.cfg, tfa.cfg and domains.cfg beyond the API tokens' users."""
+    """user.cfg, tfa.cfg and domains.cfg beyond the API tokens' users. Every line grants as PVE's do: a group's to
+    its members (and their tokens without privilege separation), a pool's role to the pool's guests (``pool`` of
+    a guest) and storages."""
 
     users: list[AccessUser] = Field([], description="users")
     groups: dict[str, str] = Field({}, description="group -> comment")
     acl: list[dict[str, Any]] = Field([], description="ACL entries: path, user|group|token, role, propagate")
     realms: list[dict[str, Any]] = Field([], description="extra realms: realm, type, comment, tfa, default")
-    pools: dict[str, dict[str, Any]] = Field({}, description="pool -> comment, storage")
+    pools: dict[str, dict[str, Any]] = Field({}, description="pool -> comment, storage (its storages)")
 
 
 class FwFile(_Spec):
