@@ -110,6 +110,7 @@ SCOPED_TOKENS: list[dict[str, Any]] = [
         ("/", "BackupLister"),
         ("/vms/101", "NoAccess"),
     ),
+    _scoped("team@pve!mcp", "a team's resource pool only (truth.yaml's prod)", ("/pool/prod", "PVEAuditor")),
     _scoped(
         "hiddennode@pve!mcp",
         "monitor without the second node",

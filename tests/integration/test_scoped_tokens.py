@@ -27,9 +27,16 @@ pytestmark = pytest.mark.anyio
 
 ROOT = "root@pam!pvesim"
 README = "monitor@pve!mcp"  # PVEAuditor + BackupLister on /: what the README recommends
-SCOPED = ["vmonly@pve!mcp", "somestorage@pve!mcp", "noroot@pve!mcp", "hiddenguest@pve!mcp", "hiddennode@pve!mcp"]
+SCOPED = [
+    "vmonly@pve!mcp",
+    "somestorage@pve!mcp",
+    "noroot@pve!mcp",
+    "hiddenguest@pve!mcp",
+    "hiddennode@pve!mcp",
+    "team@pve!mcp",
+]
 # (scenario, PVE version, the node whose evacuation is planned)
-SCENARIOS = [("demo", None, "pve1"), ("migration", "8.4.14", "m1"), ("upgrade", None, "pve1")]
+SCENARIOS = [("demo", None, "pve1"), ("migration", "8.4.14", "m1"), ("upgrade", None, "pve1"), ("truth", None, "pve1")]
 NOT_VISIBLE = "not visible to this token"
 LIMITED = {"CHECK_SKIPPED", "DATA_INCOMPLETE"}
 

@@ -430,7 +430,11 @@ def _split(
         vmid = int(str(g["vmid"]))
         res = data.ha_managed(vmid)
         if res is None:
-            schedulable.append(assess(data, vmid, allowed=allowed, denied=denied, allow_downtime=allow_offline))
+            # HA hidden from the token: the guest may be HA's to move, with the downtime HA's relocation takes, so
+            # only "not provable" stands (the verdict says why), never a downtime the plan would refuse
+            unseen = "ha_resources" in data.unread
+            downtime = allow_offline or unseen
+            schedulable.append(assess(data, vmid, allowed=allowed, denied=denied, allow_downtime=downtime))
             continue
         m = assess(data, vmid, allow_downtime=True)
         h = hand_off(data, m, res, g.get("status") == "running", halted)
