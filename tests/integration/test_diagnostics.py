@@ -167,13 +167,14 @@ def test_check_command_prints_groups_and_exits_by_severity(demo_sim: SimServer, 
     text = _check(demo_sim, tmp_path, "--color", "never")
     assert text.returncode == 2, text.stderr
     assert "= BACKUPS =" in text.stdout and "FAIL: [BACKUP_NONE]" in text.stdout and "= SUMMARY =" in text.stdout
+    assert "= WHAT TO DO FIRST =\n\n1. " in text.stdout  # the demo has critical findings: led with, as over MCP
     as_json = _check(demo_sim, tmp_path, "--json", "--areas", "backups", python=("-X", "importtime"))
     report = json.loads(as_json.stdout)
     assert as_json.returncode == 2 and report["checked"] == ["backups"] and report["counts"]["critical"] >= 3
     imported = {line.rpartition("|")[2].strip() for line in as_json.stderr.splitlines() if "|" in line}
     assert "pve_steward.tools.runs" in imported and "mcp" not in imported  # a check runs without the MCP SDK
     healthy = _check(start_sim("healthy"), tmp_path)
-    assert healthy.returncode == 0, healthy.stdout
+    assert healthy.returncode == 0 and "WHAT TO DO FIRST" not in healthy.stdout, healthy.stdout
     unreachable = subprocess.run(
         [
             sys.executable,

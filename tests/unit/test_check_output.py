@@ -140,6 +140,24 @@ def test_markdown_has_the_same_levels_and_keeps_skips_apart() -> None:
     assert "lab (3 nodes)" in lines[2] and "ops@pve\\!mcp" in lines[2]
 
 
+def test_text_and_markdown_start_with_what_to_do_first() -> None:
+    """The MCP answer leads with act_first; a terminal or a ticket leads with the same: the subjects with the
+    worst findings, each with its codes and fixes, before the areas. Only the worst severity is led with."""
+    r = report(
+        [finding("BACKUP_STALE", guest(115, "db"), "old backup"), finding("BACKUP_NONE", guest(114), "no backup")],
+        ["backups"],
+    )
+    text = render(r, color=False, header=HEADER)
+    assert text.index("= WHAT TO DO FIRST =") < text.index("= BACKUPS =")
+    first = text.split("= WHAT TO DO FIRST =", 1)[1].split("\n= ", 1)[0]
+    assert "1. guest 114 (web) pve1: BACKUP_NONE" in first and "      fix: " in first and "115" not in first
+    ticket = markdown(r, HEADER)
+    assert "### What to do first" in ticket and "1. **guest 114 (web) pve1**: `BACKUP_NONE`: " in ticket
+    assert ticket.index("### What to do first") < ticket.index("| area | result |")
+    calm = report([finding("GUEST_NO_ONBOOT", guest(116), "no onboot")], ["guests"])  # info only: nothing first
+    assert "WHAT TO DO FIRST" not in render(calm, color=False) and "What to do first" not in markdown(calm)
+
+
 def test_terminal_escapes_in_cluster_text_reach_no_terminal() -> None:
     hostile = finding("BACKUP_NONE", guest(114, name=ESC + CSI), f"guest 114 ({ESC}{CSI}) has no backup")
     r = report([hostile], ["backups"])

@@ -165,9 +165,12 @@ def test_check_markdown_for_tickets(hostile_sim: SimServer, tmp_path: Path) -> N
     assert "| high availability | PASS | 0 | 0 | 0 | 0 | 0 |" in lines  # a clean area passes
     assert "| proxmox backup server | SKIP | 0 | 0 | 0 | 0 | 1 |" in lines  # a skip is no info and no pass
     assert "### Backups" in lines
-    none = next(line for line in lines if "`BACKUP_NONE`" in line)
+    none = next(line for line in lines if line.startswith("| FAIL | `BACKUP_NONE`"))
     assert none.startswith("| FAIL | `BACKUP_NONE` | guest 114 (")
     assert r"\<img src=x onerror=alert(1)\>" in none and XSS not in done.stdout
+    first = next(line for line in lines if "`BACKUP_NONE`" in line and "guest 114" in line)  # led with, escaped too
+    assert lines.index("### What to do first") < lines.index(first) < lines.index(none)
+    assert r"**guest 114 (\<img src=x onerror=alert(1)\>) pve3**" in first
     assert all(line.count("|") - line.count(r"\|") == 6 for line in lines if line.startswith("| FAIL"))
 
 

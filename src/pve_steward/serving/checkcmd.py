@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from pve_steward.analysis.codes import AREAS, CODES
-from pve_steward.analysis.findings import Finding, Report, Severity
+from pve_steward.analysis.findings import Finding, Report, Severity, Subject
 from pve_steward.serving.exitcodes import EXIT_CRITICAL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARNING
 
 # pve8to9's levels (pve-manager PVE/CLI/pve8to9.pm log_pass/log_info/log_notice/log_skip/log_warn/log_fail):
@@ -215,11 +215,33 @@ def _header_lines(header: Header, areas: list[str]) -> list[str]:
     ]
 
 
+def subject_words(s: Subject) -> str:
+    """``guest 114 (scratch-build) pve3``: a subject in words, each part once ("cluster", "node pve3")."""
+    ident = "" if s.id == s.kind else s.id
+    node = "" if s.node == s.id else s.node or ""  # a node's own finding: "node pve3", not "node pve3 pve3"
+    return " ".join(x for x in (s.kind, ident, f"({s.name})" if s.name else "", node) if x)
+
+
+def act_first_lines(report: Report) -> list[str]:
+    """The section a terminal reader starts with, as the MCP answer does (Report.act_first): the subjects with the
+    worst findings, those that reach most first, each with its codes and fixes; cluster text escaped."""
+    if not report.act_first:
+        return []
+    lines = ["= WHAT TO DO FIRST =", ""]
+    for n, led in enumerate(report.act_first, start=1):
+        lines.append(terminal_safe(f"{n}. {subject_words(led.subject)}: {', '.join(led.codes)}"))
+        lines += [f"      fix: {terminal_safe(fix)}" for fix in led.fix]
+    if report.act_first_more:
+        lines.append(f"(and {report.act_first_more} more with {report.status} findings: in the sections below)")
+    return [*lines, ""]
+
+
 def render(report: Report, color: bool, header: Header | None = None, extra: list[str] | None = None) -> str:
     def paint(label: str) -> str:
         return f"{_COLOR[label]}{label}:{_RESET}" if color else f"{label}:"
 
     lines: list[str] = _header_lines(header, report.checked) if header else []
+    lines += act_first_lines(report)
     sections = outline(report)
     for section in sections:
         lines += [f"= {section.title} =", ""]

@@ -38,6 +38,7 @@ from pve_steward.serving.checkcmd import (
     json_body,
     outline,
     print_report,
+    subject_words,
     tally,
     terminal_safe,
 )
@@ -230,6 +231,15 @@ def markdown(report: Report, header: Header | None = None) -> str:
     ]
     if not report.complete:
         lines += ["> **Incomplete**: some data could not be read or analysed; this is not a clean bill of health.", ""]
+    if report.act_first:
+        lines += ["### What to do first", ""]
+        for rank, led in enumerate(report.act_first, start=1):
+            codes = ", ".join(f"`{c}`" for c in led.codes)
+            fixes = "; ".join(md(fix) for fix in led.fix)
+            lines.append(f"{rank}. **{md(subject_words(led.subject))}**: {codes}" + (f": {fixes}" if fixes else ""))
+        if report.act_first_more:
+            lines.append(f"\n({report.act_first_more} more with {report.status} findings: in the areas below)")
+        lines.append("")
     lines += ["| area | result | FAIL | WARN | NOTICE | INFO | SKIP |", "|---|---|--:|--:|--:|--:|--:|"]
     for section in sections:
         n = Counter(x.label for x in section.lines)
