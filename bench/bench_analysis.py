@@ -4,7 +4,9 @@ The payload is what one health check reads: pvesim serves the generated cluster 
 and the collector reads it over HTTPS (bench/collected.py). json.loads takes the response bodies as
 one document (a call per body, as the client makes them, costs more: printed too, not the target's).
 Both are timed in the same run, in alternating rounds (best of N each), so the ratio is stable across
-machines and across slow spells of a shared one. Target: analysis <= 2x json.loads.
+machines and across slow spells of a shared one. Shown for growth and for where the time goes: issue 17's
+target (analysis <= 2x json.loads) was withdrawn by issue 43, since at 10,000 guests the analysis is some 4 %
+of a check, which PVE's own serving bounds (bench_bound.py). ``--target`` still judges a ratio on request.
 
     python bench/bench_analysis.py [--guests 10000] [--nodes 50] [--repeat 9]
 """
@@ -52,7 +54,7 @@ def main() -> int:
     ap.add_argument("--guests", type=int, default=10_000)
     ap.add_argument("--nodes", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=9)
-    ap.add_argument("--target", type=float, default=2.0)
+    ap.add_argument("--target", type=float, default=None, help="judge the ratio against this (no default target)")
     args = ap.parse_args()
     got = collected(args.guests, args.nodes)
     report = diagnose(got.fresh(), got.thresholds, limit=None)
@@ -64,7 +66,10 @@ def main() -> int:
     print(f"reads failed:      {len(failed)}{': ' + ', '.join(failed[:5]) if failed else ''}")
     print(f"json.loads:        {t_json * 1000:.0f} ms  (one call per response: {t_each * 1000:.0f} ms)")
     print(f"health analysis:   {t_analysis * 1000:.0f} ms  ({report.summary})")
-    print(f"ratio:             {ratio:.2f}x  (target <= {args.target}x: {'met' if ratio <= args.target else 'MISSED'})")
+    judged = "  (for growth: the 2x target was withdrawn, issue 43)"
+    if args.target is not None:
+        judged = f"  (target <= {args.target}x: {'MET' if ratio <= args.target else 'MISSED'})"
+    print(f"ratio:             {ratio:.2f}x{judged}")
     print("where the time goes (each on a fresh snapshot, best of the same runs):")
     print(f"  {'config parsing':<16}{best(lambda: got.fresh().parsed, args.repeat) * 1000:6.0f} ms")
     for area, analyze in AREAS.items():
