@@ -67,11 +67,17 @@ def test_a_groups_line_reaches_its_members_and_a_users_own_line_replaces_it(star
 
 def test_a_role_on_a_pool_reaches_its_guests_and_storages(start_sim: Any) -> None:
     on_pool = [{"path": "/pool/prod", "role": "PVEAuditor"}]
+    on_parent = [{"path": "/pool/dept", "role": "PVEAuditor"}]  # nested pools (8.1): /pool/dept/team inherits
     data = _truth(
-        [{"id": "scoped@pve!mcp", "user_acl": on_pool, "acl": on_pool}],
+        [
+            {"id": "scoped@pve!mcp", "user_acl": on_pool, "acl": on_pool},
+            {"id": "dept@pve!mcp", "user_acl": on_parent, "acl": on_parent},
+        ],
         pools={"prod": {"comment": "production", "storage": ["pbs"]}},
     )
+    next(g for g in data["guests"] if g["vmid"] == 202)["pool"] = "dept/team"
     sim = start_sim(data)
+    assert _guests(api(sim, "dept@pve!mcp")) == {202}
     scoped = api(sim, "scoped@pve!mcp")
     assert _guests(scoped) == {200, 201}
     effective = scoped.access.permissions.get()
