@@ -9,7 +9,17 @@ import re
 
 from pve_steward.analysis.codes import CODES
 from pve_steward.analysis.findings import Finding, Report, Subject, finding, make_report
-from pve_steward.serving.checkcmd import FACTS, Header, json_body, level, outline, print_report, render, terminal_safe
+from pve_steward.serving.checkcmd import (
+    FACTS,
+    Header,
+    json_body,
+    level,
+    outline,
+    print_report,
+    render,
+    subject_words,
+    terminal_safe,
+)
 from pve_steward.views.report import markdown
 from tests.untrusted import plain
 
@@ -154,6 +164,10 @@ def test_text_and_markdown_start_with_what_to_do_first() -> None:
     ticket = markdown(r, HEADER)
     assert "### What to do first" in ticket and "1. **guest 114 (web) pve1**: `BACKUP_NONE`: " in ticket
     assert ticket.index("### What to do first") < ticket.index("| area | result |")
+    disk = Subject(kind="disk", id="pve3:/dev/sdb", node="pve3")
+    assert subject_words(disk) == "disk pve3:/dev/sdb" and subject_words(
+        Subject(kind="node", id="pve3", node="pve3")
+    ) == ("node pve3")
     calm = report([finding("GUEST_NO_ONBOOT", guest(116), "no onboot")], ["guests"])  # info only: nothing first
     assert "WHAT TO DO FIRST" not in render(calm, color=False) and "What to do first" not in markdown(calm)
 

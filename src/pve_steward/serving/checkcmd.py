@@ -218,7 +218,8 @@ def _header_lines(header: Header, areas: list[str]) -> list[str]:
 def subject_words(s: Subject) -> str:
     """``guest 114 (scratch-build) pve3``: a subject in words, each part once ("cluster", "node pve3")."""
     ident = "" if s.id == s.kind else s.id
-    node = "" if s.node == s.id else s.node or ""  # a node's own finding: "node pve3", not "node pve3 pve3"
+    # a node's own finding is "node pve3", a disk's "disk pve3:/dev/sdb": the node is said once
+    node = "" if not s.node or s.id == s.node or s.id.startswith(f"{s.node}:") else s.node
     return " ".join(x for x in (s.kind, ident, f"({s.name})" if s.name else "", node) if x)
 
 
