@@ -38,7 +38,10 @@ class GuestRow(Model):
     ha_state: str | None = None
     template: bool = False
     config: UntrustedValues | None = Field(
-        None, description="the config fields asked for (fields=...), secrets redacted; null where unread"
+        None,
+        description="the config fields asked for (fields=...), secrets redacted; absent when none were asked or "
+        "the guest's config could not be read (incomplete says which)",
+        exclude_if=lambda v: v is None,  # a page of 500 rows without fields carried 500 '"config":null'
     )
 
 
