@@ -52,7 +52,7 @@ class GuestList(Model):
     incomplete: list[str] = Field(
         default_factory=list,
         description="guests PVE's list hides from this token (the total counts only those it sees), and config "
-        "reads that failed (their rows: null)",
+        "reads that failed (their rows carry no config)",
     )
 
 
