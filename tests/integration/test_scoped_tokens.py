@@ -216,6 +216,11 @@ async def test_a_guest_list_pve_shortens_for_a_token_says_so(sims: dict[str, Sim
         "guests: partial list: not all visible to this token: PVE lists each only with VM.Audit on /vms/<id> "
         "(/cluster/resources)"
     ]
+    # VM.Audit on /vms, but no Sys.Audit on /access: a NoAccess on one guest would show only in the ACL tree
+    assert (await listed("vmonly@pve!mcp"))["incomplete"] == [
+        "guests: may be a partial list: PVE lists each only with VM.Audit on /vms/<id>; cannot tell: a NoAccess ACL "
+        "entry on one object shows only in /access/acl, which needs Sys.Audit on /access"
+    ]
 
 
 async def test_a_token_scoped_to_a_pool_lists_the_pools_guests_as_a_partial_list(start_sim: Any) -> None:

@@ -51,7 +51,7 @@ from pve_steward.pveio.readcache import Key, read_key
 from pve_steward.tools.agentread import read_agent_details
 from pve_steward.tools.cephread import read_ceph
 from pve_steward.tools.pbsread import PbsLink, not_configured, read_pbs
-from pve_steward.tools.privileges import hidden_references, learn, probe_paths, visibility_from
+from pve_steward.tools.privileges import hidden_references, learn, probe_paths, unsettled, visibility_from
 from pve_steward.tools.sdnread import read_fabric_neighbors, read_vnet_subnets, read_zone_content
 
 # the storage PVE names when it refuses a node's vzdump default (VZDump.pm storage_info, Storage.pm storage_config)
@@ -297,7 +297,7 @@ class Collector:
         token's own privileges unread it is a failed read (DATA_INCOMPLETE), not a limit of its scope."""
         gap = Missing.not_visible(f, path, affects, what=what)
         if self.data.visibility.whole(f) is None:
-            gap = dataclasses.replace(gap, error=f"{gap.error}; cannot tell: {self._unsettled()}")
+            gap = dataclasses.replace(gap, error=f"{gap.error}; cannot tell: {unsettled(self.data.visibility)}")
         if self.data.visibility.unread_reason is not None:
             gap = dataclasses.replace(gap, optional=False)
         self._gaps.append(gap)
@@ -317,12 +317,6 @@ class Collector:
                 ("capacity", "cluster", "migration", "node"),
                 what=f"memory, CPU and disk figures of node(s) {', '.join(sorted(blind))}",
             )
-
-    def _unsettled(self) -> str:
-        vis = self.data.visibility
-        if vis.unread_reason is not None:
-            return f"own privileges unread: {vis.unread_reason}"
-        return "a NoAccess ACL entry on one object shows only in /access/acl, which needs Sys.Audit on /access"
 
     async def _settle_references(self) -> None:
         """Ask, path by path, about the objects checks name that a filtered list left out and the privilege

@@ -27,11 +27,6 @@ class GuestRef(Model):
     hastate: str | None = None
 
 
-async def vm_resources(client: ProxmoxClient) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = await client.get(api_path("cluster", "resources"), type="vm")
-    return [r for r in rows if r.get("type") in ("qemu", "lxc")]
-
-
 def guest_ref(row: dict[str, Any]) -> GuestRef:
     return GuestRef(
         vmid=int(row["vmid"]),

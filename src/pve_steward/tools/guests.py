@@ -18,7 +18,7 @@ from pve_steward.security.guard import guarded
 from pve_steward.tools.context import ToolContext
 from pve_steward.tools.fetch import LOCATOR_AGE, GuestRef, guest_index, guest_path, guest_ref, located
 from pve_steward.tools.guestfields import FIELD_PAGE, MAX_FIELDS, ConfigKey, config_fields, within_budget
-from pve_steward.tools.privileges import visibility_from
+from pve_steward.tools.privileges import unsettled, visibility_from
 
 MAX_PAGE = 500
 
@@ -76,7 +76,7 @@ async def _visible_guest_rows(t: ToolContext) -> tuple[list[dict[str, Any]], lis
     if whole is False:
         hidden = [f"guests: partial list: {GUESTS.reason()}"]
     elif whole is None:
-        why = vis.unread_reason or "a NoAccess entry on one guest shows only in /access/acl (Sys.Audit on /access)"
+        why = unsettled(vis)
         hidden = [f"guests: may be a partial list: PVE lists each only with {GUESTS.needs()}; cannot tell: {why}"]
     else:
         hidden = []

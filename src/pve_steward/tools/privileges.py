@@ -35,6 +35,13 @@ def visibility_from(perms: Any, acl: Any) -> tuple[Visibility, list[Missing]]:
     return Visibility(perms, acl_paths=paths), []
 
 
+def unsettled(vis: Visibility) -> str:
+    """Why this token's view cannot tell whether a filtered list is whole (Visibility.whole is None)."""
+    if vis.unread_reason is not None:
+        return f"own privileges unread: {vis.unread_reason}"
+    return "a NoAccess ACL entry on one object shows only in /access/acl, which needs Sys.Audit on /access"
+
+
 def probe_paths(data: ClusterData) -> tuple[list[str], list[Missing]]:
     """The object paths to ask about one by one (at most PROBE_LIMIT), and a gap for any left unasked."""
     wanted: list[str] = []
