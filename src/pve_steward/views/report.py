@@ -26,7 +26,7 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from pve_steward.analysis.codes import CODES
-from pve_steward.analysis.findings import Finding, Report, make_report
+from pve_steward.analysis.findings import Report, make_report
 from pve_steward.analysis.thresholds import thresholds_from
 from pve_steward.config import Settings
 from pve_steward.pveio.client import ProxmoxClient
@@ -188,8 +188,8 @@ def _static_section(s: Section) -> str:
             continue
         fix = f"<div>fix: {e(f.remediation)}</div>" if f.remediation else ""
         items.append(
-            f'<li><b class="l-{x.label}">{x.label}</b> <span class="mono">{e(f.code)}</span> {e(subject_text(f))}: '
-            f"{e(f.message)}{fix}</li>"
+            f'<li><b class="l-{x.label}">{x.label}</b> <span class="mono">{e(f.code)}</span> '
+            f"{e(subject_words(f.subject))}: {e(f.message)}{fix}</li>"
         )
     is_open = " open" if s.result in ("FAIL", "WARN") else ""
     return f"<details{is_open}><summary>{e(s.title)}: {s.result}</summary><ul>{''.join(items)}</ul></details>"
@@ -238,7 +238,7 @@ def markdown(report: Report, header: Header | None = None) -> str:
             fixes = "; ".join(md(fix) for fix in led.fix)
             lines.append(f"{rank}. **{md(subject_words(led.subject))}**: {codes}" + (f": {fixes}" if fixes else ""))
         if report.act_first_more:
-            lines.append(f"\n({report.act_first_more} more with {report.status} findings: in the areas below)")
+            lines += ["", f"({report.act_first_more} more with {report.status} findings: in the areas below)"]
         lines.append("")
     lines += ["| area | result | FAIL | WARN | NOTICE | INFO | SKIP |", "|---|---|--:|--:|--:|--:|--:|"]
     for section in sections:
@@ -257,17 +257,9 @@ def markdown(report: Report, header: Header | None = None) -> str:
         for x in rows:
             f = x.finding
             assert f is not None
-            cells = [x.label, f"`{f.code}`", md(subject_text(f)), md(f.message), md(f.remediation)]
+            cells = [x.label, f"`{f.code}`", md(subject_words(f.subject)), md(f.message), md(f.remediation)]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines + _md_suppressed(report)) + "\n"
-
-
-def subject_text(f: Finding) -> str:
-    """``guest 114 (scratch-build) pve3``: the subject in words, cluster text as text."""
-    s = f.subject
-    name = f"({text_of(s.name)})" if s.name else ""
-    ident = "" if text_of(s.id) == s.kind else text_of(s.id)  # the cluster itself: "cluster", not "cluster cluster"
-    return " ".join(x for x in (s.kind, ident, name, text_of(s.node)) if x)
 
 
 def _md_suppressed(report: Report) -> list[str]:
