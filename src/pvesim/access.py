@@ -4,8 +4,9 @@ Roles and their privileges follow pve-access-control's ``AccessControl.pm`` (pri
 root/admin/user/audit per category). ACLs are evaluated like ``PVE::RPCEnvironment::permissions``:
 walking from ``/`` to the object, the deepest node with an entry for the principal wins (its own
 entries, else its groups'), non-propagating entries only apply to their exact path, and a guest or
-storage also gets the roles its principal holds on the pool it belongs to. A privilege-separated
-token gets the intersection of its own and its user's privileges.
+storage also gets the roles its principal holds on the pool it belongs to (``compile_acl_path``; the same
+in pve-access-control 8.2 and 9.1). A privilege-separated token gets the intersection of its own and its
+user's privileges.
 """
 
 from __future__ import annotations
